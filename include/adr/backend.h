@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * adr backend plugin ABI.
+ *
+ * A backend is a shared object named libadr_<name>.so that exports exactly
+ * one symbol, ADR_BACKEND_QUERY_SYMBOL:
+ *
+ *   const struct adr_backend *adr_backend_query(uint32_t host_abi_major,
+ *                                               uint32_t host_abi_minor,
+ *                                               const struct adr_backend_host *host);
+ *
+ * The core calls it once after dlopen. The backend returns NULL when it
+ * cannot serve a host with that major version; otherwise its table, with
+ * abi_major equal to the host's and abi_minor the version it was built with.
+ * The core uses min(host minor, backend minor) and never calls a slot beyond
+ * struct_size or a NULL slot (that operation is then ENOTSUP).
+ *
+ * Evolving the table (docs/backend-abi.md): slots are only appended, each
+ * group of new slots bumps ADR_BACKEND_ABI_MINOR, reserved slots are consumed
+ * from the front of `reserved`, and a layout change or removal bumps the
+ * major version. The static assertions below pin the layout.
+ *
+ * Handles: struct adr_backend_device / _stream / _event are opaque to the
+ * core; each backend defines them. Stream arguments are never NULL: the core
+ * passes the device's default stream handle (from stream_create with
+ * ADR_BACKEND_STREAM_DEFAULT) and itself synchronises when the application
+ * asked for blocking behaviour.
+ *
+ * Errors: every slot returns 0 or a positive errno value and writes a
+ * message with adr_backend_error_set() into `error` (which may be NULL),
+ * formatted "[operation][backend] NATIVE_NAME: description".
+ *
+ * Threads: every slot may be called concurrently from several threads.
+ */
+#ifndef ADR_BACKEND_H
+#define ADR_BACKEND_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "adr/adr.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ADR_BACKEND_ABI_MAJOR 1
+#define ADR_BACKEND_ABI_MINOR 0
+#define ADR_BACKEND_QUERY_SYMBOL "adr_backend_query"
+
+enum adr_log_level {
+  ADR_LOG_ERROR = 0,
+  ADR_LOG_WARN = 1,
+  ADR_LOG_INFO = 2,
+  ADR_LOG_DEBUG = 3,
+  ADR_LOG_TRACE = 4,
+};
+
+/* Services the core offers a backend. Valid until process exit. */
+struct adr_backend_host {
+  uint32_t struct_size;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  uint32_t reserved32;
+  /* Logs through ADR_LOG's sink. `backend` is the backend's name. */
+  void (*log)(int level, const char* backend, const char* fmt, ...) ADR_PRINTF(3, 4);
+  /* Environment look-up that returns NULL in setuid/setgid processes
+   * (secure_getenv). Backends read their own variables through it. */
+  const char* (*getenv)(const char* name);
+  /* The current ADR_LOG level, so a backend can skip formatting. */
+  int (*log_level)(void);
+  void* reserved[8];
+};
+
+struct adr_backend_device;
+struct adr_backend_stream;
+struct adr_backend_event;
+
+enum adr_backend_stream_flags {
+  /* Return the device's default stream; it is never destroyed. */
+  ADR_BACKEND_STREAM_DEFAULT = 1u << 0,
+};
+
+/* The vtable. Field order is ABI. */
+struct adr_backend {
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  uint32_t struct_size; /* sizeof(struct adr_backend) the backend was built with */
+  uint32_t flags;       /* reserved, 0 */
+  const char* name;     /* "cpu", "cuda" ...: [a-z0-9_]+ */
+  const char* version;  /* backend's own version text */
+  const ArrowDeviceType* device_types; /* the types it serves */
+  uint32_t device_type_count;
+  uint32_t reserved32;
+
+  /* --- lifecycle (required: init, device_count, device_open) --- */
+
+  /* Called once before any other slot. ENODEV means "unavailable" (driver
+   * or hardware missing) and must carry the reason; any other failure is a
+   * rejection. Either way shutdown is not called. */
+  int (*init)(struct adr_error* error);
+  /* Called once at process exit after all devices were closed. */
+  void (*shutdown)(void);
+  /* Number of devices of `type` (one of device_types). */
+  int (*device_count)(ArrowDeviceType type, int64_t* out, struct adr_error* error);
+  int (*device_open)(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
+                     struct adr_error* error);
+  void (*device_close)(struct adr_backend_device* dev);
+  /* Fill what it knows; the core pre-fills type, id, backend and zeroes. */
+  int (*device_info)(struct adr_backend_device* dev, struct adr_device_info* out,
+                     struct adr_error* error);
+
+  /* --- memory (required: alloc, free, copy) --- */
+
+  /* size > 0, alignment a power of two >= 64 (checked by the core). */
+  int (*alloc)(struct adr_backend_device* dev, size_t size, size_t alignment,
+               struct adr_backend_stream* stream, void** out, struct adr_error* error);
+  /* ptr/size were returned by alloc on this device (checked by the core). */
+  int (*free)(struct adr_backend_device* dev, void* ptr, size_t size,
+              struct adr_backend_stream* stream, struct adr_error* error);
+  /* A NULL device means host memory. At most one of dst_dev/src_dev is NULL;
+   * both non-NULL may be two devices of this backend (peer). `stream`
+   * belongs to one of the devices. Queue the copy on the stream; the core
+   * synchronises if the application asked for a blocking copy. A host
+   * source or destination stays valid until the stream reaches the copy. */
+  int (*copy)(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
+              const void* src, size_t size, struct adr_backend_stream* stream,
+              struct adr_error* error);
+  int (*memset)(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                struct adr_backend_stream* stream, struct adr_error* error);
+
+  /* --- streams (required: stream_create, stream_destroy, stream_synchronize) --- */
+  int (*stream_create)(struct adr_backend_device* dev, uint32_t flags,
+                       struct adr_backend_stream** out, struct adr_error* error);
+  int (*stream_destroy)(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                        struct adr_error* error);
+  int (*stream_synchronize)(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                            struct adr_error* error);
+
+  /* --- events (required: all but event_import) --- */
+  int (*event_create)(struct adr_backend_device* dev, struct adr_backend_event** out,
+                      struct adr_error* error);
+  int (*event_destroy)(struct adr_backend_device* dev, struct adr_backend_event* event,
+                       struct adr_error* error);
+  int (*event_record)(struct adr_backend_device* dev, struct adr_backend_event* event,
+                      struct adr_backend_stream* stream, struct adr_error* error);
+  /* Device-side: `stream` waits for `event`. */
+  int (*event_wait)(struct adr_backend_device* dev, struct adr_backend_event* event,
+                    struct adr_backend_stream* stream, struct adr_error* error);
+  int (*event_synchronize)(struct adr_backend_device* dev, struct adr_backend_event* event,
+                           struct adr_error* error);
+  /* 0 complete, EBUSY pending, other = error. */
+  int (*event_query)(struct adr_backend_device* dev, struct adr_backend_event* event,
+                     struct adr_error* error);
+  /* Pointer to the native event for ArrowDeviceArray.sync_event (NULL if
+   * the backend has none, like the CPU). */
+  void* (*event_native)(struct adr_backend_device* dev, struct adr_backend_event* event);
+
+  /* --- interop (optional) --- */
+  /* Wrap a foreign sync_event (pointer to a native event); not owned. */
+  int (*event_import)(struct adr_backend_device* dev, void* sync_event,
+                      struct adr_backend_event** out, struct adr_error* error);
+  /* Wrap a foreign native stream; not owned. */
+  int (*stream_import)(struct adr_backend_device* dev, void* native_stream,
+                       struct adr_backend_stream** out, struct adr_error* error);
+  void* (*stream_native)(struct adr_backend_device* dev, struct adr_backend_stream* stream);
+  /* Which of this backend's devices owns ptr: ENOENT if none. */
+  int (*pointer_query)(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
+                       struct adr_error* error);
+  int (*device_native)(struct adr_backend_device* dev, int kind, void** out,
+                       struct adr_error* error);
+  /* Create a device over application-owned native objects (see
+   * adr_device_adopt); `id` is the id the core assigns. */
+  int (*device_adopt)(ArrowDeviceType type, int64_t id, const void* native_desc,
+                      struct adr_backend_device** out, struct adr_error* error);
+  /* Describe the device as key/value pairs for adr-info ("svm": "coarse,fine",
+   * "heap[0]": "2 GiB device-local" ...). Call emit once per pair. */
+  int (*device_properties)(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
+                           struct adr_error* error);
+  /* Page-lock existing host memory for faster copies, and undo it. */
+  int (*host_register)(struct adr_backend_device* dev, void* ptr, size_t size,
+                       struct adr_error* error);
+  int (*host_unregister)(struct adr_backend_device* dev, void* ptr, struct adr_error* error);
+
+  /* Room to grow: new slots take these from the front, with a minor bump. */
+  void (*reserved[16])(void);
+};
+
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && UINTPTR_MAX == UINT64_MAX
+_Static_assert(offsetof(struct adr_backend, init) == 48, "adr_backend header layout");
+_Static_assert(offsetof(struct adr_backend, alloc) == 96, "adr_backend memory slots");
+_Static_assert(offsetof(struct adr_backend, stream_create) == 128, "adr_backend streams");
+_Static_assert(offsetof(struct adr_backend, event_create) == 152, "adr_backend events");
+_Static_assert(offsetof(struct adr_backend, event_import) == 208, "adr_backend interop");
+_Static_assert(offsetof(struct adr_backend, reserved) == 280, "adr_backend reserved");
+_Static_assert(sizeof(struct adr_backend) == 408, "adr_backend size");
+_Static_assert(sizeof(struct adr_backend_host) == 104, "adr_backend_host size");
+#endif
+
+/* Smallest struct_size the core accepts: the ABI 1.0 slots up to
+ * event_native (the required ones). Later optional slots are checked
+ * against struct_size one by one. */
+#define ADR_BACKEND_MIN_STRUCT_SIZE offsetof(struct adr_backend, event_import)
+
+/* The one symbol a backend exports. */
+typedef const struct adr_backend* (*adr_backend_query_fn)(uint32_t host_abi_major,
+                                                         uint32_t host_abi_minor,
+                                                         const struct adr_backend_host* host);
+
+#if defined(__GNUC__)
+#define ADR_BACKEND_EXPORT __attribute__((visibility("default")))
+#else
+#define ADR_BACKEND_EXPORT
+#endif
+
+/* For backends (which do not link libadr): format a message into `error`
+ * (may be NULL) and return `status`. */
+static inline int adr_backend_error_set(struct adr_error* error, int status, const char* fmt,
+                                        ...) ADR_PRINTF(3, 4);
+static inline int adr_backend_error_set(struct adr_error* error, int status, const char* fmt,
+                                        ...) {
+  if (error != NULL) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error->message, sizeof(error->message), fmt, ap);
+    va_end(ap);
+  }
+  return status;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ADR_BACKEND_H */
