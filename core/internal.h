@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Internal declarations shared by the files of core/. Nothing here is ABI.
+ */
+#ifndef ADR_CORE_INTERNAL_H
+#define ADR_CORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "adr/adr.h"
+#include "adr/backend.h"
+
+#define ADR_INTERNAL __attribute__((visibility("hidden")))
+
+/* ---- logging (log.c) ---------------------------------------------------- */
+
+/* Current ADR_LOG level; read without a lock on every dispatch, so it is a
+ * relaxed atomic set once by the environment reader. */
+extern ADR_INTERNAL _Atomic int adr__log_level_value;
+
+static inline int adr__log_level(void) {
+  return atomic_load_explicit(&adr__log_level_value, memory_order_relaxed);
+}
+ADR_INTERNAL void adr__log(int level, const char* component, const char* fmt, ...)
+    ADR_PRINTF(3, 4);
+ADR_INTERNAL void adr__log_configure(int level, const char* file_path);
+/* Monotonic nanoseconds, for trace durations. */
+ADR_INTERNAL uint64_t adr__now_ns(void);
+
+/* ---- errors (error.c) --------------------------------------------------- */
+
+/* Prefixes "[op]" (and "[backend]" when given) to a formatted message. */
+ADR_INTERNAL int adr__errorf(struct adr_error* error, int status, const char* op,
+                             const char* backend, const char* fmt, ...) ADR_PRINTF(5, 6);
+
+/* ---- environment (env.c) ------------------------------------------------ */
+
+/* Parsed once under a once-guard by adr_init(); immutable afterwards. */
+struct adr__config {
+  int status;                  /* 0, or the error every call re-reports */
+  struct adr_error error;      /* message for status */
+  struct adr__selector* backends_filter; /* ADR_BACKENDS, NULL = all */
+  struct adr__selector* device_list;     /* ADR_DEVICE, NULL = unset */
+  char* plugin_path;           /* ADR_PLUGIN_PATH (secure), may be NULL */
+};
+ADR_INTERNAL const struct adr__config* adr__config(void);
+ADR_INTERNAL int adr__ensure_init(struct adr_error* error);
+
+/* ---- selector (selector.c) ---------------------------------------------- */
+
+struct adr__device_spec {
+  ArrowDeviceType type; /* 0 = "*" (any type) */
+  int64_t id;           /* -1 = "*" (any id) */
+  char name[64];        /* as written */
+};
+
+struct adr__backend_rule {
+  char name[64]; /* backend name or "*" */
+  bool negated;
+};
+
+struct adr__selector {
+  size_t count;
+  union {
+    struct adr__device_spec* devices;
+    struct adr__backend_rule* rules;
+  } u;
+};
+
+/* Parse ADR_DEVICE / ADR_BACKENDS text. On error: EINVAL and a message
+ * naming `variable`, the 1-based column and what was expected. */
+ADR_INTERNAL int adr__parse_device_list(const char* variable, const char* text,
+                                        struct adr__selector** out, struct adr_error* error);
+ADR_INTERNAL int adr__parse_backend_list(const char* variable, const char* text,
+                                         struct adr__selector** out, struct adr_error* error);
+ADR_INTERNAL void adr__selector_free(struct adr__selector* sel);
+/* Whether ADR_BACKENDS (NULL = everything) lets backend `name` load. */
+ADR_INTERNAL bool adr__backend_allowed(const struct adr__selector* rules, const char* name);
+/* Device type for a selector name ("cuda", "hip_host" ...), 0 if unknown. */
+ADR_INTERNAL ArrowDeviceType adr__device_type_from_name(const char* name, size_t len);
+
+/* ---- registry and loader (registry.c, loader.c) ------------------------- */
+
+struct adr_device;
+
+struct adr__backend {
+  char name[64];
+  char library[96]; /* "libadr_cpu.so" */
+  ArrowDeviceType types[ADR_MAX_DEVICE_TYPES];
+  uint32_t type_count;
+  bool in_manifest;
+  /* Guarded by the registry lock until state leaves NOT_LOADED. */
+  int state; /* enum adr_backend_state */
+  char path[1024];
+  char reason[1024];
+  void* dl;
+  const struct adr_backend* vt;
+  uint32_t abi_minor; /* negotiated */
+  int64_t device_count[ADR_MAX_DEVICE_TYPES];
+};
+
+/* A slot of the vtable is usable if the backend's struct covers it and it
+ * is not NULL. */
+#define ADR__HAS_SLOT(vt, slot)                                                    \
+  ((vt)->struct_size >= offsetof(struct adr_backend, slot) + sizeof((vt)->slot) && \
+   (vt)->slot != NULL)
+
+struct adr_stream {
+  struct adr_device* device;
+  struct adr_backend_stream* handle;
+  uint32_t flags; /* ADR__STREAM_* */
+};
+#define ADR__STREAM_DEFAULT 1u
+#define ADR__STREAM_IMPORTED 2u
+
+struct adr_event {
+  struct adr_device* device;
+  struct adr_backend_event* handle;
+  uint32_t flags; /* ADR__EVENT_* */
+};
+#define ADR__EVENT_IMPORTED 1u
+
+struct adr__alloc_table; /* alloc_table.c */
+
+/* A device. Immutable after creation except the memory state, which has its
+ * own locks. The first two fields are all the hot path reads. */
+struct adr_device {
+  const struct adr_backend* vt;
+  struct adr_backend_device* handle;
+  struct adr__backend* backend;
+  ArrowDeviceType type;
+  int64_t id;
+  struct adr_stream default_stream;
+  char name[48];
+  struct adr__alloc_table* allocs; /* live allocations: ptr -> size */
+  bool host_accessible;            /* caps & ADR_CAP_HOST_ACCESSIBLE */
+};
+
+/* Registry lock: guards backend loading and device creation only. */
+ADR_INTERNAL pthread_mutex_t* adr__registry_lock(void);
+/* Load (if needed) the backend that serves `type`; NULL + error if none. */
+ADR_INTERNAL struct adr__backend* adr__backend_for_type(ArrowDeviceType type,
+                                                        struct adr_error* error);
+/* Loader: fill b->dl/vt/state from the search path. Registry lock held. */
+ADR_INTERNAL void adr__loader_load(struct adr__backend* b);
+/* Loader: find third-party libadr_*.so in ADR_PLUGIN_PATH and append them
+ * to the registry (not loaded). Registry lock held. */
+ADR_INTERNAL void adr__loader_discover(void);
+ADR_INTERNAL const char* adr__loader_search_path(void);
+ADR_INTERNAL const struct adr_backend_host* adr__host_services(void);
+/* Registry internals for the loader. */
+ADR_INTERNAL struct adr__backend* adr__registry_add(const char* name, const char* library,
+                                                    bool in_manifest);
+ADR_INTERNAL struct adr__backend* adr__registry_find(const char* name);
+
+/* ---- allocation table (alloc_table.c) ----------------------------------- */
+
+ADR_INTERNAL struct adr__alloc_table* adr__alloc_table_create(void);
+ADR_INTERNAL void adr__alloc_table_destroy(struct adr__alloc_table* t);
+/* Record ptr -> size; ENOMEM if the table cannot grow. */
+ADR_INTERNAL int adr__alloc_table_insert(struct adr__alloc_table* t, void* ptr, size_t size);
+/* Remove ptr if it is recorded with `size`: 0; ENOENT unknown pointer;
+ * ERANGE recorded with another size (*out_size tells which); nothing
+ * removed on error. */
+ADR_INTERNAL int adr__alloc_table_remove(struct adr__alloc_table* t, void* ptr, size_t size,
+                                         size_t* out_size);
+ADR_INTERNAL size_t adr__alloc_table_count(struct adr__alloc_table* t);
+
+/* ---- tracing of dispatched calls ---------------------------------------- */
+
+/* Wraps one indirect call into a backend: at ADR_LOG=trace logs the call
+ * with its duration and status. `call` is an expression yielding int. */
+#define ADR__DISPATCH(dev_name, op, call, fmt, ...)                                   \
+  (adr__log_level() < ADR_LOG_TRACE                                                   \
+       ? (call)                                                                       \
+       : adr__dispatch_traced_end(adr__now_ns(), (call), dev_name, op, fmt, __VA_ARGS__))
+
+ADR_INTERNAL int adr__dispatch_traced_end(uint64_t start_ns, int status, const char* dev,
+                                          const char* op, const char* fmt, ...)
+    ADR_PRINTF(5, 6);
+
+#endif /* ADR_CORE_INTERNAL_H */
