@@ -39,13 +39,18 @@ ADR_INTERNAL int adr__errorf(struct adr_error* error, int status, const char* op
 
 /* ---- environment (env.c) ------------------------------------------------ */
 
-/* Parsed once under a once-guard by adr_init(); immutable afterwards. */
+/* Parsed once under a once-guard by adr__ensure_init(); immutable after.
+ * A malformed ADR_LOG, ADR_BACKENDS or ADR_PLUGIN_PATH fails every call that
+ * needs the registry (status/error); a malformed ADR_DEVICE fails only
+ * adr_device_default (device_status/device_error). */
 struct adr__config {
-  int status;                  /* 0, or the error every call re-reports */
-  struct adr_error error;      /* message for status */
+  int status;
+  struct adr_error error;
+  int device_status;
+  struct adr_error device_error;
   struct adr__selector* backends_filter; /* ADR_BACKENDS, NULL = all */
   struct adr__selector* device_list;     /* ADR_DEVICE, NULL = unset */
-  char* plugin_path;           /* ADR_PLUGIN_PATH (secure), may be NULL */
+  char* plugin_path;                     /* ADR_PLUGIN_PATH (secure), may be NULL */
 };
 ADR_INTERNAL const struct adr__config* adr__config(void);
 ADR_INTERNAL int adr__ensure_init(struct adr_error* error);
@@ -157,6 +162,13 @@ ADR_INTERNAL struct adr__backend* adr__registry_add(const char* name, const char
                                                     bool in_manifest);
 ADR_INTERNAL struct adr__backend* adr__registry_find(const char* name);
 
+/* ---- memory front end (memory.c) ---------------------------------------- */
+
+/* Called once per device after it is created (registry lock held) and at
+ * process exit before the device is closed. */
+ADR_INTERNAL void adr__memory_device_init(struct adr_device* dev);
+ADR_INTERNAL void adr__memory_device_teardown(struct adr_device* dev);
+
 /* ---- allocation table (alloc_table.c) ----------------------------------- */
 
 ADR_INTERNAL struct adr__alloc_table* adr__alloc_table_create(void);
@@ -174,10 +186,18 @@ ADR_INTERNAL size_t adr__alloc_table_count(struct adr__alloc_table* t);
 
 /* Wraps one indirect call into a backend: at ADR_LOG=trace logs the call
  * with its duration and status. `call` is an expression yielding int. */
-#define ADR__DISPATCH(dev_name, op, call, fmt, ...)                                   \
-  (adr__log_level() < ADR_LOG_TRACE                                                   \
-       ? (call)                                                                       \
-       : adr__dispatch_traced_end(adr__now_ns(), (call), dev_name, op, fmt, __VA_ARGS__))
+#define ADR__DISPATCH(dev_name, op, call, fmt, ...)                                  \
+  __extension__({                                                                    \
+    int adr__st_;                                                                    \
+    if (__builtin_expect(adr__log_level() < ADR_LOG_TRACE, 1)) {                     \
+      adr__st_ = (call);                                                             \
+    } else {                                                                         \
+      uint64_t adr__t0_ = adr__now_ns();                                             \
+      adr__st_ = (call);                                                             \
+      adr__dispatch_traced_end(adr__t0_, adr__st_, dev_name, op, fmt, __VA_ARGS__);  \
+    }                                                                                \
+    adr__st_;                                                                        \
+  })
 
 ADR_INTERNAL int adr__dispatch_traced_end(uint64_t start_ns, int status, const char* dev,
                                           const char* op, const char* fmt, ...)

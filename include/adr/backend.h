@@ -215,6 +215,11 @@ typedef const struct adr_backend* (*adr_backend_query_fn)(uint32_t host_abi_majo
 #define ADR_BACKEND_EXPORT
 #endif
 
+/* The entry point, declared here so every backend's definition is checked
+ * against it. Backends define it with ADR_BACKEND_EXPORT. */
+ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(
+    uint32_t host_abi_major, uint32_t host_abi_minor, const struct adr_backend_host* host);
+
 /* For backends (which do not link libadr): format a message into `error`
  * (may be NULL) and return `status`. */
 static inline int adr_backend_error_set(struct adr_error* error, int status, const char* fmt,

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Declarations shared by the files of the OpenCL backend. Nothing here is
+ * ABI; the only exported symbol is adr_backend_query (opencl_backend.c).
+ *
+ * Files:
+ *   opencl_backend.c  the vtable, init/shutdown, environment switches
+ *   opencl_loader.c   dlopen of libOpenCL.so.1 and the symbol table
+ *   opencl_status.c   cl_int -> errno status + CL error name (the one file)
+ *   opencl_device.c   enumeration, open/close/adopt, info, properties, natives
+ *   opencl_memory.c   alloc/free/copy/memset, pointer_query
+ *   opencl_addrmap.c  the interval map address range -> allocation
+ *   opencl_sync.c     streams and events
+ */
+#ifndef ADR_OPENCL_INTERNAL_H
+#define ADR_OPENCL_INTERNAL_H
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 300
+#endif
+/* clCreateCommandQueue is the 1.2 entry point used when the loader has no
+ * clCreateCommandQueueWithProperties. */
+#define CL_USE_DEPRECATED_OPENCL_1_2_APIS 1
+#include <CL/cl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "adr/backend.h"
+#include "adr/opencl.h"
+#include "opencl_addrmap.h"
+#include "opencl_symbols.h"
+
+#define OCL_INTERNAL __attribute__((visibility("hidden")))
+#define OCL_NAME "opencl"
+
+/* ---- vendor symbols (opencl_loader.c) ----------------------------------- */
+
+struct ocl_api {
+#define OCL_API_MEMBER(name) __typeof__(&name) name;
+  ADR_OCL_REQUIRED(OCL_API_MEMBER)
+  ADR_OCL_OPTIONAL(OCL_API_MEMBER)
+#undef OCL_API_MEMBER
+};
+
+/* Filled once by ocl_loader_open() during init (single-threaded: the core
+ * calls init once, before any other slot); read-only afterwards. */
+extern OCL_INTERNAL struct ocl_api ocl;
+
+/* dlopen the ICD loader (ADR_OPENCL_LIBRARY overrides the name) and resolve
+ * the symbols. ENODEV with "unavailable: ..." when the library is missing,
+ * EIO when a required symbol is. */
+OCL_INTERNAL int ocl_loader_open(const char* override, struct adr_error* error);
+/* Whether the 2.0 SVM entry points were all found. */
+OCL_INTERNAL bool ocl_loader_has_svm(void);
+
+/* ---- host services and configuration (opencl_backend.c) --------------- */
+
+extern OCL_INTERNAL const struct adr_backend_host* ocl_host;
+
+OCL_INTERNAL void ocl_log(int level, const char* fmt, ...) ADR_PRINTF(2, 3);
+
+/* ADR_OPENCL_MEMORY: 0 = auto, otherwise the forced address mode. */
+extern OCL_INTERNAL int ocl_forced_mode;
+/* ADR_OPENCL_HOST_COPY=0 disables the memcpy fast path of the SVM-fine mode. */
+extern OCL_INTERNAL bool ocl_host_copy_enabled;
+
+/* ---- errors (opencl_status.c) ------------------------------------------- */
+
+/* "CL_MEM_OBJECT_ALLOCATION_FAILURE" ...; "CL_UNKNOWN_ERROR" when unknown. */
+OCL_INTERNAL const char* ocl_error_name(cl_int code);
+/* errno status for a cl_int (0 for CL_SUCCESS). */
+OCL_INTERNAL int ocl_status(cl_int code);
+/* Writes "[op][opencl] CL_NAME: <fmt...>" and returns ocl_status(code). */
+OCL_INTERNAL int ocl_fail(struct adr_error* error, const char* op, cl_int code, const char* fmt,
+                          ...) ADR_PRINTF(4, 5);
+/* Writes "[op][opencl] ENAME: <fmt...>" for failures that are not a cl_int
+ * and returns status. */
+OCL_INTERNAL int ocl_errorf(struct adr_error* error, int status, const char* op, const char* fmt,
+                            ...) ADR_PRINTF(4, 5);
+
+/* ---- devices (opencl_device.c) ------------------------------------------ */
+
+#define OCL_STREAM_DEFAULT 1u
+#define OCL_STREAM_IMPORTED 2u
+
+struct adr_backend_stream {
+  cl_command_queue queue; /* one reference held by this stream */
+  struct adr_backend_device* dev;
+  uint32_t flags; /* OCL_STREAM_* */
+};
+
+struct adr_backend_device {
+  int64_t id;
+  bool adopted;
+  cl_platform_id platform;
+  cl_device_id device;
+  cl_context context; /* one reference held by the device */
+  struct adr_backend_stream default_stream;
+  enum adr_opencl_address_mode mode;
+  cl_device_svm_capabilities svm_caps;
+  bool host_unified; /* CL_DEVICE_HOST_UNIFIED_MEMORY */
+  bool host_copy;    /* host<->device copies are a memcpy (SVM fine + switch) */
+  uint32_t alignment;
+  uint64_t global_mem;
+  uint64_t max_alloc;
+  int platform_index; /* -1 for an adopted device */
+  int device_index;
+  char name[256];
+  char vendor[128];
+  char driver[128];
+};
+
+/* Enumerated (platform, device) pairs, in id order. Built by init. */
+struct ocl_device_entry {
+  cl_platform_id platform;
+  cl_device_id device;
+  int platform_index;
+  int device_index;
+};
+
+OCL_INTERNAL int ocl_devices_enumerate(struct adr_error* error);
+OCL_INTERNAL void ocl_devices_release(void);
+OCL_INTERNAL int64_t ocl_devices_count(void);
+
+OCL_INTERNAL int ocl_device_open(ArrowDeviceType type, int64_t id,
+                                 struct adr_backend_device** out, struct adr_error* error);
+OCL_INTERNAL void ocl_device_close(struct adr_backend_device* dev);
+OCL_INTERNAL int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
+                                  struct adr_backend_device** out, struct adr_error* error);
+OCL_INTERNAL int ocl_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
+                                 struct adr_error* error);
+OCL_INTERNAL int ocl_device_native(struct adr_backend_device* dev, int kind, void** out,
+                                   struct adr_error* error);
+OCL_INTERNAL int ocl_device_properties(struct adr_backend_device* dev, adr_property_fn emit,
+                                       void* ctx, struct adr_error* error);
+OCL_INTERNAL const char* ocl_mode_name(enum adr_opencl_address_mode mode);
+
+/* ---- memory (opencl_memory.c) ------------------------------------------- */
+
+/* The process-wide map of live allocations of every OpenCL device. */
+extern OCL_INTERNAL struct ocl_addrmap ocl_allocations;
+
+OCL_INTERNAL int ocl_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
+                           struct adr_backend_stream* stream, void** out,
+                           struct adr_error* error);
+OCL_INTERNAL int ocl_free(struct adr_backend_device* dev, void* ptr, size_t size,
+                          struct adr_backend_stream* stream, struct adr_error* error);
+OCL_INTERNAL int ocl_copy(struct adr_backend_device* dst_dev, void* dst,
+                          struct adr_backend_device* src_dev, const void* src, size_t size,
+                          struct adr_backend_stream* stream, struct adr_error* error);
+OCL_INTERNAL int ocl_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                            struct adr_backend_stream* stream, struct adr_error* error);
+OCL_INTERNAL int ocl_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
+                                   struct adr_error* error);
+/* Frees whatever `dev` still has allocated (device_close). */
+OCL_INTERNAL void ocl_memory_release_device(struct adr_backend_device* dev);
+/* Resolves ADR_OPENCL_NATIVE_BUFFER. */
+OCL_INTERNAL int ocl_buffer_lookup(struct adr_backend_device* dev, struct adr_opencl_buffer* q,
+                                   struct adr_error* error);
+
+/* ---- streams and events (opencl_sync.c) --------------------------------- */
+
+struct adr_backend_event {
+  /* Guards `event` against a concurrent re-record: readers take a
+   * reference to the current cl_event under the lock and use it outside. */
+  pthread_mutex_t lock;
+  cl_event event; /* &event is the sync_event handed to Arrow consumers */
+  struct adr_backend_device* dev;
+  bool imported;
+};
+
+/* Creates the in-order queue for a stream of dev. */
+OCL_INTERNAL int ocl_queue_create(struct adr_backend_device* dev, const char* op,
+                                  cl_command_queue* out, struct adr_error* error);
+OCL_INTERNAL int ocl_stream_create(struct adr_backend_device* dev, uint32_t flags,
+                                   struct adr_backend_stream** out, struct adr_error* error);
+OCL_INTERNAL int ocl_stream_destroy(struct adr_backend_device* dev,
+                                    struct adr_backend_stream* stream, struct adr_error* error);
+OCL_INTERNAL int ocl_stream_synchronize(struct adr_backend_device* dev,
+                                        struct adr_backend_stream* stream,
+                                        struct adr_error* error);
+OCL_INTERNAL int ocl_stream_import(struct adr_backend_device* dev, void* native_stream,
+                                   struct adr_backend_stream** out, struct adr_error* error);
+OCL_INTERNAL void* ocl_stream_native(struct adr_backend_device* dev,
+                                     struct adr_backend_stream* stream);
+OCL_INTERNAL int ocl_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
+                                  struct adr_error* error);
+OCL_INTERNAL int ocl_event_destroy(struct adr_backend_device* dev,
+                                   struct adr_backend_event* event, struct adr_error* error);
+OCL_INTERNAL int ocl_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
+                                  struct adr_backend_stream* stream, struct adr_error* error);
+OCL_INTERNAL int ocl_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
+                                struct adr_backend_stream* stream, struct adr_error* error);
+OCL_INTERNAL int ocl_event_synchronize(struct adr_backend_device* dev,
+                                       struct adr_backend_event* event, struct adr_error* error);
+OCL_INTERNAL int ocl_event_query(struct adr_backend_device* dev, struct adr_backend_event* event,
+                                 struct adr_error* error);
+OCL_INTERNAL void* ocl_event_native(struct adr_backend_device* dev,
+                                    struct adr_backend_event* event);
+OCL_INTERNAL int ocl_event_import(struct adr_backend_device* dev, void* sync_event,
+                                  struct adr_backend_event** out, struct adr_error* error);
+
+#endif /* ADR_OPENCL_INTERNAL_H */

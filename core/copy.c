@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * adr_copy routing.
+ *
+ *   same backend (incl. CPU<->CPU, peer)  -> that backend's copy slot
+ *   CPU <-> X                             -> X's copy slot with a NULL
+ *                                            device on the host side
+ *   X <-> Y, different backends           -> host-accessible side used
+ *                                            directly when it can be, else
+ *                                            staged through host memory in
+ *                                            chunks, double-buffered so the
+ *                                            read from X overlaps the write
+ *                                            to Y
+ *
+ * The hot path (host<->device, device<->device on one backend) is checks
+ * plus one indirect call; nothing here takes a lock.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define STAGING_CHUNK ((size_t)8 << 20)
+
+static inline bool is_cpu(const struct adr_device* d) {
+  return d->type == ARROW_DEVICE_CPU;
+}
+
+static int backend_copy(struct adr_device* owner, struct adr_backend_device* dst_h, void* dst,
+                        struct adr_backend_device* src_h, const void* src, size_t size,
+                        struct adr_backend_stream* stream, struct adr_error* error) {
+  return ADR__DISPATCH(owner->name, "copy",
+                       owner->vt->copy(dst_h, dst, src_h, src, size, stream, error),
+                       "dst=%p src=%p size=%zu", dst, src, size);
+}
+
+static int synchronize(struct adr_device* dev, struct adr_backend_stream* s,
+                       struct adr_error* error) {
+  return ADR__DISPATCH(dev->name, "stream_synchronize",
+                       dev->vt->stream_synchronize(dev->handle, s, error), "%p", (void*)s);
+}
+
+/* X -> Y through host memory. Both sides run on their own streams; the
+ * copy has completed when this returns (the staging memory is freed). */
+static int staged_copy(struct adr_device* dst_dev, void* dst, struct adr_device* src_dev,
+                       const void* src, size_t size, struct adr_backend_stream* ds,
+                       struct adr_backend_stream* ss, struct adr_error* error) {
+  size_t chunk = size < STAGING_CHUNK ? size : STAGING_CHUNK;
+  unsigned char* stage[2] = {NULL, NULL};
+  stage[0] = aligned_alloc(4096, (chunk + 4095) & ~(size_t)4095);
+  stage[1] = size > chunk ? aligned_alloc(4096, (chunk + 4095) & ~(size_t)4095) : NULL;
+  if (stage[0] == NULL || (size > chunk && stage[1] == NULL)) {
+    free(stage[0]);
+    free(stage[1]);
+    return adr__errorf(error, ENOMEM, "adr_copy", NULL,
+                       "cannot allocate %zu bytes of staging memory", 2 * chunk);
+  }
+  size_t n = (size + chunk - 1) / chunk;
+  int st = backend_copy(src_dev, NULL, stage[0], src_dev->handle, src, chunk, ss, error);
+  if (st == 0) st = synchronize(src_dev, ss, error);
+  for (size_t i = 0; st == 0 && i < n; i++) {
+    size_t off = i * chunk, len = size - off < chunk ? size - off : chunk;
+    /* Chunk i goes up while chunk i+1 comes down into the other buffer,
+     * whose last reader (chunk i-1) finished in the previous round. */
+    st = backend_copy(dst_dev, dst_dev->handle, (char*)dst + off, NULL, stage[i % 2], len, ds,
+                      error);
+    if (st == 0 && i + 1 < n) {
+      size_t noff = off + chunk, nlen = size - noff < chunk ? size - noff : chunk;
+      st = backend_copy(src_dev, NULL, stage[(i + 1) % 2], src_dev->handle,
+                        (const char*)src + noff, nlen, ss, error);
+      if (st == 0) st = synchronize(src_dev, ss, error);
+    }
+    if (st == 0) st = synchronize(dst_dev, ds, error);
+  }
+  if (st != 0) {
+    /* Drain whatever is still queued before the staging memory goes. */
+    synchronize(src_dev, ss, NULL);
+    synchronize(dst_dev, ds, NULL);
+  }
+  free(stage[0]);
+  free(stage[1]);
+  return st;
+}
+
+int adr_copy(struct adr_device* dst_device, void* dst, struct adr_device* src_device,
+             const void* src, size_t size, struct adr_stream* stream, struct adr_error* error) {
+  if (dst_device == NULL || src_device == NULL)
+    return adr__errorf(error, EINVAL, "adr_copy", NULL, "%s device is NULL",
+                       dst_device ? "source" : "destination");
+  if (size == 0) return 0;
+  if (dst == NULL || src == NULL)
+    return adr__errorf(error, EINVAL, "adr_copy", NULL, "%s pointer is NULL",
+                       dst ? "source" : "destination");
+  if (stream != NULL && stream->device != dst_device && stream->device != src_device)
+    return adr__errorf(error, EINVAL, "adr_copy", NULL,
+                       "stream belongs to %s, which is neither %s nor %s", stream->device->name,
+                       dst_device->name, src_device->name);
+
+  /* Same backend: one call, on the given stream or the default stream of
+   * the device side (the destination unless it is the host). */
+  if (dst_device->backend == src_device->backend) {
+    struct adr_device* owner = stream ? stream->device : (is_cpu(dst_device) ? src_device : dst_device);
+    struct adr_backend_stream* s = stream ? stream->handle : owner->default_stream.handle;
+    int st = backend_copy(owner, dst_device->handle, dst, src_device->handle, src, size, s, error);
+    if (st == 0 && stream == NULL) st = synchronize(owner, s, error);
+    return st;
+  }
+
+  /* CPU <-> X: X's copy with the host side as a NULL device. A CPU stream
+   * orders nothing on X, so its queued work is drained first. */
+  if (is_cpu(src_device) || is_cpu(dst_device)) {
+    struct adr_device* x = is_cpu(src_device) ? dst_device : src_device;
+    struct adr_device* cpu = is_cpu(src_device) ? src_device : dst_device;
+    struct adr_stream* xs = stream;
+    if (stream != NULL && stream->device == cpu) {
+      int st = synchronize(cpu, stream->handle, error);
+      if (st) return st;
+      xs = NULL;
+    }
+    struct adr_backend_stream* s = xs ? xs->handle : x->default_stream.handle;
+    int st = is_cpu(src_device)
+                 ? backend_copy(x, x->handle, dst, NULL, src, size, s, error)
+                 : backend_copy(x, NULL, dst, x->handle, src, size, s, error);
+    if (st == 0 && xs == NULL) st = synchronize(x, s, error);
+    return st;
+  }
+
+  /* Two backends. Each side works on the given stream if it is its own,
+   * else on its default stream. */
+  struct adr_backend_stream* ds = (stream && stream->device == dst_device)
+                                      ? stream->handle
+                                      : dst_device->default_stream.handle;
+  struct adr_backend_stream* ss = (stream && stream->device == src_device)
+                                      ? stream->handle
+                                      : src_device->default_stream.handle;
+  if (src_device->host_accessible) {
+    /* Pinned/managed/SVM source: Y reads it directly once X is done. */
+    int st = synchronize(src_device, ss, error);
+    if (st == 0) st = backend_copy(dst_device, dst_device->handle, dst, NULL, src, size, ds, error);
+    if (st == 0) st = synchronize(dst_device, ds, error);
+    return st;
+  }
+  if (dst_device->host_accessible) {
+    int st = synchronize(dst_device, ds, error);
+    if (st == 0) st = backend_copy(src_device, NULL, dst, src_device->handle, src, size, ss, error);
+    if (st == 0) st = synchronize(src_device, ss, error);
+    return st;
+  }
+  return staged_copy(dst_device, dst, src_device, src, size, ds, ss, error);
+}

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The caching pool (pool.c): a per-device cache of memory taken from an
+ * upstream allocator, with size classes for small blocks, a best-fit treap
+ * for large ones, splitting and coalescing, and stream-ordered reuse.
+ *
+ * The pool knows neither devices nor backends: it allocates chunks through
+ * `struct adr__pool_upstream` and orders reuse across streams through
+ * `struct adr__pool_sync`, whose streams are opaque keys (NULL = the host:
+ * memory freed with a NULL stream is unused by any queued work). The device
+ * glue lives in memory.c; the unit tests drive the pool with fakes.
+ */
+#ifndef ADR_CORE_MEMORY_POOL_H
+#define ADR_CORE_MEMORY_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "adr/adr.h"
+
+#ifndef ADR_INTERNAL
+#define ADR_INTERNAL __attribute__((visibility("hidden")))
+#endif
+
+/* Where chunks come from. alloc returns 0/ENOMEM/... with a message; the
+ * memory needs no stream ordering (it is host-ordered). */
+struct adr__pool_upstream {
+  void* ctx;
+  int (*alloc)(void* ctx, size_t size, size_t alignment, void** out, struct adr_error* error);
+  void (*free)(void* ctx, void* ptr, size_t size);
+};
+
+/* Events on opaque streams. All may fail with an errno value; a failure
+ * makes the pool fall back to not reusing the block. May be absent (NULL
+ * struct): then every stream is taken to be synchronous with the host. */
+struct adr__pool_sync {
+  void* ctx;
+  int (*event_create)(void* ctx, void** out);
+  void (*event_destroy)(void* ctx, void* event);
+  int (*event_record)(void* ctx, void* event, void* stream);
+  /* stream waits (device-side) for event */
+  int (*event_wait)(void* ctx, void* event, void* stream);
+  /* 0 complete, EBUSY pending */
+  int (*event_query)(void* ctx, void* event);
+  int (*event_synchronize)(void* ctx, void* event);
+};
+
+struct adr__pool_options {
+  size_t max_cached;        /* cap on free bytes kept; SIZE_MAX = no cap */
+  size_t release_threshold; /* reserved bytes above which free chunks go back; SIZE_MAX */
+  size_t chunk_size;        /* smallest growth step (bytes); 0 = 2 MiB */
+  unsigned arenas;          /* independent shards; 0 = one per CPU (max 16) */
+};
+
+struct adr__pool_stats {
+  uint64_t reserved_bytes, reserved_bytes_peak, reserved_bytes_total;
+  uint64_t reserved_count, reserved_count_peak, reserved_count_total;
+  uint64_t cached_bytes;
+  uint64_t largest_free_block;
+  uint64_t cache_hits, cache_misses, stream_waits, trimmed_bytes;
+  uint64_t allocated_bytes, allocated_count; /* outstanding, as handed out */
+};
+
+struct adr__pool;
+
+/* Blocks at most this large are served from size classes. */
+#define ADR__POOL_SMALL_MAX ((size_t)1 << 20)
+
+ADR_INTERNAL void adr__pool_options_default(struct adr__pool_options* opts);
+/* Copies *up and *sync (sync may be NULL). */
+ADR_INTERNAL int adr__pool_create(const struct adr__pool_options* opts,
+                                  const struct adr__pool_upstream* up,
+                                  const struct adr__pool_sync* sync, struct adr__pool** out,
+                                  struct adr_error* error);
+/* Returns every chunk upstream (outstanding allocations included) after
+ * waiting for pending streams. Returns how many allocations were
+ * outstanding. */
+ADR_INTERNAL size_t adr__pool_destroy(struct adr__pool* pool);
+
+/* size > 0, alignment a power of two >= 64. ENOMEM (message from upstream)
+ * when the pool cannot grow: the caller trims and retries. */
+ADR_INTERNAL int adr__pool_alloc(struct adr__pool* pool, size_t size, size_t alignment,
+                                 void* stream, void** out, struct adr_error* error);
+/* EINVAL for an address the pool did not hand out, ERANGE for a wrong size
+ * (nothing freed). */
+ADR_INTERNAL int adr__pool_free(struct adr__pool* pool, void* ptr, size_t size, void* stream,
+                                struct adr_error* error);
+/* Releases free chunks upstream. wait: host-wait for streams whose frees
+ * are still pending, so their blocks can be released too. Returns bytes. */
+ADR_INTERNAL size_t adr__pool_trim(struct adr__pool* pool, bool wait);
+/* The stream is going away (its work has completed): its cached blocks
+ * become usable by everyone. */
+ADR_INTERNAL void adr__pool_stream_retire(struct adr__pool* pool, void* stream);
+ADR_INTERNAL void adr__pool_stats_get(struct adr__pool* pool, struct adr__pool_stats* out);
+ADR_INTERNAL void adr__pool_stats_reset_peaks(struct adr__pool* pool);
+
+/* Size-class helpers (exposed for the unit tests). */
+ADR_INTERNAL unsigned adr__pool_class_index(size_t size);
+ADR_INTERNAL size_t adr__pool_class_size(unsigned index);
+#define ADR__POOL_CLASS_COUNT 52u
+
+#endif /* ADR_CORE_MEMORY_POOL_H */

@@ -1,0 +1,613 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The registry: which backends exist (the in-tree manifest plus third-party
+ * libraries found in ADR_PLUGIN_PATH), which device type each serves, and
+ * the device objects.
+ *
+ * Locking: one mutex guards loading backends and creating devices; it is
+ * taken by adr_device_get and friends, never by the operations on a device
+ * (the hot path holds a struct adr_device* and reads only immutable
+ * fields). Device objects are never freed before process exit, so a
+ * pointer handed out stays valid.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MAX_BACKENDS 32
+#define MAX_TYPE 32 /* ArrowDeviceType values are small positive integers */
+
+static pthread_mutex_t registry_mutex = PTHREAD_MUTEX_INITIALIZER;
+static struct adr__backend backends[MAX_BACKENDS];
+static size_t backend_count;
+static bool manifest_done;
+
+struct type_devices {
+  struct adr_device** items;
+  size_t cap;
+  int64_t adopted; /* ids handed to adopted devices after the enumerated ones */
+};
+static struct type_devices devices_by_type[MAX_TYPE];
+
+/* Enumeration order, filled by load_all_locked. */
+static struct adr_device** enumeration;
+static size_t enumeration_count;
+static bool enumerated;
+
+static _Atomic(struct adr_device*) default_device;
+
+pthread_mutex_t* adr__registry_lock(void) {
+  return &registry_mutex;
+}
+
+/* The in-tree backends: name, library, device types. ADR_BACKENDS and
+ * ADR_DEVICE are matched against this table before anything is opened. */
+static const struct {
+  const char* name;
+  ArrowDeviceType types[3];
+} manifest[] = {
+    {"cpu", {ARROW_DEVICE_CPU}},
+    {"cuda", {ARROW_DEVICE_CUDA, ARROW_DEVICE_CUDA_HOST, ARROW_DEVICE_CUDA_MANAGED}},
+    {"hip", {ARROW_DEVICE_ROCM, ARROW_DEVICE_ROCM_HOST}},
+    {"opencl", {ARROW_DEVICE_OPENCL}},
+    {"vulkan", {ARROW_DEVICE_VULKAN}},
+};
+
+struct adr__backend* adr__registry_find(const char* name) {
+  for (size_t i = 0; i < backend_count; i++)
+    if (strcmp(backends[i].name, name) == 0) return &backends[i];
+  return NULL;
+}
+
+struct adr__backend* adr__registry_add(const char* name, const char* library, bool in_manifest) {
+  if (backend_count == MAX_BACKENDS) {
+    adr__log(ADR_LOG_WARN, "loader", "more than %d backends; '%s' ignored", MAX_BACKENDS, name);
+    return NULL;
+  }
+  struct adr__backend* b = &backends[backend_count++];
+  memset(b, 0, sizeof(*b));
+  snprintf(b->name, sizeof(b->name), "%s", name);
+  snprintf(b->library, sizeof(b->library), "%s", library);
+  b->in_manifest = in_manifest;
+  const struct adr__config* c = adr__config();
+  if (!adr__backend_allowed(c->backends_filter, b->name)) {
+    b->state = ADR_BACKEND_EXCLUDED;
+    snprintf(b->reason, sizeof(b->reason), "excluded by ADR_BACKENDS");
+    adr__log(ADR_LOG_DEBUG, "loader", "backend '%s' excluded by ADR_BACKENDS", b->name);
+  }
+  return b;
+}
+
+static void teardown(void);
+
+static void ensure_manifest_locked(void) {
+  if (manifest_done) return;
+  manifest_done = true;
+  for (size_t i = 0; i < sizeof(manifest) / sizeof(manifest[0]); i++) {
+    char lib[96];
+    snprintf(lib, sizeof(lib), "libadr_%s.so", manifest[i].name);
+    struct adr__backend* b = adr__registry_add(manifest[i].name, lib, true);
+    for (int t = 0; t < 3 && manifest[i].types[t] != 0; t++) b->types[b->type_count++] = manifest[i].types[t];
+  }
+  atexit(teardown);
+}
+
+static bool claims(const struct adr__backend* b, ArrowDeviceType type, size_t* out_index) {
+  for (uint32_t i = 0; i < b->type_count; i++) {
+    if (b->types[i] == type) {
+      if (out_index) *out_index = i;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* The loaded backend that serves `type`: the first in registry order
+ * (manifest order, then third-party in file-name order) that loaded and
+ * claims it. Registry lock held. */
+static struct adr__backend* owner_locked(ArrowDeviceType type) {
+  for (size_t i = 0; i < backend_count; i++)
+    if (backends[i].state == ADR_BACKEND_LOADED && claims(&backends[i], type, NULL))
+      return &backends[i];
+  return NULL;
+}
+
+static const char* state_text(int state) {
+  switch (state) {
+    case ADR_BACKEND_ABSENT: return "absent";
+    case ADR_BACKEND_EXCLUDED: return "excluded";
+    case ADR_BACKEND_REJECTED: return "rejected";
+    case ADR_BACKEND_UNAVAILABLE: return "unavailable";
+    case ADR_BACKEND_LOADED: return "loaded";
+    default: return "not loaded";
+  }
+}
+
+static struct adr__backend* backend_for_type_locked(ArrowDeviceType type,
+                                                    struct adr_error* error) {
+  ensure_manifest_locked();
+  struct adr__backend* candidate = NULL;
+  for (size_t i = 0; i < backend_count; i++) {
+    struct adr__backend* b = &backends[i];
+    if (b->in_manifest && claims(b, type, NULL)) {
+      candidate = b;
+      adr__loader_load(b);
+      if (b->state == ADR_BACKEND_LOADED) return b;
+    }
+  }
+  /* No in-tree backend could serve it: try third-party libraries. */
+  adr__loader_discover();
+  for (size_t i = 0; i < backend_count; i++) {
+    struct adr__backend* b = &backends[i];
+    if (b->in_manifest) continue;
+    adr__loader_load(b);
+    if (b->state == ADR_BACKEND_LOADED && claims(b, type, NULL)) return owner_locked(type);
+  }
+  const char* tname = adr_device_type_name(type);
+  if (candidate != NULL)
+    adr__errorf(error, ENODEV, "adr_device_get", NULL, "%s: backend '%s' is %s: %s",
+                tname ? tname : "?", candidate->name, state_text(candidate->state),
+                candidate->reason);
+  else
+    adr__errorf(error, ENODEV, "adr_device_get", NULL,
+                "no backend serves device type %d (%s)", (int)type, tname ? tname : "unknown");
+  return NULL;
+}
+
+struct adr__backend* adr__backend_for_type(ArrowDeviceType type, struct adr_error* error) {
+  pthread_mutex_lock(&registry_mutex);
+  struct adr__backend* b = backend_for_type_locked(type, error);
+  pthread_mutex_unlock(&registry_mutex);
+  return b;
+}
+
+static int grow_type(struct type_devices* td, size_t need) {
+  if (need <= td->cap) return 0;
+  size_t cap = td->cap ? td->cap : 4;
+  while (cap < need) cap *= 2;
+  struct adr_device** items = realloc(td->items, cap * sizeof(*items));
+  if (items == NULL) return ENOMEM;
+  memset(items + td->cap, 0, (cap - td->cap) * sizeof(*items));
+  td->items = items;
+  td->cap = cap;
+  return 0;
+}
+
+/* Wrap an opened backend device into an adr_device. Lock held. */
+static int make_device_locked(struct adr__backend* b, ArrowDeviceType type, int64_t id,
+                              struct adr_backend_device* handle, struct adr_device** out,
+                              struct adr_error* error) {
+  const char* tname = adr_device_type_name(type);
+  struct adr_device* dev = calloc(1, sizeof(*dev));
+  struct adr__alloc_table* table = adr__alloc_table_create();
+  struct adr_backend_stream* stream = NULL;
+  int st = (dev && table) ? 0 : ENOMEM;
+  if (st) {
+    adr__errorf(error, ENOMEM, "adr_device_get", b->name, "out of memory");
+  } else {
+    st = b->vt->stream_create(handle, ADR_BACKEND_STREAM_DEFAULT, &stream, error);
+  }
+  if (st) {
+    free(dev);
+    if (table) adr__alloc_table_destroy(table);
+    b->vt->device_close(handle);
+    return st;
+  }
+  dev->vt = b->vt;
+  dev->handle = handle;
+  dev->backend = b;
+  dev->type = type;
+  dev->id = id;
+  dev->allocs = table;
+  dev->default_stream.device = dev;
+  dev->default_stream.handle = stream;
+  dev->default_stream.flags = ADR__STREAM_DEFAULT;
+  snprintf(dev->name, sizeof(dev->name), "%.24s:%lld", tname ? tname : b->name, (long long)id);
+
+  struct adr_device_info info;
+  memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  if (b->vt->device_info(handle, &info, NULL) == 0)
+    dev->host_accessible = (info.caps & ADR_CAP_HOST_ACCESSIBLE) != 0;
+  adr__memory_device_init(dev);
+  *out = dev;
+  return 0;
+}
+
+static int device_get_locked(ArrowDeviceType type, int64_t id, struct adr_device** out,
+                             struct adr_error* error) {
+  if (type <= 0 || type >= MAX_TYPE)
+    return adr__errorf(error, ENODEV, "adr_device_get", NULL, "unknown device type %d",
+                       (int)type);
+  struct adr__backend* b = backend_for_type_locked(type, error);
+  if (b == NULL) return ENODEV;
+  struct type_devices* td = &devices_by_type[type];
+  if (id >= 0 && (size_t)id < td->cap && td->items[id] != NULL) {
+    *out = td->items[id];
+    return 0;
+  }
+  size_t ti = 0;
+  claims(b, type, &ti);
+  const char* tname = adr_device_type_name(type);
+  if (id < 0 || id >= b->device_count[ti])
+    return adr__errorf(error, ENODEV, "adr_device_get", b->name,
+                       "no device %s:%lld (the backend has %lld device%s of this type)",
+                       tname ? tname : "?", (long long)id, (long long)b->device_count[ti],
+                       b->device_count[ti] == 1 ? "" : "s");
+  if (grow_type(td, (size_t)id + 1) != 0)
+    return adr__errorf(error, ENOMEM, "adr_device_get", NULL, "out of memory");
+  struct adr_backend_device* handle = NULL;
+  int st = b->vt->device_open(type, id, &handle, error);
+  if (st) return st;
+  st = make_device_locked(b, type, id, handle, &td->items[id], error);
+  if (st) return st;
+  adr__log(ADR_LOG_INFO, b->name, "opened device %s", td->items[id]->name);
+  *out = td->items[id];
+  return 0;
+}
+
+int adr_device_get(ArrowDeviceType type, int64_t id, struct adr_device** out,
+                   struct adr_error* error) {
+  if (out == NULL) return adr__errorf(error, EINVAL, "adr_device_get", NULL, "out is NULL");
+  int st = adr__ensure_init(error);
+  if (st) return st;
+  pthread_mutex_lock(&registry_mutex);
+  st = device_get_locked(type, id, out, error);
+  pthread_mutex_unlock(&registry_mutex);
+  return st;
+}
+
+static int load_all_locked(void);
+
+int adr_device_default(struct adr_device** out, struct adr_error* error) {
+  if (out == NULL) return adr__errorf(error, EINVAL, "adr_device_default", NULL, "out is NULL");
+  struct adr_device* cached = atomic_load_explicit(&default_device, memory_order_acquire);
+  if (cached != NULL) {
+    *out = cached;
+    return 0;
+  }
+  int st = adr__ensure_init(error);
+  if (st) return st;
+  const struct adr__config* c = adr__config();
+  if (c->device_status) {
+    if (error) *error = c->device_error;
+    return c->device_status;
+  }
+  struct adr_device* dev = NULL;
+  char tried[1024] = "";
+  size_t tlen = 0;
+  pthread_mutex_lock(&registry_mutex);
+  if (c->device_list == NULL) {
+    st = device_get_locked(ARROW_DEVICE_CPU, 0, &dev, error);
+  } else {
+    st = ENODEV;
+    for (size_t i = 0; i < c->device_list->count && dev == NULL; i++) {
+      const struct adr__device_spec* s = &c->device_list->u.devices[i];
+      struct adr_error e = {{0}};
+      if (s->type == 0 || s->id < 0) {
+        /* "*" or "name:*": the first device of the enumeration that fits. */
+        load_all_locked();
+        for (size_t k = 0; k < enumeration_count; k++) {
+          if (s->type == 0 || enumeration[k]->type == s->type) {
+            dev = enumeration[k];
+            break;
+          }
+        }
+        if (dev == NULL) snprintf(e.message, sizeof(e.message), "no device matches");
+      } else {
+        device_get_locked(s->type, s->id, &dev, &e);
+      }
+      if (dev == NULL && tlen < sizeof(tried))
+        tlen += (size_t)snprintf(tried + tlen, sizeof(tried) - tlen, "%s%s%s%lld: %s",
+                                 tlen ? "; " : "", s->name, s->id >= 0 ? ":" : ":*",
+                                 (long long)(s->id >= 0 ? s->id : 0), e.message);
+    }
+    if (dev != NULL) st = 0;
+    else
+      adr__errorf(error, ENODEV, "adr_device_default", NULL,
+                  "no device of ADR_DEVICE is available (%s)", tried);
+  }
+  pthread_mutex_unlock(&registry_mutex);
+  if (st) return st;
+  atomic_store_explicit(&default_device, dev, memory_order_release);
+  *out = dev;
+  return 0;
+}
+
+/* Loads every allowed backend and opens all their devices, in order. */
+static int load_all_locked(void) {
+  ensure_manifest_locked();
+  adr__loader_discover();
+  for (size_t i = 0; i < backend_count; i++) adr__loader_load(&backends[i]);
+  if (enumerated) return 0;
+  /* Record type conflicts once: the earlier backend keeps the type. */
+  for (size_t i = 0; i < backend_count; i++) {
+    struct adr__backend* b = &backends[i];
+    if (b->state != ADR_BACKEND_LOADED) continue;
+    for (uint32_t t = 0; t < b->type_count; t++) {
+      struct adr__backend* owner = owner_locked(b->types[t]);
+      if (owner != b) {
+        const char* tn = adr_device_type_name(b->types[t]);
+        size_t n = strlen(b->reason);
+        snprintf(b->reason + n, sizeof(b->reason) - n,
+                 "%sdevice type %s is served by '%s', which was registered first", n ? "; " : "",
+                 tn ? tn : "?", owner->name);
+        adr__log(ADR_LOG_WARN, "loader",
+                 "backends '%s' and '%s' both claim device type %s: '%s' serves it", owner->name,
+                 b->name, tn ? tn : "?", owner->name);
+      }
+    }
+  }
+  size_t total = 0;
+  for (size_t i = 0; i < backend_count; i++) {
+    struct adr__backend* b = &backends[i];
+    if (b->state != ADR_BACKEND_LOADED) continue;
+    for (uint32_t t = 0; t < b->type_count; t++)
+      if (owner_locked(b->types[t]) == b) total += (size_t)b->device_count[t];
+  }
+  struct adr_device** list = calloc(total ? total : 1, sizeof(*list));
+  if (list == NULL) return ENOMEM;
+  size_t n = 0;
+  for (size_t i = 0; i < backend_count; i++) {
+    struct adr__backend* b = &backends[i];
+    if (b->state != ADR_BACKEND_LOADED) continue;
+    for (uint32_t t = 0; t < b->type_count; t++) {
+      if (owner_locked(b->types[t]) != b) continue;
+      for (int64_t id = 0; id < b->device_count[t]; id++) {
+        struct adr_device* dev = NULL;
+        struct adr_error e = {{0}};
+        if (device_get_locked(b->types[t], id, &dev, &e) == 0)
+          list[n++] = dev;
+        else
+          adr__log(ADR_LOG_WARN, b->name, "cannot open device %lld: %s", (long long)id, e.message);
+      }
+    }
+  }
+  enumeration = list;
+  enumeration_count = n;
+  enumerated = true;
+  return 0;
+}
+
+int adr_backends_load_all(struct adr_error* error) {
+  int st = adr__ensure_init(error);
+  if (st) return st;
+  pthread_mutex_lock(&registry_mutex);
+  st = load_all_locked();
+  pthread_mutex_unlock(&registry_mutex);
+  if (st) return adr__errorf(error, st, "adr_backends_load_all", NULL, "out of memory");
+  return 0;
+}
+
+int adr_device_count(size_t* out, struct adr_error* error) {
+  if (out == NULL) return adr__errorf(error, EINVAL, "adr_device_count", NULL, "out is NULL");
+  int st = adr_backends_load_all(error);
+  if (st) return st;
+  *out = enumeration_count;
+  return 0;
+}
+
+int adr_device_at(size_t index, struct adr_device** out, struct adr_error* error) {
+  if (out == NULL) return adr__errorf(error, EINVAL, "adr_device_at", NULL, "out is NULL");
+  int st = adr_backends_load_all(error);
+  if (st) return st;
+  if (index >= enumeration_count)
+    return adr__errorf(error, ENODEV, "adr_device_at", NULL, "index %zu out of range (%zu devices)",
+                       index, enumeration_count);
+  *out = enumeration[index];
+  return 0;
+}
+
+ArrowDeviceType adr_device_type(const struct adr_device* device) {
+  return device ? device->type : 0;
+}
+
+int64_t adr_device_id(const struct adr_device* device) {
+  return device ? device->id : -1;
+}
+
+const char* adr_device_name(const struct adr_device* device) {
+  return device ? device->name : "(null)";
+}
+
+int adr_device_info_get(struct adr_device* device, struct adr_device_info* out,
+                        struct adr_error* error) {
+  if (device == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, "adr_device_info_get", NULL, "%s is NULL",
+                       device ? "out" : "device");
+  if (out->struct_size < offsetof(struct adr_device_info, reserved))
+    return adr__errorf(error, EINVAL, "adr_device_info_get", NULL,
+                       "out->struct_size %u is too small (set it to sizeof(struct "
+                       "adr_device_info))",
+                       out->struct_size);
+  /* Fill a full-size copy and hand back what the caller's struct holds, so
+   * a backend never writes past an older caller's struct. */
+  struct adr_device_info info;
+  memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  info.device_type = device->type;
+  info.device_id = device->id;
+  info.alignment = ADR_MIN_ALIGNMENT;
+  snprintf(info.backend, sizeof(info.backend), "%.31s", device->backend->name);
+  int st = ADR__DISPATCH(device->name, "device_info", device->vt->device_info(device->handle, &info, error), "%s", "");
+  if (st) return st;
+  uint32_t size = out->struct_size < sizeof(info) ? out->struct_size : (uint32_t)sizeof(info);
+  memcpy(out, &info, size);
+  out->struct_size = size;
+  return 0;
+}
+
+int adr_device_native(struct adr_device* device, int kind, void** out, struct adr_error* error) {
+  if (device == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, "adr_device_native", NULL, "%s is NULL",
+                       device ? "out" : "device");
+  if (!ADR__HAS_SLOT(device->vt, device_native))
+    return adr__errorf(error, ENOTSUP, "adr_device_native", device->backend->name,
+                       "the backend exposes no native handles");
+  return device->vt->device_native(device->handle, kind, out, error);
+}
+
+int adr_device_properties(struct adr_device* device, adr_property_fn emit, void* ctx,
+                          struct adr_error* error) {
+  if (device == NULL || emit == NULL)
+    return adr__errorf(error, EINVAL, "adr_device_properties", NULL, "%s is NULL",
+                       device ? "emit" : "device");
+  if (!ADR__HAS_SLOT(device->vt, device_properties))
+    return adr__errorf(error, ENOTSUP, "adr_device_properties", device->backend->name,
+                       "the backend describes no properties");
+  return device->vt->device_properties(device->handle, emit, ctx, error);
+}
+
+int adr_device_adopt(ArrowDeviceType type, const void* native_desc, struct adr_device** out,
+                     struct adr_error* error) {
+  if (native_desc == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, "adr_device_adopt", NULL, "%s is NULL",
+                       out ? "native_desc" : "out");
+  int st = adr__ensure_init(error);
+  if (st) return st;
+  if (type <= 0 || type >= MAX_TYPE)
+    return adr__errorf(error, ENODEV, "adr_device_adopt", NULL, "unknown device type %d",
+                       (int)type);
+  pthread_mutex_lock(&registry_mutex);
+  struct adr__backend* b = backend_for_type_locked(type, error);
+  if (b == NULL) {
+    pthread_mutex_unlock(&registry_mutex);
+    return ENODEV;
+  }
+  if (!ADR__HAS_SLOT(b->vt, device_adopt)) {
+    pthread_mutex_unlock(&registry_mutex);
+    return adr__errorf(error, ENOTSUP, "adr_device_adopt", b->name,
+                       "the backend cannot adopt native devices");
+  }
+  size_t ti = 0;
+  claims(b, type, &ti);
+  struct type_devices* td = &devices_by_type[type];
+  int64_t id = b->device_count[ti] + td->adopted;
+  struct adr_backend_device* handle = NULL;
+  st = grow_type(td, (size_t)id + 1);
+  if (st) {
+    st = adr__errorf(error, ENOMEM, "adr_device_adopt", NULL, "out of memory");
+  } else {
+    st = b->vt->device_adopt(type, id, native_desc, &handle, error);
+  }
+  if (st == 0) st = make_device_locked(b, type, id, handle, &td->items[id], error);
+  if (st == 0) {
+    td->adopted++;
+    *out = td->items[id];
+  }
+  pthread_mutex_unlock(&registry_mutex);
+  return st;
+}
+
+size_t adr_backend_count(void) {
+  if (adr__ensure_init(NULL)) return 0;
+  pthread_mutex_lock(&registry_mutex);
+  ensure_manifest_locked();
+  size_t n = backend_count;
+  pthread_mutex_unlock(&registry_mutex);
+  return n;
+}
+
+int adr_backend_info_get(size_t index, struct adr_backend_info* out, struct adr_error* error) {
+  if (out == NULL) return adr__errorf(error, EINVAL, "adr_backend_info_get", NULL, "out is NULL");
+  if (out->struct_size < offsetof(struct adr_backend_info, reserved))
+    return adr__errorf(error, EINVAL, "adr_backend_info_get", NULL,
+                       "out->struct_size %u is too small", out->struct_size);
+  int st = adr__ensure_init(error);
+  if (st) return st;
+  pthread_mutex_lock(&registry_mutex);
+  ensure_manifest_locked();
+  if (index >= backend_count) {
+    pthread_mutex_unlock(&registry_mutex);
+    return adr__errorf(error, ENOENT, "adr_backend_info_get", NULL,
+                       "index %zu out of range (%zu backends)", index, backend_count);
+  }
+  const struct adr__backend* b = &backends[index];
+  struct adr_backend_info info;
+  memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  info.state = b->state;
+  snprintf(info.name, sizeof(info.name), "%s", b->name);
+  snprintf(info.path, sizeof(info.path), "%s", b->path);
+  snprintf(info.reason, sizeof(info.reason), "%s", b->reason);
+  if (b->state == ADR_BACKEND_LOADED) {
+    info.abi_major = ADR_BACKEND_ABI_MAJOR;
+    info.abi_minor = b->abi_minor;
+  }
+  info.device_type_count = b->type_count;
+  for (uint32_t i = 0; i < b->type_count; i++) {
+    info.device_types[i] = b->types[i];
+    info.device_count += b->device_count[i];
+  }
+  pthread_mutex_unlock(&registry_mutex);
+  uint32_t size = out->struct_size < sizeof(info) ? out->struct_size : (uint32_t)sizeof(info);
+  memcpy(out, &info, size);
+  out->struct_size = size;
+  return 0;
+}
+
+const char* adr_backend_search_path(void) {
+  if (adr__ensure_init(NULL)) return "";
+  pthread_mutex_lock(&registry_mutex);
+  const char* p = adr__loader_search_path();
+  pthread_mutex_unlock(&registry_mutex);
+  return p;
+}
+
+int adr_pointer_query(const void* ptr, struct adr_device** out, struct adr_error* error) {
+  if (ptr == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, "adr_pointer_query", NULL, "%s is NULL",
+                       ptr ? "out" : "ptr");
+  int st = adr__ensure_init(error);
+  if (st) return st;
+  ArrowDeviceType type = 0;
+  int64_t id = -1;
+  pthread_mutex_lock(&registry_mutex);
+  for (size_t i = 0; i < backend_count && type == 0; i++) {
+    struct adr__backend* b = &backends[i];
+    if (b->state != ADR_BACKEND_LOADED || !ADR__HAS_SLOT(b->vt, pointer_query)) continue;
+    if (b->vt->pointer_query(ptr, &type, &id, NULL) != 0) type = 0;
+  }
+  if (type != 0) st = device_get_locked(type, id, out, error);
+  pthread_mutex_unlock(&registry_mutex);
+  if (type == 0)
+    return adr__errorf(error, ENOENT, "adr_pointer_query", NULL,
+                       "no loaded backend owns address %p", ptr);
+  return st;
+}
+
+/* At exit: give every device back to its backend (so drivers and
+ * validation layers see a clean shutdown), then shut backends down. The
+ * libraries stay mapped. An application that still runs work on adr
+ * devices from other threads at exit is outside this contract. */
+static void teardown(void) {
+  pthread_mutex_lock(&registry_mutex);
+  for (size_t t = 0; t < MAX_TYPE; t++) {
+    struct type_devices* td = &devices_by_type[t];
+    for (size_t i = 0; i < td->cap; i++) {
+      struct adr_device* dev = td->items[i];
+      if (dev == NULL) continue;
+      adr__memory_device_teardown(dev);
+      dev->vt->stream_destroy(dev->handle, dev->default_stream.handle, NULL);
+      dev->vt->device_close(dev->handle);
+      adr__alloc_table_destroy(dev->allocs);
+      free(dev);
+      td->items[i] = NULL;
+    }
+    free(td->items);
+    td->items = NULL;
+    td->cap = 0;
+  }
+  free(enumeration);
+  enumeration = NULL;
+  enumeration_count = 0;
+  atomic_store(&default_device, NULL);
+  for (size_t i = 0; i < backend_count; i++) {
+    struct adr__backend* b = &backends[i];
+    if (b->state == ADR_BACKEND_LOADED && ADR__HAS_SLOT(b->vt, shutdown)) b->vt->shutdown();
+  }
+  pthread_mutex_unlock(&registry_mutex);
+}

@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The ADR_DEVICE and ADR_BACKENDS parsers (grammar: docs/environment.md).
+ * A small recursive-descent parser over one string; every error names the
+ * variable, the 1-based column and the token it expected.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const struct {
+  const char* name;
+  ArrowDeviceType type;
+} device_names[] = {
+    {"cpu", ARROW_DEVICE_CPU},
+    {"cuda", ARROW_DEVICE_CUDA},
+    {"cuda_host", ARROW_DEVICE_CUDA_HOST},
+    {"cuda_managed", ARROW_DEVICE_CUDA_MANAGED},
+    {"hip", ARROW_DEVICE_ROCM},
+    {"hip_host", ARROW_DEVICE_ROCM_HOST},
+    {"opencl", ARROW_DEVICE_OPENCL},
+    {"vulkan", ARROW_DEVICE_VULKAN},
+    {"metal", ARROW_DEVICE_METAL},
+    {"vpi", ARROW_DEVICE_VPI},
+    {"ext_dev", ARROW_DEVICE_EXT_DEV},
+    {"oneapi", ARROW_DEVICE_ONEAPI},
+    {"webgpu", ARROW_DEVICE_WEBGPU},
+    {"hexagon", ARROW_DEVICE_HEXAGON},
+    /* aliases: Arrow's own spelling */
+    {"rocm", ARROW_DEVICE_ROCM},
+    {"rocm_host", ARROW_DEVICE_ROCM_HOST},
+};
+#define N_DEVICE_NAMES (sizeof(device_names) / sizeof(device_names[0]))
+#define N_PRIMARY_NAMES 14 /* the entries before the aliases */
+
+ArrowDeviceType adr__device_type_from_name(const char* name, size_t len) {
+  for (size_t i = 0; i < N_DEVICE_NAMES; i++) {
+    if (strlen(device_names[i].name) == len && memcmp(device_names[i].name, name, len) == 0)
+      return device_names[i].type;
+  }
+  return 0;
+}
+
+const char* adr_device_type_name(ArrowDeviceType type) {
+  for (size_t i = 0; i < N_PRIMARY_NAMES; i++)
+    if (device_names[i].type == type) return device_names[i].name;
+  return NULL;
+}
+
+struct parser {
+  const char* variable;
+  const char* text;
+  size_t pos;
+  struct adr_error* error;
+};
+
+static void skip_ws(struct parser* p) {
+  while (p->text[p->pos] == ' ' || p->text[p->pos] == '\t') p->pos++;
+}
+
+static int fail(struct parser* p, const char* expected) {
+  char found[32];
+  char c = p->text[p->pos];
+  if (c == '\0')
+    snprintf(found, sizeof(found), "end of text");
+  else if (isprint((unsigned char)c))
+    snprintf(found, sizeof(found), "'%c'", c);
+  else
+    snprintf(found, sizeof(found), "byte 0x%02x", (unsigned char)c);
+  return adr_error_set(p->error, EINVAL, "%s=\"%s\": column %zu: expected %s, found %s",
+                       p->variable, p->text, p->pos + 1, expected, found);
+}
+
+static bool is_name_start(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+static bool is_name_char(char c) {
+  return is_name_start(c) || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* name = letter { letter | digit | "_" }, lowered into out. */
+static int parse_name(struct parser* p, char* out, size_t cap, const char* expected) {
+  if (!is_name_start(p->text[p->pos])) return fail(p, expected);
+  size_t start = p->pos, n = 0;
+  while (is_name_char(p->text[p->pos])) {
+    if (n + 1 >= cap) {
+      p->pos = start;
+      return fail(p, "a name of at most 63 characters");
+    }
+    out[n++] = (char)tolower((unsigned char)p->text[p->pos++]);
+  }
+  out[n] = '\0';
+  return 0;
+}
+
+static int parse_device_spec(struct parser* p, struct adr__device_spec* spec) {
+  memset(spec, 0, sizeof(*spec));
+  spec->id = -1;
+  if (p->text[p->pos] == '*') {
+    p->pos++;
+    strcpy(spec->name, "*");
+    return 0;
+  }
+  size_t name_pos = p->pos;
+  int st = parse_name(p, spec->name, sizeof(spec->name), "a device name (cpu, cuda, opencl ...) or '*'");
+  if (st) return st;
+  spec->type = adr__device_type_from_name(spec->name, strlen(spec->name));
+  if (spec->type == 0) {
+    p->pos = name_pos;
+    return adr_error_set(
+        p->error, EINVAL,
+        "%s=\"%s\": column %zu: unknown device type '%s' (expected one of: cpu cuda cuda_host "
+        "cuda_managed hip hip_host opencl vulkan metal vpi ext_dev oneapi webgpu hexagon)",
+        p->variable, p->text, name_pos + 1, spec->name);
+  }
+  skip_ws(p);
+  if (p->text[p->pos] != ':') {
+    spec->id = 0; /* "vulkan" means vulkan:0 */
+    return 0;
+  }
+  p->pos++;
+  skip_ws(p);
+  if (p->text[p->pos] == '*') {
+    p->pos++;
+    spec->id = -1;
+    return 0;
+  }
+  if (!isdigit((unsigned char)p->text[p->pos]))
+    return fail(p, "a device id (digits) or '*' after ':'");
+  int64_t id = 0;
+  size_t id_pos = p->pos;
+  while (isdigit((unsigned char)p->text[p->pos])) {
+    id = id * 10 + (p->text[p->pos++] - '0');
+    if (id > 1000000) {
+      p->pos = id_pos;
+      return fail(p, "a device id below 1000000");
+    }
+  }
+  spec->id = id;
+  return 0;
+}
+
+static int grow(void** items, size_t* cap, size_t count, size_t elem) {
+  if (count < *cap) return 0;
+  size_t ncap = *cap ? *cap * 2 : 4;
+  void* n = realloc(*items, ncap * elem);
+  if (n == NULL) return ENOMEM;
+  *items = n;
+  *cap = ncap;
+  return 0;
+}
+
+int adr__parse_device_list(const char* variable, const char* text, struct adr__selector** out,
+                           struct adr_error* error) {
+  struct parser p = {variable, text, 0, error};
+  struct adr__device_spec* specs = NULL;
+  size_t count = 0, cap = 0;
+  int st = 0;
+  for (;;) {
+    skip_ws(&p);
+    if ((st = grow((void**)&specs, &cap, count, sizeof(*specs))) != 0) {
+      st = adr_error_set(error, ENOMEM, "%s: out of memory", variable);
+      break;
+    }
+    if ((st = parse_device_spec(&p, &specs[count])) != 0) break;
+    count++;
+    skip_ws(&p);
+    if (p.text[p.pos] == ',') {
+      p.pos++;
+      continue;
+    }
+    if (p.text[p.pos] != '\0') st = fail(&p, "',' or end of text");
+    break;
+  }
+  if (st) {
+    free(specs);
+    return st;
+  }
+  struct adr__selector* sel = calloc(1, sizeof(*sel));
+  if (sel == NULL) {
+    free(specs);
+    return adr_error_set(error, ENOMEM, "%s: out of memory", variable);
+  }
+  sel->count = count;
+  sel->u.devices = specs;
+  *out = sel;
+  return 0;
+}
+
+int adr__parse_backend_list(const char* variable, const char* text, struct adr__selector** out,
+                            struct adr_error* error) {
+  struct parser p = {variable, text, 0, error};
+  struct adr__backend_rule* rules = NULL;
+  size_t count = 0, cap = 0;
+  int st = 0;
+  for (;;) {
+    skip_ws(&p);
+    if ((st = grow((void**)&rules, &cap, count, sizeof(*rules))) != 0) {
+      st = adr_error_set(error, ENOMEM, "%s: out of memory", variable);
+      break;
+    }
+    struct adr__backend_rule* r = &rules[count];
+    memset(r, 0, sizeof(*r));
+    if (p.text[p.pos] == '!') {
+      r->negated = true;
+      p.pos++;
+      skip_ws(&p);
+    }
+    if (p.text[p.pos] == '*' && !r->negated) {
+      p.pos++;
+      strcpy(r->name, "*");
+    } else if ((st = parse_name(&p, r->name, sizeof(r->name),
+                                r->negated ? "a backend name after '!'"
+                                           : "a backend name (cpu, cuda, hip, opencl, vulkan "
+                                             "...), '!name' or '*'")) != 0) {
+      break;
+    }
+    count++;
+    skip_ws(&p);
+    if (p.text[p.pos] == ',') {
+      p.pos++;
+      continue;
+    }
+    if (p.text[p.pos] != '\0') st = fail(&p, "',' or end of text");
+    break;
+  }
+  if (st) {
+    free(rules);
+    return st;
+  }
+  struct adr__selector* sel = calloc(1, sizeof(*sel));
+  if (sel == NULL) {
+    free(rules);
+    return adr_error_set(error, ENOMEM, "%s: out of memory", variable);
+  }
+  sel->count = count;
+  sel->u.rules = rules;
+  *out = sel;
+  return 0;
+}
+
+void adr__selector_free(struct adr__selector* sel) {
+  if (sel == NULL) return;
+  free(sel->u.devices); /* either member: same pointer */
+  free(sel);
+}
+
+bool adr__backend_allowed(const struct adr__selector* rules, const char* name) {
+  if (rules == NULL) return true;
+  bool any_positive = false, positive_match = false;
+  for (size_t i = 0; i < rules->count; i++) {
+    const struct adr__backend_rule* r = &rules->u.rules[i];
+    bool match = strcmp(r->name, "*") == 0 || strcmp(r->name, name) == 0;
+    if (r->negated) {
+      if (match) return false; /* a negation always wins */
+    } else {
+      any_positive = true;
+      positive_match |= match;
+    }
+  }
+  return any_positive ? positive_match : true;
+}

@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Streams and events: checked wrappers over the backend slots.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+#define BACKEND(dev) ((dev)->backend->name)
+
+int adr_stream_create(struct adr_device* device, struct adr_stream** out,
+                      struct adr_error* error) {
+  if (device == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, "adr_stream_create", NULL, "%s is NULL",
+                       device ? "out" : "device");
+  struct adr_stream* s = calloc(1, sizeof(*s));
+  if (s == NULL) return adr__errorf(error, ENOMEM, "adr_stream_create", BACKEND(device), "out of memory");
+  int st = ADR__DISPATCH(device->name, "stream_create",
+                         device->vt->stream_create(device->handle, 0, &s->handle, error), "%s", "");
+  if (st) {
+    free(s);
+    return st;
+  }
+  s->device = device;
+  *out = s;
+  return 0;
+}
+
+int adr_stream_destroy(struct adr_stream* stream, struct adr_error* error) {
+  if (stream == NULL) return adr__errorf(error, EINVAL, "adr_stream_destroy", NULL, "stream is NULL");
+  struct adr_device* dev = stream->device;
+  if (stream->flags & ADR__STREAM_DEFAULT)
+    return adr__errorf(error, EINVAL, "adr_stream_destroy", BACKEND(dev),
+                       "the default stream of %s cannot be destroyed", dev->name);
+  int st = ADR__DISPATCH(dev->name, "stream_destroy",
+                         dev->vt->stream_destroy(dev->handle, stream->handle, error), "%p",
+                         (void*)stream->handle);
+  if (st) return st;
+  free(stream);
+  return 0;
+}
+
+int adr_stream_synchronize(struct adr_stream* stream, struct adr_error* error) {
+  if (stream == NULL)
+    return adr__errorf(error, EINVAL, "adr_stream_synchronize", NULL, "stream is NULL");
+  struct adr_device* dev = stream->device;
+  return ADR__DISPATCH(dev->name, "stream_synchronize",
+                       dev->vt->stream_synchronize(dev->handle, stream->handle, error), "%p",
+                       (void*)stream->handle);
+}
+
+struct adr_stream* adr_stream_default(struct adr_device* device) {
+  return device ? &device->default_stream : NULL;
+}
+
+struct adr_device* adr_stream_device(const struct adr_stream* stream) {
+  return stream ? stream->device : NULL;
+}
+
+int adr_stream_import(struct adr_device* device, void* native_stream, struct adr_stream** out,
+                      struct adr_error* error) {
+  if (device == NULL || native_stream == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, "adr_stream_import", NULL, "%s is NULL",
+                       device == NULL ? "device" : native_stream == NULL ? "native_stream" : "out");
+  if (!ADR__HAS_SLOT(device->vt, stream_import))
+    return adr__errorf(error, ENOTSUP, "adr_stream_import", BACKEND(device),
+                       "the backend cannot wrap native streams");
+  struct adr_stream* s = calloc(1, sizeof(*s));
+  if (s == NULL) return adr__errorf(error, ENOMEM, "adr_stream_import", BACKEND(device), "out of memory");
+  int st = device->vt->stream_import(device->handle, native_stream, &s->handle, error);
+  if (st) {
+    free(s);
+    return st;
+  }
+  s->device = device;
+  s->flags = ADR__STREAM_IMPORTED;
+  *out = s;
+  return 0;
+}
+
+void* adr_stream_native(struct adr_stream* stream) {
+  if (stream == NULL) return NULL;
+  struct adr_device* dev = stream->device;
+  if (!ADR__HAS_SLOT(dev->vt, stream_native)) return NULL;
+  return dev->vt->stream_native(dev->handle, stream->handle);
+}
+
+int adr_event_create(struct adr_device* device, struct adr_event** out, struct adr_error* error) {
+  if (device == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, "adr_event_create", NULL, "%s is NULL",
+                       device ? "out" : "device");
+  struct adr_event* e = calloc(1, sizeof(*e));
+  if (e == NULL) return adr__errorf(error, ENOMEM, "adr_event_create", BACKEND(device), "out of memory");
+  int st = ADR__DISPATCH(device->name, "event_create",
+                         device->vt->event_create(device->handle, &e->handle, error), "%s", "");
+  if (st) {
+    free(e);
+    return st;
+  }
+  e->device = device;
+  *out = e;
+  return 0;
+}
+
+int adr_event_destroy(struct adr_event* event, struct adr_error* error) {
+  if (event == NULL) return adr__errorf(error, EINVAL, "adr_event_destroy", NULL, "event is NULL");
+  struct adr_device* dev = event->device;
+  int st = ADR__DISPATCH(dev->name, "event_destroy",
+                         dev->vt->event_destroy(dev->handle, event->handle, error), "%p",
+                         (void*)event->handle);
+  if (st) return st;
+  free(event);
+  return 0;
+}
+
+int adr_event_record(struct adr_event* event, struct adr_stream* stream, struct adr_error* error) {
+  if (event == NULL) return adr__errorf(error, EINVAL, "adr_event_record", NULL, "event is NULL");
+  struct adr_device* dev = event->device;
+  if (stream != NULL && stream->device != dev)
+    return adr__errorf(error, EINVAL, "adr_event_record", BACKEND(dev),
+                       "event of %s cannot be recorded on a stream of %s", dev->name,
+                       stream->device->name);
+  if (event->flags & ADR__EVENT_IMPORTED)
+    return adr__errorf(error, EINVAL, "adr_event_record", BACKEND(dev),
+                       "an imported event belongs to its producer and cannot be re-recorded");
+  struct adr_backend_stream* s = stream ? stream->handle : dev->default_stream.handle;
+  return ADR__DISPATCH(dev->name, "event_record",
+                       dev->vt->event_record(dev->handle, event->handle, s, error), "event=%p",
+                       (void*)event->handle);
+}
+
+int adr_stream_wait_event(struct adr_stream* stream, struct adr_event* event,
+                          struct adr_error* error) {
+  if (event == NULL)
+    return adr__errorf(error, EINVAL, "adr_stream_wait_event", NULL, "event is NULL");
+  struct adr_device* edev = event->device;
+  struct adr_device* sdev = stream ? stream->device : edev;
+  /* A stream of another backend cannot wait on this event device-side:
+   * the host waits instead, which orders the work just as well. */
+  if (sdev->backend != edev->backend || stream == NULL)
+    return adr_event_synchronize(event, error);
+  return ADR__DISPATCH(sdev->name, "event_wait",
+                       sdev->vt->event_wait(sdev->handle, event->handle, stream->handle, error),
+                       "event=%p stream=%p", (void*)event->handle, (void*)stream->handle);
+}
+
+int adr_event_synchronize(struct adr_event* event, struct adr_error* error) {
+  if (event == NULL)
+    return adr__errorf(error, EINVAL, "adr_event_synchronize", NULL, "event is NULL");
+  struct adr_device* dev = event->device;
+  return ADR__DISPATCH(dev->name, "event_synchronize",
+                       dev->vt->event_synchronize(dev->handle, event->handle, error), "event=%p",
+                       (void*)event->handle);
+}
+
+int adr_event_query(struct adr_event* event, struct adr_error* error) {
+  if (event == NULL) return adr__errorf(error, EINVAL, "adr_event_query", NULL, "event is NULL");
+  struct adr_device* dev = event->device;
+  return dev->vt->event_query(dev->handle, event->handle, error);
+}
+
+void* adr_event_native(struct adr_event* event) {
+  if (event == NULL) return NULL;
+  struct adr_device* dev = event->device;
+  return dev->vt->event_native(dev->handle, event->handle);
+}
+
+int adr_event_import(struct adr_device* device, void* sync_event, struct adr_event** out,
+                     struct adr_error* error) {
+  if (device == NULL || sync_event == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, "adr_event_import", NULL, "%s is NULL",
+                       device == NULL ? "device" : sync_event == NULL ? "sync_event" : "out");
+  if (!ADR__HAS_SLOT(device->vt, event_import))
+    return adr__errorf(error, ENOTSUP, "adr_event_import", BACKEND(device),
+                       "the backend cannot wrap native events");
+  struct adr_event* e = calloc(1, sizeof(*e));
+  if (e == NULL) return adr__errorf(error, ENOMEM, "adr_event_import", BACKEND(device), "out of memory");
+  int st = device->vt->event_import(device->handle, sync_event, &e->handle, error);
+  if (st) {
+    free(e);
+    return st;
+  }
+  e->device = device;
+  e->flags = ADR__EVENT_IMPORTED;
+  *out = e;
+  return 0;
+}
+
+struct adr_device* adr_event_device(const struct adr_event* event) {
+  return event ? event->device : NULL;
+}

@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The conformance suite's driver: picks the device under test, tracks the
+ * resources tests create, and runs the cmocka group.
+ *
+ * Exit status (meson's default protocol): 0 all passed, 77 nothing to test
+ * here (no device and ADR_CONFORMANCE_REQUIRE unset), otherwise failure.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "conformance.h"
+
+struct conf_globals g_conf;
+
+/* ---- error checks ------------------------------------------------------- */
+
+void conf_check_error(const char* expr, int status, int want, int want2,
+                      const struct adr_error* error, const char* op, const char* file,
+                      int line) {
+  if (status != want && (want2 == 0 || status != want2)) {
+    fail_msg("%s:%d: %s\n  returned %s (%d), expected %s%s%s; message: %s", file, line, expr,
+             adr_status_name(status), status, adr_status_name(want), want2 ? " or " : "",
+             want2 ? adr_status_name(want2) : "", error->message);
+  }
+  if (memchr(error->message, '\0', sizeof(error->message)) == NULL)
+    fail_msg("%s:%d: %s\n  error message is not NUL-terminated", file, line, expr);
+  if (error->message[0] == '\0')
+    fail_msg("%s:%d: %s\n  returned %s with an empty error message", file, line, expr,
+             adr_status_name(status));
+  char tag[96];
+  snprintf(tag, sizeof(tag), "[%s]", op);
+  if (strstr(error->message, tag) == NULL)
+    fail_msg("%s:%d: %s\n  error message does not name the operation %s: %s", file, line, expr,
+             tag, error->message);
+}
+
+/* ---- data --------------------------------------------------------------- */
+
+void conf_fill(void* buf, size_t n, uint32_t seed) {
+  uint8_t* b = buf;
+  for (size_t i = 0; i < n; i++) b[i] = conf_pattern_byte(seed, i);
+}
+
+void conf_expect_pattern_at(const void* buf, size_t n, uint32_t seed, size_t pattern_offset,
+                            const char* what) {
+  const uint8_t* b = buf;
+  for (size_t i = 0; i < n; i++) {
+    uint8_t want = conf_pattern_byte(seed, pattern_offset + i);
+    if (b[i] != want)
+      fail_msg("%s: byte %zu of %zu is 0x%02x, expected 0x%02x (pattern %u at %zu)", what, i, n,
+               b[i], want, seed, pattern_offset + i);
+  }
+}
+
+void conf_expect_bytes(const void* buf, size_t n, uint8_t value, const char* what) {
+  const uint8_t* b = buf;
+  for (size_t i = 0; i < n; i++) {
+    if (b[i] != value)
+      fail_msg("%s: byte %zu of %zu is 0x%02x, expected 0x%02x", what, i, n, b[i], value);
+  }
+}
+
+/* ---- resource tracking -------------------------------------------------- */
+
+enum conf_kind { CONF_HOST, CONF_DEVMEM, CONF_STREAM, CONF_EVENT };
+
+struct conf_res {
+  enum conf_kind kind;
+  struct adr_device* dev;
+  void* p;
+  size_t size;
+};
+
+/* Tests on several threads create resources at once (test_concurrency.c). */
+static pthread_mutex_t g_res_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct conf_res* g_res;
+static size_t g_res_count, g_res_cap;
+
+static bool conf_track(enum conf_kind kind, struct adr_device* dev, void* p, size_t size) {
+  bool ok = true;
+  pthread_mutex_lock(&g_res_lock);
+  if (g_res_count == g_res_cap) {
+    size_t cap = g_res_cap ? g_res_cap * 2 : 256;
+    struct conf_res* r = realloc(g_res, cap * sizeof(*r));
+    if (r == NULL) {
+      ok = false;
+    } else {
+      g_res = r;
+      g_res_cap = cap;
+    }
+  }
+  if (ok) g_res[g_res_count++] = (struct conf_res){kind, dev, p, size};
+  pthread_mutex_unlock(&g_res_lock);
+  return ok;
+}
+
+void conf_untrack(void* p) {
+  pthread_mutex_lock(&g_res_lock);
+  for (size_t i = g_res_count; i-- > 0;) {
+    if (g_res[i].p == p) {
+      g_res[i] = g_res[--g_res_count];
+      break;
+    }
+  }
+  pthread_mutex_unlock(&g_res_lock);
+}
+
+void* conf_host_alloc(size_t n) {
+  void* p = malloc(n ? n : 1);
+  if (p == NULL) fail_msg("malloc(%zu) failed", n);
+  if (!conf_track(CONF_HOST, NULL, p, n)) {
+    free(p);
+    fail_msg("out of host memory for the resource table");
+  }
+  return p;
+}
+
+void conf_host_free(void* p) {
+  conf_untrack(p);
+  free(p);
+}
+
+void conf_track_dev(struct adr_device* dev, void* p, size_t size) {
+  if (!conf_track(CONF_DEVMEM, dev, p, size)) {
+    adr_free(dev, p, size, NULL, NULL);
+    fail_msg("out of host memory for the resource table");
+  }
+}
+
+void* conf_dev_alloc(struct adr_device* dev, size_t size, size_t alignment,
+                     struct adr_stream* stream) {
+  void* p = NULL;
+  ASSERT_OK(adr_alloc(dev, size, alignment, stream, &p, CONF_ERR));
+  if (p == NULL) fail_msg("adr_alloc(%zu, %zu) succeeded with a NULL address", size, alignment);
+  conf_track_dev(dev, p, size);
+  size_t align = alignment > ADR_MIN_ALIGNMENT ? alignment : ADR_MIN_ALIGNMENT;
+  if (conf_addr(p) % align != 0)
+    fail_msg("adr_alloc(%zu, %zu) returned %p, not aligned to %zu", size, alignment, p, align);
+  return p;
+}
+
+void conf_dev_free(struct adr_device* dev, void* p, size_t size, struct adr_stream* stream) {
+  conf_untrack(p);
+  ASSERT_OK(adr_free(dev, p, size, stream, CONF_ERR));
+}
+
+struct adr_stream* conf_stream_create(struct adr_device* dev) {
+  struct adr_stream* s = NULL;
+  ASSERT_OK(adr_stream_create(dev, &s, CONF_ERR));
+  assert_non_null(s);
+  if (!conf_track(CONF_STREAM, dev, s, 0)) {
+    adr_stream_destroy(s, NULL);
+    fail_msg("out of host memory for the resource table");
+  }
+  return s;
+}
+
+void conf_stream_destroy(struct adr_stream* s) {
+  conf_untrack(s);
+  ASSERT_OK(adr_stream_destroy(s, CONF_ERR));
+}
+
+struct adr_event* conf_event_create(struct adr_device* dev) {
+  struct adr_event* e = NULL;
+  ASSERT_OK(adr_event_create(dev, &e, CONF_ERR));
+  assert_non_null(e);
+  if (!conf_track(CONF_EVENT, dev, e, 0)) {
+    adr_event_destroy(e, NULL);
+    fail_msg("out of host memory for the resource table");
+  }
+  return e;
+}
+
+void conf_event_destroy(struct adr_event* e) {
+  conf_untrack(e);
+  ASSERT_OK(adr_event_destroy(e, CONF_ERR));
+}
+
+void conf_upload(struct adr_device* dev, void* dev_ptr, const void* host, size_t n) {
+  ASSERT_OK(adr_copy(dev, dev_ptr, g_conf.cpu, host, n, NULL, CONF_ERR));
+}
+
+void conf_download(struct adr_device* dev, void* host, const void* dev_ptr, size_t n) {
+  ASSERT_OK(adr_copy(g_conf.cpu, host, dev, dev_ptr, n, NULL, CONF_ERR));
+}
+
+int conf_teardown(void** state) {
+  (void)state;
+  /* Queued work may still use the buffers: finish it before freeing. */
+  for (size_t i = 0; i < g_res_count; i++)
+    if (g_res[i].kind == CONF_STREAM) adr_stream_synchronize(g_res[i].p, NULL);
+  adr_stream_synchronize(adr_stream_default(g_conf.dev), NULL);
+  static const enum conf_kind order[] = {CONF_EVENT, CONF_STREAM, CONF_DEVMEM, CONF_HOST};
+  for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+    for (size_t i = g_res_count; i-- > 0;) {
+      struct conf_res r = g_res[i];
+      if (r.kind != order[k]) continue;
+      g_res[i] = g_res[--g_res_count];
+      switch (r.kind) {
+        case CONF_EVENT:
+          adr_event_destroy(r.p, NULL);
+          break;
+        case CONF_STREAM:
+          adr_stream_destroy(r.p, NULL);
+          break;
+        case CONF_DEVMEM:
+          adr_free(r.dev, r.p, r.size, NULL, NULL);
+          break;
+        case CONF_HOST:
+          free(r.p);
+          break;
+      }
+    }
+  }
+  return 0;
+}
+
+/* ---- device selection --------------------------------------------------- */
+
+/* "cpu", "opencl:1", "cuda_host" -> device, through the public API only. */
+static int conf_device_from_spec(const char* spec, struct adr_device** out,
+                                 struct adr_error* error) {
+  const char* colon = strchr(spec, ':');
+  size_t name_len = colon ? (size_t)(colon - spec) : strlen(spec);
+  int64_t id = 0;
+  if (colon != NULL) {
+    char* end = NULL;
+    errno = 0;
+    long long v = strtoll(colon + 1, &end, 10);
+    if (errno != 0 || end == colon + 1 || *end != '\0' || v < 0)
+      return adr_error_set(error, EINVAL, "ADR_CONFORMANCE_PEER=\"%s\": bad device id", spec);
+    id = v;
+  }
+  /* ArrowDeviceType values are small integers; ask the library for names. */
+  for (int t = 1; t < 64; t++) {
+    const char* name = adr_device_type_name((ArrowDeviceType)t);
+    if (name != NULL && strlen(name) == name_len && strncmp(name, spec, name_len) == 0)
+      return adr_device_get((ArrowDeviceType)t, id, out, error);
+  }
+  return adr_error_set(error, EINVAL, "ADR_CONFORMANCE_PEER=\"%s\": unknown device type", spec);
+}
+
+static bool conf_env_true(const char* name) {
+  const char* v = getenv(name);
+  return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
+}
+
+int main(void) {
+  bool require = conf_env_true("ADR_CONFORMANCE_REQUIRE");
+  const char* want = getenv("ADR_DEVICE");
+  struct adr_error err = {{0}};
+
+  int st = adr_device_default(&g_conf.dev, &err);
+  if (st == ENODEV && !require) {
+    printf("adr-conformance: no device for ADR_DEVICE=%s, skipping: %s\n", want ? want : "(unset)",
+           err.message);
+    return 77;
+  }
+  if (st != 0) {
+    fprintf(stderr, "adr-conformance: adr_device_default (ADR_DEVICE=%s) failed: %s (%s)%s\n",
+            want ? want : "(unset)", adr_status_name(st), err.message,
+            require ? " [ADR_CONFORMANCE_REQUIRE=1: a missing device is a failure]" : "");
+    return 1;
+  }
+  st = adr_device_get(ARROW_DEVICE_CPU, 0, &g_conf.cpu, &err);
+  if (st != 0) {
+    fprintf(stderr, "adr-conformance: the CPU device is needed as the host side: %s (%s)\n",
+            adr_status_name(st), err.message);
+    return 1;
+  }
+  g_conf.info.struct_size = sizeof(g_conf.info);
+  st = adr_device_info_get(g_conf.dev, &g_conf.info, &err);
+  if (st != 0) {
+    fprintf(stderr, "adr-conformance: adr_device_info_get(%s) failed: %s (%s)\n",
+            adr_device_name(g_conf.dev), adr_status_name(st), err.message);
+    return 1;
+  }
+  printf("adr-conformance: testing %s: %s (vendor \"%s\", backend \"%s\", driver \"%s\", "
+         "caps 0x%llx)\n",
+         adr_device_name(g_conf.dev), g_conf.info.name, g_conf.info.vendor, g_conf.info.backend,
+         g_conf.info.driver, (unsigned long long)g_conf.info.caps);
+
+  const char* peer = getenv("ADR_CONFORMANCE_PEER");
+  if (peer != NULL && peer[0] != '\0') {
+    g_conf.peer_spec = peer;
+    st = conf_device_from_spec(peer, &g_conf.peer, &err);
+    if (st != 0) {
+      fprintf(stderr, "adr-conformance: peer device ADR_CONFORMANCE_PEER=%s: %s (%s)\n", peer,
+              adr_status_name(st), err.message);
+      return 1;
+    }
+    printf("adr-conformance: cross-device peer: %s\n", adr_device_name(g_conf.peer));
+  }
+
+#define T(f) cmocka_unit_test_teardown(f, conf_teardown)
+  struct CMUnitTest tests[64] = {
+      T(test_device_identity),
+      T(test_device_info),
+      T(test_alloc_sizes_and_alignments),
+      T(test_alloc_zero_size),
+      T(test_alloc_bad_alignment),
+      T(test_alloc_size_overflow),
+      T(test_alloc_many),
+      T(test_copy_host_to_device),
+      T(test_copy_device_to_host),
+      T(test_copy_device_to_device),
+      T(test_copy_slices),
+      T(test_copy_zero_size),
+      T(test_copy_null_stream_is_synchronous),
+      T(test_memset_full),
+      T(test_memset_partial_and_middle),
+      T(test_stream_create_destroy),
+      T(test_stream_queued_work),
+      T(test_stream_default),
+      T(test_stream_ordered_alloc_free),
+      T(test_event_orders_two_streams),
+      T(test_event_query_and_synchronize),
+      T(test_event_never_recorded),
+      T(test_event_native),
+      T(test_free_unknown_pointer),
+      T(test_free_wrong_size),
+      T(test_double_free),
+      T(test_null_arguments),
+      T(test_unknown_device_id),
+      T(test_copy_null_pointers),
+      T(test_concurrent_threads),
+  };
+  size_t n = 0;
+  while (tests[n].test_func != NULL) n++;
+
+  /* Cases that only apply to some configurations are listed, or said not
+   * to run, explicitly: nothing is skipped silently. */
+  if (g_conf.info.caps & ADR_CAP_HOST_ACCESSIBLE)
+    tests[n++] = (struct CMUnitTest)T(test_host_accessible);
+  else
+    printf("adr-conformance: not run: test_host_accessible (device lacks "
+           "ADR_CAP_HOST_ACCESSIBLE)\n");
+  if (g_conf.peer != NULL)
+    tests[n++] = (struct CMUnitTest)T(test_peer_round_trip);
+  else
+    printf("adr-conformance: not run: test_peer_round_trip (set ADR_CONFORMANCE_PEER=<device>, "
+           "e.g. cpu or opencl:0)\n");
+#undef T
+
+  char group[160];
+  snprintf(group, sizeof(group), "conformance %s (%s)", adr_device_name(g_conf.dev),
+           g_conf.info.backend);
+  int failed = _cmocka_run_group_tests(group, tests, n, NULL, NULL);
+  free(g_res);
+  return failed == 0 ? 0 : 1;
+}
