@@ -61,7 +61,9 @@ extern OCL_INTERNAL const struct adr_backend_host* ocl_host;
 
 OCL_INTERNAL void ocl_log(int level, const char* fmt, ...) ADR_PRINTF(2, 3);
 
-/* ADR_OPENCL_MEMORY: 0 = auto, otherwise the forced address mode. */
+/* ADR_OPENCL_MEMORY: 0 = auto, OCL_MODE_ANY_SVM = "svm" (the best SVM the
+ * device has), otherwise the forced enum adr_opencl_address_mode. */
+#define OCL_MODE_ANY_SVM 100
 extern OCL_INTERNAL int ocl_forced_mode;
 /* ADR_OPENCL_HOST_COPY=0 disables the memcpy fast path of the SVM-fine mode. */
 extern OCL_INTERNAL bool ocl_host_copy_enabled;

@@ -52,8 +52,8 @@ int ocl_loader_open(const char* override, struct adr_error* error) {
     library = NULL;                                                                        \
     memset(&ocl, 0, sizeof(ocl));                                                          \
     return adr_backend_error_set(error, EIO,                                               \
-                                 "[init][" OCL_NAME "] unavailable: the OpenCL library "   \
-                                 "lacks the OpenCL 1.2 entry point %s",                    \
+                                 "[init][" OCL_NAME "] EIO: the OpenCL library lacks the " \
+                                 "OpenCL 1.2 entry point %s",                              \
                                  #name);                                                   \
   }
   ADR_OCL_REQUIRED(OCL_RESOLVE_REQUIRED)

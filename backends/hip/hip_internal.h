@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Internals shared by the files of the HIP backend. Nothing here is ABI.
+ *
+ * The backend builds against the HIP headers (libamdhip64-dev) for types
+ * and constants but never links libamdhip64: every runtime function is
+ * called through `adr_hip_api`, filled once by adr_hip_library_load()
+ * from the X-macro list below.
+ */
+#ifndef ADR_HIP_INTERNAL_H
+#define ADR_HIP_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hip/hip_runtime_api.h>
+
+#include "adr/backend.h"
+#include "adr/hip.h"
+
+#define ADR_HIP_HIDDEN __attribute__((visibility("hidden")))
+
+/* Runtimes 6.0 and later changed the values of hipMemoryType (hipMemoryType
+ * Host became 1, Device 2 ...) and renamed the hipPointerAttribute_t field;
+ * the layout stayed the same. The backend reads the struct through its own
+ * copy and decodes the type by the loaded runtime's version, so one build
+ * works with either runtime. */
+struct adr_hip_pointer_attributes {
+  int type;
+  int device;
+  void* device_pointer;
+  void* host_pointer;
+  int is_managed;
+  unsigned allocation_flags;
+};
+_Static_assert(sizeof(struct adr_hip_pointer_attributes) == sizeof(hipPointerAttribute_t),
+               "hipPointerAttribute_t layout");
+
+/* The old-layout device properties: hipDeviceProp_t in HIP 5 headers; HIP 6
+ * headers call it hipDeviceProp_tR0000. Runtimes 6 and later still export
+ * the old-layout entry point under the name hipGetDeviceProperties
+ * (symbol version hip_4.2), which is the name resolved below. */
+#if defined(HIP_VERSION_MAJOR) && HIP_VERSION_MAJOR >= 6
+#include <hip/hip_deprecated.h>
+typedef hipDeviceProp_tR0000 adr_hip_props_t;
+#else
+typedef hipDeviceProp_t adr_hip_props_t;
+#endif
+
+/* X(name, return type, parameter list, required) */
+#define ADR_HIP_SYMBOLS(X)                                                                     \
+  X(hipInit, hipError_t, (unsigned int flags), true)                                           \
+  X(hipGetDeviceCount, hipError_t, (int* count), true)                                         \
+  X(hipDeviceGet, hipError_t, (hipDevice_t * device, int ordinal), true)                       \
+  X(hipSetDevice, hipError_t, (int device), true)                                              \
+  X(hipGetDeviceProperties, hipError_t, (adr_hip_props_t * prop, int device), true)            \
+  X(hipMemGetInfo, hipError_t, (size_t * free, size_t * total), true)                          \
+  X(hipRuntimeGetVersion, hipError_t, (int* version), true)                                    \
+  X(hipDriverGetVersion, hipError_t, (int* version), true)                                     \
+  X(hipGetErrorName, const char*, (hipError_t error), true)                                    \
+  X(hipGetErrorString, const char*, (hipError_t error), true)                                  \
+  X(hipMalloc, hipError_t, (void** ptr, size_t size), true)                                    \
+  X(hipFree, hipError_t, (void* ptr), true)                                                    \
+  X(hipHostMalloc, hipError_t, (void** ptr, size_t size, unsigned int flags), true)            \
+  X(hipHostFree, hipError_t, (void* ptr), true)                                                \
+  X(hipHostRegister, hipError_t, (void* ptr, size_t size, unsigned int flags), true)           \
+  X(hipHostUnregister, hipError_t, (void* ptr), true)                                          \
+  X(hipMemcpyAsync, hipError_t,                                                                \
+    (void* dst, const void* src, size_t size, hipMemcpyKind kind, hipStream_t stream), true)   \
+  X(hipMemcpyPeerAsync, hipError_t,                                                            \
+    (void* dst, int dst_device, const void* src, int src_device, size_t size,                  \
+     hipStream_t stream),                                                                      \
+    true)                                                                                      \
+  X(hipMemsetAsync, hipError_t, (void* dst, int value, size_t size, hipStream_t stream), true) \
+  X(hipStreamCreateWithFlags, hipError_t, (hipStream_t * stream, unsigned int flags), true)    \
+  X(hipStreamDestroy, hipError_t, (hipStream_t stream), true)                                  \
+  X(hipStreamSynchronize, hipError_t, (hipStream_t stream), true)                              \
+  X(hipStreamWaitEvent, hipError_t, (hipStream_t stream, hipEvent_t event, unsigned int flags), \
+    true)                                                                                      \
+  X(hipEventCreateWithFlags, hipError_t, (hipEvent_t * event, unsigned flags), true)           \
+  X(hipEventDestroy, hipError_t, (hipEvent_t event), true)                                     \
+  X(hipEventRecord, hipError_t, (hipEvent_t event, hipStream_t stream), true)                  \
+  X(hipEventSynchronize, hipError_t, (hipEvent_t event), true)                                 \
+  X(hipEventQuery, hipError_t, (hipEvent_t event), true)                                       \
+  X(hipPointerGetAttributes, hipError_t,                                                       \
+    (struct adr_hip_pointer_attributes * attributes, const void* ptr), true)                   \
+  X(hipDeviceCanAccessPeer, hipError_t, (int* can, int device, int peer), true)                \
+  X(hipDeviceEnablePeerAccess, hipError_t, (int peer, unsigned int flags), false)              \
+  X(hipMallocAsync, hipError_t, (void** ptr, size_t size, hipStream_t stream), false)          \
+  X(hipFreeAsync, hipError_t, (void* ptr, hipStream_t stream), false)                          \
+  X(hipDeviceGetDefaultMemPool, hipError_t, (hipMemPool_t * pool, int device), false)
+
+struct adr_hip_api {
+#define ADR_HIP_FIELD(name, ret, params, required) ret(*name) params;
+  ADR_HIP_SYMBOLS(ADR_HIP_FIELD)
+#undef ADR_HIP_FIELD
+};
+
+/* Filled once by adr_hip_library_load() during init; read-only after. */
+extern ADR_HIP_HIDDEN struct adr_hip_api adr_hip;
+
+struct adr_hip_runtime {
+  void* handle;              /* dlopen handle, never closed */
+  char path[256];            /* the name or path that opened */
+  int runtime_version;       /* hipRuntimeGetVersion: major*10^7 + minor*10^5 + patch */
+  int driver_version;        /* hipDriverGetVersion */
+  int device_count;          /* ordinals 0..device_count-1 */
+  bool async_alloc_disabled; /* ADR_HIP_NO_ASYNC_ALLOC=1 */
+  const struct adr_backend_host* host;
+};
+/* Written by init, read-only after. */
+extern ADR_HIP_HIDDEN struct adr_hip_runtime adr_hip_rt;
+
+/* Runtime major version (5, 6 ...) of the loaded library. */
+static inline int adr_hip_runtime_major(void) {
+  return adr_hip_rt.runtime_version / 10000000;
+}
+
+/* ---- library loading (hip_library.c) ----------------------------------- */
+
+/* Opens the runtime (ADR_HIP_LIBRARY, else libamdhip64.so, .so.6, .so.5)
+ * and resolves the symbol table. ENODEV "unavailable: ... not found (tried:
+ * ...)" when no candidate opens; ENOTSUP when one opens but lacks a
+ * required symbol (it is then closed again). */
+ADR_HIP_HIDDEN int adr_hip_library_load(const struct adr_backend_host* host,
+                                        struct adr_error* error);
+
+/* ---- errors (hip_status.c) ---------------------------------------------- */
+
+/* errno value for a hipError_t (hipSuccess -> 0). */
+ADR_HIP_HIDDEN int adr_hip_status(hipError_t e);
+/* "hipErrorOutOfMemory": from the runtime when it is loaded, else from the
+ * backend's own table; never NULL. */
+ADR_HIP_HIDDEN const char* adr_hip_error_name(hipError_t e);
+/* A description of `e` (the runtime's when it has a real one). */
+ADR_HIP_HIDDEN const char* adr_hip_error_description(hipError_t e);
+/* Writes "[op][hip] NAME: description (what)" and returns the status. */
+ADR_HIP_HIDDEN int adr_hip_fail(struct adr_error* error, const char* op, hipError_t e,
+                                const char* what);
+
+/* ---- objects ------------------------------------------------------------ */
+
+struct adr_backend_stream {
+  hipStream_t stream;
+  struct adr_backend_device* device;
+  bool owned;        /* destroyed by stream_destroy */
+  bool default_flag; /* the device's default stream: never destroyed */
+};
+
+struct adr_backend_event {
+  hipEvent_t event;
+  bool owned; /* false for imported events */
+};
+
+struct adr_backend_device {
+  ArrowDeviceType type; /* ARROW_DEVICE_ROCM or ARROW_DEVICE_ROCM_HOST */
+  int64_t id;           /* adr id (= ordinal unless adopted) */
+  int ordinal;          /* HIP ordinal */
+  hipDevice_t hip_device;
+  bool async_alloc; /* hipMallocAsync usable on this device */
+  bool adopted;
+  struct adr_backend_stream default_stream;
+  adr_hip_props_t props;
+};
+
+/* Makes the device's ordinal current on the calling thread (HIP keeps the
+ * current device per thread). Skipped when there is one device. */
+ADR_HIP_HIDDEN int adr_hip_set_device(const struct adr_backend_device* dev, const char* op,
+                                      struct adr_error* error);
+
+/* ---- slots (hip_device.c, hip_memory.c, hip_sync.c) --------------------- */
+
+ADR_HIP_HIDDEN int adr_hip_init(struct adr_error* error);
+ADR_HIP_HIDDEN void adr_hip_shutdown(void);
+ADR_HIP_HIDDEN int adr_hip_device_count(ArrowDeviceType type, int64_t* out,
+                                        struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_device_open(ArrowDeviceType type, int64_t id,
+                                       struct adr_backend_device** out, struct adr_error* error);
+ADR_HIP_HIDDEN void adr_hip_device_close(struct adr_backend_device* dev);
+ADR_HIP_HIDDEN int adr_hip_device_info(struct adr_backend_device* dev,
+                                       struct adr_device_info* out, struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_device_native(struct adr_backend_device* dev, int kind, void** out,
+                                         struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_device_adopt(ArrowDeviceType type, int64_t id, const void* desc,
+                                        struct adr_backend_device** out,
+                                        struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit,
+                                             void* ctx, struct adr_error* error);
+
+ADR_HIP_HIDDEN int adr_hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
+                                 struct adr_backend_stream* stream, void** out,
+                                 struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
+                                struct adr_backend_stream* stream, struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_copy(struct adr_backend_device* dst_dev, void* dst,
+                                struct adr_backend_device* src_dev, const void* src, size_t size,
+                                struct adr_backend_stream* stream, struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_memset(struct adr_backend_device* dev, void* ptr, int value,
+                                  size_t size, struct adr_backend_stream* stream,
+                                  struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_pointer_query(const void* ptr, ArrowDeviceType* out_type,
+                                         int64_t* out_id, struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
+                                         struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_host_unregister(struct adr_backend_device* dev, void* ptr,
+                                           struct adr_error* error);
+ADR_HIP_HIDDEN void adr_hip_memory_shutdown(void);
+
+ADR_HIP_HIDDEN int adr_hip_stream_create(struct adr_backend_device* dev, uint32_t flags,
+                                         struct adr_backend_stream** out,
+                                         struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_stream_destroy(struct adr_backend_device* dev,
+                                          struct adr_backend_stream* stream,
+                                          struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_stream_synchronize(struct adr_backend_device* dev,
+                                              struct adr_backend_stream* stream,
+                                              struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_stream_import(struct adr_backend_device* dev, void* native,
+                                         struct adr_backend_stream** out,
+                                         struct adr_error* error);
+ADR_HIP_HIDDEN void* adr_hip_stream_native(struct adr_backend_device* dev,
+                                           struct adr_backend_stream* stream);
+ADR_HIP_HIDDEN int adr_hip_event_create(struct adr_backend_device* dev,
+                                        struct adr_backend_event** out, struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_event_destroy(struct adr_backend_device* dev,
+                                         struct adr_backend_event* event,
+                                         struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_event_record(struct adr_backend_device* dev,
+                                        struct adr_backend_event* event,
+                                        struct adr_backend_stream* stream,
+                                        struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_event_wait(struct adr_backend_device* dev,
+                                      struct adr_backend_event* event,
+                                      struct adr_backend_stream* stream,
+                                      struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_event_synchronize(struct adr_backend_device* dev,
+                                             struct adr_backend_event* event,
+                                             struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_event_query(struct adr_backend_device* dev,
+                                       struct adr_backend_event* event, struct adr_error* error);
+ADR_HIP_HIDDEN void* adr_hip_event_native(struct adr_backend_device* dev,
+                                          struct adr_backend_event* event);
+ADR_HIP_HIDDEN int adr_hip_event_import(struct adr_backend_device* dev, void* sync_event,
+                                        struct adr_backend_event** out, struct adr_error* error);
+
+#endif /* ADR_HIP_INTERNAL_H */

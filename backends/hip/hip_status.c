@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * hipError_t -> errno status and message: the one place the HIP backend
+ * turns runtime results into adr errors.
+ *
+ * Names come from the loaded runtime (hipGetErrorName) so that a newer
+ * runtime's codes print correctly; the table below is the fallback for
+ * codes reported before the runtime is loaded and supplies descriptions,
+ * because the AMD runtime's hipGetErrorString returns the name again.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "hip_internal.h"
+
+/* X(code, status, description) */
+#define ADR_HIP_ERRORS(X)                                                                     \
+  X(hipSuccess, 0, "no error")                                                                \
+  X(hipErrorInvalidValue, EINVAL, "an argument is out of range or invalid")                   \
+  X(hipErrorOutOfMemory, ENOMEM, "the device cannot allocate enough memory")                  \
+  X(hipErrorNotInitialized, ENODEV, "the HIP runtime is not initialised")                     \
+  X(hipErrorDeinitialized, ENODEV, "the HIP runtime is shutting down")                        \
+  X(hipErrorInvalidConfiguration, EINVAL, "invalid configuration")                            \
+  X(hipErrorInvalidDevicePointer, EINVAL, "the pointer is not a valid device pointer")        \
+  X(hipErrorInvalidMemcpyDirection, EINVAL, "invalid copy direction")                         \
+  X(hipErrorInsufficientDriver, ENODEV, "the installed driver is older than the runtime")     \
+  X(hipErrorNoDevice, ENODEV, "no ROCm-capable device is detected")                           \
+  X(hipErrorInvalidDevice, ENODEV, "the device ordinal is not a valid device")                \
+  X(hipErrorInvalidContext, EINVAL, "invalid device context")                                 \
+  X(hipErrorMapFailed, EIO, "mapping memory failed")                                          \
+  X(hipErrorUnmapFailed, EIO, "unmapping memory failed")                                      \
+  X(hipErrorAlreadyMapped, EEXIST, "the memory is already mapped")                            \
+  X(hipErrorNotMapped, EINVAL, "the memory is not mapped")                                    \
+  X(hipErrorPeerAccessUnsupported, ENOTSUP, "peer access is not supported between these devices") \
+  X(hipErrorOperatingSystem, EIO, "an operating system call failed")                          \
+  X(hipErrorInvalidHandle, EINVAL, "invalid stream or event handle")                          \
+  X(hipErrorIllegalState, EINVAL, "the operation is not allowed in the current state")        \
+  X(hipErrorNotFound, ENOENT, "the named object was not found")                               \
+  X(hipErrorNotReady, EBUSY, "the work has not completed yet")                                \
+  X(hipErrorIllegalAddress, EFAULT, "the device accessed an illegal address")                 \
+  X(hipErrorLaunchOutOfResources, ENOMEM, "too many resources requested for launch")          \
+  X(hipErrorLaunchTimeOut, ETIMEDOUT, "the device timed out")                                 \
+  X(hipErrorPeerAccessAlreadyEnabled, EEXIST, "peer access is already enabled")               \
+  X(hipErrorPeerAccessNotEnabled, ENOTSUP, "peer access has not been enabled")                \
+  X(hipErrorContextIsDestroyed, ENODEV, "the context is destroyed")                           \
+  X(hipErrorHostMemoryAlreadyRegistered, EEXIST, "the host memory is already registered")     \
+  X(hipErrorHostMemoryNotRegistered, EINVAL, "the host memory is not registered")             \
+  X(hipErrorLaunchFailure, EIO, "a device kernel failed")                                     \
+  X(hipErrorNotSupported, ENOTSUP, "the operation is not supported by this device or runtime") \
+  X(hipErrorUnknown, EIO, "unknown HIP error")                                                \
+  X(hipErrorRuntimeMemory, ENOMEM, "the HIP runtime failed to allocate host memory")          \
+  X(hipErrorRuntimeOther, EIO, "the HIP runtime failed internally")
+
+int adr_hip_status(hipError_t e) {
+  switch (e) {
+#define ADR_HIP_STATUS_CASE(code, status, desc) \
+  case code:                                    \
+    return status;
+    ADR_HIP_ERRORS(ADR_HIP_STATUS_CASE)
+#undef ADR_HIP_STATUS_CASE
+    default:
+      return EIO;
+  }
+}
+
+static const char* table_name(hipError_t e) {
+  switch (e) {
+#define ADR_HIP_NAME_CASE(code, status, desc) \
+  case code:                                  \
+    return #code;
+    ADR_HIP_ERRORS(ADR_HIP_NAME_CASE)
+#undef ADR_HIP_NAME_CASE
+    default:
+      return NULL;
+  }
+}
+
+static const char* table_description(hipError_t e) {
+  switch (e) {
+#define ADR_HIP_DESC_CASE(code, status, desc) \
+  case code:                                  \
+    return desc;
+    ADR_HIP_ERRORS(ADR_HIP_DESC_CASE)
+#undef ADR_HIP_DESC_CASE
+    default:
+      return NULL;
+  }
+}
+
+const char* adr_hip_error_name(hipError_t e) {
+  const char* name = adr_hip.hipGetErrorName != NULL ? adr_hip.hipGetErrorName(e) : NULL;
+  /* The runtime answers "hipErrorUnknown" for codes it does not know;
+   * prefer the table's name then, so a code is never misnamed. */
+  if (name == NULL || name[0] == '\0' ||
+      (strcmp(name, "hipErrorUnknown") == 0 && e != hipErrorUnknown)) {
+    const char* t = table_name(e);
+    return t != NULL ? t : "hipErrorUnrecognized";
+  }
+  return name;
+}
+
+const char* adr_hip_error_description(hipError_t e) {
+  const char* s = adr_hip.hipGetErrorString != NULL ? adr_hip.hipGetErrorString(e) : NULL;
+  /* AMD's runtime returns the name again, which describes nothing. */
+  if (s != NULL && s[0] != '\0' && strncmp(s, "hipError", 8) != 0 && strcmp(s, "unknown") != 0)
+    return s;
+  const char* t = table_description(e);
+  return t != NULL ? t : "unrecognised HIP error code";
+}
+
+int adr_hip_fail(struct adr_error* error, const char* op, hipError_t e, const char* what) {
+  int status = adr_hip_status(e);
+  if (status == 0) status = EIO;
+  if (what != NULL && what[0] != '\0')
+    return adr_backend_error_set(error, status, "[%s][hip] %s: %s (%s)", op,
+                                 adr_hip_error_name(e), adr_hip_error_description(e), what);
+  return adr_backend_error_set(error, status, "[%s][hip] %s: %s", op, adr_hip_error_name(e),
+                               adr_hip_error_description(e));
+}

@@ -1,0 +1,411 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Internals of the Vulkan backend (libadr_vulkan.so). Nothing here is ABI.
+ *
+ * Files: vk_backend.c (vtable, instance, devices, adoption, properties),
+ * vk_result.c (VkResult -> status + message, the only such file),
+ * vk_memory.c (blocks, sub-allocation, address map), vk_submit.c (streams,
+ * submissions, events), vk_copy.c (copy, memset, staging ring).
+ *
+ * Locks, always taken in this order and never the other way round:
+ *   staging_lock -> stream->lock -> queue_lock
+ *   mem_lock is a leaf (nothing else is taken while it is held).
+ *   g_devices_lock and g_events_lock are leaves.
+ */
+#ifndef ADR_VK_INTERNAL_H
+#define ADR_VK_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <vulkan/vulkan_core.h>
+
+#include "adr/backend.h"
+#include "adr/vulkan.h"
+
+#define VKB_NAME "vulkan"
+#define VKB_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- vendor symbols ------------------------------------------------------ */
+
+/* X(name, required). Resolved with vkGetInstanceProcAddr(NULL, ...). */
+#define VKB_GLOBAL_FNS(X)                        \
+  X(vkCreateInstance, 1)                         \
+  X(vkEnumerateInstanceExtensionProperties, 1)   \
+  X(vkEnumerateInstanceLayerProperties, 1)       \
+  X(vkEnumerateInstanceVersion, 0)
+
+/* Resolved per VkInstance with vkGetInstanceProcAddr(instance, ...). */
+#define VKB_INSTANCE_FNS(X)                      \
+  X(vkDestroyInstance, 1)                        \
+  X(vkEnumeratePhysicalDevices, 1)               \
+  X(vkGetPhysicalDeviceProperties, 1)            \
+  X(vkGetPhysicalDeviceProperties2, 1)           \
+  X(vkGetPhysicalDeviceFeatures2, 1)             \
+  X(vkGetPhysicalDeviceMemoryProperties, 1)      \
+  X(vkGetPhysicalDeviceMemoryProperties2, 1)     \
+  X(vkGetPhysicalDeviceQueueFamilyProperties, 1) \
+  X(vkEnumerateDeviceExtensionProperties, 1)     \
+  X(vkCreateDevice, 1)                           \
+  X(vkGetDeviceProcAddr, 1)                      \
+  X(vkCreateDebugUtilsMessengerEXT, 0)           \
+  X(vkDestroyDebugUtilsMessengerEXT, 0)
+
+/* Resolved per VkDevice with vkGetDeviceProcAddr; all required (core 1.2). */
+#define VKB_DEVICE_FNS(X)           \
+  X(vkDestroyDevice)                \
+  X(vkGetDeviceQueue)               \
+  X(vkQueueSubmit)                  \
+  X(vkCreateBuffer)                 \
+  X(vkDestroyBuffer)                \
+  X(vkGetBufferMemoryRequirements)  \
+  X(vkAllocateMemory)               \
+  X(vkFreeMemory)                   \
+  X(vkBindBufferMemory)             \
+  X(vkMapMemory)                    \
+  X(vkUnmapMemory)                  \
+  X(vkFlushMappedMemoryRanges)      \
+  X(vkInvalidateMappedMemoryRanges) \
+  X(vkGetBufferDeviceAddress)       \
+  X(vkCreateCommandPool)            \
+  X(vkDestroyCommandPool)           \
+  X(vkAllocateCommandBuffers)       \
+  X(vkFreeCommandBuffers)           \
+  X(vkBeginCommandBuffer)           \
+  X(vkEndCommandBuffer)             \
+  X(vkCmdCopyBuffer)                \
+  X(vkCmdFillBuffer)                \
+  X(vkCmdUpdateBuffer)              \
+  X(vkCmdPipelineBarrier)           \
+  X(vkCmdSetEvent)                  \
+  X(vkCmdWaitEvents)                \
+  X(vkCreateSemaphore)              \
+  X(vkDestroySemaphore)             \
+  X(vkWaitSemaphores)               \
+  X(vkGetSemaphoreCounterValue)     \
+  X(vkCreateEvent)                  \
+  X(vkDestroyEvent)                 \
+  X(vkSetEvent)                     \
+  X(vkResetEvent)                   \
+  X(vkGetEventStatus)
+
+struct vkb_global_fns {
+#define VKB_X(name, req) PFN_##name name;
+  VKB_GLOBAL_FNS(VKB_X)
+#undef VKB_X
+};
+
+/* A VkInstance with its dispatch table: the backend's own, or an adopted
+ * one (one per adopted device). */
+struct vkb_instance {
+  VkInstance handle;
+  bool owned;
+  uint32_t api_version;
+  PFN_vkGetInstanceProcAddr gipa;
+#define VKB_X(name, req) PFN_##name name;
+  VKB_INSTANCE_FNS(VKB_X)
+#undef VKB_X
+};
+
+struct vkb_device_fns {
+#define VKB_X(name) PFN_##name name;
+  VKB_DEVICE_FNS(VKB_X)
+#undef VKB_X
+};
+
+/* ---- global state (vk_backend.c) ---------------------------------------- */
+
+enum vkb_copy_mode { VKB_COPY_AUTO = 0, VKB_COPY_MAPPED = 1, VKB_COPY_STAGING = 2 };
+enum vkb_validation { VKB_VALIDATION_OFF = 0, VKB_VALIDATION_ON = 1, VKB_VALIDATION_FATAL = 2 };
+
+/* Set once in init (before any other slot can run), read-only after. */
+struct vkb_globals {
+  const struct adr_backend_host* host;
+  void* libvulkan;
+  char libvulkan_path[64];
+  PFN_vkGetInstanceProcAddr gipa;
+  struct vkb_global_fns g;
+  struct vkb_instance instance; /* the backend's own */
+  VkDebugUtilsMessengerEXT messenger;
+  uint32_t physical_count;
+  VkPhysicalDevice* physical;
+  enum vkb_copy_mode copy_mode;
+  enum vkb_validation validation;
+  uint64_t block_size_env; /* ADR_VULKAN_BLOCK_SIZE, 0 = default */
+  _Atomic uint64_t validation_messages;
+};
+extern VKB_HIDDEN struct vkb_globals vkb_g;
+
+VKB_HIDDEN void vkb_log(int level, const char* fmt, ...) ADR_PRINTF(2, 3);
+
+/* ---- errors (vk_result.c) ------------------------------------------------ */
+
+/* "VK_ERROR_OUT_OF_DEVICE_MEMORY" ...; static. */
+VKB_HIDDEN const char* vkb_result_name(VkResult r);
+/* errno value for a VkResult (0 for VK_SUCCESS). */
+VKB_HIDDEN int vkb_result_status(VkResult r);
+/* Writes "[op][vulkan] VK_NAME: <what>: <description>" and returns the
+ * status for `r`. */
+VKB_HIDDEN int vkb_error(struct adr_error* error, const char* op, VkResult r, const char* fmt,
+                         ...) ADR_PRINTF(4, 5);
+/* "[op][vulkan] <message>" with an explicit status (no VkResult). */
+VKB_HIDDEN int vkb_fail(struct adr_error* error, int status, const char* op, const char* fmt, ...)
+    ADR_PRINTF(4, 5);
+
+/* ---- memory (vk_memory.c) ------------------------------------------------ */
+
+struct vkb_block;
+
+/* One range of a block: free, or one live allocation. Ranges of a block
+ * tile it in address order (prev/next); free ranges are also on a size bin
+ * list (fprev/fnext). A live range's user part [addr, addr + user_size) is
+ * what adr_alloc returned; it is the key of the device's address map. */
+struct vkb_range {
+  struct vkb_block* block;
+  VkDeviceSize offset, size; /* within the block */
+  struct vkb_range *prev, *next;
+  struct vkb_range *fprev, *fnext;
+  VkDeviceAddress addr;   /* live: device address handed out */
+  VkDeviceSize user_size; /* live: size asked for */
+  uint64_t free_after;    /* deferred free: timeline value */
+  struct vkb_range* deferred_next;
+  int bin;   /* free: bin index; live: -1 */
+  bool free; /* on a bin list */
+};
+
+#define VKB_BINS 64
+
+struct vkb_block {
+  VkDeviceMemory memory;
+  VkBuffer buffer;
+  VkDeviceAddress base;
+  VkDeviceSize size;
+  uint8_t* mapped; /* persistent mapping, NULL when not host-visible */
+  uint32_t type_index;
+  bool dedicated;
+  bool coherent;
+  size_t live; /* live ranges */
+  struct vkb_range* first;
+  struct vkb_range* bins[VKB_BINS];
+  uint64_t bin_mask;
+  struct vkb_block *prev, *next;
+};
+
+/* A resolved device address: the block's buffer and an offset in it. */
+struct vkb_loc {
+  struct vkb_block* block;
+  VkDeviceSize offset;
+};
+
+/* ---- device --------------------------------------------------------------- */
+
+struct adr_backend_stream;
+struct adr_backend_event;
+
+struct vkb_staging_chunk {
+  uint64_t busy_until; /* timeline value after which it may be reused */
+};
+
+#define VKB_STAGING_CHUNKS 4
+
+struct adr_backend_device {
+  int64_t id;
+  bool adopted;
+  struct vkb_instance* inst; /* &vkb_g.instance or an adopted one (owned) */
+  VkPhysicalDevice physical;
+  VkDevice device;
+  VkQueue queue;
+  uint32_t queue_family;
+  uint32_t queue_index;
+  struct vkb_device_fns fn;
+  VkPhysicalDeviceProperties props;
+  VkPhysicalDeviceMemoryProperties memprops;
+  char driver_name[VK_MAX_DRIVER_NAME_SIZE + VK_MAX_DRIVER_INFO_SIZE + 4];
+  bool has_budget;
+
+  /* Memory types for allocations, best first; the staging type. */
+  uint32_t alloc_types[VK_MAX_MEMORY_TYPES];
+  uint32_t alloc_type_count;
+  uint32_t staging_type;
+  bool mapped_copies; /* copy mode allows the mapped fast path */
+  VkDeviceSize block_size;
+  VkDeviceSize max_alloc;
+  VkDeviceSize atom; /* nonCoherentAtomSize */
+
+  /* Submission: one timeline semaphore counts every submission on the
+   * queue; next_value is the last value handed out. */
+  pthread_mutex_t queue_lock;
+  VkSemaphore timeline;
+  uint64_t next_value;
+
+  /* Memory: blocks, the address map (tsearch tree of live ranges keyed by
+   * [addr, addr + user_size)), deferred frees. Guarded by mem_lock. */
+  pthread_mutex_t mem_lock;
+  struct vkb_block* blocks;
+  void* live_tree;
+  size_t live_count;
+  size_t block_count;
+  VkDeviceSize bytes_reserved;
+  struct vkb_range* deferred;
+
+  /* Staging ring: one host-visible buffer cut in chunks. */
+  pthread_mutex_t staging_lock;
+  struct vkb_block* staging;
+  VkDeviceSize chunk_size;
+  struct vkb_staging_chunk chunks[VKB_STAGING_CHUNKS];
+  uint32_t chunk_next;
+
+  /* Streams and events alive on the device (destroyed at close if the
+   * application leaked them). Guarded by objects_lock. */
+  pthread_mutex_t objects_lock;
+  struct adr_backend_stream* streams;
+  struct adr_backend_event* events;
+  struct adr_backend_stream* default_stream;
+
+  struct adr_backend_device* next_open; /* g_devices list */
+};
+
+/* ---- streams and events (vk_submit.c) ------------------------------------- */
+
+#define VKB_MAX_COMMAND_BUFFERS 32
+
+struct vkb_cb {
+  VkCommandBuffer cb;
+  uint64_t value; /* submission value, 0 when never submitted */
+};
+
+struct adr_backend_stream {
+  struct adr_backend_device* dev;
+  pthread_mutex_t lock;
+  VkCommandPool pool;
+  struct vkb_cb cbs[VKB_MAX_COMMAND_BUFFERS];
+  uint32_t cb_count;
+  uint32_t cb_next;
+  uint64_t last_value;   /* last submission of this stream */
+  uint64_t wait_value;   /* next submission waits for the timeline >= this */
+  VkEvent* foreign_waits; /* next submission waits for these (imported) */
+  uint32_t foreign_count, foreign_cap;
+  struct vkb_range* scratch; /* 64 bytes for memset head/tail, lazily */
+  bool is_default;
+  struct adr_backend_stream *prev, *next;
+};
+
+enum vkb_event_kind {
+  VKB_EVENT_OWN = 0,      /* created by adr on this device */
+  VKB_EVENT_SNAPSHOT = 1, /* import of an adr event: its value at import */
+  VKB_EVENT_FOREIGN = 2,  /* import of an application's VkEvent */
+};
+
+struct adr_backend_event {
+  struct adr_backend_device* dev;
+  enum vkb_event_kind kind;
+  VkEvent vk; /* &vk is what event_native returns */
+  /* OWN/SNAPSHOT: complete when source->timeline >= value (0 = complete). */
+  struct adr_backend_device* source;
+  uint64_t value;
+  struct adr_backend_event *prev, *next;
+};
+
+/* A command buffer being recorded on a stream. vkb_cmd_begin locks the
+ * stream; vkb_cmd_submit / vkb_cmd_abort unlock it. */
+struct vkb_cmd {
+  struct adr_backend_stream* s;
+  struct vkb_cb* slot;
+  VkCommandBuffer cb;
+};
+
+VKB_HIDDEN int vkb_cmd_begin(struct adr_backend_stream* s, struct vkb_cmd* out, const char* op,
+                             struct adr_error* error);
+/* Ends, submits (signal value returned in *out_value) and unlocks. */
+VKB_HIDDEN int vkb_cmd_submit(struct vkb_cmd* c, uint64_t* out_value, const char* op,
+                              struct adr_error* error);
+VKB_HIDDEN void vkb_cmd_abort(struct vkb_cmd* c);
+
+VKB_HIDDEN uint64_t vkb_timeline_value(struct adr_backend_device* dev);
+/* Host wait until the device's timeline reaches `value`. */
+VKB_HIDDEN int vkb_timeline_wait(struct adr_backend_device* dev, uint64_t value, const char* op,
+                                 struct adr_error* error);
+/* Host wait for everything queued on the stream, including device-side
+ * waits registered for its next submission. */
+VKB_HIDDEN int vkb_stream_wait_idle(struct adr_backend_stream* s, const char* op,
+                                    struct adr_error* error);
+/* True when nothing of the stream is pending and no device-side wait is
+ * registered (the mapped fast path may then run on the host at once). */
+VKB_HIDDEN bool vkb_stream_idle(struct adr_backend_stream* s);
+
+VKB_HIDDEN int vkb_stream_create(struct adr_backend_device* dev, uint32_t flags,
+                                 struct adr_backend_stream** out, struct adr_error* error);
+VKB_HIDDEN int vkb_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* s,
+                                  struct adr_error* error);
+VKB_HIDDEN int vkb_stream_synchronize(struct adr_backend_device* dev,
+                                      struct adr_backend_stream* s, struct adr_error* error);
+VKB_HIDDEN void vkb_stream_release(struct adr_backend_stream* s);
+VKB_HIDDEN int vkb_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
+                                struct adr_error* error);
+VKB_HIDDEN int vkb_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* e,
+                                 struct adr_error* error);
+VKB_HIDDEN void vkb_event_release(struct adr_backend_event* e);
+VKB_HIDDEN int vkb_event_record(struct adr_backend_device* dev, struct adr_backend_event* e,
+                                struct adr_backend_stream* s, struct adr_error* error);
+VKB_HIDDEN int vkb_event_wait(struct adr_backend_device* dev, struct adr_backend_event* e,
+                              struct adr_backend_stream* s, struct adr_error* error);
+VKB_HIDDEN int vkb_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* e,
+                                     struct adr_error* error);
+VKB_HIDDEN int vkb_event_query(struct adr_backend_device* dev, struct adr_backend_event* e,
+                               struct adr_error* error);
+VKB_HIDDEN void* vkb_event_native(struct adr_backend_device* dev, struct adr_backend_event* e);
+VKB_HIDDEN int vkb_event_import(struct adr_backend_device* dev, void* sync_event,
+                                struct adr_backend_event** out, struct adr_error* error);
+
+/* ---- memory slots (vk_memory.c) ------------------------------------------ */
+
+VKB_HIDDEN int vkb_memory_init(struct adr_backend_device* dev, struct adr_error* error);
+VKB_HIDDEN void vkb_memory_release(struct adr_backend_device* dev);
+VKB_HIDDEN int vkb_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
+                         struct adr_backend_stream* stream, void** out, struct adr_error* error);
+VKB_HIDDEN int vkb_free(struct adr_backend_device* dev, void* ptr, size_t size,
+                        struct adr_backend_stream* stream, struct adr_error* error);
+/* Internal allocation (scratch, temporaries) and its release: `after` is a
+ * timeline value the range may still be used until (0 = now). */
+VKB_HIDDEN int vkb_range_alloc(struct adr_backend_device* dev, VkDeviceSize size,
+                               VkDeviceSize alignment, struct vkb_range** out, const char* op,
+                               struct adr_error* error);
+VKB_HIDDEN void vkb_range_free(struct adr_backend_device* dev, struct vkb_range* r,
+                               uint64_t after);
+/* Resolve [addr, addr + size) to the allocation containing it: EINVAL with
+ * a message when no live allocation of the device contains it all. */
+VKB_HIDDEN int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size,
+                           struct vkb_loc* out, const char* op, struct adr_error* error);
+/* Whether `addr` lies in a live allocation of dev (for pointer_query). */
+VKB_HIDDEN bool vkb_owns(struct adr_backend_device* dev, const void* addr);
+/* Host-visible block for staging (not in the address map). */
+VKB_HIDDEN int vkb_staging_block_create(struct adr_backend_device* dev, VkDeviceSize size,
+                                        struct vkb_block** out, struct adr_error* error);
+VKB_HIDDEN void vkb_block_destroy(struct adr_backend_device* dev, struct vkb_block* b);
+/* Make host writes to a mapped range visible / device writes readable. */
+VKB_HIDDEN int vkb_flush(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
+                         VkDeviceSize size, const char* op, struct adr_error* error);
+VKB_HIDDEN int vkb_invalidate(struct adr_backend_device* dev, struct vkb_block* b,
+                              VkDeviceSize off, VkDeviceSize size, const char* op,
+                              struct adr_error* error);
+
+/* ---- copies (vk_copy.c) --------------------------------------------------- */
+
+VKB_HIDDEN int vkb_copy(struct adr_backend_device* dst_dev, void* dst,
+                        struct adr_backend_device* src_dev, const void* src, size_t size,
+                        struct adr_backend_stream* stream, struct adr_error* error);
+VKB_HIDDEN int vkb_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                          struct adr_backend_stream* stream, struct adr_error* error);
+VKB_HIDDEN int vkb_staging_init(struct adr_backend_device* dev, struct adr_error* error);
+VKB_HIDDEN void vkb_staging_release(struct adr_backend_device* dev);
+
+/* Barriers every submission carries: everything earlier in queue order is
+ * complete and visible before the commands, and the commands' writes are
+ * visible to the host after. */
+VKB_HIDDEN void vkb_barrier_all(struct adr_backend_device* dev, VkCommandBuffer cb);
+VKB_HIDDEN void vkb_barrier_host(struct adr_backend_device* dev, VkCommandBuffer cb);
+
+#endif /* ADR_VK_INTERNAL_H */

@@ -1,0 +1,994 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The caching pool (interface and contract: pool.h, docs/memory.md).
+ *
+ * Layout. Memory comes from the upstream in chunks (>= chunk_size, 2 MiB by
+ * default, growing with the pool). A chunk is cut into blocks kept in
+ * address order (prev_phys/next_phys), with host-side metadata only: device
+ * memory is never touched. A free block sits in exactly one *bin*: the bin of
+ * the stream it was freed on (bin 0 = the host, i.e. freed with a NULL
+ * stream, or a stream that has been retired). Within a bin, blocks of an
+ * exact size-class size (<= 1 MiB; 4 classes per power of two) sit in LIFO
+ * class lists, everything else in a treap ordered by (size, address), so a
+ * best-fit lookup is O(log n). Class blocks are not coalesced when freed
+ * (the fast path); a miss consolidates them into the treap, coalescing
+ * address-neighbours of the same bin, before the pool grows.
+ *
+ * Stream order. A request on stream S looks in S's bin, then the host bin,
+ * then other streams' bins. A block from stream T's bin is handed to S only
+ * after S waits (device-side) on T's bin event, recorded on T when the block
+ * is stolen, so it covers every free queued on T so far; the free path itself
+ * records nothing and never waits. A host request (NULL stream) takes a
+ * block of T's bin only once that event has completed.
+ *
+ * Concurrency. No lock is shared by all threads on the hot path. The pool
+ * has up to 16 arenas, each with its own mutex, bins and chunks; a thread
+ * uses the arena picked round-robin at its first allocation, so threads
+ * mostly take different locks. Addresses handed out are found again through
+ * a map split into 64 independently locked shards (by address hash), which
+ * tells the free path which arena owns the block (frees from another thread
+ * return the block to its own arena). Statistics are per-arena fields under
+ * the arena lock, summed on request; only the reserved-bytes peak is a
+ * pool-wide atomic, touched when the pool grows or shrinks.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pool.h"
+
+#define MIN_ALIGN ((size_t)ADR_MIN_ALIGNMENT)
+#define LARGE_GRANULE ((size_t)512)
+#define MIN_SPLIT ((size_t)256) /* a smaller remainder stays with the block */
+#define GROW_GRANULE ((size_t)2 << 20)
+#define MAX_GROW ((size_t)64 << 20)
+#define MAP_SHARDS 64u
+#define MAX_ARENAS 16u
+#define BLOCKS_PER_SLAB 256u
+
+enum { WHERE_NONE = 0, WHERE_CLASS = 1, WHERE_TREE = 2 };
+
+struct arena;
+struct chunk;
+
+struct block {
+  uintptr_t addr;
+  size_t size;
+  struct chunk* chunk;
+  struct block* prev_phys;
+  struct block* next_phys;
+  /* free state */
+  struct bin* bin;
+  uint8_t where;
+  uint32_t prio;
+  struct block* left; /* treap children, or class list prev/next */
+  struct block* right;
+  /* allocated state */
+  uintptr_t user;
+  size_t user_size;
+  void* stream;
+  struct block* hnext; /* map chain, or metadata free list */
+};
+
+struct chunk {
+  uintptr_t base;
+  size_t size;
+  struct chunk* next;
+  struct chunk* prev;
+};
+
+struct bin {
+  void* stream; /* NULL: host bin (index 0) or a retired stream's */
+  bool retired;
+  void* event;
+  bool recorded; /* event recorded since the bin's last free, see dirty */
+  bool dirty;    /* a block was freed into the bin after the last record */
+  bool complete; /* the recorded event has completed */
+  uint64_t class_mask;
+  struct block* classes[ADR__POOL_CLASS_COUNT];
+  struct block* tree;
+  size_t free_bytes;
+  size_t class_blocks;
+};
+
+struct arena {
+  pthread_mutex_t lock;
+  struct adr__pool* pool;
+  struct bin** bins; /* bins[0] is the host bin */
+  size_t nbins, capbins;
+  struct bin* last_bin; /* last bin a free went to, checked first */
+  struct chunk* chunks;
+  struct block* spare;   /* free metadata */
+  void** slabs;          /* metadata slabs, freed at destroy */
+  size_t nslabs, capslabs;
+  uint32_t rng;
+  /* statistics, under lock */
+  uint64_t reserved_bytes, reserved_count, reserved_bytes_total, reserved_count_total;
+  uint64_t cached_bytes;
+  uint64_t hits, misses, stream_waits, trimmed;
+  uint64_t allocated_bytes, allocated_count;
+};
+
+struct map_shard {
+  pthread_mutex_t lock;
+  struct block** buckets;
+  size_t nbuckets;
+  size_t count;
+  char pad[64];
+};
+
+struct adr__pool {
+  struct adr__pool_options opts;
+  struct adr__pool_upstream up;
+  struct adr__pool_sync sync;
+  bool has_sync;
+  unsigned narenas;
+  struct arena arenas[MAX_ARENAS];
+  struct map_shard map[MAP_SHARDS];
+  _Atomic uint64_t reserved_now;
+  _Atomic uint64_t reserved_peak;
+  _Atomic uint64_t reserved_count_now;
+  _Atomic uint64_t reserved_count_peak;
+};
+
+/* ---- size classes -------------------------------------------------------- */
+
+static unsigned floor_log2(size_t v) {
+  return (unsigned)(sizeof(unsigned long long) * CHAR_BIT - 1 -
+                    (unsigned)__builtin_clzll((unsigned long long)v));
+}
+
+unsigned adr__pool_class_index(size_t size) {
+  if (size <= 512) return size == 0 ? 0 : (unsigned)((size + 63) / 64 - 1);
+  unsigned p = floor_log2(size - 1);
+  unsigned sub = (unsigned)(((size - 1) >> (p - 2)) & 3);
+  return 8 + (p - 9) * 4 + sub;
+}
+
+size_t adr__pool_class_size(unsigned index) {
+  if (index < 8) return (size_t)(index + 1) * 64;
+  unsigned p = (index - 8) / 4 + 9;
+  unsigned sub = (index - 8) % 4;
+  return (size_t)(5 + sub) << (p - 2);
+}
+
+static bool is_class_size(size_t size) {
+  return size <= ADR__POOL_SMALL_MAX && adr__pool_class_size(adr__pool_class_index(size)) == size;
+}
+
+static size_t align_up(size_t v, size_t a) {
+  return (v + a - 1) & ~(a - 1);
+}
+
+/* ---- metadata ------------------------------------------------------------ */
+
+static struct block* block_new(struct arena* a) {
+  if (a->spare == NULL) {
+    if (a->nslabs == a->capslabs) {
+      size_t ncap = a->capslabs ? a->capslabs * 2 : 8;
+      void** n = realloc(a->slabs, ncap * sizeof(*n));
+      if (n == NULL) return NULL;
+      a->slabs = n;
+      a->capslabs = ncap;
+    }
+    struct block* slab = calloc(BLOCKS_PER_SLAB, sizeof(*slab));
+    if (slab == NULL) return NULL;
+    a->slabs[a->nslabs++] = slab;
+    for (unsigned i = 0; i < BLOCKS_PER_SLAB; i++) {
+      slab[i].hnext = a->spare;
+      a->spare = &slab[i];
+    }
+  }
+  struct block* b = a->spare;
+  a->spare = b->hnext;
+  memset(b, 0, sizeof(*b));
+  a->rng ^= a->rng << 13;
+  a->rng ^= a->rng >> 17;
+  a->rng ^= a->rng << 5;
+  b->prio = a->rng;
+  return b;
+}
+
+static void block_release(struct arena* a, struct block* b) {
+  b->hnext = a->spare;
+  a->spare = b;
+}
+
+/* ---- treap keyed by (size, addr) ---------------------------------------- */
+
+static bool key_less(const struct block* x, const struct block* y) {
+  return x->size < y->size || (x->size == y->size && x->addr < y->addr);
+}
+
+static struct block* treap_insert(struct block* root, struct block* n) {
+  if (root == NULL) {
+    n->left = n->right = NULL;
+    return n;
+  }
+  if (key_less(n, root)) {
+    root->left = treap_insert(root->left, n);
+    if (root->left->prio > root->prio) {
+      struct block* l = root->left;
+      root->left = l->right;
+      l->right = root;
+      return l;
+    }
+  } else {
+    root->right = treap_insert(root->right, n);
+    if (root->right->prio > root->prio) {
+      struct block* r = root->right;
+      root->right = r->left;
+      r->left = root;
+      return r;
+    }
+  }
+  return root;
+}
+
+static struct block* treap_merge(struct block* l, struct block* r) {
+  if (l == NULL) return r;
+  if (r == NULL) return l;
+  if (l->prio > r->prio) {
+    l->right = treap_merge(l->right, r);
+    return l;
+  }
+  r->left = treap_merge(l, r->left);
+  return r;
+}
+
+static struct block* treap_remove(struct block* root, struct block* n) {
+  if (root == NULL) return NULL;
+  if (root == n) return treap_merge(n->left, n->right);
+  if (key_less(n, root))
+    root->left = treap_remove(root->left, n);
+  else
+    root->right = treap_remove(root->right, n);
+  return root;
+}
+
+/* Smallest block with size >= size (best fit; lowest address on ties). */
+static struct block* treap_lower_bound(struct block* root, size_t size) {
+  struct block* best = NULL;
+  while (root != NULL) {
+    if (root->size >= size) {
+      best = root;
+      root = root->left;
+    } else {
+      root = root->right;
+    }
+  }
+  return best;
+}
+
+static size_t treap_max(struct block* root) {
+  while (root != NULL && root->right != NULL) root = root->right;
+  return root ? root->size : 0;
+}
+
+/* ---- bins ---------------------------------------------------------------- */
+
+static void bin_insert(struct arena* a, struct bin* bin, struct block* b) {
+  b->bin = bin;
+  bin->free_bytes += b->size;
+  a->cached_bytes += b->size;
+  if (is_class_size(b->size)) {
+    unsigned c = adr__pool_class_index(b->size);
+    b->where = WHERE_CLASS;
+    b->left = NULL;
+    b->right = bin->classes[c];
+    if (b->right) b->right->left = b;
+    bin->classes[c] = b;
+    bin->class_mask |= (uint64_t)1 << c;
+    bin->class_blocks++;
+  } else {
+    b->where = WHERE_TREE;
+    bin->tree = treap_insert(bin->tree, b);
+  }
+}
+
+static void bin_remove(struct arena* a, struct block* b) {
+  struct bin* bin = b->bin;
+  bin->free_bytes -= b->size;
+  a->cached_bytes -= b->size;
+  if (b->where == WHERE_CLASS) {
+    unsigned c = adr__pool_class_index(b->size);
+    if (b->left)
+      b->left->right = b->right;
+    else
+      bin->classes[c] = b->right;
+    if (b->right) b->right->left = b->left;
+    if (bin->classes[c] == NULL) bin->class_mask &= ~((uint64_t)1 << c);
+    bin->class_blocks--;
+  } else {
+    bin->tree = treap_remove(bin->tree, b);
+  }
+  b->where = WHERE_NONE;
+  b->bin = NULL;
+  b->left = b->right = NULL;
+}
+
+/* Merges b (not in a bin) with free neighbours of the same bin, then files
+ * it. Used for large frees and for consolidation. */
+static void bin_insert_coalesce(struct arena* a, struct bin* bin, struct block* b) {
+  struct block* p = b->prev_phys;
+  if (p != NULL && p->where != WHERE_NONE && p->bin == bin) {
+    bin_remove(a, p);
+    p->size += b->size;
+    p->next_phys = b->next_phys;
+    if (b->next_phys) b->next_phys->prev_phys = p;
+    block_release(a, b);
+    b = p;
+  }
+  struct block* n = b->next_phys;
+  if (n != NULL && n->where != WHERE_NONE && n->bin == bin) {
+    bin_remove(a, n);
+    b->size += n->size;
+    b->next_phys = n->next_phys;
+    if (n->next_phys) n->next_phys->prev_phys = b;
+    block_release(a, n);
+  }
+  bin_insert(a, bin, b);
+}
+
+/* Moves the bin's class blocks into its treap, coalescing. */
+static void bin_consolidate(struct arena* a, struct bin* bin) {
+  while (bin->class_mask != 0) {
+    unsigned c = (unsigned)__builtin_ctzll(bin->class_mask);
+    struct block* b = bin->classes[c];
+    bin_remove(a, b);
+    /* Coalesce with any free neighbour of the bin, filing the result in the
+     * treap even when its size happens to be a class size. */
+    struct block* p = b->prev_phys;
+    if (p != NULL && p->where != WHERE_NONE && p->bin == bin) {
+      bin_remove(a, p);
+      p->size += b->size;
+      p->next_phys = b->next_phys;
+      if (b->next_phys) b->next_phys->prev_phys = p;
+      block_release(a, b);
+      b = p;
+    }
+    struct block* n = b->next_phys;
+    if (n != NULL && n->where != WHERE_NONE && n->bin == bin) {
+      bin_remove(a, n);
+      b->size += n->size;
+      b->next_phys = n->next_phys;
+      if (n->next_phys) n->next_phys->prev_phys = b;
+      block_release(a, n);
+    }
+    b->bin = bin;
+    b->where = WHERE_TREE;
+    bin->free_bytes += b->size;
+    a->cached_bytes += b->size;
+    bin->tree = treap_insert(bin->tree, b);
+  }
+}
+
+static struct bin* bin_find(struct arena* a, void* stream) {
+  if (stream == NULL) return a->bins[0];
+  if (a->last_bin != NULL && a->last_bin->stream == stream) return a->last_bin;
+  for (size_t i = 1; i < a->nbins; i++)
+    if (a->bins[i]->stream == stream) return a->bins[i];
+  return NULL;
+}
+
+static struct bin* bin_get(struct arena* a, void* stream) {
+  struct bin* bin = bin_find(a, stream);
+  if (bin != NULL) return bin;
+  /* Reuse an empty retired bin before growing the array. */
+  for (size_t i = 1; i < a->nbins; i++) {
+    struct bin* r = a->bins[i];
+    if (r->retired && r->free_bytes == 0) {
+      r->stream = stream;
+      r->retired = false;
+      r->recorded = r->dirty = r->complete = false;
+      return r;
+    }
+  }
+  if (a->nbins == a->capbins) {
+    size_t ncap = a->capbins * 2;
+    struct bin** n = realloc(a->bins, ncap * sizeof(*n));
+    if (n == NULL) return NULL;
+    a->bins = n;
+    a->capbins = ncap;
+  }
+  bin = calloc(1, sizeof(*bin));
+  if (bin == NULL) return NULL;
+  bin->stream = stream;
+  a->bins[a->nbins++] = bin;
+  return bin;
+}
+
+/* Whether blocks of `bin` may be used by the host now. Records the bin's
+ * event when frees happened since the last record; with wait, blocks. */
+static bool bin_host_ready(struct adr__pool* pool, struct bin* bin, bool wait) {
+  if (bin->stream == NULL || !pool->has_sync) return true;
+  if (!bin->recorded || bin->dirty) {
+    if (bin->event == NULL && pool->sync.event_create(pool->sync.ctx, &bin->event) != 0) {
+      bin->event = NULL;
+      return false;
+    }
+    if (pool->sync.event_record(pool->sync.ctx, bin->event, bin->stream) != 0) return false;
+    bin->recorded = true;
+    bin->dirty = false;
+    bin->complete = false;
+  }
+  if (bin->complete) return true;
+  int st = pool->sync.event_query(pool->sync.ctx, bin->event);
+  if (st != 0 && wait) st = pool->sync.event_synchronize(pool->sync.ctx, bin->event);
+  if (st == 0) bin->complete = true;
+  return bin->complete;
+}
+
+/* Makes `stream` wait for the frees queued on bin's stream. */
+static bool bin_order_after(struct adr__pool* pool, struct arena* a, struct bin* bin,
+                            void* stream) {
+  if (stream == NULL) return bin_host_ready(pool, bin, false);
+  if (bin->stream == NULL || !pool->has_sync) return true;
+  if (!bin->recorded || bin->dirty) {
+    if (!bin_host_ready(pool, bin, false) && !bin->recorded) return false;
+  }
+  if (bin->complete) return true;
+  if (pool->sync.event_wait(pool->sync.ctx, bin->event, stream) != 0) return false;
+  a->stream_waits++;
+  return true;
+}
+
+/* ---- arena allocation ---------------------------------------------------- */
+
+/* Takes a block of at least `need` bytes (exactly `csize` for a class
+ * request) from one bin, split to size. */
+static struct block* bin_take(struct arena* a, struct bin* bin, size_t need, size_t csize) {
+  struct block* b = NULL;
+  if (csize != 0) {
+    unsigned c = adr__pool_class_index(csize);
+    if (bin->classes[c] != NULL) {
+      b = bin->classes[c];
+      bin_remove(a, b);
+      return b;
+    }
+    need = csize;
+  }
+  b = treap_lower_bound(bin->tree, need);
+  if (b == NULL && csize != 0) {
+    unsigned c = adr__pool_class_index(csize);
+    uint64_t larger = c + 1 < 64 ? bin->class_mask >> (c + 1) : 0;
+    if (larger != 0) b = bin->classes[c + 1 + (unsigned)__builtin_ctzll(larger)];
+  }
+  if (b == NULL) return NULL;
+  bin_remove(a, b);
+  if (b->size - need >= MIN_SPLIT) {
+    struct block* r = block_new(a);
+    if (r != NULL) {
+      r->addr = b->addr + need;
+      r->size = b->size - need;
+      r->chunk = b->chunk;
+      r->prev_phys = b;
+      r->next_phys = b->next_phys;
+      if (b->next_phys) b->next_phys->prev_phys = r;
+      b->next_phys = r;
+      b->size = need;
+      bin_insert(a, bin, r);
+    }
+  }
+  return b;
+}
+
+static size_t bin_largest(const struct bin* bin) {
+  size_t m = treap_max(bin->tree);
+  if (bin->class_mask != 0) {
+    size_t c = adr__pool_class_size(floor_log2(bin->class_mask));
+    if (c > m) m = c;
+  }
+  return m;
+}
+
+/* Releases fully free chunks of ready bins while `excess` says so. Returns
+ * the chunks unlinked (their memory still to be given back). */
+static struct chunk* arena_collect(struct adr__pool* pool, struct arena* a, bool wait,
+                                   bool (*excess)(struct adr__pool*, struct arena*),
+                                   size_t* out_bytes) {
+  struct chunk* out = NULL;
+  *out_bytes = 0;
+  for (size_t i = 0; i < a->nbins; i++)
+    if (a->bins[i]->class_blocks != 0) bin_consolidate(a, a->bins[i]);
+  struct chunk* c = a->chunks;
+  while (c != NULL) {
+    struct chunk* next = c->next;
+    struct block* b = (struct block*)(void*)0;
+    (void)b;
+    c = next;
+  }
+  /* Walk chunks; a fully free chunk is one block spanning it. */
+  for (c = a->chunks; c != NULL;) {
+    struct chunk* next = c->next;
+    if (excess != NULL && !excess(pool, a)) break;
+    struct block* first = NULL;
+    /* The chunk's first block is found through the treaps: a free block
+     * with addr == base and size == chunk size. */
+    for (size_t i = 0; i < a->nbins && first == NULL; i++) {
+      struct block* t = a->bins[i]->tree;
+      /* exact lookup by key (size, addr) */
+      while (t != NULL) {
+        if (t->size == c->size && t->addr == c->base) {
+          first = t;
+          break;
+        }
+        struct block key = {.size = c->size, .addr = c->base};
+        t = key_less(&key, t) ? t->left : t->right;
+      }
+    }
+    if (first != NULL && first->chunk == c && bin_host_ready(pool, first->bin, wait)) {
+      bin_remove(a, first);
+      block_release(a, first);
+      if (c->prev)
+        c->prev->next = c->next;
+      else
+        a->chunks = c->next;
+      if (c->next) c->next->prev = c->prev;
+      a->reserved_bytes -= c->size;
+      a->reserved_count--;
+      a->trimmed += c->size;
+      atomic_fetch_sub_explicit(&pool->reserved_now, c->size, memory_order_relaxed);
+      atomic_fetch_sub_explicit(&pool->reserved_count_now, 1, memory_order_relaxed);
+      *out_bytes += c->size;
+      c->next = out;
+      out = c;
+    }
+    c = next;
+  }
+  return out;
+}
+
+static void chunks_give_back(struct adr__pool* pool, struct chunk* list) {
+  while (list != NULL) {
+    struct chunk* next = list->next;
+    pool->up.free(pool->up.ctx, (void*)list->base, list->size);
+    free(list);
+    list = next;
+  }
+}
+
+static bool over_limits(struct adr__pool* pool, struct arena* a) {
+  size_t share_cached = pool->opts.max_cached / pool->narenas;
+  size_t share_reserved = pool->opts.release_threshold / pool->narenas;
+  return a->cached_bytes > share_cached || a->reserved_bytes > share_reserved;
+}
+
+/* ---- address map --------------------------------------------------------- */
+
+static size_t addr_hash(uintptr_t p) {
+  uint64_t h = (uint64_t)(p >> 6) * UINT64_C(0x9E3779B97F4A7C15);
+  return (size_t)(h >> 32);
+}
+
+static int map_insert(struct adr__pool* pool, struct block* b) {
+  size_t h = addr_hash(b->user);
+  struct map_shard* s = &pool->map[h % MAP_SHARDS];
+  pthread_mutex_lock(&s->lock);
+  if (s->count >= s->nbuckets) {
+    size_t ncap = s->nbuckets ? s->nbuckets * 2 : 64;
+    struct block** nb = calloc(ncap, sizeof(*nb));
+    if (nb == NULL) {
+      pthread_mutex_unlock(&s->lock);
+      return ENOMEM;
+    }
+    for (size_t i = 0; i < s->nbuckets; i++) {
+      struct block* e = s->buckets[i];
+      while (e != NULL) {
+        struct block* nx = e->hnext;
+        size_t k = (addr_hash(e->user) / MAP_SHARDS) & (ncap - 1);
+        e->hnext = nb[k];
+        nb[k] = e;
+        e = nx;
+      }
+    }
+    free(s->buckets);
+    s->buckets = nb;
+    s->nbuckets = ncap;
+  }
+  size_t k = (h / MAP_SHARDS) & (s->nbuckets - 1);
+  b->hnext = s->buckets[k];
+  s->buckets[k] = b;
+  s->count++;
+  pthread_mutex_unlock(&s->lock);
+  return 0;
+}
+
+/* Removes and returns the block handed out at ptr if its size matches. */
+static struct block* map_remove(struct adr__pool* pool, uintptr_t ptr, size_t size, int* status,
+                                size_t* out_size) {
+  size_t h = addr_hash(ptr);
+  struct map_shard* s = &pool->map[h % MAP_SHARDS];
+  pthread_mutex_lock(&s->lock);
+  struct block* found = NULL;
+  *status = EINVAL;
+  if (s->nbuckets != 0) {
+    struct block** pp = &s->buckets[(h / MAP_SHARDS) & (s->nbuckets - 1)];
+    while (*pp != NULL) {
+      if ((*pp)->user == ptr) {
+        *out_size = (*pp)->user_size;
+        if ((*pp)->user_size != size) {
+          *status = ERANGE;
+          break;
+        }
+        found = *pp;
+        *pp = found->hnext;
+        s->count--;
+        *status = 0;
+        break;
+      }
+      pp = &(*pp)->hnext;
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+  return found;
+}
+
+/* ---- public (internal) API ----------------------------------------------- */
+
+void adr__pool_options_default(struct adr__pool_options* opts) {
+  opts->max_cached = SIZE_MAX;
+  opts->release_threshold = SIZE_MAX;
+  opts->chunk_size = 0;
+  opts->arenas = 0;
+}
+
+int adr__pool_create(const struct adr__pool_options* opts, const struct adr__pool_upstream* up,
+                     const struct adr__pool_sync* sync, struct adr__pool** out,
+                     struct adr_error* error) {
+  struct adr__pool* pool = calloc(1, sizeof(*pool));
+  if (pool == NULL) return adr_error_set(error, ENOMEM, "[pool] out of host memory");
+  pool->opts = *opts;
+  if (pool->opts.chunk_size == 0) pool->opts.chunk_size = GROW_GRANULE;
+  pool->opts.chunk_size = align_up(pool->opts.chunk_size, 4096);
+  unsigned n = opts->arenas;
+  if (n == 0) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    n = cpus < 1 ? 1 : (unsigned)cpus;
+  }
+  if (n > MAX_ARENAS) n = MAX_ARENAS;
+  pool->narenas = n;
+  pool->up = *up;
+  if (sync != NULL) {
+    pool->sync = *sync;
+    pool->has_sync = true;
+  }
+  for (unsigned i = 0; i < MAP_SHARDS; i++) pthread_mutex_init(&pool->map[i].lock, NULL);
+  for (unsigned i = 0; i < n; i++) {
+    struct arena* a = &pool->arenas[i];
+    pthread_mutex_init(&a->lock, NULL);
+    a->pool = pool;
+    a->rng = 0x9E3779B9u ^ (i * 0x85EBCA6Bu) ^ 1u;
+    a->capbins = 4;
+    a->bins = calloc(a->capbins, sizeof(*a->bins));
+    struct bin* host = calloc(1, sizeof(*host));
+    if (a->bins == NULL || host == NULL) {
+      free(host);
+      pool->narenas = i + (a->bins != NULL ? 1 : 0);
+      if (a->bins != NULL) a->nbins = 0;
+      adr__pool_destroy(pool);
+      return adr_error_set(error, ENOMEM, "[pool] out of host memory");
+    }
+    a->bins[0] = host;
+    a->nbins = 1;
+  }
+  *out = pool;
+  return 0;
+}
+
+size_t adr__pool_destroy(struct adr__pool* pool) {
+  if (pool == NULL) return 0;
+  size_t outstanding = 0;
+  for (unsigned i = 0; i < pool->narenas; i++) {
+    struct arena* a = &pool->arenas[i];
+    pthread_mutex_lock(&a->lock);
+    outstanding += a->allocated_count;
+    for (size_t j = 0; j < a->nbins; j++) {
+      struct bin* bin = a->bins[j];
+      if (bin->event != NULL) {
+        if (bin->recorded) pool->sync.event_synchronize(pool->sync.ctx, bin->event);
+        pool->sync.event_destroy(pool->sync.ctx, bin->event);
+      }
+      free(bin);
+    }
+    free(a->bins);
+    struct chunk* c = a->chunks;
+    a->chunks = NULL;
+    pthread_mutex_unlock(&a->lock);
+    chunks_give_back(pool, c);
+    for (size_t j = 0; j < a->nslabs; j++) free(a->slabs[j]);
+    free(a->slabs);
+    pthread_mutex_destroy(&a->lock);
+  }
+  for (unsigned i = 0; i < MAP_SHARDS; i++) {
+    free(pool->map[i].buckets);
+    pthread_mutex_destroy(&pool->map[i].lock);
+  }
+  free(pool);
+  return outstanding;
+}
+
+static _Thread_local unsigned thread_arena_index = UINT_MAX;
+static _Atomic unsigned next_arena_index;
+
+static struct arena* pick_arena(struct adr__pool* pool) {
+  if (thread_arena_index == UINT_MAX)
+    thread_arena_index = atomic_fetch_add_explicit(&next_arena_index, 1, memory_order_relaxed);
+  return &pool->arenas[thread_arena_index % pool->narenas];
+}
+
+static void note_peak(_Atomic uint64_t* now, _Atomic uint64_t* peak, uint64_t add) {
+  uint64_t v = atomic_fetch_add_explicit(now, add, memory_order_relaxed) + add;
+  uint64_t p = atomic_load_explicit(peak, memory_order_relaxed);
+  while (v > p &&
+         !atomic_compare_exchange_weak_explicit(peak, &p, v, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
+}
+
+/* Search order of bins for a request on `stream`: its own bin, the host
+ * bin, then the other streams' (ordered after them with an event). */
+static struct block* arena_take(struct adr__pool* pool, struct arena* a, void* stream,
+                                size_t need, size_t csize) {
+  struct bin* own = bin_find(a, stream);
+  struct block* b = NULL;
+  if (own != NULL && (own->free_bytes != 0)) {
+    if (stream == NULL || bin_order_after(pool, a, own, NULL) || own->stream == stream) {
+      /* A stream reuses its own frees at once; the host needs them done. */
+      if (stream != NULL || own->stream == NULL) b = bin_take(a, own, need, csize);
+    }
+  }
+  if (b == NULL && stream != NULL && a->bins[0]->free_bytes != 0)
+    b = bin_take(a, a->bins[0], need, csize);
+  for (size_t i = 1; b == NULL && i < a->nbins; i++) {
+    struct bin* other = a->bins[i];
+    if (other == own || other->free_bytes == 0) continue;
+    /* Look first, order only when the bin can serve the request. */
+    bool fits = (csize != 0 && other->classes[adr__pool_class_index(csize)] != NULL) ||
+                treap_lower_bound(other->tree, csize ? csize : need) != NULL;
+    if (!fits && csize != 0) {
+      unsigned c = adr__pool_class_index(csize);
+      fits = c + 1 < 64 && (other->class_mask >> (c + 1)) != 0;
+    }
+    if (!fits) continue;
+    if (other->retired || bin_order_after(pool, a, other, stream))
+      b = bin_take(a, other, need, csize);
+  }
+  return b;
+}
+
+int adr__pool_alloc(struct adr__pool* pool, size_t size, size_t alignment, void* stream,
+                    void** out, struct adr_error* error) {
+  if (alignment < MIN_ALIGN) alignment = MIN_ALIGN;
+  size_t pad = alignment - MIN_ALIGN;
+  if (size > SIZE_MAX - pad - LARGE_GRANULE)
+    return adr_error_set(error, EOVERFLOW, "[pool] size %zu with alignment %zu overflows", size,
+                         alignment);
+  size_t need = size + pad;
+  size_t csize = 0;
+  if (need <= ADR__POOL_SMALL_MAX)
+    csize = adr__pool_class_size(adr__pool_class_index(need));
+  else
+    need = align_up(need, LARGE_GRANULE);
+  size_t want = csize ? csize : need;
+
+  struct arena* a = pick_arena(pool);
+  pthread_mutex_lock(&a->lock);
+  struct block* b = arena_take(pool, a, stream, need, csize);
+  if (b == NULL) {
+    bool any_class = false;
+    for (size_t i = 0; i < a->nbins; i++) any_class |= a->bins[i]->class_blocks != 0;
+    if (any_class) {
+      for (size_t i = 0; i < a->nbins; i++)
+        if (a->bins[i]->class_blocks != 0) bin_consolidate(a, a->bins[i]);
+      b = arena_take(pool, a, stream, need, csize);
+    }
+  }
+  if (b != NULL) {
+    a->hits++;
+  } else {
+    a->misses++;
+    /* Grow: at least the request, at least chunk_size, and half the arena's
+     * reservation (capped) so the number of chunks stays logarithmic. */
+    size_t grow = a->reserved_bytes / 2;
+    if (grow > MAX_GROW) grow = MAX_GROW;
+    if (grow < pool->opts.chunk_size) grow = pool->opts.chunk_size;
+    if (grow < want) grow = align_up(want, GROW_GRANULE);
+    if (pool->opts.release_threshold != SIZE_MAX && grow > want) {
+      size_t room = pool->opts.release_threshold / pool->narenas;
+      room = room > a->reserved_bytes ? room - a->reserved_bytes : 0;
+      if (grow > room) grow = room > want ? align_up(room, 4096) : align_up(want, 4096);
+    }
+    pthread_mutex_unlock(&a->lock);
+    struct chunk* c = calloc(1, sizeof(*c));
+    void* mem = NULL;
+    int st = c == NULL ? adr_error_set(error, ENOMEM, "[pool] out of host memory")
+                       : pool->up.alloc(pool->up.ctx, grow, 4096, &mem, error);
+    if (st != 0 && grow > want && c != NULL)
+      st = pool->up.alloc(pool->up.ctx, grow = align_up(want, 4096), 4096, &mem, error);
+    if (st != 0) {
+      free(c);
+      return st;
+    }
+    c->base = (uintptr_t)mem;
+    c->size = grow;
+    pthread_mutex_lock(&a->lock);
+    struct block* whole = block_new(a);
+    if (whole == NULL) {
+      pthread_mutex_unlock(&a->lock);
+      pool->up.free(pool->up.ctx, mem, grow);
+      free(c);
+      return adr_error_set(error, ENOMEM, "[pool] out of host memory");
+    }
+    c->next = a->chunks;
+    if (a->chunks) a->chunks->prev = c;
+    a->chunks = c;
+    a->reserved_bytes += grow;
+    a->reserved_count++;
+    a->reserved_bytes_total += grow;
+    a->reserved_count_total++;
+    note_peak(&pool->reserved_now, &pool->reserved_peak, grow);
+    note_peak(&pool->reserved_count_now, &pool->reserved_count_peak, 1);
+    whole->addr = c->base;
+    whole->size = grow;
+    whole->chunk = c;
+    /* Fresh memory is host-ordered: carve from it in the host bin. */
+    bin_insert(a, a->bins[0], whole);
+    b = bin_take(a, a->bins[0], need, csize);
+  }
+  b->user = align_up(b->addr, alignment);
+  b->user_size = size;
+  b->stream = stream;
+  a->allocated_bytes += size;
+  a->allocated_count++;
+  pthread_mutex_unlock(&a->lock);
+  if (map_insert(pool, b) != 0) {
+    pthread_mutex_lock(&a->lock);
+    a->allocated_bytes -= size;
+    a->allocated_count--;
+    bin_insert_coalesce(a, a->bins[0], b);
+    pthread_mutex_unlock(&a->lock);
+    return adr_error_set(error, ENOMEM, "[pool] out of host memory");
+  }
+  *out = (void*)b->user;
+  return 0;
+}
+
+int adr__pool_free(struct adr__pool* pool, void* ptr, size_t size, void* stream,
+                   struct adr_error* error) {
+  int st;
+  size_t actual = 0;
+  struct block* b = map_remove(pool, (uintptr_t)ptr, size, &st, &actual);
+  if (b == NULL) {
+    if (st == ERANGE)
+      return adr_error_set(error, ERANGE,
+                           "[pool] %p was allocated with size %zu, freed with size %zu", ptr,
+                           actual, size);
+    return adr_error_set(error, EINVAL, "[pool] %p was not allocated by this pool", ptr);
+  }
+  struct arena* a = b->chunk == NULL ? NULL : NULL;
+  /* The owning arena: the chunk lives in one arena's list; find it from
+   * the block's position in the arena array (stored at allocation). */
+  for (unsigned i = 0; i < pool->narenas && a == NULL; i++) {
+    struct arena* cand = &pool->arenas[i];
+    if ((uintptr_t)b >= (uintptr_t)0 && b->bin == NULL) {
+      /* Blocks are not tagged with their arena; the metadata slab is. */
+      for (size_t j = 0; j < cand->nslabs; j++) {
+        struct block* s0 = cand->slabs[j];
+        if (b >= s0 && b < s0 + BLOCKS_PER_SLAB) {
+          a = cand;
+          break;
+        }
+      }
+    }
+  }
+  pthread_mutex_lock(&a->lock);
+  a->allocated_bytes -= b->user_size;
+  a->allocated_count--;
+  struct bin* bin = bin_get(a, stream);
+  if (bin == NULL) {
+    /* No memory to track a new stream: keep the block out of circulation
+     * until a host-side wait makes it safe. Rare; keeps the free path
+     * free of blocking. */
+    pthread_mutex_unlock(&a->lock);
+    map_insert(pool, b);
+    pthread_mutex_lock(&a->lock);
+    a->allocated_bytes += b->user_size;
+    a->allocated_count++;
+    pthread_mutex_unlock(&a->lock);
+    return adr_error_set(error, ENOMEM, "[pool] out of host memory tracking stream %p", stream);
+  }
+  if (stream != NULL) {
+    bin->dirty = true;
+    a->last_bin = bin;
+  }
+  if (is_class_size(b->size))
+    bin_insert(a, bin, b);
+  else
+    bin_insert_coalesce(a, bin, b);
+  struct chunk* released = NULL;
+  size_t bytes = 0;
+  if ((pool->opts.max_cached != SIZE_MAX || pool->opts.release_threshold != SIZE_MAX) &&
+      over_limits(pool, a))
+    released = arena_collect(pool, a, false, over_limits, &bytes);
+  pthread_mutex_unlock(&a->lock);
+  chunks_give_back(pool, released);
+  return 0;
+}
+
+size_t adr__pool_trim(struct adr__pool* pool, bool wait) {
+  size_t total = 0;
+  for (unsigned i = 0; i < pool->narenas; i++) {
+    struct arena* a = &pool->arenas[i];
+    size_t bytes = 0;
+    pthread_mutex_lock(&a->lock);
+    struct chunk* list = arena_collect(pool, a, wait, NULL, &bytes);
+    pthread_mutex_unlock(&a->lock);
+    chunks_give_back(pool, list);
+    total += bytes;
+  }
+  return total;
+}
+
+void adr__pool_stream_retire(struct adr__pool* pool, void* stream) {
+  if (stream == NULL) return;
+  for (unsigned i = 0; i < pool->narenas; i++) {
+    struct arena* a = &pool->arenas[i];
+    pthread_mutex_lock(&a->lock);
+    for (size_t j = 1; j < a->nbins; j++) {
+      struct bin* bin = a->bins[j];
+      if (bin->stream != stream) continue;
+      if (bin->event != NULL) {
+        if (bin->recorded) pool->sync.event_synchronize(pool->sync.ctx, bin->event);
+        pool->sync.event_destroy(pool->sync.ctx, bin->event);
+        bin->event = NULL;
+      }
+      bin->stream = NULL;
+      bin->retired = true;
+      bin->recorded = bin->dirty = bin->complete = false;
+      if (a->last_bin == bin) a->last_bin = NULL;
+    }
+    pthread_mutex_unlock(&a->lock);
+  }
+}
+
+void adr__pool_stats_get(struct adr__pool* pool, struct adr__pool_stats* out) {
+  memset(out, 0, sizeof(*out));
+  for (unsigned i = 0; i < pool->narenas; i++) {
+    struct arena* a = &pool->arenas[i];
+    pthread_mutex_lock(&a->lock);
+    out->reserved_bytes += a->reserved_bytes;
+    out->reserved_count += a->reserved_count;
+    out->reserved_bytes_total += a->reserved_bytes_total;
+    out->reserved_count_total += a->reserved_count_total;
+    out->cached_bytes += a->cached_bytes;
+    out->cache_hits += a->hits;
+    out->cache_misses += a->misses;
+    out->stream_waits += a->stream_waits;
+    out->trimmed_bytes += a->trimmed;
+    out->allocated_bytes += a->allocated_bytes;
+    out->allocated_count += a->allocated_count;
+    for (size_t j = 0; j < a->nbins; j++) {
+      size_t m = bin_largest(a->bins[j]);
+      if (m > out->largest_free_block) out->largest_free_block = m;
+    }
+    pthread_mutex_unlock(&a->lock);
+  }
+  out->reserved_bytes_peak = atomic_load_explicit(&pool->reserved_peak, memory_order_relaxed);
+  out->reserved_count_peak =
+      atomic_load_explicit(&pool->reserved_count_peak, memory_order_relaxed);
+}
+
+void adr__pool_stats_reset_peaks(struct adr__pool* pool) {
+  atomic_store_explicit(&pool->reserved_peak,
+                        atomic_load_explicit(&pool->reserved_now, memory_order_relaxed),
+                        memory_order_relaxed);
+  atomic_store_explicit(&pool->reserved_count_peak,
+                        atomic_load_explicit(&pool->reserved_count_now, memory_order_relaxed),
+                        memory_order_relaxed);
+}
