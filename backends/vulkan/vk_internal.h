@@ -182,7 +182,8 @@ struct vkb_block {
   VkDeviceMemory memory;
   VkBuffer buffer;
   VkDeviceAddress base;
-  VkDeviceSize size;
+  VkDeviceSize size;     /* of the buffer */
+  VkDeviceSize mem_size; /* of the memory (>= size) */
   uint8_t* mapped; /* persistent mapping, NULL when not host-visible */
   uint32_t type_index;
   bool dedicated;

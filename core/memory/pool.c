@@ -57,6 +57,7 @@ struct arena;
 struct chunk;
 
 struct block {
+  struct arena* arena;
   uintptr_t addr;
   size_t size;
   struct chunk* chunk;
@@ -78,6 +79,7 @@ struct block {
 struct chunk {
   uintptr_t base;
   size_t size;
+  struct block* first; /* the block at base: never absorbed by a merge */
   struct chunk* next;
   struct chunk* prev;
 };
@@ -187,6 +189,7 @@ static struct block* block_new(struct arena* a) {
   struct block* b = a->spare;
   a->spare = b->hnext;
   memset(b, 0, sizeof(*b));
+  b->arena = a;
   a->rng ^= a->rng << 13;
   a->rng ^= a->rng >> 17;
   a->rng ^= a->rng << 5;
@@ -403,20 +406,26 @@ static struct bin* bin_get(struct arena* a, void* stream) {
   return bin;
 }
 
-/* Whether blocks of `bin` may be used by the host now. Records the bin's
- * event when frees happened since the last record; with wait, blocks. */
+/* Records the bin's event on its stream if blocks were freed into it since
+ * the last record, so the event covers every block the bin holds. */
+static bool bin_record(struct adr__pool* pool, struct bin* bin) {
+  if (bin->recorded && !bin->dirty) return true;
+  if (bin->event == NULL && pool->sync.event_create(pool->sync.ctx, &bin->event) != 0) {
+    bin->event = NULL;
+    return false;
+  }
+  if (pool->sync.event_record(pool->sync.ctx, bin->event, bin->stream) != 0) return false;
+  bin->recorded = true;
+  bin->dirty = false;
+  bin->complete = false;
+  return true;
+}
+
+/* Whether blocks of `bin` may be used by the host now; with wait, blocks
+ * until they may. */
 static bool bin_host_ready(struct adr__pool* pool, struct bin* bin, bool wait) {
   if (bin->stream == NULL || !pool->has_sync) return true;
-  if (!bin->recorded || bin->dirty) {
-    if (bin->event == NULL && pool->sync.event_create(pool->sync.ctx, &bin->event) != 0) {
-      bin->event = NULL;
-      return false;
-    }
-    if (pool->sync.event_record(pool->sync.ctx, bin->event, bin->stream) != 0) return false;
-    bin->recorded = true;
-    bin->dirty = false;
-    bin->complete = false;
-  }
+  if (!bin_record(pool, bin)) return false;
   if (bin->complete) return true;
   int st = pool->sync.event_query(pool->sync.ctx, bin->event);
   if (st != 0 && wait) st = pool->sync.event_synchronize(pool->sync.ctx, bin->event);
@@ -424,14 +433,13 @@ static bool bin_host_ready(struct adr__pool* pool, struct bin* bin, bool wait) {
   return bin->complete;
 }
 
-/* Makes `stream` wait for the frees queued on bin's stream. */
+/* Orders `stream` (NULL: the host) after the frees queued on bin's stream,
+ * without blocking the host. False if that cannot be done now. */
 static bool bin_order_after(struct adr__pool* pool, struct arena* a, struct bin* bin,
                             void* stream) {
   if (stream == NULL) return bin_host_ready(pool, bin, false);
   if (bin->stream == NULL || !pool->has_sync) return true;
-  if (!bin->recorded || bin->dirty) {
-    if (!bin_host_ready(pool, bin, false) && !bin->recorded) return false;
-  }
+  if (!bin_record(pool, bin)) return false;
   if (bin->complete) return true;
   if (pool->sync.event_wait(pool->sync.ctx, bin->event, stream) != 0) return false;
   a->stream_waits++;
@@ -496,33 +504,12 @@ static struct chunk* arena_collect(struct adr__pool* pool, struct arena* a, bool
   *out_bytes = 0;
   for (size_t i = 0; i < a->nbins; i++)
     if (a->bins[i]->class_blocks != 0) bin_consolidate(a, a->bins[i]);
-  struct chunk* c = a->chunks;
-  while (c != NULL) {
-    struct chunk* next = c->next;
-    struct block* b = (struct block*)(void*)0;
-    (void)b;
-    c = next;
-  }
-  /* Walk chunks; a fully free chunk is one block spanning it. */
-  for (c = a->chunks; c != NULL;) {
+  for (struct chunk* c = a->chunks; c != NULL;) {
     struct chunk* next = c->next;
     if (excess != NULL && !excess(pool, a)) break;
-    struct block* first = NULL;
-    /* The chunk's first block is found through the treaps: a free block
-     * with addr == base and size == chunk size. */
-    for (size_t i = 0; i < a->nbins && first == NULL; i++) {
-      struct block* t = a->bins[i]->tree;
-      /* exact lookup by key (size, addr) */
-      while (t != NULL) {
-        if (t->size == c->size && t->addr == c->base) {
-          first = t;
-          break;
-        }
-        struct block key = {.size = c->size, .addr = c->base};
-        t = key_less(&key, t) ? t->left : t->right;
-      }
-    }
-    if (first != NULL && first->chunk == c && bin_host_ready(pool, first->bin, wait)) {
+    struct block* first = c->first;
+    if (first->where != WHERE_NONE && first->size == c->size &&
+        bin_host_ready(pool, first->bin, wait)) {
       bin_remove(a, first);
       block_release(a, first);
       if (c->prev)
@@ -737,27 +724,19 @@ static struct block* arena_take(struct adr__pool* pool, struct arena* a, void* s
                                 size_t need, size_t csize) {
   struct bin* own = bin_find(a, stream);
   struct block* b = NULL;
-  if (own != NULL && (own->free_bytes != 0)) {
-    if (stream == NULL || bin_order_after(pool, a, own, NULL) || own->stream == stream) {
-      /* A stream reuses its own frees at once; the host needs them done. */
-      if (stream != NULL || own->stream == NULL) b = bin_take(a, own, need, csize);
-    }
-  }
+  if (own != NULL && own->free_bytes != 0) b = bin_take(a, own, need, csize);
   if (b == NULL && stream != NULL && a->bins[0]->free_bytes != 0)
     b = bin_take(a, a->bins[0], need, csize);
   for (size_t i = 1; b == NULL && i < a->nbins; i++) {
     struct bin* other = a->bins[i];
     if (other == own || other->free_bytes == 0) continue;
-    /* Look first, order only when the bin can serve the request. */
-    bool fits = (csize != 0 && other->classes[adr__pool_class_index(csize)] != NULL) ||
-                treap_lower_bound(other->tree, csize ? csize : need) != NULL;
+    /* Look first; order after the bin only when it can serve the request. */
+    bool fits = treap_lower_bound(other->tree, csize ? csize : need) != NULL;
     if (!fits && csize != 0) {
       unsigned c = adr__pool_class_index(csize);
-      fits = c + 1 < 64 && (other->class_mask >> (c + 1)) != 0;
+      fits = (other->class_mask >> c) != 0;
     }
-    if (!fits) continue;
-    if (other->retired || bin_order_after(pool, a, other, stream))
-      b = bin_take(a, other, need, csize);
+    if (fits && bin_order_after(pool, a, other, stream)) b = bin_take(a, other, need, csize);
   }
   return b;
 }
@@ -837,6 +816,7 @@ int adr__pool_alloc(struct adr__pool* pool, size_t size, size_t alignment, void*
     whole->addr = c->base;
     whole->size = grow;
     whole->chunk = c;
+    c->first = whole;
     /* Fresh memory is host-ordered: carve from it in the host bin. */
     bin_insert(a, a->bins[0], whole);
     b = bin_take(a, a->bins[0], need, csize);
@@ -871,22 +851,7 @@ int adr__pool_free(struct adr__pool* pool, void* ptr, size_t size, void* stream,
                            actual, size);
     return adr_error_set(error, EINVAL, "[pool] %p was not allocated by this pool", ptr);
   }
-  struct arena* a = b->chunk == NULL ? NULL : NULL;
-  /* The owning arena: the chunk lives in one arena's list; find it from
-   * the block's position in the arena array (stored at allocation). */
-  for (unsigned i = 0; i < pool->narenas && a == NULL; i++) {
-    struct arena* cand = &pool->arenas[i];
-    if ((uintptr_t)b >= (uintptr_t)0 && b->bin == NULL) {
-      /* Blocks are not tagged with their arena; the metadata slab is. */
-      for (size_t j = 0; j < cand->nslabs; j++) {
-        struct block* s0 = cand->slabs[j];
-        if (b >= s0 && b < s0 + BLOCKS_PER_SLAB) {
-          a = cand;
-          break;
-        }
-      }
-    }
-  }
+  struct arena* a = b->arena;
   pthread_mutex_lock(&a->lock);
   a->allocated_bytes -= b->user_size;
   a->allocated_count--;

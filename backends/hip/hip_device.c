@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * HIP backend: initialisation, devices, device description and native
+ * handles.
+ *
+ * Device ids are HIP ordinals. The runtime applies HIP_VISIBLE_DEVICES /
+ * ROCR_VISIBLE_DEVICES itself when it initialises, so ordinal 0 is the
+ * first visible device, as users of those variables expect; the backend
+ * does not filter again (it reports the variables in device_properties).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hip_internal.h"
+
+struct adr_hip_runtime adr_hip_rt;
+
+static void version_text(int v, char* buf, size_t cap) {
+  if (v <= 0) {
+    snprintf(buf, cap, "unknown");
+    return;
+  }
+  snprintf(buf, cap, "%d.%d.%d", v / 10000000, (v / 100000) % 100, v % 100000);
+}
+
+int adr_hip_init(struct adr_error* error) {
+  int st = adr_hip_library_load(adr_hip_rt.host, error);
+  if (st != 0) return st;
+  const char* no_async =
+      adr_hip_rt.host != NULL && adr_hip_rt.host->getenv != NULL
+          ? adr_hip_rt.host->getenv(ADR_HIP_NO_ASYNC_ALLOC_ENV)
+          : NULL;
+  adr_hip_rt.async_alloc_disabled = no_async != NULL && strcmp(no_async, "1") == 0;
+
+  hipError_t init_err = adr_hip.hipInit(0);
+  int n = 0;
+  hipError_t count_err = adr_hip.hipGetDeviceCount(&n);
+  if (adr_hip.hipRuntimeGetVersion(&adr_hip_rt.runtime_version) != hipSuccess)
+    adr_hip_rt.runtime_version = 0;
+  if (adr_hip.hipDriverGetVersion(&adr_hip_rt.driver_version) != hipSuccess)
+    adr_hip_rt.driver_version = 0;
+  char version[32];
+  version_text(adr_hip_rt.runtime_version, version, sizeof(version));
+
+  char what[512];
+  /* The AMD runtime answers hipInit with hipErrorInvalidDevice when there
+   * is no GPU and hipGetDeviceCount with hipErrorNoDevice; the count's
+   * error is the one that says what is wrong, so it leads the message. */
+  if (count_err != hipSuccess || n <= 0) {
+    hipError_t e = count_err != hipSuccess ? count_err : hipErrorNoDevice;
+    snprintf(what, sizeof(what), "hipGetDeviceCount %s; hipInit returned %s; %s, HIP runtime %s",
+             count_err != hipSuccess ? "failed" : "returned 0 devices",
+             adr_hip_error_name(init_err), adr_hip_rt.path, version);
+    st = adr_hip_fail(error, "init", e, what);
+    /* Only the absence of devices is "unavailable"; a runtime that fails
+     * otherwise is rejected with its own status. */
+    return st == ENODEV ? ENODEV : st;
+  }
+  if (init_err != hipSuccess) {
+    snprintf(what, sizeof(what), "hipInit; %s, HIP runtime %s", adr_hip_rt.path, version);
+    return adr_hip_fail(error, "init", init_err, what);
+  }
+  adr_hip_rt.device_count = n;
+  if (adr_hip_rt.host != NULL && adr_hip_rt.host->log != NULL)
+    adr_hip_rt.host->log(ADR_LOG_INFO, "hip", "HIP runtime %s from %s: %d device%s", version,
+                         adr_hip_rt.path, n, n == 1 ? "" : "s");
+  return 0;
+}
+
+void adr_hip_shutdown(void) {
+  adr_hip_memory_shutdown();
+}
+
+int adr_hip_set_device(const struct adr_backend_device* dev, const char* op,
+                       struct adr_error* error) {
+  if (adr_hip_rt.device_count <= 1) return 0;
+  hipError_t e = adr_hip.hipSetDevice(dev->ordinal);
+  if (e != hipSuccess) return adr_hip_fail(error, op, e, "hipSetDevice");
+  return 0;
+}
+
+static bool valid_type(ArrowDeviceType type) {
+  return type == ARROW_DEVICE_ROCM || type == ARROW_DEVICE_ROCM_HOST;
+}
+
+int adr_hip_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
+  if (!valid_type(type))
+    return adr_backend_error_set(error, EINVAL, "[device_count][hip] device type %d is not served",
+                                 (int)type);
+  *out = adr_hip_rt.device_count;
+  return 0;
+}
+
+/* Makes every peer this device can reach directly accessible, so peer
+ * copies go over the fabric instead of being staged by the runtime. */
+static void enable_peers(struct adr_backend_device* dev) {
+  if (adr_hip.hipDeviceEnablePeerAccess == NULL) return;
+  for (int p = 0; p < adr_hip_rt.device_count; p++) {
+    if (p == dev->ordinal) continue;
+    int can = 0;
+    if (adr_hip.hipDeviceCanAccessPeer(&can, dev->ordinal, p) != hipSuccess || !can) continue;
+    hipError_t e = adr_hip.hipDeviceEnablePeerAccess(p, 0);
+    if (e != hipSuccess && e != hipErrorPeerAccessAlreadyEnabled && adr_hip_rt.host != NULL &&
+        adr_hip_rt.host->log != NULL)
+      adr_hip_rt.host->log(ADR_LOG_WARN, "hip", "hipDeviceEnablePeerAccess(%d -> %d): %s",
+                           dev->ordinal, p, adr_hip_error_name(e));
+  }
+}
+
+static int open_device(ArrowDeviceType type, int64_t id, int ordinal, const char* op,
+                       struct adr_backend_device** out, struct adr_error* error) {
+  struct adr_backend_device* dev = calloc(1, sizeof(*dev));
+  if (dev == NULL) return adr_backend_error_set(error, ENOMEM, "[%s][hip] out of memory", op);
+  dev->type = type;
+  dev->id = id;
+  dev->ordinal = ordinal;
+  int st = adr_hip_set_device(dev, op, error);
+  hipError_t e = hipSuccess;
+  if (st == 0 && (e = adr_hip.hipDeviceGet(&dev->hip_device, ordinal)) != hipSuccess)
+    st = adr_hip_fail(error, op, e, "hipDeviceGet");
+  if (st == 0 && (e = adr_hip.hipGetDeviceProperties(&dev->props, ordinal)) != hipSuccess)
+    st = adr_hip_fail(error, op, e, "hipGetDeviceProperties");
+  if (st != 0) {
+    free(dev);
+    return st;
+  }
+  dev->props.name[sizeof(dev->props.name) - 1] = '\0';
+  dev->props.gcnArchName[sizeof(dev->props.gcnArchName) - 1] = '\0';
+  if (type == ARROW_DEVICE_ROCM && !adr_hip_rt.async_alloc_disabled &&
+      adr_hip.hipMallocAsync != NULL && adr_hip.hipFreeAsync != NULL &&
+      adr_hip.hipDeviceGetDefaultMemPool != NULL) {
+    hipMemPool_t pool = NULL;
+    dev->async_alloc = adr_hip.hipDeviceGetDefaultMemPool(&pool, ordinal) == hipSuccess;
+  }
+  if (type == ARROW_DEVICE_ROCM) enable_peers(dev);
+  *out = dev;
+  return 0;
+}
+
+int adr_hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
+                        struct adr_error* error) {
+  if (!valid_type(type))
+    return adr_backend_error_set(error, EINVAL, "[device_open][hip] device type %d is not served",
+                                 (int)type);
+  if (id < 0 || id >= adr_hip_rt.device_count)
+    return adr_backend_error_set(error, ENODEV,
+                                 "[device_open][hip] hipErrorInvalidDevice: no HIP device %" PRId64
+                                 " (%d visible)",
+                                 id, adr_hip_rt.device_count);
+  return open_device(type, id, (int)id, "device_open", out, error);
+}
+
+void adr_hip_device_close(struct adr_backend_device* dev) {
+  if (dev == NULL) return;
+  if (dev->default_stream.stream != NULL && dev->default_stream.owned) {
+    adr_hip_set_device(dev, "device_close", NULL);
+    adr_hip.hipStreamSynchronize(dev->default_stream.stream);
+    adr_hip.hipStreamDestroy(dev->default_stream.stream);
+  }
+  free(dev);
+}
+
+int adr_hip_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
+                         struct adr_backend_device** out, struct adr_error* error) {
+  const struct adr_hip_device_desc* desc = native_desc;
+  if (!valid_type(type))
+    return adr_backend_error_set(error, EINVAL, "[device_adopt][hip] device type %d is not served",
+                                 (int)type);
+  if (desc == NULL)
+    return adr_backend_error_set(error, EINVAL,
+                                 "[device_adopt][hip] native_desc is NULL (expected a struct "
+                                 "adr_hip_device_desc)");
+  if (desc->struct_size < sizeof(struct adr_hip_device_desc))
+    return adr_backend_error_set(error, EINVAL,
+                                 "[device_adopt][hip] struct_size %u is smaller than struct "
+                                 "adr_hip_device_desc (%zu bytes)",
+                                 desc->struct_size, sizeof(struct adr_hip_device_desc));
+  for (size_t i = 0; i < sizeof(desc->reserved) / sizeof(desc->reserved[0]); i++)
+    if (desc->reserved[i] != 0)
+      return adr_backend_error_set(error, EINVAL,
+                                   "[device_adopt][hip] reserved[%zu] is not 0", i);
+  if (desc->device < 0 || desc->device >= adr_hip_rt.device_count)
+    return adr_backend_error_set(error, ENODEV,
+                                 "[device_adopt][hip] hipErrorInvalidDevice: no HIP device %d (%d "
+                                 "visible)",
+                                 (int)desc->device, adr_hip_rt.device_count);
+  struct adr_backend_device* dev = NULL;
+  int st = open_device(type, id, desc->device, "device_adopt", &dev, error);
+  if (st != 0) return st;
+  dev->adopted = true;
+  if (desc->stream != NULL) {
+    dev->default_stream.stream = (hipStream_t)desc->stream;
+    dev->default_stream.device = dev;
+    dev->default_stream.owned = false;
+    dev->default_stream.default_flag = true;
+  }
+  *out = dev;
+  return 0;
+}
+
+static void copy_text(char* dst, size_t cap, const char* src) {
+  snprintf(dst, cap, "%s", src);
+}
+
+int adr_hip_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
+                        struct adr_error* error) {
+  char version[32];
+  version_text(adr_hip_rt.runtime_version, version, sizeof(version));
+  if (dev->type == ARROW_DEVICE_ROCM) {
+    copy_text(out->name, sizeof(out->name), dev->props.name);
+  } else {
+    snprintf(out->name, sizeof(out->name), "%.200s (pinned host memory)", dev->props.name);
+  }
+  copy_text(out->vendor, sizeof(out->vendor), "AMD");
+  copy_text(out->backend, sizeof(out->backend), "hip");
+  snprintf(out->driver, sizeof(out->driver), "HIP runtime %s (%.80s)", version, adr_hip_rt.path);
+  uint64_t caps = ADR_CAP_ASYNC_STREAMS | ADR_CAP_UNIFIED_ADDRESSING | ADR_CAP_IMPORT_NATIVE;
+  if (dev->type == ARROW_DEVICE_ROCM) {
+    caps |= ADR_CAP_DEVICE_ADDRESSES;
+    if (dev->async_alloc) caps |= ADR_CAP_STREAM_ORDERED_ALLOC;
+    if (adr_hip_rt.device_count > 1) caps |= ADR_CAP_PEER_COPY;
+    out->memory_total = dev->props.totalGlobalMem;
+    size_t free_bytes = 0, total_bytes = 0;
+    if (adr_hip_set_device(dev, "device_info", error) == 0 &&
+        adr_hip.hipMemGetInfo(&free_bytes, &total_bytes) == hipSuccess) {
+      out->memory_free = free_bytes;
+      if (total_bytes != 0) out->memory_total = total_bytes;
+    }
+    out->alignment = 256;
+  } else {
+    caps |= ADR_CAP_HOST_ACCESSIBLE;
+    out->alignment = 4096;
+  }
+  out->caps = caps;
+  return 0;
+}
+
+static void emit_int(adr_property_fn emit, void* ctx, const char* key, long long v) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%lld", v);
+  emit(ctx, key, buf);
+}
+
+int adr_hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
+                              struct adr_error* error) {
+  const adr_hip_props_t* p = &dev->props;
+  char buf[512];
+  emit(ctx, "name", p->name);
+  emit(ctx, "gcnArch", p->gcnArchName[0] ? p->gcnArchName : "unknown");
+  snprintf(buf, sizeof(buf), "%04x:%02x:%02x.0", (unsigned)p->pciDomainID, (unsigned)p->pciBusID,
+           (unsigned)p->pciDeviceID);
+  emit(ctx, "pci_bus_id", buf);
+  emit_int(emit, ctx, "ordinal", dev->ordinal);
+  snprintf(buf, sizeof(buf), "%llu MiB", (unsigned long long)(p->totalGlobalMem >> 20));
+  emit(ctx, "global_memory", buf);
+  emit_int(emit, ctx, "compute_units", p->multiProcessorCount);
+  emit_int(emit, ctx, "clock_khz", p->clockRate);
+  emit_int(emit, ctx, "memory_clock_khz", p->memoryClockRate);
+  emit_int(emit, ctx, "memory_bus_width", p->memoryBusWidth);
+  emit_int(emit, ctx, "l2_cache_bytes", p->l2CacheSize);
+  snprintf(buf, sizeof(buf), "%d.%d", p->major, p->minor);
+  emit(ctx, "compute_capability", buf);
+  emit(ctx, "managed_memory", p->managedMemory ? "yes" : "no");
+  emit(ctx, "can_map_host_memory", p->canMapHostMemory ? "yes" : "no");
+  emit(ctx, "stream_ordered_alloc",
+       dev->async_alloc ? "hipMallocAsync" : "no (hipMalloc/hipFree)");
+  buf[0] = '\0';
+  for (int q = 0; q < adr_hip_rt.device_count; q++) {
+    int can = 0;
+    if (q == dev->ordinal || adr_hip.hipDeviceCanAccessPeer(&can, dev->ordinal, q) != hipSuccess ||
+        !can)
+      continue;
+    size_t len = strlen(buf);
+    snprintf(buf + len, sizeof(buf) - len, "%s%d", len ? "," : "", q);
+  }
+  emit(ctx, "peer_access", buf[0] ? buf : "none");
+  char version[32];
+  version_text(adr_hip_rt.runtime_version, version, sizeof(version));
+  emit(ctx, "runtime_version", version);
+  version_text(adr_hip_rt.driver_version, version, sizeof(version));
+  emit(ctx, "driver_version", version);
+  emit(ctx, "library", adr_hip_rt.path);
+  const char* vars[] = {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"};
+  for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+    const char* v = adr_hip_rt.host != NULL && adr_hip_rt.host->getenv != NULL
+                        ? adr_hip_rt.host->getenv(vars[i])
+                        : NULL;
+    if (v != NULL) emit(ctx, vars[i], v);
+  }
+  if (dev->adopted) emit(ctx, "adopted", "yes");
+  return 0;
+}
+
+int adr_hip_device_native(struct adr_backend_device* dev, int kind, void** out,
+                          struct adr_error* error) {
+  switch (kind) {
+    case ADR_NATIVE_DEVICE:
+      *out = (void*)(intptr_t)dev->hip_device;
+      return 0;
+    case ADR_NATIVE_QUEUE:
+      if (dev->default_stream.stream == NULL)
+        return adr_backend_error_set(error, ENOENT,
+                                     "[device_native][hip] the device has no default stream yet");
+      *out = (void*)dev->default_stream.stream;
+      return 0;
+    default:
+      return adr_backend_error_set(error, ENOTSUP,
+                                   "[device_native][hip] native kind %d is not served (HIP has "
+                                   "ADR_NATIVE_DEVICE and ADR_NATIVE_QUEUE)",
+                                   kind);
+  }
+}

@@ -1,0 +1,430 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Device enumeration, open/close/adopt, info, properties and native handles.
+ *
+ * Device ids: init lists every device of every platform, platforms in the
+ * order clGetPlatformIDs returns them and, within a platform, devices in the
+ * order clGetDeviceIDs(CL_DEVICE_TYPE_ALL) returns them. That order is fixed
+ * by the ICD loader's vendor file order (ocl-icd sorts /etc/OpenCL/vendors)
+ * and the driver, so ids are stable for a given installation. Adopted
+ * devices get ids after these (the core assigns them).
+ *
+ * Each opened device owns one cl_context over its single cl_device_id and
+ * one in-order cl_command_queue, its default stream.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opencl_internal.h"
+
+#ifndef CL_PLATFORM_NOT_FOUND_KHR
+#define CL_PLATFORM_NOT_FOUND_KHR -1001
+#endif
+
+/* Written once by init, read-only afterwards. */
+static struct ocl_device_entry* entries;
+static int64_t entry_count;
+
+int ocl_devices_enumerate(struct adr_error* error) {
+  cl_uint platform_count = 0;
+  cl_int rc = ocl.clGetPlatformIDs(0, NULL, &platform_count);
+  if (rc == CL_PLATFORM_NOT_FOUND_KHR || (rc == CL_SUCCESS && platform_count == 0))
+    return adr_backend_error_set(error, ENODEV,
+                                 "[init][" OCL_NAME "] unavailable: the ICD loader found no "
+                                 "OpenCL platform (%s; see /etc/OpenCL/vendors and "
+                                 "OCL_ICD_VENDORS)",
+                                 rc == CL_SUCCESS ? "0 platforms" : ocl_error_name(rc));
+  if (rc != CL_SUCCESS) return ocl_fail(error, "init", rc, "clGetPlatformIDs failed");
+  cl_platform_id* platforms = calloc(platform_count, sizeof(*platforms));
+  if (platforms == NULL) return ocl_errorf(error, ENOMEM, "init", "out of host memory");
+  rc = ocl.clGetPlatformIDs(platform_count, platforms, NULL);
+  if (rc != CL_SUCCESS) {
+    free(platforms);
+    return ocl_fail(error, "init", rc, "clGetPlatformIDs failed");
+  }
+  struct ocl_device_entry* list = NULL;
+  int64_t count = 0;
+  for (cl_uint p = 0; p < platform_count; p++) {
+    cl_uint n = 0;
+    rc = ocl.clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, NULL, &n);
+    if (rc == CL_DEVICE_NOT_FOUND || n == 0) continue;
+    if (rc != CL_SUCCESS) {
+      ocl_log(ADR_LOG_WARN, "platform %u: clGetDeviceIDs failed with %s; skipped", p,
+              ocl_error_name(rc));
+      continue;
+    }
+    cl_device_id* ids = calloc(n, sizeof(*ids));
+    struct ocl_device_entry* grown = realloc(list, (size_t)(count + n) * sizeof(*list));
+    if (ids == NULL || grown == NULL) {
+      free(ids);
+      free(grown != NULL ? grown : list);
+      free(platforms);
+      return ocl_errorf(error, ENOMEM, "init", "out of host memory");
+    }
+    list = grown;
+    rc = ocl.clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, n, ids, NULL);
+    if (rc != CL_SUCCESS) n = 0;
+    for (cl_uint d = 0; d < n; d++) {
+      list[count].platform = platforms[p];
+      list[count].device = ids[d];
+      list[count].platform_index = (int)p;
+      list[count].device_index = (int)d;
+      count++;
+    }
+    free(ids);
+  }
+  free(platforms);
+  if (count == 0) {
+    free(list);
+    return adr_backend_error_set(error, ENODEV,
+                                 "[init][" OCL_NAME "] unavailable: %u OpenCL platform(s) but "
+                                 "no device",
+                                 platform_count);
+  }
+  entries = list;
+  entry_count = count;
+  return 0;
+}
+
+void ocl_devices_release(void) {
+  free(entries);
+  entries = NULL;
+  entry_count = 0;
+}
+
+int64_t ocl_devices_count(void) {
+  return entry_count;
+}
+
+const char* ocl_mode_name(enum adr_opencl_address_mode mode) {
+  switch (mode) {
+    case ADR_OPENCL_ADDRESS_SVM_FINE: return "svm-fine";
+    case ADR_OPENCL_ADDRESS_SVM_COARSE: return "svm-coarse";
+    case ADR_OPENCL_ADDRESS_BUFFER: return "buffer";
+  }
+  return "unknown";
+}
+
+static void device_string(cl_device_id d, cl_device_info what, char* out, size_t cap) {
+  out[0] = '\0';
+  if (ocl.clGetDeviceInfo(d, what, cap, out, NULL) != CL_SUCCESS) out[0] = '\0';
+  out[cap - 1] = '\0';
+}
+
+static void platform_string(cl_platform_id p, cl_platform_info what, char* out, size_t cap) {
+  out[0] = '\0';
+  if (ocl.clGetPlatformInfo(p, what, cap, out, NULL) != CL_SUCCESS) out[0] = '\0';
+  out[cap - 1] = '\0';
+}
+
+/* Fills what both open and adopt need once platform/device/context/queue
+ * are set, and picks the address mode. */
+static int device_setup(struct adr_backend_device* dev, const char* op, struct adr_error* error) {
+  device_string(dev->device, CL_DEVICE_NAME, dev->name, sizeof(dev->name));
+  device_string(dev->device, CL_DEVICE_VENDOR, dev->vendor, sizeof(dev->vendor));
+  device_string(dev->device, CL_DRIVER_VERSION, dev->driver, sizeof(dev->driver));
+  cl_ulong mem = 0, max_alloc = 0;
+  cl_uint align_bits = 0;
+  cl_bool unified = CL_FALSE;
+  ocl.clGetDeviceInfo(dev->device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof(mem), &mem, NULL);
+  ocl.clGetDeviceInfo(dev->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof(max_alloc), &max_alloc,
+                      NULL);
+  ocl.clGetDeviceInfo(dev->device, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof(align_bits),
+                      &align_bits, NULL);
+  ocl.clGetDeviceInfo(dev->device, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof(unified), &unified,
+                      NULL);
+  dev->global_mem = mem;
+  dev->max_alloc = max_alloc;
+  dev->host_unified = unified == CL_TRUE;
+  dev->alignment = align_bits / 8 > ADR_MIN_ALIGNMENT ? align_bits / 8 : ADR_MIN_ALIGNMENT;
+
+  /* An OpenCL 1.x device rejects the query: no SVM then. */
+  cl_device_svm_capabilities svm = 0;
+  if (!ocl_loader_has_svm() || ocl.clGetDeviceInfo(dev->device, CL_DEVICE_SVM_CAPABILITIES,
+                                                   sizeof(svm), &svm, NULL) != CL_SUCCESS)
+    svm = 0;
+  dev->svm_caps = svm;
+  bool fine = (svm & CL_DEVICE_SVM_FINE_GRAIN_BUFFER) != 0;
+  bool coarse = (svm & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER) != 0;
+
+  switch (ocl_forced_mode) {
+    case ADR_OPENCL_ADDRESS_SVM_FINE:
+      if (!fine)
+        return ocl_errorf(error, ENOTSUP, op,
+                          "ADR_OPENCL_MEMORY=svm-fine but '%s' has no fine-grained buffer SVM",
+                          dev->name);
+      dev->mode = ADR_OPENCL_ADDRESS_SVM_FINE;
+      break;
+    case ADR_OPENCL_ADDRESS_SVM_COARSE:
+      if (!coarse)
+        return ocl_errorf(error, ENOTSUP, op,
+                          "ADR_OPENCL_MEMORY=svm-coarse but '%s' has no coarse-grained buffer "
+                          "SVM",
+                          dev->name);
+      dev->mode = ADR_OPENCL_ADDRESS_SVM_COARSE;
+      break;
+    case OCL_MODE_ANY_SVM:
+      if (!fine && !coarse)
+        return ocl_errorf(error, ENOTSUP, op, "ADR_OPENCL_MEMORY=svm but '%s' has no buffer SVM",
+                          dev->name);
+      dev->mode = fine && dev->host_unified ? ADR_OPENCL_ADDRESS_SVM_FINE
+                                            : (coarse ? ADR_OPENCL_ADDRESS_SVM_COARSE
+                                                      : ADR_OPENCL_ADDRESS_SVM_FINE);
+      break;
+    case ADR_OPENCL_ADDRESS_BUFFER:
+      dev->mode = ADR_OPENCL_ADDRESS_BUFFER;
+      break;
+    default:
+      /* Fine-grained SVM is free on devices that share host memory (CPUs,
+       * integrated GPUs) and makes host copies a memcpy; on discrete GPUs it
+       * lives in host memory, so coarse-grained (device memory) wins. */
+      if (fine && dev->host_unified)
+        dev->mode = ADR_OPENCL_ADDRESS_SVM_FINE;
+      else if (coarse)
+        dev->mode = ADR_OPENCL_ADDRESS_SVM_COARSE;
+      else
+        dev->mode = ADR_OPENCL_ADDRESS_BUFFER;
+      break;
+  }
+  dev->host_copy = dev->mode == ADR_OPENCL_ADDRESS_SVM_FINE && ocl_host_copy_enabled;
+  dev->default_stream.dev = dev;
+  dev->default_stream.flags = OCL_STREAM_DEFAULT;
+  ocl_log(ADR_LOG_INFO, "opencl:%lld '%s': address mode %s%s", (long long)dev->id, dev->name,
+          ocl_mode_name(dev->mode), dev->host_copy ? " (host copies by memcpy)" : "");
+  return 0;
+}
+
+int ocl_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
+                    struct adr_error* error) {
+  if (type != ARROW_DEVICE_OPENCL)
+    return ocl_errorf(error, EINVAL, "adr_device_get", "device type %d is not OpenCL", (int)type);
+  if (id < 0 || id >= entry_count)
+    return ocl_errorf(error, ENODEV, "adr_device_get",
+                      "opencl:%lld does not exist (%lld OpenCL device(s))", (long long)id,
+                      (long long)entry_count);
+  struct adr_backend_device* dev = calloc(1, sizeof(*dev));
+  if (dev == NULL) return ocl_errorf(error, ENOMEM, "adr_device_get", "out of host memory");
+  const struct ocl_device_entry* e = &entries[id];
+  dev->id = id;
+  dev->platform = e->platform;
+  dev->device = e->device;
+  dev->platform_index = e->platform_index;
+  dev->device_index = e->device_index;
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)e->platform, 0};
+  cl_int rc = CL_SUCCESS;
+  dev->context = ocl.clCreateContext(props, 1, &e->device, NULL, NULL, &rc);
+  if (dev->context == NULL || rc != CL_SUCCESS) {
+    int st = ocl_fail(error, "adr_device_get", rc, "clCreateContext for opencl:%lld failed",
+                      (long long)id);
+    free(dev);
+    return st;
+  }
+  int st = device_setup(dev, "adr_device_get", error);
+  if (st == 0) st = ocl_queue_create(dev, "adr_device_get", &dev->default_stream.queue, error);
+  if (st != 0) {
+    ocl.clReleaseContext(dev->context);
+    free(dev);
+    return st;
+  }
+  *out = dev;
+  return 0;
+}
+
+static int find_entry(cl_device_id device, int* out_platform, int* out_device) {
+  for (int64_t i = 0; i < entry_count; i++) {
+    if (entries[i].device == device) {
+      *out_platform = entries[i].platform_index;
+      *out_device = entries[i].device_index;
+      return 0;
+    }
+  }
+  *out_platform = -1;
+  *out_device = -1;
+  return ENOENT;
+}
+
+int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
+                     struct adr_backend_device** out, struct adr_error* error) {
+  static const char op[] = "adr_device_adopt";
+  const struct adr_opencl_device_desc* desc = native_desc;
+  if (type != ARROW_DEVICE_OPENCL)
+    return ocl_errorf(error, EINVAL, op, "device type %d is not OpenCL", (int)type);
+  if (desc == NULL)
+    return ocl_errorf(error, EINVAL, op, "native_desc is NULL (expected struct "
+                                         "adr_opencl_device_desc)");
+  if (desc->struct_size < offsetof(struct adr_opencl_device_desc, reserved))
+    return ocl_errorf(error, EINVAL, op,
+                      "struct adr_opencl_device_desc.struct_size is %u, expected at least %zu",
+                      desc->struct_size, offsetof(struct adr_opencl_device_desc, reserved));
+  if (desc->context == NULL || desc->queue == NULL)
+    return ocl_errorf(error, EINVAL, op, "the descriptor needs both a cl_context and a "
+                                         "cl_command_queue");
+  cl_context queue_context = NULL;
+  cl_device_id queue_device = NULL;
+  cl_command_queue_properties qprops = 0;
+  cl_int rc = ocl.clGetCommandQueueInfo(desc->queue, CL_QUEUE_CONTEXT, sizeof(queue_context),
+                                        &queue_context, NULL);
+  if (rc == CL_SUCCESS)
+    rc = ocl.clGetCommandQueueInfo(desc->queue, CL_QUEUE_DEVICE, sizeof(queue_device),
+                                   &queue_device, NULL);
+  if (rc == CL_SUCCESS)
+    rc = ocl.clGetCommandQueueInfo(desc->queue, CL_QUEUE_PROPERTIES, sizeof(qprops), &qprops,
+                                   NULL);
+  if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "the queue cannot be queried");
+  if (queue_context != desc->context)
+    return ocl_errorf(error, EINVAL, op, "the queue does not belong to the given context");
+  if (desc->device != NULL && desc->device != queue_device)
+    return ocl_errorf(error, EINVAL, op, "the queue does not belong to the given device");
+  if (qprops & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
+    return ocl_errorf(error, EINVAL, op,
+                      "the queue is out-of-order; adr streams need an in-order queue");
+  cl_platform_id platform = NULL;
+  rc = ocl.clGetDeviceInfo(queue_device, CL_DEVICE_PLATFORM, sizeof(platform), &platform, NULL);
+  if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "the queue's device cannot be queried");
+
+  struct adr_backend_device* dev = calloc(1, sizeof(*dev));
+  if (dev == NULL) return ocl_errorf(error, ENOMEM, op, "out of host memory");
+  dev->id = id;
+  dev->adopted = true;
+  dev->platform = platform;
+  dev->device = queue_device;
+  dev->context = desc->context;
+  find_entry(queue_device, &dev->platform_index, &dev->device_index);
+  int st = device_setup(dev, op, error);
+  if (st != 0) {
+    free(dev);
+    return st;
+  }
+  /* Application-owned: hold a reference so that our release balances it. */
+  ocl.clRetainContext(desc->context);
+  ocl.clRetainCommandQueue(desc->queue);
+  dev->default_stream.queue = desc->queue;
+  dev->default_stream.flags |= OCL_STREAM_IMPORTED;
+  *out = dev;
+  return 0;
+}
+
+void ocl_device_close(struct adr_backend_device* dev) {
+  if (dev == NULL) return;
+  ocl.clFinish(dev->default_stream.queue);
+  ocl_memory_release_device(dev);
+  ocl.clReleaseCommandQueue(dev->default_stream.queue);
+  ocl.clReleaseContext(dev->context);
+  free(dev);
+}
+
+int ocl_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
+                    struct adr_error* error) {
+  (void)error;
+  snprintf(out->name, sizeof(out->name), "%s", dev->name);
+  snprintf(out->vendor, sizeof(out->vendor), "%s", dev->vendor);
+  snprintf(out->driver, sizeof(out->driver), "%s", dev->driver);
+  out->memory_total = dev->global_mem;
+  out->memory_free = 0; /* OpenCL has no portable query */
+  uint64_t caps = ADR_CAP_ASYNC_STREAMS | ADR_CAP_PEER_COPY | ADR_CAP_IMPORT_NATIVE;
+  if (dev->mode != ADR_OPENCL_ADDRESS_BUFFER)
+    caps |= ADR_CAP_DEVICE_ADDRESSES | ADR_CAP_UNIFIED_ADDRESSING;
+  if (dev->mode == ADR_OPENCL_ADDRESS_SVM_FINE) caps |= ADR_CAP_HOST_ACCESSIBLE;
+  out->caps = caps;
+  out->alignment = dev->alignment;
+  return 0;
+}
+
+int ocl_device_native(struct adr_backend_device* dev, int kind, void** out,
+                      struct adr_error* error) {
+  switch (kind) {
+    case ADR_NATIVE_PLATFORM: *out = (void*)dev->platform; return 0;
+    case ADR_NATIVE_DEVICE: *out = (void*)dev->device; return 0;
+    case ADR_NATIVE_CONTEXT: *out = (void*)dev->context; return 0;
+    case ADR_NATIVE_QUEUE: *out = (void*)dev->default_stream.queue; return 0;
+    case ADR_OPENCL_NATIVE_ADDRESS_MODE: *out = (void*)(uintptr_t)dev->mode; return 0;
+    case ADR_OPENCL_NATIVE_BUFFER:
+      if (*out == NULL)
+        return ocl_errorf(error, EINVAL, "adr_device_native",
+                          "ADR_OPENCL_NATIVE_BUFFER needs *out to point to a struct "
+                          "adr_opencl_buffer");
+      return ocl_buffer_lookup(dev, (struct adr_opencl_buffer*)*out, error);
+    default:
+      return ocl_errorf(error, ENOTSUP, "adr_device_native",
+                        "native kind %d is not an OpenCL kind (see adr/opencl.h)", kind);
+  }
+}
+
+static void format_bytes(uint64_t bytes, char* out, size_t cap) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)bytes;
+  size_t u = 0;
+  while (v >= 1024.0 && u + 1 < sizeof(units) / sizeof(units[0])) {
+    v /= 1024.0;
+    u++;
+  }
+  snprintf(out, cap, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+}
+
+int ocl_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
+                          struct adr_error* error) {
+  (void)error;
+  char text[512], num[64];
+  platform_string(dev->platform, CL_PLATFORM_NAME, text, sizeof(text));
+  emit(ctx, "platform", text);
+  platform_string(dev->platform, CL_PLATFORM_VENDOR, text, sizeof(text));
+  emit(ctx, "platform.vendor", text);
+  platform_string(dev->platform, CL_PLATFORM_VERSION, text, sizeof(text));
+  emit(ctx, "platform.version", text);
+  if (dev->platform_index >= 0) {
+    snprintf(text, sizeof(text), "platform %d, device %d", dev->platform_index,
+             dev->device_index);
+    emit(ctx, "index", text);
+  }
+  emit(ctx, "device", dev->name);
+  cl_device_type type = 0;
+  ocl.clGetDeviceInfo(dev->device, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
+  text[0] = '\0';
+  if (type & CL_DEVICE_TYPE_CPU) strcat(text, "CPU ");
+  if (type & CL_DEVICE_TYPE_GPU) strcat(text, "GPU ");
+  if (type & CL_DEVICE_TYPE_ACCELERATOR) strcat(text, "accelerator ");
+  if (type & CL_DEVICE_TYPE_CUSTOM) strcat(text, "custom ");
+  if (text[0] == '\0') strcat(text, "unknown ");
+  text[strlen(text) - 1] = '\0';
+  emit(ctx, "device.type", text);
+  device_string(dev->device, CL_DEVICE_VERSION, text, sizeof(text));
+  emit(ctx, "device.version", text);
+  device_string(dev->device, CL_DEVICE_OPENCL_C_VERSION, text, sizeof(text));
+  emit(ctx, "device.opencl_c", text);
+  emit(ctx, "driver.version", dev->driver);
+  cl_uint units = 0;
+  ocl.clGetDeviceInfo(dev->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof(units), &units, NULL);
+  snprintf(num, sizeof(num), "%u", units);
+  emit(ctx, "compute_units", num);
+  format_bytes(dev->global_mem, num, sizeof(num));
+  emit(ctx, "memory.global", num);
+  format_bytes(dev->max_alloc, num, sizeof(num));
+  emit(ctx, "memory.max_alloc", num);
+  cl_ulong local = 0;
+  ocl.clGetDeviceInfo(dev->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof(local), &local, NULL);
+  format_bytes(local, num, sizeof(num));
+  emit(ctx, "memory.local", num);
+  emit(ctx, "memory.host_unified", dev->host_unified ? "yes" : "no");
+  text[0] = '\0';
+  if (dev->svm_caps & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER) strcat(text, "coarse,");
+  if (dev->svm_caps & CL_DEVICE_SVM_FINE_GRAIN_BUFFER) strcat(text, "fine,");
+  if (dev->svm_caps & CL_DEVICE_SVM_FINE_GRAIN_SYSTEM) strcat(text, "system,");
+  if (dev->svm_caps & CL_DEVICE_SVM_ATOMICS) strcat(text, "atomics,");
+  if (text[0] == '\0')
+    strcat(text, ocl_loader_has_svm() ? "none" : "none (ICD loader predates OpenCL 2.0)");
+  else
+    text[strlen(text) - 1] = '\0';
+  emit(ctx, "svm", text);
+  emit(ctx, "address_mode", ocl_mode_name(dev->mode));
+  emit(ctx, "copy_path", dev->host_copy ? "memcpy once the stream's earlier work is done"
+                         : dev->mode == ADR_OPENCL_ADDRESS_BUFFER
+                             ? "clEnqueueRead/Write/CopyBuffer"
+                             : "clEnqueueSVMMemcpy");
+  snprintf(num, sizeof(num), "%u", dev->alignment);
+  emit(ctx, "alignment", num);
+  emit(ctx, "adopted", dev->adopted ? "yes (application context and queue)" : "no");
+  return 0;
+}
