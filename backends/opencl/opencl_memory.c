@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Allocation, copies and fills.
+ *
+ * Address model (backends/opencl/README.md):
+ *  - svm-fine / svm-coarse: the address is the clSVMAlloc pointer itself.
+ *  - buffer: each allocation is a cl_mem; its address is the start of a
+ *    private PROT_NONE mapping of the allocation's size (rounded up to pages
+ *    and aligned as requested). The kernel guarantees such ranges never
+ *    overlap each other or any real host memory, touching one faults
+ *    instead of corrupting data, and they cost address space only (no RAM,
+ *    MAP_NORESERVE). base + k maps back to (cl_mem, k).
+ * Every allocation of every device is recorded in ocl_allocations, so an
+ * address anywhere inside an allocation (an Arrow slice) resolves to its
+ * device, native object and offset in O(log n), and bad pointers are
+ * reported instead of handed to the driver.
+ *
+ * Copy fast path (svm-fine, ADR_OPENCL_HOST_COPY=1): the host can address
+ * fine-grained SVM directly, so a copy or fill waits for the stream's
+ * earlier work (clFinish, which is what "ordered on the stream" needs) and
+ * then runs memcpy/memset on the calling thread; it has completed on return.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "opencl_internal.h"
+
+struct ocl_addrmap ocl_allocations = OCL_ADDRMAP_INIT;
+
+/* Staging chunk for copies between devices in different contexts. */
+#define OCL_STAGING_CHUNK ((size_t)8 << 20)
+
+static size_t page_size(void) {
+  long p = sysconf(_SC_PAGESIZE);
+  return p > 0 ? (size_t)p : 4096;
+}
+
+/* Reserves an inaccessible, page-aligned range of at least `size` bytes
+ * whose start is aligned to `alignment`. */
+static int reserve_range(size_t size, size_t alignment, void** out, size_t* out_len) {
+  size_t page = page_size();
+  size_t align = alignment > page ? alignment : page;
+  if (size > SIZE_MAX - page || size + page > SIZE_MAX - align) return EOVERFLOW;
+  size_t body = (size + page - 1) & ~(page - 1);
+  size_t extra = align > page ? align : 0;
+  void* p = mmap(NULL, body + extra, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                 0);
+  if (p == MAP_FAILED) return ENOMEM;
+  uintptr_t start = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+  size_t head = start - (uintptr_t)p;
+  size_t tail = body + extra - head - body;
+  if (head > 0) munmap(p, head);
+  if (tail > 0) munmap((char*)start + body, tail);
+  *out = (void*)start;
+  *out_len = body;
+  return 0;
+}
+
+/* Releases the native side of an allocation removed from the map. With a
+ * queue, an SVM free is ordered after the queue's earlier work. */
+static cl_int release_native(const struct ocl_alloc* a, cl_command_queue queue) {
+  cl_int rc = CL_SUCCESS;
+  const struct adr_backend_device* owner = a->owner;
+  if (a->native != NULL) {
+    /* OpenCL keeps the object alive until commands using it complete. */
+    rc = ocl.clReleaseMemObject((cl_mem)a->native);
+    munmap(a->reservation, a->reservation_size);
+  } else if (queue != NULL) {
+    void* p = (void*)a->base;
+    rc = ocl.clEnqueueSVMFree(queue, 1, &p, NULL, NULL, 0, NULL, NULL);
+    if (rc == CL_SUCCESS) rc = ocl.clFlush(queue);
+  } else {
+    ocl.clSVMFree(owner->context, (void*)a->base);
+  }
+  return rc;
+}
+
+int ocl_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
+              struct adr_backend_stream* stream, void** out, struct adr_error* error) {
+  static const char op[] = "adr_alloc";
+  (void)stream; /* allocation is immediate, so it is ready on every stream */
+  if (size > dev->max_alloc && dev->max_alloc != 0)
+    return ocl_errorf(error, ENOMEM, op,
+                      "%zu bytes exceed CL_DEVICE_MAX_MEM_ALLOC_SIZE (%" PRIu64 ") of opencl:%lld",
+                      size, dev->max_alloc, (long long)dev->id);
+  if (alignment < dev->alignment) alignment = dev->alignment;
+  struct ocl_alloc a = {.size = size, .owner = dev};
+  if (dev->mode == ADR_OPENCL_ADDRESS_BUFFER) {
+    cl_int rc = CL_SUCCESS;
+    cl_mem mem = ocl.clCreateBuffer(dev->context, CL_MEM_READ_WRITE, size, NULL, &rc);
+    if (mem == NULL || rc != CL_SUCCESS)
+      return ocl_fail(error, op, rc, "clCreateBuffer of %zu bytes on opencl:%lld failed", size,
+                      (long long)dev->id);
+    void* addr = NULL;
+    int st = reserve_range(size, alignment, &addr, &a.reservation_size);
+    if (st != 0) {
+      ocl.clReleaseMemObject(mem);
+      return ocl_errorf(error, st, op,
+                        "cannot reserve %zu bytes of address space (alignment %zu) for a cl_mem",
+                        size, alignment);
+    }
+    a.base = (uintptr_t)addr;
+    a.native = mem;
+    a.reservation = addr;
+  } else {
+    cl_svm_mem_flags flags = CL_MEM_READ_WRITE;
+    if (dev->mode == ADR_OPENCL_ADDRESS_SVM_FINE) flags |= CL_MEM_SVM_FINE_GRAIN_BUFFER;
+    void* p = ocl.clSVMAlloc(dev->context, flags, size, (cl_uint)alignment);
+    if (p == NULL)
+      return ocl_fail(error, op, CL_MEM_OBJECT_ALLOCATION_FAILURE,
+                      "clSVMAlloc(%zu bytes, alignment %zu) on opencl:%lld returned NULL", size,
+                      alignment, (long long)dev->id);
+    a.base = (uintptr_t)p;
+  }
+  int st = ocl_addrmap_insert(&ocl_allocations, &a);
+  if (st != 0) {
+    release_native(&a, NULL);
+    return ocl_errorf(error, st == EEXIST ? EIO : st, op,
+                      st == EEXIST ? "the driver returned address %p, which overlaps a live "
+                                     "allocation"
+                                   : "cannot record allocation %p",
+                      (void*)a.base);
+  }
+  *out = (void*)a.base;
+  return 0;
+}
+
+int ocl_free(struct adr_backend_device* dev, void* ptr, size_t size,
+             struct adr_backend_stream* stream, struct adr_error* error) {
+  static const char op[] = "adr_free";
+  struct ocl_alloc a;
+  int st = ocl_addrmap_find(&ocl_allocations, (uintptr_t)ptr, 0, &a);
+  if (st != 0 || a.base != (uintptr_t)ptr || a.owner != dev)
+    return ocl_errorf(error, EINVAL, op, "%p is not an allocation of opencl:%lld", ptr,
+                      (long long)dev->id);
+  if (a.size != size)
+    return ocl_errorf(error, EINVAL, op, "%p was allocated with %zu bytes, not %zu", ptr, a.size,
+                      size);
+  if (ocl_addrmap_remove(&ocl_allocations, a.base, &a) != 0)
+    return ocl_errorf(error, EINVAL, op, "%p was freed concurrently", ptr);
+  cl_int rc = release_native(&a, stream->queue);
+  if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "releasing %p failed", ptr);
+  return 0;
+}
+
+void ocl_memory_release_device(struct adr_backend_device* dev) {
+  struct ocl_alloc a;
+  size_t n = 0;
+  while (ocl_addrmap_take_owner(&ocl_allocations, dev, &a) == 0) {
+    release_native(&a, NULL);
+    n++;
+  }
+  if (n > 0)
+    ocl_log(ADR_LOG_WARN, "opencl:%lld closed with %zu live allocation(s); released them",
+            (long long)dev->id, n);
+}
+
+/* One side of a copy: host memory (dev NULL), an SVM pointer, or a cl_mem
+ * plus offset. */
+struct side {
+  struct adr_backend_device* dev; /* owner of the allocation; NULL = host */
+  void* addr;
+  cl_mem mem;
+  size_t offset;
+};
+
+static bool host_addressable(const struct side* s) {
+  return s->dev == NULL || (s->mem == NULL && s->dev->host_copy);
+}
+
+static int resolve(struct adr_backend_device* dev, const void* ptr, size_t size, const char* op,
+                   const char* what, struct side* out, struct adr_error* error) {
+  out->dev = NULL;
+  out->addr = (void*)ptr;
+  out->mem = NULL;
+  out->offset = 0;
+  if (dev == NULL) return 0;
+  struct ocl_alloc a;
+  int st = ocl_addrmap_find(&ocl_allocations, (uintptr_t)ptr, size, &a);
+  if (st == ENOENT)
+    return ocl_errorf(error, EINVAL, op, "%s %p is not inside an allocation of opencl:%lld", what,
+                      ptr, (long long)dev->id);
+  if (st == ERANGE)
+    return ocl_errorf(error, EINVAL, op,
+                      "%s range [%p, +%zu) runs past the end of its %zu-byte allocation at %p",
+                      what, ptr, size, a.size, (void*)a.base);
+  struct adr_backend_device* owner = a.owner;
+  if (owner != dev && owner->context != dev->context)
+    return ocl_errorf(error, EINVAL, op, "%s %p belongs to opencl:%lld, not opencl:%lld", what,
+                      ptr, (long long)owner->id, (long long)dev->id);
+  out->dev = owner;
+  out->mem = a.native;
+  out->offset = (uintptr_t)ptr - a.base;
+  return 0;
+}
+
+/* Queues (or, blocking, performs) a copy between two sides that live in
+ * the queue's context (or on the host). */
+static cl_int enqueue_copy(cl_command_queue q, const struct side* dst, const struct side* src,
+                           size_t size, cl_bool blocking) {
+  if (dst->mem != NULL && src->mem != NULL) {
+    cl_int rc =
+        ocl.clEnqueueCopyBuffer(q, src->mem, dst->mem, src->offset, dst->offset, size, 0, NULL, NULL);
+    if (rc == CL_SUCCESS && blocking) rc = ocl.clFinish(q);
+    return rc;
+  }
+  /* A cl_mem against host memory or a fine-grained SVM pointer, which a
+   * read/write may take as its host pointer. */
+  if (dst->mem != NULL) {
+    if (src->dev != NULL && src->dev->mode == ADR_OPENCL_ADDRESS_SVM_COARSE)
+      return CL_INVALID_OPERATION;
+    return ocl.clEnqueueWriteBuffer(q, dst->mem, blocking, dst->offset, size, src->addr, 0, NULL,
+                                    NULL);
+  }
+  if (src->mem != NULL) {
+    if (dst->dev != NULL && dst->dev->mode == ADR_OPENCL_ADDRESS_SVM_COARSE)
+      return CL_INVALID_OPERATION;
+    return ocl.clEnqueueReadBuffer(q, src->mem, blocking, src->offset, size, dst->addr, 0, NULL,
+                                   NULL);
+  }
+  return ocl.clEnqueueSVMMemcpy(q, blocking, dst->addr, src->addr, size, 0, NULL, NULL);
+}
+
+/* The queue a blocking staging step on `dev` uses: the copy's stream when
+ * it belongs to that device's context, else the device's default queue. */
+static cl_command_queue queue_for(struct adr_backend_device* dev,
+                                  struct adr_backend_stream* stream) {
+  return stream->dev->context == dev->context ? stream->queue : dev->default_stream.queue;
+}
+
+/* Devices in different contexts share no memory objects: wait for the
+ * stream's earlier work, then copy through host memory (directly when both
+ * sides are host-addressable). Completes before returning. */
+static int peer_copy(struct side* dst, struct side* src, size_t size,
+                     struct adr_backend_stream* stream, struct adr_error* error) {
+  static const char op[] = "adr_copy";
+  cl_int rc = ocl.clFinish(stream->queue);
+  if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "waiting for the stream failed");
+  if (host_addressable(dst) && host_addressable(src)) {
+    rc = ocl.clFinish(queue_for(stream->dev == dst->dev ? src->dev : dst->dev, stream));
+    if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "waiting for the peer device failed");
+    memmove(dst->addr, src->addr, size);
+    return 0;
+  }
+  size_t chunk = size < OCL_STAGING_CHUNK ? size : OCL_STAGING_CHUNK;
+  unsigned char* staging = malloc(chunk);
+  if (staging == NULL)
+    return ocl_errorf(error, ENOMEM, op, "cannot allocate a %zu-byte staging buffer", chunk);
+  cl_command_queue src_q = queue_for(src->dev, stream);
+  cl_command_queue dst_q = queue_for(dst->dev, stream);
+  for (size_t done = 0; done < size && rc == CL_SUCCESS; done += chunk) {
+    size_t n = size - done < chunk ? size - done : chunk;
+    struct side host = {.addr = staging};
+    struct side s = *src, d = *dst;
+    s.addr = (char*)src->addr + done;
+    s.offset += done;
+    d.addr = (char*)dst->addr + done;
+    d.offset += done;
+    rc = enqueue_copy(src_q, &host, &s, n, CL_TRUE);
+    if (rc == CL_SUCCESS) rc = enqueue_copy(dst_q, &d, &host, n, CL_TRUE);
+  }
+  free(staging);
+  if (rc != CL_SUCCESS)
+    return ocl_fail(error, op, rc, "staged copy from opencl:%lld to opencl:%lld failed",
+                    (long long)src->dev->id, (long long)dst->dev->id);
+  return 0;
+}
+
+int ocl_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
+             const void* src, size_t size, struct adr_backend_stream* stream,
+             struct adr_error* error) {
+  static const char op[] = "adr_copy";
+  if (size == 0) return 0;
+  struct side d, s;
+  int st = resolve(dst_dev, dst, size, op, "destination", &d, error);
+  if (st == 0) st = resolve(src_dev, src, size, op, "source", &s, error);
+  if (st != 0) return st;
+  if (d.dev != NULL && s.dev != NULL && d.dev->context != s.dev->context)
+    return peer_copy(&d, &s, size, stream, error);
+  struct adr_backend_device* dev = d.dev != NULL ? d.dev : s.dev;
+  if (stream->dev->context != dev->context)
+    return ocl_errorf(error, EINVAL, op, "the stream belongs to opencl:%lld, not to opencl:%lld",
+                      (long long)stream->dev->id, (long long)dev->id);
+  cl_int rc;
+  if (host_addressable(&d) && host_addressable(&s)) {
+    rc = ocl.clFinish(stream->queue);
+    if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "waiting for the stream failed");
+    memmove(d.addr, s.addr, size);
+    return 0;
+  }
+  rc = enqueue_copy(stream->queue, &d, &s, size, CL_FALSE);
+  if (rc != CL_SUCCESS)
+    return ocl_fail(error, op, rc, "copying %zu bytes from %p to %p on opencl:%lld failed", size,
+                    src, dst, (long long)dev->id);
+  return 0;
+}
+
+int ocl_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+               struct adr_backend_stream* stream, struct adr_error* error) {
+  static const char op[] = "adr_memset";
+  if (size == 0) return 0;
+  struct side d;
+  int st = resolve(dev, ptr, size, op, "destination", &d, error);
+  if (st != 0) return st;
+  if (stream->dev->context != d.dev->context)
+    return ocl_errorf(error, EINVAL, op, "the stream belongs to opencl:%lld, not to opencl:%lld",
+                      (long long)stream->dev->id, (long long)dev->id);
+  unsigned char pattern = (unsigned char)value;
+  cl_int rc;
+  if (host_addressable(&d)) {
+    rc = ocl.clFinish(stream->queue);
+    if (rc == CL_SUCCESS) memset(ptr, pattern, size);
+  } else if (d.mem != NULL) {
+    rc = ocl.clEnqueueFillBuffer(stream->queue, d.mem, &pattern, 1, d.offset, size, 0, NULL,
+                                 NULL);
+  } else {
+    rc = ocl.clEnqueueSVMMemFill(stream->queue, ptr, &pattern, 1, size, 0, NULL, NULL);
+  }
+  if (rc != CL_SUCCESS)
+    return ocl_fail(error, op, rc, "filling %zu bytes at %p on opencl:%lld failed", size, ptr,
+                    (long long)dev->id);
+  return 0;
+}
+
+int ocl_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
+                      struct adr_error* error) {
+  struct ocl_alloc a;
+  if (ocl_addrmap_find(&ocl_allocations, (uintptr_t)ptr, 0, &a) != 0)
+    return ocl_errorf(error, ENOENT, "adr_pointer_query",
+                      "%p is not inside an OpenCL allocation", ptr);
+  *out_type = ARROW_DEVICE_OPENCL;
+  *out_id = ((const struct adr_backend_device*)a.owner)->id;
+  return 0;
+}
+
+int ocl_buffer_lookup(struct adr_backend_device* dev, struct adr_opencl_buffer* q,
+                      struct adr_error* error) {
+  static const char op[] = "adr_device_native";
+  if (q->struct_size < offsetof(struct adr_opencl_buffer, reserved))
+    return ocl_errorf(error, EINVAL, op,
+                      "struct adr_opencl_buffer.struct_size is %u, expected at least %zu",
+                      q->struct_size, offsetof(struct adr_opencl_buffer, reserved));
+  struct ocl_alloc a;
+  if (ocl_addrmap_find(&ocl_allocations, (uintptr_t)q->address, 0, &a) != 0 || a.owner != dev)
+    return ocl_errorf(error, ENOENT, op, "%p is not inside an allocation of opencl:%lld",
+                      q->address, (long long)dev->id);
+  q->mode = (uint32_t)dev->mode;
+  q->base = (void*)a.base;
+  q->size = a.size;
+  q->offset = (uintptr_t)q->address - a.base;
+  q->buffer = (cl_mem)a.native;
+  return 0;
+}

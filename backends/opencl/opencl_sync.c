@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Streams (in-order cl_command_queues) and events (cl_events).
+ *
+ * A new adr event holds a user event already set to CL_COMPLETE, so the
+ * cl_event* it exports is valid for raw OpenCL calls even before the first
+ * record. Recording enqueues a marker (which completes when all earlier
+ * commands of the in-order queue have) and flushes the queue, so that a
+ * host waiting on or polling the event - through adr or through raw
+ * clWaitForEvents / clGetEventInfo - sees it complete without anyone else
+ * flushing. A device-side wait is a barrier with the event in its wait list;
+ * an event of another context cannot be in a wait list, so it is bridged by
+ * a user event of the waiting queue's context that a completion callback on
+ * the foreign event sets.
+ *
+ * Each event has a mutex so that a re-record racing with a wait/query never
+ * lets the other thread use a released cl_event: readers retain the current
+ * cl_event under the lock and release it after use.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "opencl_internal.h"
+
+int ocl_queue_create(struct adr_backend_device* dev, const char* op, cl_command_queue* out,
+                     struct adr_error* error) {
+  cl_int rc = CL_SUCCESS;
+  cl_command_queue q;
+  if (ocl.clCreateCommandQueueWithProperties != NULL) {
+    const cl_queue_properties props[] = {0};
+    q = ocl.clCreateCommandQueueWithProperties(dev->context, dev->device, props, &rc);
+  } else {
+    q = ocl.clCreateCommandQueue(dev->context, dev->device, 0, &rc);
+  }
+  if (q == NULL || rc != CL_SUCCESS)
+    return ocl_fail(error, op, rc, "creating an in-order command queue on opencl:%lld failed",
+                    (long long)dev->id);
+  *out = q;
+  return 0;
+}
+
+int ocl_stream_create(struct adr_backend_device* dev, uint32_t flags,
+                      struct adr_backend_stream** out, struct adr_error* error) {
+  if (flags & ADR_BACKEND_STREAM_DEFAULT) {
+    *out = &dev->default_stream;
+    return 0;
+  }
+  struct adr_backend_stream* s = calloc(1, sizeof(*s));
+  if (s == NULL) return ocl_errorf(error, ENOMEM, "adr_stream_create", "out of host memory");
+  int st = ocl_queue_create(dev, "adr_stream_create", &s->queue, error);
+  if (st != 0) {
+    free(s);
+    return st;
+  }
+  s->dev = dev;
+  *out = s;
+  return 0;
+}
+
+int ocl_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                       struct adr_error* error) {
+  (void)dev;
+  if (stream->flags & OCL_STREAM_DEFAULT)
+    return ocl_errorf(error, EINVAL, "adr_stream_destroy", "the default stream is never destroyed");
+  /* Imported queues are the application's: only our reference goes. */
+  cl_int rc = ocl.clFinish(stream->queue);
+  cl_int rc2 = ocl.clReleaseCommandQueue(stream->queue);
+  free(stream);
+  if (rc != CL_SUCCESS)
+    return ocl_fail(error, "adr_stream_destroy", rc, "waiting for the stream's work failed");
+  if (rc2 != CL_SUCCESS)
+    return ocl_fail(error, "adr_stream_destroy", rc2, "releasing the queue failed");
+  return 0;
+}
+
+int ocl_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                           struct adr_error* error) {
+  (void)dev;
+  cl_int rc = ocl.clFinish(stream->queue);
+  if (rc != CL_SUCCESS)
+    return ocl_fail(error, "adr_stream_synchronize", rc, "clFinish failed");
+  return 0;
+}
+
+int ocl_stream_import(struct adr_backend_device* dev, void* native_stream,
+                      struct adr_backend_stream** out, struct adr_error* error) {
+  static const char op[] = "adr_stream_import";
+  cl_command_queue q = native_stream;
+  if (q == NULL) return ocl_errorf(error, EINVAL, op, "the cl_command_queue is NULL");
+  cl_context ctx = NULL;
+  cl_command_queue_properties props = 0;
+  cl_int rc = ocl.clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof(ctx), &ctx, NULL);
+  if (rc == CL_SUCCESS)
+    rc = ocl.clGetCommandQueueInfo(q, CL_QUEUE_PROPERTIES, sizeof(props), &props, NULL);
+  if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "the queue cannot be queried");
+  if (ctx != dev->context)
+    return ocl_errorf(error, EINVAL, op, "the queue belongs to another context than opencl:%lld",
+                      (long long)dev->id);
+  if (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
+    return ocl_errorf(error, EINVAL, op,
+                      "the queue is out-of-order; adr streams need an in-order queue");
+  struct adr_backend_stream* s = calloc(1, sizeof(*s));
+  if (s == NULL) return ocl_errorf(error, ENOMEM, op, "out of host memory");
+  ocl.clRetainCommandQueue(q);
+  s->queue = q;
+  s->dev = dev;
+  s->flags = OCL_STREAM_IMPORTED;
+  *out = s;
+  return 0;
+}
+
+void* ocl_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* stream) {
+  (void)dev;
+  return stream->queue;
+}
+
+/* A user event of `ctx` that is already complete. */
+static cl_int completed_event(cl_context ctx, cl_event* out) {
+  cl_int rc = CL_SUCCESS;
+  cl_event e = ocl.clCreateUserEvent(ctx, &rc);
+  if (e == NULL || rc != CL_SUCCESS) return rc != CL_SUCCESS ? rc : CL_OUT_OF_HOST_MEMORY;
+  rc = ocl.clSetUserEventStatus(e, CL_COMPLETE);
+  if (rc != CL_SUCCESS) {
+    ocl.clReleaseEvent(e);
+    return rc;
+  }
+  *out = e;
+  return CL_SUCCESS;
+}
+
+int ocl_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
+                     struct adr_error* error) {
+  struct adr_backend_event* e = calloc(1, sizeof(*e));
+  if (e == NULL) return ocl_errorf(error, ENOMEM, "adr_event_create", "out of host memory");
+  cl_int rc = completed_event(dev->context, &e->event);
+  if (rc != CL_SUCCESS) {
+    free(e);
+    return ocl_fail(error, "adr_event_create", rc, "clCreateUserEvent failed");
+  }
+  pthread_mutex_init(&e->lock, NULL);
+  e->dev = dev;
+  *out = e;
+  return 0;
+}
+
+int ocl_event_import(struct adr_backend_device* dev, void* sync_event,
+                     struct adr_backend_event** out, struct adr_error* error) {
+  static const char op[] = "adr_event_import";
+  if (sync_event == NULL)
+    return ocl_errorf(error, EINVAL, op, "sync_event is NULL (expected a cl_event*)");
+  cl_event native = *(cl_event*)sync_event;
+  if (native != NULL) {
+    /* Validates the handle before adr relies on it. */
+    cl_context ctx = NULL;
+    cl_int rc = ocl.clGetEventInfo(native, CL_EVENT_CONTEXT, sizeof(ctx), &ctx, NULL);
+    if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "*sync_event is not a valid cl_event");
+  }
+  struct adr_backend_event* e = calloc(1, sizeof(*e));
+  if (e == NULL) return ocl_errorf(error, ENOMEM, op, "out of host memory");
+  /* The producer owns its event; our reference keeps it valid for as long
+   * as the wrapper lives. A NULL cl_event means "nothing to wait for". */
+  if (native != NULL) ocl.clRetainEvent(native);
+  pthread_mutex_init(&e->lock, NULL);
+  e->event = native;
+  e->dev = dev;
+  e->imported = true;
+  *out = e;
+  return 0;
+}
+
+int ocl_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* event,
+                      struct adr_error* error) {
+  (void)dev;
+  (void)error;
+  if (event->event != NULL) ocl.clReleaseEvent(event->event);
+  pthread_mutex_destroy(&event->lock);
+  free(event);
+  return 0;
+}
+
+int ocl_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
+                     struct adr_backend_stream* stream, struct adr_error* error) {
+  static const char op[] = "adr_event_record";
+  (void)dev;
+  if (event->imported)
+    return ocl_errorf(error, ENOTSUP, op,
+                      "an imported cl_event belongs to its producer and cannot be re-recorded");
+  cl_event marker = NULL;
+  cl_int rc = ocl.clEnqueueMarkerWithWaitList(stream->queue, 0, NULL, &marker);
+  if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "clEnqueueMarkerWithWaitList failed");
+  rc = ocl.clFlush(stream->queue);
+  if (rc != CL_SUCCESS) {
+    ocl.clReleaseEvent(marker);
+    return ocl_fail(error, op, rc, "clFlush failed");
+  }
+  pthread_mutex_lock(&event->lock);
+  cl_event old = event->event;
+  event->event = marker;
+  pthread_mutex_unlock(&event->lock);
+  if (old != NULL) ocl.clReleaseEvent(old);
+  return 0;
+}
+
+/* The current cl_event with a reference the caller releases (NULL when the
+ * event is an imported "nothing to wait for"). */
+static cl_event current(struct adr_backend_event* event) {
+  pthread_mutex_lock(&event->lock);
+  cl_event e = event->event;
+  if (e != NULL) ocl.clRetainEvent(e);
+  pthread_mutex_unlock(&event->lock);
+  return e;
+}
+
+static void CL_CALLBACK bridge_complete(cl_event source, cl_int status, void* user) {
+  (void)source;
+  cl_event bridge = user;
+  /* A failed source fails the bridge, so the waiting queue sees the error. */
+  ocl.clSetUserEventStatus(bridge, status < 0 ? status : CL_COMPLETE);
+  ocl.clReleaseEvent(bridge);
+}
+
+int ocl_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
+                   struct adr_backend_stream* stream, struct adr_error* error) {
+  static const char op[] = "adr_stream_wait_event";
+  (void)dev;
+  cl_event e = current(event);
+  if (e == NULL) return 0;
+  cl_context ctx = NULL;
+  cl_int rc = ocl.clGetEventInfo(e, CL_EVENT_CONTEXT, sizeof(ctx), &ctx, NULL);
+  if (rc == CL_SUCCESS && ctx != stream->dev->context) {
+    cl_event bridge = ocl.clCreateUserEvent(stream->dev->context, &rc);
+    if (bridge != NULL && rc == CL_SUCCESS) {
+      ocl.clRetainEvent(bridge); /* the callback's reference */
+      rc = ocl.clSetEventCallback(e, CL_COMPLETE, bridge_complete, bridge);
+      if (rc != CL_SUCCESS) ocl.clReleaseEvent(bridge);
+      if (rc == CL_SUCCESS)
+        rc = ocl.clEnqueueBarrierWithWaitList(stream->queue, 1, &bridge, NULL);
+      ocl.clReleaseEvent(bridge);
+    }
+  } else if (rc == CL_SUCCESS) {
+    rc = ocl.clEnqueueBarrierWithWaitList(stream->queue, 1, &e, NULL);
+  }
+  ocl.clReleaseEvent(e);
+  if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "making the stream wait failed");
+  return 0;
+}
+
+int ocl_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* event,
+                          struct adr_error* error) {
+  (void)dev;
+  cl_event e = current(event);
+  if (e == NULL) return 0;
+  cl_int rc = ocl.clWaitForEvents(1, &e);
+  ocl.clReleaseEvent(e);
+  if (rc != CL_SUCCESS)
+    return ocl_fail(error, "adr_event_synchronize", rc, "clWaitForEvents failed");
+  return 0;
+}
+
+int ocl_event_query(struct adr_backend_device* dev, struct adr_backend_event* event,
+                    struct adr_error* error) {
+  (void)dev;
+  cl_event e = current(event);
+  if (e == NULL) return 0;
+  cl_int status = CL_COMPLETE;
+  cl_int rc = ocl.clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status,
+                                 NULL);
+  ocl.clReleaseEvent(e);
+  if (rc != CL_SUCCESS) return ocl_fail(error, "adr_event_query", rc, "clGetEventInfo failed");
+  if (status < 0)
+    return ocl_fail(error, "adr_event_query", status, "the recorded work failed");
+  return status == CL_COMPLETE ? 0 : EBUSY;
+}
+
+void* ocl_event_native(struct adr_backend_device* dev, struct adr_backend_event* event) {
+  (void)dev;
+  return &event->event;
+}
