@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The live-allocation table: insert, size-checked removal, unknown
+ * pointers, growth and deletion keeping every other entry findable.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+
+static void test_insert_remove(void** state) {
+  (void)state;
+  struct adr__alloc_table* t = adr__alloc_table_create();
+  assert_non_null(t);
+  void* p = (void*)(uintptr_t)0x10000;
+  size_t got = 0;
+  assert_int_equal(adr__alloc_table_remove(t, p, 8, &got), ENOENT);
+  assert_int_equal(adr__alloc_table_insert(t, p, 8), 0);
+  assert_int_equal(adr__alloc_table_count(t), 1);
+  assert_int_equal(adr__alloc_table_remove(t, p, 9, &got), ERANGE);
+  assert_int_equal(got, 8);
+  assert_int_equal(adr__alloc_table_count(t), 1); /* nothing removed on error */
+  assert_int_equal(adr__alloc_table_remove(t, p, 8, &got), 0);
+  assert_int_equal(adr__alloc_table_remove(t, p, 8, &got), ENOENT); /* double free */
+  assert_int_equal(adr__alloc_table_count(t), 0);
+  adr__alloc_table_destroy(t);
+}
+
+static void test_many_entries(void** state) {
+  (void)state;
+  struct adr__alloc_table* t = adr__alloc_table_create();
+  const size_t n = 100000;
+  for (size_t i = 1; i <= n; i++)
+    assert_int_equal(adr__alloc_table_insert(t, (void*)(uintptr_t)(i * 64), i), 0);
+  assert_int_equal(adr__alloc_table_count(t), n);
+  /* Remove every other entry, then check the rest are all still there. */
+  for (size_t i = 1; i <= n; i += 2)
+    assert_int_equal(adr__alloc_table_remove(t, (void*)(uintptr_t)(i * 64), i, NULL), 0);
+  for (size_t i = 2; i <= n; i += 2) {
+    size_t got = 0;
+    assert_int_equal(adr__alloc_table_remove(t, (void*)(uintptr_t)(i * 64), i + 1, &got), ERANGE);
+    assert_int_equal(got, i);
+  }
+  for (size_t i = 1; i <= n; i += 2)
+    assert_int_equal(adr__alloc_table_remove(t, (void*)(uintptr_t)(i * 64), i, NULL), ENOENT);
+  assert_int_equal(adr__alloc_table_count(t), n / 2);
+  adr__alloc_table_destroy(t);
+}
+
+struct thread_arg {
+  struct adr__alloc_table* t;
+  uintptr_t base;
+};
+
+static void* hammer(void* p) {
+  struct thread_arg* a = p;
+  for (int round = 0; round < 20; round++) {
+    for (uintptr_t i = 0; i < 2000; i++)
+      if (adr__alloc_table_insert(a->t, (void*)(a->base + i * 64), 64) != 0) return (void*)1;
+    for (uintptr_t i = 0; i < 2000; i++)
+      if (adr__alloc_table_remove(a->t, (void*)(a->base + i * 64), 64, NULL) != 0) return (void*)1;
+  }
+  return NULL;
+}
+
+static void test_concurrent(void** state) {
+  (void)state;
+  struct adr__alloc_table* t = adr__alloc_table_create();
+  pthread_t th[4];
+  struct thread_arg args[4];
+  for (int i = 0; i < 4; i++) {
+    args[i].t = t;
+    args[i].base = (uintptr_t)(i + 1) << 32;
+    assert_int_equal(pthread_create(&th[i], NULL, hammer, &args[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    void* rv = (void*)1;
+    pthread_join(th[i], &rv);
+    assert_null(rv);
+  }
+  assert_int_equal(adr__alloc_table_count(t), 0);
+  adr__alloc_table_destroy(t);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_insert_remove),
+      cmocka_unit_test(test_many_entries),
+      cmocka_unit_test(test_concurrent),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
