@@ -307,21 +307,7 @@ int adr_hip_host_register(struct adr_backend_device* dev, void* ptr, size_t size
   if (ptr == NULL || size == 0)
     return adr_backend_error_set(error, EINVAL,
                                  "[host_register][hip] ptr must be non-NULL and size > 0");
-  pthread_mutex_lock(&memory_lock);
-  int st = 0;
-  if (registered_count == registered_cap) {
-    size_t cap = registered_cap ? registered_cap * 2 : 16;
-    struct host_range* grown = realloc(registered, cap * sizeof(*grown));
-    if (grown == NULL)
-      st = ENOMEM;
-    else {
-      registered = grown;
-      registered_cap = cap;
-    }
-  }
-  pthread_mutex_unlock(&memory_lock);
-  if (st != 0) return adr_backend_error_set(error, ENOMEM, "[host_register][hip] out of memory");
-  st = adr_hip_set_device(dev, "host_register", error);
+  int st = adr_hip_set_device(dev, "host_register", error);
   if (st != 0) return st;
   hipError_t e = adr_hip.hipHostRegister(ptr, size, hipHostRegisterDefault);
   if (e != hipSuccess) {
@@ -330,12 +316,26 @@ int adr_hip_host_register(struct adr_backend_device* dev, void* ptr, size_t size
     return adr_hip_fail(error, "host_register", e, what);
   }
   pthread_mutex_lock(&memory_lock);
-  if (registered_count < registered_cap) {
+  if (registered_count == registered_cap) {
+    size_t cap = registered_cap ? registered_cap * 2 : 16;
+    struct host_range* grown = realloc(registered, cap * sizeof(*grown));
+    if (grown == NULL) {
+      st = ENOMEM;
+    } else {
+      registered = grown;
+      registered_cap = cap;
+    }
+  }
+  if (st == 0) {
     registered[registered_count].base = (uintptr_t)ptr;
     registered[registered_count].size = size;
     registered_count++;
   }
   pthread_mutex_unlock(&memory_lock);
+  if (st != 0) {
+    adr_hip.hipHostUnregister(ptr);
+    return adr_backend_error_set(error, ENOMEM, "[host_register][hip] out of memory");
+  }
   return 0;
 }
 
