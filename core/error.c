@@ -80,3 +80,22 @@ int adr__errorf(struct adr_error* error, int status, const char* op, const char*
   va_end(ap);
   return status;
 }
+
+void adr__error_context(struct adr_error* error, int status, const char* api,
+                        const struct adr_device* dev) {
+  if (error == NULL) return;
+  /* Backends write "[slot][backend] NATIVE: text"; keep "NATIVE: text". */
+  const char* rest = error->message;
+  for (int group = 0; group < 2 && rest[0] == '['; group++) {
+    const char* close = strchr(rest, ']');
+    if (close == NULL) break;
+    rest = close + 1;
+  }
+  while (*rest == ' ') rest++;
+  char body[sizeof(error->message)];
+  if (*rest == '\0' || rest < error->message || rest > error->message + sizeof(error->message))
+    snprintf(body, sizeof(body), "%s: the backend gave no message", adr_status_name(status));
+  else
+    snprintf(body, sizeof(body), "%s", rest);
+  adr__errorf(error, status, api, dev->backend->name, "%s", body);
+}

@@ -35,7 +35,7 @@ static int check_stream(const char* op, struct adr_device* dev, struct adr_strea
 }
 
 static int sync_default(const char* op, struct adr_device* dev, struct adr_error* error) {
-  return ADR__DISPATCH(dev->name, op,
+  return ADR__DISPATCH(dev, op, "stream_synchronize",
                        dev->vt->stream_synchronize(dev->handle, dev->default_stream.handle, error),
                        "%s", "default stream");
 }
@@ -58,7 +58,7 @@ int adr_alloc(struct adr_device* device, size_t size, size_t alignment, struct a
    * freed like any other; the backend sees one byte. */
   size_t backend_size = size ? size : 1;
   void* ptr = NULL;
-  st = ADR__DISPATCH(device->name, "alloc",
+  st = ADR__DISPATCH(device, "adr_alloc", "alloc",
                      device->vt->alloc(device->handle, backend_size, alignment,
                                        stream_handle(device, stream), &ptr, error),
                      "size=%zu align=%zu", size, alignment);
@@ -95,7 +95,7 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
     return adr__errorf(error, EINVAL, "adr_free", device->backend->name,
                        "%p was allocated with size %zu, freed with size %zu", ptr, recorded,
                        size);
-  st = ADR__DISPATCH(device->name, "free",
+  st = ADR__DISPATCH(device, "adr_free", "free",
                      device->vt->free(device->handle, ptr, size ? size : 1,
                                       stream_handle(device, stream), error),
                      "ptr=%p size=%zu", ptr, size);
@@ -113,7 +113,7 @@ int adr_memset(struct adr_device* device, void* ptr, int value, size_t size,
     return adr__errorf(error, EINVAL, "adr_memset", device->backend->name, "ptr is NULL");
   int st = check_stream("adr_memset", device, stream, error);
   if (st) return st;
-  st = ADR__DISPATCH(device->name, "memset",
+  st = ADR__DISPATCH(device, "adr_memset", "memset",
                      device->vt->memset(device->handle, ptr, value, size,
                                         stream_handle(device, stream), error),
                      "ptr=%p value=%d size=%zu", ptr, value, size);

@@ -432,7 +432,8 @@ int adr_device_info_get(struct adr_device* device, struct adr_device_info* out,
   info.device_id = device->id;
   info.alignment = ADR_MIN_ALIGNMENT;
   snprintf(info.backend, sizeof(info.backend), "%.31s", device->backend->name);
-  int st = ADR__DISPATCH(device->name, "device_info", device->vt->device_info(device->handle, &info, error), "%s", "");
+  int st = ADR__DISPATCH(device, "adr_device_info_get", "device_info",
+                         device->vt->device_info(device->handle, &info, error), "%s", "");
   if (st) return st;
   uint32_t size = out->struct_size < sizeof(info) ? out->struct_size : (uint32_t)sizeof(info);
   memcpy(out, &info, size);

@@ -16,7 +16,7 @@ int adr_stream_create(struct adr_device* device, struct adr_stream** out,
                        device ? "out" : "device");
   struct adr_stream* s = calloc(1, sizeof(*s));
   if (s == NULL) return adr__errorf(error, ENOMEM, "adr_stream_create", BACKEND(device), "out of memory");
-  int st = ADR__DISPATCH(device->name, "stream_create",
+  int st = ADR__DISPATCH(device, "adr_stream_create", "stream_create",
                          device->vt->stream_create(device->handle, 0, &s->handle, error), "%s", "");
   if (st) {
     free(s);
@@ -33,7 +33,7 @@ int adr_stream_destroy(struct adr_stream* stream, struct adr_error* error) {
   if (stream->flags & ADR__STREAM_DEFAULT)
     return adr__errorf(error, EINVAL, "adr_stream_destroy", BACKEND(dev),
                        "the default stream of %s cannot be destroyed", dev->name);
-  int st = ADR__DISPATCH(dev->name, "stream_destroy",
+  int st = ADR__DISPATCH(dev, "adr_stream_destroy", "stream_destroy",
                          dev->vt->stream_destroy(dev->handle, stream->handle, error), "%p",
                          (void*)stream->handle);
   if (st) return st;
@@ -45,7 +45,7 @@ int adr_stream_synchronize(struct adr_stream* stream, struct adr_error* error) {
   if (stream == NULL)
     return adr__errorf(error, EINVAL, "adr_stream_synchronize", NULL, "stream is NULL");
   struct adr_device* dev = stream->device;
-  return ADR__DISPATCH(dev->name, "stream_synchronize",
+  return ADR__DISPATCH(dev, "adr_stream_synchronize", "stream_synchronize",
                        dev->vt->stream_synchronize(dev->handle, stream->handle, error), "%p",
                        (void*)stream->handle);
 }
@@ -92,7 +92,7 @@ int adr_event_create(struct adr_device* device, struct adr_event** out, struct a
                        device ? "out" : "device");
   struct adr_event* e = calloc(1, sizeof(*e));
   if (e == NULL) return adr__errorf(error, ENOMEM, "adr_event_create", BACKEND(device), "out of memory");
-  int st = ADR__DISPATCH(device->name, "event_create",
+  int st = ADR__DISPATCH(device, "adr_event_create", "event_create",
                          device->vt->event_create(device->handle, &e->handle, error), "%s", "");
   if (st) {
     free(e);
@@ -106,7 +106,7 @@ int adr_event_create(struct adr_device* device, struct adr_event** out, struct a
 int adr_event_destroy(struct adr_event* event, struct adr_error* error) {
   if (event == NULL) return adr__errorf(error, EINVAL, "adr_event_destroy", NULL, "event is NULL");
   struct adr_device* dev = event->device;
-  int st = ADR__DISPATCH(dev->name, "event_destroy",
+  int st = ADR__DISPATCH(dev, "adr_event_destroy", "event_destroy",
                          dev->vt->event_destroy(dev->handle, event->handle, error), "%p",
                          (void*)event->handle);
   if (st) return st;
@@ -125,7 +125,7 @@ int adr_event_record(struct adr_event* event, struct adr_stream* stream, struct 
     return adr__errorf(error, EINVAL, "adr_event_record", BACKEND(dev),
                        "an imported event belongs to its producer and cannot be re-recorded");
   struct adr_backend_stream* s = stream ? stream->handle : dev->default_stream.handle;
-  return ADR__DISPATCH(dev->name, "event_record",
+  return ADR__DISPATCH(dev, "adr_event_record", "event_record",
                        dev->vt->event_record(dev->handle, event->handle, s, error), "event=%p",
                        (void*)event->handle);
 }
@@ -140,7 +140,7 @@ int adr_stream_wait_event(struct adr_stream* stream, struct adr_event* event,
    * the host waits instead, which orders the work just as well. */
   if (sdev->backend != edev->backend || stream == NULL)
     return adr_event_synchronize(event, error);
-  return ADR__DISPATCH(sdev->name, "event_wait",
+  return ADR__DISPATCH(sdev, "adr_stream_wait_event", "event_wait",
                        sdev->vt->event_wait(sdev->handle, event->handle, stream->handle, error),
                        "event=%p stream=%p", (void*)event->handle, (void*)stream->handle);
 }
@@ -149,7 +149,7 @@ int adr_event_synchronize(struct adr_event* event, struct adr_error* error) {
   if (event == NULL)
     return adr__errorf(error, EINVAL, "adr_event_synchronize", NULL, "event is NULL");
   struct adr_device* dev = event->device;
-  return ADR__DISPATCH(dev->name, "event_synchronize",
+  return ADR__DISPATCH(dev, "adr_event_synchronize", "event_synchronize",
                        dev->vt->event_synchronize(dev->handle, event->handle, error), "event=%p",
                        (void*)event->handle);
 }
