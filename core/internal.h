@@ -129,7 +129,8 @@ struct adr_event {
 };
 #define ADR__EVENT_IMPORTED 1u
 
-struct adr__alloc_table; /* alloc_table.c */
+struct adr__alloc_table;    /* alloc_table.c */
+struct adr__device_memory; /* core/memory/: handler, pool, statistics */
 
 /* A device. Immutable after creation except the memory state, which has its
  * own locks. The first two fields are all the hot path reads. */
@@ -143,6 +144,7 @@ struct adr_device {
   char name[48];
   struct adr__alloc_table* allocs; /* live allocations: ptr -> size */
   bool host_accessible;            /* caps & ADR_CAP_HOST_ACCESSIBLE */
+  struct adr__device_memory* memory; /* set by adr__memory_device_init */
 };
 
 /* Registry lock: guards backend loading and device creation only. */
@@ -168,6 +170,9 @@ ADR_INTERNAL struct adr__backend* adr__registry_find(const char* name);
  * process exit before the device is closed. */
 ADR_INTERNAL void adr__memory_device_init(struct adr_device* dev);
 ADR_INTERNAL void adr__memory_device_teardown(struct adr_device* dev);
+/* Called by adr_stream_destroy before the backend destroys the stream: the
+ * pool stops keying cached blocks by it. */
+ADR_INTERNAL void adr__memory_stream_retire(struct adr_stream* stream);
 
 /* ---- allocation table (alloc_table.c) ----------------------------------- */
 
@@ -181,24 +186,36 @@ ADR_INTERNAL int adr__alloc_table_insert(struct adr__alloc_table* t, void* ptr, 
 ADR_INTERNAL int adr__alloc_table_remove(struct adr__alloc_table* t, void* ptr, size_t size,
                                          size_t* out_size);
 ADR_INTERNAL size_t adr__alloc_table_count(struct adr__alloc_table* t);
+/* The same, carrying one pointer of data per allocation (the allocation
+ * handler it came from); remove returns it in *out_data. */
+ADR_INTERNAL int adr__alloc_table_insert_data(struct adr__alloc_table* t, void* ptr, size_t size,
+                                              const void* data);
+ADR_INTERNAL int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t size,
+                                              size_t* out_size, const void** out_data);
 
 /* ---- tracing of dispatched calls ---------------------------------------- */
 
-/* Wraps one indirect call into a backend: at ADR_LOG=trace logs the call
- * with its duration and status. `call` is an expression yielding int. */
-#define ADR__DISPATCH(dev_name, op, call, fmt, ...)                                  \
-  __extension__({                                                                    \
-    int adr__st_;                                                                    \
-    if (__builtin_expect(adr__log_level() < ADR_LOG_TRACE, 1)) {                     \
-      adr__st_ = (call);                                                             \
-    } else {                                                                         \
-      uint64_t adr__t0_ = adr__now_ns();                                             \
-      adr__st_ = (call);                                                             \
-      adr__dispatch_traced_end(adr__t0_, adr__st_, dev_name, op, fmt, __VA_ARGS__);  \
-    }                                                                                \
-    adr__st_;                                                                        \
+/* Wraps one indirect call into a backend slot: at ADR_LOG=trace logs the
+ * call with its duration and status; on failure rewrites the backend's
+ * message so it names the public operation and the backend:
+ * "[adr_copy][opencl] CL_...: ...". `call` yields int; a variable named
+ * `error` (struct adr_error*) must be in scope. */
+#define ADR__DISPATCH(dev, api, slot, call, fmt, ...)                               \
+  __extension__({                                                                   \
+    int adr__st_;                                                                   \
+    if (__builtin_expect(adr__log_level() < ADR_LOG_TRACE, 1)) {                    \
+      adr__st_ = (call);                                                            \
+    } else {                                                                        \
+      uint64_t adr__t0_ = adr__now_ns();                                            \
+      adr__st_ = (call);                                                            \
+      adr__dispatch_traced_end(adr__t0_, adr__st_, (dev)->name, slot, fmt, __VA_ARGS__); \
+    }                                                                               \
+    if (__builtin_expect(adr__st_ != 0, 0)) adr__error_context(error, adr__st_, api, dev); \
+    adr__st_;                                                                       \
   })
 
+ADR_INTERNAL void adr__error_context(struct adr_error* error, int status, const char* api,
+                                     const struct adr_device* dev);
 ADR_INTERNAL int adr__dispatch_traced_end(uint64_t start_ns, int status, const char* dev,
                                           const char* op, const char* fmt, ...)
     ADR_PRINTF(5, 6);
