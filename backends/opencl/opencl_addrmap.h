@@ -25,7 +25,9 @@ struct ocl_alloc {
   size_t size;
   void* owner;  /* the struct adr_backend_device */
   void* native; /* cl_mem in buffer mode, NULL for SVM */
-  /* Buffer mode: the PROT_NONE mapping the address comes from. */
+  /* Buffer mode: the PROT_NONE mapping the address comes from. SVM: the
+   * pointer clSVMAlloc returned (base may lie inside it when the requested
+   * alignment exceeded the driver's) and the size asked of it. */
   void* reservation;
   size_t reservation_size;
 };

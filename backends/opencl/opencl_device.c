@@ -139,7 +139,9 @@ static int device_setup(struct adr_backend_device* dev, const char* op, struct a
   dev->global_mem = mem;
   dev->max_alloc = max_alloc;
   dev->host_unified = unified == CL_TRUE;
-  dev->alignment = align_bits / 8 > ADR_MIN_ALIGNMENT ? align_bits / 8 : ADR_MIN_ALIGNMENT;
+  /* A power of two >= 64 (the address arithmetic in alloc relies on it). */
+  dev->alignment = ADR_MIN_ALIGNMENT;
+  while (dev->alignment < align_bits / 8 && dev->alignment < (1u << 30)) dev->alignment *= 2;
 
   /* An OpenCL 1.x device rejects the query: no SVM then. */
   cl_device_svm_capabilities svm = 0;

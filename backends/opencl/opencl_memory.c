@@ -10,6 +10,9 @@
  *    overlap each other or any real host memory, touching one faults
  *    instead of corrupting data, and they cost address space only (no RAM,
  *    MAP_NORESERVE). base + k maps back to (cl_mem, k).
+ * An SVM allocation whose alignment exceeds the device's base alignment is
+ * carved out of a larger clSVMAlloc block (the block is kept as its
+ * `reservation`).
  * Every allocation of every device is recorded in ocl_allocations, so an
  * address anywhere inside an allocation (an Arrow slice) resolves to its
  * device, native object and offset in O(log n), and bad pointers are
@@ -70,11 +73,11 @@ static cl_int release_native(const struct ocl_alloc* a, cl_command_queue queue) 
     rc = ocl.clReleaseMemObject((cl_mem)a->native);
     munmap(a->reservation, a->reservation_size);
   } else if (queue != NULL) {
-    void* p = (void*)a->base;
+    void* p = a->reservation;
     rc = ocl.clEnqueueSVMFree(queue, 1, &p, NULL, NULL, 0, NULL, NULL);
     if (rc == CL_SUCCESS) rc = ocl.clFlush(queue);
   } else {
-    ocl.clSVMFree(owner->context, (void*)a->base);
+    ocl.clSVMFree(owner->context, a->reservation);
   }
   return rc;
 }
@@ -107,14 +110,29 @@ int ocl_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
     a.native = mem;
     a.reservation = addr;
   } else {
+    /* Drivers cap clSVMAlloc's alignment (PoCL at the largest data type), so
+     * a larger one is honoured by over-allocating and aligning inside: the
+     * inner pointer is as valid for kernels and SVM calls as the base. */
+    size_t extra = alignment - dev->alignment;
+    if (size > SIZE_MAX - extra)
+      return ocl_errorf(error, EOVERFLOW, op, "%zu bytes aligned to %zu overflow size_t", size,
+                        alignment);
+    size_t total = size + extra;
+    if (total > dev->max_alloc && dev->max_alloc != 0)
+      return ocl_errorf(error, ENOMEM, op,
+                        "%zu bytes aligned to %zu exceed CL_DEVICE_MAX_MEM_ALLOC_SIZE (%" PRIu64
+                        ") of opencl:%lld",
+                        size, alignment, dev->max_alloc, (long long)dev->id);
     cl_svm_mem_flags flags = CL_MEM_READ_WRITE;
     if (dev->mode == ADR_OPENCL_ADDRESS_SVM_FINE) flags |= CL_MEM_SVM_FINE_GRAIN_BUFFER;
-    void* p = ocl.clSVMAlloc(dev->context, flags, size, (cl_uint)alignment);
+    void* p = ocl.clSVMAlloc(dev->context, flags, total, dev->alignment);
     if (p == NULL)
       return ocl_fail(error, op, CL_MEM_OBJECT_ALLOCATION_FAILURE,
-                      "clSVMAlloc(%zu bytes, alignment %zu) on opencl:%lld returned NULL", size,
-                      alignment, (long long)dev->id);
-    a.base = (uintptr_t)p;
+                      "clSVMAlloc(%zu bytes, alignment %u) on opencl:%lld returned NULL", total,
+                      dev->alignment, (long long)dev->id);
+    a.base = ((uintptr_t)p + alignment - 1) & ~(uintptr_t)(alignment - 1);
+    a.reservation = p;
+    a.reservation_size = total;
   }
   int st = ocl_addrmap_insert(&ocl_allocations, &a);
   if (st != 0) {

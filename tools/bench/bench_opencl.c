@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * OpenCL rows: H2D, D2H and D2D bandwidth at 4 KiB, 1 MiB and 64 MiB and
+ * small-copy latency, each next to the same transfer written directly
+ * against OpenCL in the same run (blocking clEnqueueWriteBuffer /
+ * ReadBuffer / CopyBuffer on a plain cl_mem, on the adr device's own
+ * context and queue). Where the address mode makes host copies a memcpy
+ * (svm-fine), extra rows compare adr with memcpy itself.
+ *
+ * The address mode is the backend's (ADR_OPENCL_MEMORY, read once per
+ * process): run `ADR_OPENCL_MEMORY=buffer adr-bench opencl` for the cl_mem
+ * path; the group names say which mode was measured.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adr/adr.h"
+#include "adr/opencl.h"
+#include "bench.h"
+
+void bench_run_opencl(struct bench_ctx* ctx);
+
+enum dir { H2D, D2H, D2D };
+
+struct copy_arg {
+  struct adr_device* dev;
+  struct adr_device* cpu;
+  cl_command_queue queue;
+  void* dev_a; /* adr allocations */
+  void* dev_b;
+  cl_mem mem_a; /* plain cl_mem for the direct baseline */
+  cl_mem mem_b;
+  void* host_a;
+  void* host_b;
+  size_t size;
+  enum dir dir;
+  int reps;
+  int failures;
+};
+
+static void adr_fn(void* p) {
+  struct copy_arg* a = p;
+  for (int i = 0; i < a->reps; i++) {
+    int st;
+    switch (a->dir) {
+      case H2D: st = adr_copy(a->dev, a->dev_a, a->cpu, a->host_a, a->size, NULL, NULL); break;
+      case D2H: st = adr_copy(a->cpu, a->host_b, a->dev, a->dev_a, a->size, NULL, NULL); break;
+      default: st = adr_copy(a->dev, a->dev_b, a->dev, a->dev_a, a->size, NULL, NULL); break;
+    }
+    if (st != 0) a->failures++;
+  }
+  bench_sink(a->host_b);
+}
+
+static void direct_fn(void* p) {
+  struct copy_arg* a = p;
+  for (int i = 0; i < a->reps; i++) {
+    cl_int rc;
+    switch (a->dir) {
+      case H2D:
+        rc = clEnqueueWriteBuffer(a->queue, a->mem_a, CL_TRUE, 0, a->size, a->host_a, 0, NULL,
+                                  NULL);
+        break;
+      case D2H:
+        rc = clEnqueueReadBuffer(a->queue, a->mem_a, CL_TRUE, 0, a->size, a->host_b, 0, NULL,
+                                 NULL);
+        break;
+      default:
+        rc = clEnqueueCopyBuffer(a->queue, a->mem_a, a->mem_b, 0, 0, a->size, 0, NULL, NULL);
+        if (rc == CL_SUCCESS) rc = clFinish(a->queue);
+        break;
+    }
+    if (rc != CL_SUCCESS) a->failures++;
+  }
+  bench_sink(a->host_b);
+}
+
+/* memcpy through a pointer the compiler cannot see through. */
+static void* (*volatile memcpy_ptr)(void*, const void*, size_t) = memcpy;
+
+static void memcpy_fn(void* p) {
+  struct copy_arg* a = p;
+  for (int i = 0; i < a->reps; i++) memcpy_ptr(a->host_b, a->host_a, a->size);
+  bench_sink(a->host_b);
+}
+
+static const char* dir_name(enum dir d) {
+  return d == H2D ? "H2D" : d == D2H ? "D2H" : "D2D";
+}
+
+static const char* direct_name(enum dir d) {
+  return d == H2D ? "clEnqueueWriteBuffer" : d == D2H ? "clEnqueueReadBuffer"
+                                                      : "clEnqueueCopyBuffer";
+}
+
+void bench_run_opencl(struct bench_ctx* ctx) {
+  struct adr_error err = {{0}};
+  struct adr_device* dev = NULL;
+  struct adr_device* cpu = NULL;
+  if (adr_device_get(ARROW_DEVICE_OPENCL, 0, &dev, &err) != 0) {
+    fprintf(stderr, "bench opencl: skipped: %s\n", err.message);
+    return;
+  }
+  if (adr_device_get(ARROW_DEVICE_CPU, 0, &cpu, &err) != 0) {
+    fprintf(stderr, "bench opencl: %s\n", err.message);
+    return;
+  }
+  void* native = NULL;
+  cl_context context = NULL;
+  cl_command_queue queue = NULL;
+  if (adr_device_native(dev, ADR_NATIVE_CONTEXT, &native, &err) != 0) goto fail;
+  context = native;
+  if (adr_device_native(dev, ADR_NATIVE_QUEUE, &native, &err) != 0) goto fail;
+  queue = native;
+  if (adr_device_native(dev, ADR_OPENCL_NATIVE_ADDRESS_MODE, &native, &err) != 0) goto fail;
+  const char* mode = (uintptr_t)native == ADR_OPENCL_ADDRESS_SVM_FINE     ? "svm-fine"
+                     : (uintptr_t)native == ADR_OPENCL_ADDRESS_SVM_COARSE ? "svm-coarse"
+                                                                          : "buffer";
+  bool memcpy_path = (uintptr_t)native == ADR_OPENCL_ADDRESS_SVM_FINE;
+
+  bool quick = bench_quick(ctx);
+  double min_s = quick ? 0.05 : 0.25;
+  const size_t sizes[] = {4096, (size_t)1 << 20, (size_t)64 << 20};
+  const char* labels[] = {"4 KiB", "1 MiB", "64 MiB"};
+  size_t count = quick ? 2 : 3;
+  size_t max = sizes[count - 1];
+
+  struct copy_arg a = {.dev = dev, .cpu = cpu, .queue = queue};
+  cl_int rc = CL_SUCCESS;
+  a.mem_a = clCreateBuffer(context, CL_MEM_READ_WRITE, max, NULL, &rc);
+  if (rc == CL_SUCCESS) a.mem_b = clCreateBuffer(context, CL_MEM_READ_WRITE, max, NULL, &rc);
+  a.host_a = aligned_alloc(4096, max);
+  a.host_b = aligned_alloc(4096, max);
+  if (rc != CL_SUCCESS || a.host_a == NULL || a.host_b == NULL ||
+      adr_alloc(dev, max, 0, NULL, &a.dev_a, &err) != 0 ||
+      adr_alloc(dev, max, 0, NULL, &a.dev_b, &err) != 0) {
+    fprintf(stderr, "bench opencl: setup failed (cl %d): %s\n", (int)rc, err.message);
+    goto cleanup;
+  }
+  memset(a.host_a, 0x5a, max);
+  memset(a.host_b, 0, max);
+  adr_memset(dev, a.dev_a, 1, max, NULL, NULL);
+  adr_memset(dev, a.dev_b, 2, max, NULL, NULL);
+  clEnqueueFillBuffer(queue, a.mem_a, &(cl_uchar){1}, 1, 0, max, 0, NULL, NULL);
+  clEnqueueFillBuffer(queue, a.mem_b, &(cl_uchar){2}, 1, 0, max, 0, NULL, NULL);
+  clFinish(queue);
+
+  for (int d = H2D; d <= D2D; d++) {
+    char group[64], mgroup[64];
+    snprintf(group, sizeof(group), "opencl %s %s", mode, dir_name((enum dir)d));
+    snprintf(mgroup, sizeof(mgroup), "opencl %s %s vs memcpy", mode, dir_name((enum dir)d));
+    for (size_t i = 0; i < count; i++) {
+      a.dir = (enum dir)d;
+      a.size = sizes[i];
+      a.reps = sizes[i] <= 4096 ? 200 : sizes[i] <= ((size_t)1 << 20) ? 10 : 1;
+      double t_adr = bench_time(adr_fn, &a, min_s, 3) / a.reps;
+      double t_cl = bench_time(direct_fn, &a, min_s, 3) / a.reps;
+      double gb = (double)a.size / 1e9;
+      bench_report(ctx, group, labels[i], gb / t_adr, gb / t_cl, "GB/s", direct_name(a.dir),
+                   BENCH_HIGHER_IS_BETTER);
+      if (memcpy_path) {
+        double t_mem = bench_time(memcpy_fn, &a, min_s, 3) / a.reps;
+        bench_report(ctx, mgroup, labels[i], gb / t_adr, gb / t_mem, "GB/s", "memcpy",
+                     BENCH_HIGHER_IS_BETTER);
+      }
+    }
+  }
+
+  /* Latency: a 64-byte blocking copy is nearly all per-call overhead. */
+  {
+    char group[64];
+    snprintf(group, sizeof(group), "opencl %s latency", mode);
+    for (int d = H2D; d <= D2D; d++) {
+      a.dir = (enum dir)d;
+      a.size = 64;
+      a.reps = 1000;
+      double t_adr = bench_time(adr_fn, &a, min_s, 3) / a.reps * 1e6;
+      double t_cl = bench_time(direct_fn, &a, min_s, 3) / a.reps * 1e6;
+      char label[32];
+      snprintf(label, sizeof(label), "64 B %s", dir_name((enum dir)d));
+      bench_report(ctx, group, label, t_adr, t_cl, "us/op", direct_name(a.dir),
+                   BENCH_LOWER_IS_BETTER);
+      bench_note(ctx, group, d == H2D   ? "64 B H2D overhead vs direct"
+                             : d == D2H ? "64 B D2H overhead vs direct"
+                                        : "64 B D2D overhead vs direct",
+                 t_adr - t_cl, "us/op");
+    }
+  }
+  if (a.failures > 0) fprintf(stderr, "bench opencl: %d copies failed\n", a.failures);
+
+cleanup:
+  if (a.dev_a != NULL) adr_free(dev, a.dev_a, max, NULL, NULL);
+  if (a.dev_b != NULL) adr_free(dev, a.dev_b, max, NULL, NULL);
+  if (a.mem_a != NULL) clReleaseMemObject(a.mem_a);
+  if (a.mem_b != NULL) clReleaseMemObject(a.mem_b);
+  free(a.host_a);
+  free(a.host_b);
+  return;
+fail:
+  fprintf(stderr, "bench opencl: %s\n", err.message);
+}
