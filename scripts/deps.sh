@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what building and testing adr needs on Debian 12 (run as root).
+# Vendor headers are build-time only; PoCL (OpenCL on the CPU), Mesa's
+# lavapipe (Vulkan on the CPU) with the Khronos validation layer, and the
+# HIP runtime (which finds no device here) are the real drivers the tests use.
+set -euo pipefail
+packages=(
+  build-essential meson ninja-build pkg-config libcmocka-dev clang
+  ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
+  libvulkan1 libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
+  glslang-tools glslc
+  libamdhip64-dev libamdhip64-5
+  valgrind
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
