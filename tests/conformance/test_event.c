@@ -6,25 +6,29 @@
 #include "conformance.h"
 
 /* Stream A produces 64 MiB, B consumes it after waiting on an event that A
- * recorded. On a backend whose streams really run asynchronously, dropping
- * the wait (or a wait that does not wait) makes B read stale bytes. */
+ * recorded. A writes the buffer B reads only in its last step, after a
+ * 64 MiB step that does not touch it, so a B that does not really wait
+ * reads the buffer before A has written it (rather than trailing just
+ * behind A's writes) and sees stale bytes. */
 void test_event_orders_two_streams(void** state) {
   (void)state;
   const size_t n = 64 * CONF_MIB;
   uint8_t* x = conf_dev_alloc(g_conf.dev, n, 0, NULL);
   uint8_t* y = conf_dev_alloc(g_conf.dev, n, 0, NULL);
+  uint8_t* z = conf_dev_alloc(g_conf.dev, n, 0, NULL);
   uint8_t* h = conf_host_alloc(n);
   uint8_t* back = conf_host_alloc(n);
   struct adr_stream* a = conf_stream_create(g_conf.dev);
   struct adr_stream* b = conf_stream_create(g_conf.dev);
   struct adr_event* e = conf_event_create(g_conf.dev);
 
-  /* Round 1: A copies device -> device, B reads the result back. */
+  /* Round 1: A copies x -> z -> y on the device, B reads y back. */
   conf_fill(h, n, 90);
   conf_upload(g_conf.dev, x, h, n);
   ASSERT_OK(adr_memset(g_conf.dev, y, 0, n, NULL, CONF_ERR));
   memset(back, 0xEE, n);
-  ASSERT_OK(adr_copy(g_conf.dev, y, g_conf.dev, x, n, a, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, z, g_conf.dev, x, n, a, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, y, g_conf.dev, z, n, a, CONF_ERR));
   ASSERT_OK(adr_event_record(e, a, CONF_ERR));
   ASSERT_OK(adr_stream_wait_event(b, e, CONF_ERR));
   ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, y, n, b, CONF_ERR));
@@ -33,11 +37,13 @@ void test_event_orders_two_streams(void** state) {
   /* B finished after waiting for e, so e has completed. */
   ASSERT_OK(adr_event_query(e, CONF_ERR));
 
-  /* Round 2: A uploads from the host and fills a hole, B copies device ->
-   * device and back; the event is re-recorded at the new point. */
+  /* Round 2: A uploads from the host into z, copies z -> x and fills a
+   * hole in x; B copies x -> y on the device and reads y back. The event is
+   * re-recorded at the new point. */
   conf_fill(h, n, 91);
   memset(back, 0xEE, n);
-  ASSERT_OK(adr_copy(g_conf.dev, x, g_conf.cpu, h, n, a, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, z, g_conf.cpu, h, n, a, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, x, g_conf.dev, z, n, a, CONF_ERR));
   ASSERT_OK(adr_memset(g_conf.dev, x + 4093, 0xAB, 8191, a, CONF_ERR));
   ASSERT_OK(adr_event_record(e, a, CONF_ERR));
   ASSERT_OK(adr_stream_wait_event(b, e, CONF_ERR));
@@ -56,6 +62,7 @@ void test_event_orders_two_streams(void** state) {
   conf_stream_destroy(a);
   conf_host_free(back);
   conf_host_free(h);
+  conf_dev_free(g_conf.dev, z, n, NULL);
   conf_dev_free(g_conf.dev, y, n, NULL);
   conf_dev_free(g_conf.dev, x, n, NULL);
 }
