@@ -229,6 +229,10 @@ int adr_hip_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backe
     bool d = is_device_memory(dst_dev), s = is_device_memory(src_dev);
     hipMemcpyKind kind = s ? (d ? hipMemcpyDeviceToDevice : hipMemcpyDeviceToHost)
                            : (d ? hipMemcpyHostToDevice : hipMemcpyHostToHost);
+    /* A stream of another ordinal than the device memory's (a rocm_host
+     * stream of ordinal 0 filling hip:1): let unified addressing route it. */
+    const struct adr_backend_device* mem_dev = d ? dst_dev : s ? src_dev : NULL;
+    if (mem_dev != NULL && mem_dev->ordinal != stream->device->ordinal) kind = hipMemcpyDefault;
     fn = "hipMemcpyAsync";
     e = adr_hip.hipMemcpyAsync(dst, src, size, kind, stream->stream);
   }
