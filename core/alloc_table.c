@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * The per-device table of live allocations (address -> size), which lets
- * adr_free refuse unknown pointers, double frees and wrong sizes before
- * anything reaches a backend.
+ * The per-device table of live allocations (address -> size, and the
+ * allocation handler each came from), which lets adr_free refuse unknown
+ * pointers, double frees and wrong sizes before anything reaches a handler,
+ * and return every allocation to the handler that made it.
  *
  * Concurrency: the table is split into shards by address hash, each an
  * open-addressing hash table (linear probing, backward-shift deletion, so
@@ -20,6 +21,7 @@
 struct entry {
   uintptr_t key; /* 0 = empty */
   size_t size;
+  const void* data;
 };
 
 struct shard {
@@ -79,6 +81,11 @@ static int rehash(struct shard* s, size_t cap) {
 }
 
 int adr__alloc_table_insert(struct adr__alloc_table* t, void* ptr, size_t size) {
+  return adr__alloc_table_insert_data(t, ptr, size, NULL);
+}
+
+int adr__alloc_table_insert_data(struct adr__alloc_table* t, void* ptr, size_t size,
+                                 const void* data) {
   uint64_t h;
   uintptr_t key = (uintptr_t)ptr;
   struct shard* s = shard_of(t, key, &h);
@@ -94,12 +101,18 @@ int adr__alloc_table_insert(struct adr__alloc_table* t, void* ptr, size_t size) 
   if (s->slots[i].key == 0) s->count++;
   s->slots[i].key = key;
   s->slots[i].size = size;
+  s->slots[i].data = data;
   pthread_mutex_unlock(&s->lock);
   return 0;
 }
 
 int adr__alloc_table_remove(struct adr__alloc_table* t, void* ptr, size_t size,
                             size_t* out_size) {
+  return adr__alloc_table_remove_data(t, ptr, size, out_size, NULL);
+}
+
+int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t size,
+                                 size_t* out_size, const void** out_data) {
   uint64_t h;
   uintptr_t key = (uintptr_t)ptr;
   struct shard* s = shard_of(t, key, &h);
@@ -114,6 +127,7 @@ int adr__alloc_table_remove(struct adr__alloc_table* t, void* ptr, size_t size,
       if (s->slots[i].size != size) {
         st = ERANGE;
       } else {
+        if (out_data) *out_data = s->slots[i].data;
         /* Backward-shift deletion keeps every probe chain unbroken. */
         size_t hole = i;
         for (size_t j = (i + 1) & mask; s->slots[j].key != 0; j = (j + 1) & mask) {

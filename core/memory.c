@@ -1,24 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * Allocation front end: argument checks, the per-device table of live
- * allocations, then the backend's alloc/free slots. A caching layer and
- * pluggable handlers sit here too (core/memory/, when present).
+ * Allocation front end: argument checks, then the device's allocation
+ * handler (the caching pool by default, core/memory/), recording each
+ * allocation with its handler in the per-device table so adr_free can refuse
+ * unknown pointers and wrong sizes and return the memory to the handler
+ * that made it. Also memset and host registration.
+ *
+ * Hot path: one atomic load of the handler, one sharded-table insert or
+ * remove, relaxed atomic counters; no lock shared by all threads.
  */
 #include <errno.h>
 #include <stdint.h>
 
 #include "internal.h"
-
-void adr__memory_device_init(struct adr_device* dev) {
-  (void)dev;
-}
-
-void adr__memory_device_teardown(struct adr_device* dev) {
-  size_t live = adr__alloc_table_count(dev->allocs);
-  if (live != 0)
-    adr__log(ADR_LOG_DEBUG, dev->name, "%zu allocation%s still live at exit", live,
-             live == 1 ? "" : "s");
-}
+#include "memory/memory_internal.h"
 
 /* Resolve a stream argument: NULL means the device's default stream. */
 static inline struct adr_backend_stream* stream_handle(struct adr_device* dev,
@@ -40,44 +35,63 @@ static int sync_default(const char* op, struct adr_device* dev, struct adr_error
                        "%s", "default stream");
 }
 
-int adr_alloc(struct adr_device* device, size_t size, size_t alignment, struct adr_stream* stream,
-              void** out, struct adr_error* error) {
+static int alloc_common(const char* op, struct adr_device* device,
+                        const struct adr_allocator* handler, size_t size, size_t alignment,
+                        struct adr_stream* stream, void** out, struct adr_error* error) {
   if (device == NULL || out == NULL)
-    return adr__errorf(error, EINVAL, "adr_alloc", NULL, "%s is NULL", device ? "out" : "device");
+    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL", device ? "out" : "device");
   if (alignment == 0) alignment = ADR_MIN_ALIGNMENT;
   if ((alignment & (alignment - 1)) != 0)
-    return adr__errorf(error, EINVAL, "adr_alloc", device->backend->name,
+    return adr__errorf(error, EINVAL, op, device->backend->name,
                        "alignment %zu is not a power of two", alignment);
   if (alignment < ADR_MIN_ALIGNMENT) alignment = ADR_MIN_ALIGNMENT;
   if (size > SIZE_MAX - alignment || size > (size_t)INT64_MAX)
-    return adr__errorf(error, EOVERFLOW, "adr_alloc", device->backend->name,
+    return adr__errorf(error, EOVERFLOW, op, device->backend->name,
                        "size %zu with alignment %zu overflows", size, alignment);
-  int st = check_stream("adr_alloc", device, stream, error);
+  int st = check_stream(op, device, stream, error);
   if (st) return st;
+  struct adr__device_memory* m = device->memory;
+  if (m == NULL)
+    return adr__errorf(error, ENOMEM, op, device->backend->name,
+                       "ENOMEM: no memory state for %s (out of host memory at creation)",
+                       device->name);
+  if (m->status != 0) {
+    if (error != NULL) *error = m->error;
+    return m->status;
+  }
+  if (handler == NULL) handler = atomic_load_explicit(&m->handler, memory_order_acquire);
   /* A zero-byte request still gets a unique address, so that it can be
-   * freed like any other; the backend sees one byte. */
-  size_t backend_size = size ? size : 1;
+   * freed like any other; the handler sees one byte. */
+  size_t handler_size = size ? size : 1;
   void* ptr = NULL;
-  st = ADR__DISPATCH(device, "adr_alloc", "alloc",
-                     device->vt->alloc(device->handle, backend_size, alignment,
-                                       stream_handle(device, stream), &ptr, error),
-                     "size=%zu align=%zu", size, alignment);
+  st = adr__memory_alloc(device, handler, handler_size, alignment, stream, &ptr, error);
   if (st) return st;
-  if (adr__alloc_table_insert(device->allocs, ptr, size) != 0) {
-    device->vt->free(device->handle, ptr, backend_size, stream_handle(device, stream), NULL);
-    return adr__errorf(error, ENOMEM, "adr_alloc", device->backend->name,
+  if (adr__alloc_table_insert_data(device->allocs, ptr, size, handler) != 0) {
+    adr__memory_free(device, handler, ptr, handler_size, stream, NULL);
+    return adr__errorf(error, ENOMEM, op, device->backend->name,
                        "out of host memory for the allocation table");
   }
-  if (stream == NULL && (st = sync_default("adr_alloc", device, error)) != 0) {
-    size_t ignored;
-    adr__alloc_table_remove(device->allocs, ptr, size, &ignored);
-    device->vt->free(device->handle, ptr, backend_size, device->default_stream.handle, NULL);
-    return st;
-  }
+  adr__counters_add(&m->counters, size);
   *out = ptr;
   return 0;
 }
 
+int adr_alloc(struct adr_device* device, size_t size, size_t alignment, struct adr_stream* stream,
+              void** out, struct adr_error* error) {
+  return alloc_common("adr_alloc", device, NULL, size, alignment, stream, out, error);
+}
+
+int adr_alloc_with(struct adr_device* device, const struct adr_allocator* handler, size_t size,
+                   size_t alignment, struct adr_stream* stream, void** out,
+                   struct adr_error* error) {
+  int st = adr__allocator_check("adr_alloc_with", handler, error);
+  if (st) return st;
+  return alloc_common("adr_alloc_with", device, handler, size, alignment, stream, out, error);
+}
+
+/* A NULL stream needs no host synchronisation here: the caller promises that
+ * no queued work still uses the memory (docs/memory.md), and each handler
+ * makes the memory reusable accordingly. */
 int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_stream* stream,
              struct adr_error* error) {
   if (device == NULL)
@@ -87,7 +101,8 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
   int st = check_stream("adr_free", device, stream, error);
   if (st) return st;
   size_t recorded = 0;
-  st = adr__alloc_table_remove(device->allocs, ptr, size, &recorded);
+  const void* handler = NULL;
+  st = adr__alloc_table_remove_data(device->allocs, ptr, size, &recorded, &handler);
   if (st == ENOENT)
     return adr__errorf(error, EINVAL, "adr_free", device->backend->name,
                        "%p was not allocated on %s (or was already freed)", ptr, device->name);
@@ -95,12 +110,13 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
     return adr__errorf(error, EINVAL, "adr_free", device->backend->name,
                        "%p was allocated with size %zu, freed with size %zu", ptr, recorded,
                        size);
-  st = ADR__DISPATCH(device, "adr_free", "free",
-                     device->vt->free(device->handle, ptr, size ? size : 1,
-                                      stream_handle(device, stream), error),
-                     "ptr=%p size=%zu", ptr, size);
-  if (st) return st;
-  if (stream == NULL) return sync_default("adr_free", device, error);
+  st = adr__memory_free(device, handler, ptr, size ? size : 1, stream, error);
+  if (st) {
+    /* Nothing was freed: keep the allocation known. */
+    adr__alloc_table_insert_data(device->allocs, ptr, size, handler);
+    return st;
+  }
+  adr__counters_sub(&device->memory->counters, size);
   return 0;
 }
 

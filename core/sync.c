@@ -33,6 +33,7 @@ int adr_stream_destroy(struct adr_stream* stream, struct adr_error* error) {
   if (stream->flags & ADR__STREAM_DEFAULT)
     return adr__errorf(error, EINVAL, "adr_stream_destroy", BACKEND(dev),
                        "the default stream of %s cannot be destroyed", dev->name);
+  adr__memory_stream_retire(stream);
   int st = ADR__DISPATCH(dev, "adr_stream_destroy", "stream_destroy",
                          dev->vt->stream_destroy(dev->handle, stream->handle, error), "%p",
                          (void*)stream->handle);

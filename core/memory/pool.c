@@ -908,6 +908,9 @@ void adr__pool_stream_retire(struct adr__pool* pool, void* stream) {
     for (size_t j = 1; j < a->nbins; j++) {
       struct bin* bin = a->bins[j];
       if (bin->stream != stream) continue;
+      /* Blocks freed on the stream after its last record are covered only
+       * once the stream has reached them: wait for that while it exists. */
+      if (bin->free_bytes != 0) bin_host_ready(pool, bin, true);
       if (bin->event != NULL) {
         if (bin->recorded) pool->sync.event_synchronize(pool->sync.ctx, bin->event);
         pool->sync.event_destroy(pool->sync.ctx, bin->event);
