@@ -192,8 +192,6 @@ static int device_setup(struct adr_backend_device* dev, const char* op, struct a
       break;
   }
   dev->host_copy = dev->mode == ADR_OPENCL_ADDRESS_SVM_FINE && ocl_host_copy_enabled;
-  dev->default_stream.dev = dev;
-  dev->default_stream.flags = OCL_STREAM_DEFAULT;
   ocl_log(ADR_LOG_INFO, "opencl:%lld '%s': address mode %s%s", (long long)dev->id, dev->name,
           ocl_mode_name(dev->mode), dev->host_copy ? " (host copies by memcpy)" : "");
   return 0;
@@ -224,13 +222,15 @@ int ocl_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device*
     free(dev);
     return st;
   }
+  cl_command_queue queue = NULL;
   int st = device_setup(dev, "adr_device_get", error);
-  if (st == 0) st = ocl_queue_create(dev, "adr_device_get", &dev->default_stream.queue, error);
+  if (st == 0) st = ocl_queue_create(dev, "adr_device_get", &queue, error);
   if (st != 0) {
     ocl.clReleaseContext(dev->context);
     free(dev);
     return st;
   }
+  ocl_stream_init(&dev->default_stream, dev, queue, OCL_STREAM_DEFAULT);
   *out = dev;
   return 0;
 }
@@ -303,8 +303,8 @@ int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
   /* Application-owned: hold a reference so that our release balances it. */
   ocl.clRetainContext(desc->context);
   ocl.clRetainCommandQueue(desc->queue);
-  dev->default_stream.queue = desc->queue;
-  dev->default_stream.flags |= OCL_STREAM_IMPORTED;
+  ocl_stream_init(&dev->default_stream, dev, desc->queue,
+                  OCL_STREAM_DEFAULT | OCL_STREAM_IMPORTED);
   *out = dev;
   return 0;
 }
@@ -313,6 +313,7 @@ void ocl_device_close(struct adr_backend_device* dev) {
   if (dev == NULL) return;
   ocl.clFinish(dev->default_stream.queue);
   ocl_memory_release_device(dev);
+  ocl_stream_fini(&dev->default_stream);
   ocl.clReleaseCommandQueue(dev->default_stream.queue);
   ocl.clReleaseContext(dev->context);
   free(dev);

@@ -91,7 +91,25 @@ struct adr_backend_stream {
   cl_command_queue queue; /* one reference held by this stream */
   struct adr_backend_device* dev;
   uint32_t flags; /* OCL_STREAM_* */
+  /* Devices with the memcpy fast path (host_copy) track the event of the
+   * last command adr queued here, so a copy can tell whether the stream
+   * still has adr work pending (then it is queued too, never blocking the
+   * host) or not (then it is done by memcpy). `lock` guards `last`. */
+  pthread_mutex_t lock;
+  cl_event last;
 };
+
+/* Sets up / tears down the tracking fields of a stream. */
+OCL_INTERNAL void ocl_stream_init(struct adr_backend_stream* s, struct adr_backend_device* dev,
+                                  cl_command_queue queue, uint32_t flags);
+OCL_INTERNAL void ocl_stream_fini(struct adr_backend_stream* s);
+/* Where an enqueue on `s` should put its event: &tmp when the stream is
+ * tracked, else NULL (no event created). */
+static inline cl_event* ocl_track_slot(const struct adr_backend_stream* s, cl_event* tmp);
+/* Records `ev` (from ocl_track_slot) as the stream's last command. */
+OCL_INTERNAL void ocl_stream_track(struct adr_backend_stream* s, cl_event ev);
+/* True when every command adr queued on `s` has completed. */
+OCL_INTERNAL bool ocl_stream_idle(struct adr_backend_stream* s);
 
 struct adr_backend_device {
   int64_t id;
@@ -113,6 +131,11 @@ struct adr_backend_device {
   char vendor[128];
   char driver[128];
 };
+
+static inline cl_event* ocl_track_slot(const struct adr_backend_stream* s, cl_event* tmp) {
+  *tmp = NULL;
+  return s->dev->host_copy ? tmp : NULL;
+}
 
 /* Enumerated (platform, device) pairs, in id order. Built by init. */
 struct ocl_device_entry {

@@ -19,9 +19,12 @@
  * reported instead of handed to the driver.
  *
  * Copy fast path (svm-fine, ADR_OPENCL_HOST_COPY=1): the host can address
- * fine-grained SVM directly, so a copy or fill waits for the stream's
- * earlier work (clFinish, which is what "ordered on the stream" needs) and
- * then runs memcpy/memset on the calling thread; it has completed on return.
+ * fine-grained SVM directly, so when the stream has no adr work pending a
+ * copy or fill is a clFinish (orders it after raw commands the application
+ * queued; ~20 ns when idle) plus memcpy/memset on the calling thread, and
+ * has completed on return. With adr work pending it is queued like in the
+ * svm-coarse mode (clEnqueueSVMMemcpy/MemFill), so an asynchronous call
+ * never blocks the host.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -65,17 +68,22 @@ static int reserve_range(size_t size, size_t alignment, void** out, size_t* out_
 
 /* Releases the native side of an allocation removed from the map. With a
  * queue, an SVM free is ordered after the queue's earlier work. */
-static cl_int release_native(const struct ocl_alloc* a, cl_command_queue queue) {
+static cl_int release_native(const struct ocl_alloc* a, struct adr_backend_stream* stream) {
   cl_int rc = CL_SUCCESS;
   const struct adr_backend_device* owner = a->owner;
   if (a->native != NULL) {
     /* OpenCL keeps the object alive until commands using it complete. */
     rc = ocl.clReleaseMemObject((cl_mem)a->native);
     munmap(a->reservation, a->reservation_size);
-  } else if (queue != NULL) {
+  } else if (stream != NULL) {
     void* p = a->reservation;
-    rc = ocl.clEnqueueSVMFree(queue, 1, &p, NULL, NULL, 0, NULL, NULL);
-    if (rc == CL_SUCCESS) rc = ocl.clFlush(queue);
+    cl_event ev;
+    rc = ocl.clEnqueueSVMFree(stream->queue, 1, &p, NULL, NULL, 0, NULL,
+                              ocl_track_slot(stream, &ev));
+    if (rc == CL_SUCCESS) {
+      ocl_stream_track(stream, ev);
+      rc = ocl.clFlush(stream->queue);
+    }
   } else {
     ocl.clSVMFree(owner->context, a->reservation);
   }
@@ -160,7 +168,7 @@ int ocl_free(struct adr_backend_device* dev, void* ptr, size_t size,
                       size);
   if (ocl_addrmap_remove(&ocl_allocations, a.base, &a) != 0)
     return ocl_errorf(error, EINVAL, op, "%p was freed concurrently", ptr);
-  cl_int rc = release_native(&a, stream->queue);
+  cl_int rc = release_native(&a, stream);
   if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "releasing %p failed", ptr);
   return 0;
 }
@@ -219,10 +227,10 @@ static int resolve(struct adr_backend_device* dev, const void* ptr, size_t size,
 /* Queues (or, blocking, performs) a copy between two sides that live in
  * the queue's context (or on the host). */
 static cl_int enqueue_copy(cl_command_queue q, const struct side* dst, const struct side* src,
-                           size_t size, cl_bool blocking) {
+                           size_t size, cl_bool blocking, cl_event* ev) {
   if (dst->mem != NULL && src->mem != NULL) {
     cl_int rc =
-        ocl.clEnqueueCopyBuffer(q, src->mem, dst->mem, src->offset, dst->offset, size, 0, NULL, NULL);
+        ocl.clEnqueueCopyBuffer(q, src->mem, dst->mem, src->offset, dst->offset, size, 0, NULL, ev);
     if (rc == CL_SUCCESS && blocking) rc = ocl.clFinish(q);
     return rc;
   }
@@ -232,15 +240,15 @@ static cl_int enqueue_copy(cl_command_queue q, const struct side* dst, const str
     if (src->dev != NULL && src->dev->mode == ADR_OPENCL_ADDRESS_SVM_COARSE)
       return CL_INVALID_OPERATION;
     return ocl.clEnqueueWriteBuffer(q, dst->mem, blocking, dst->offset, size, src->addr, 0, NULL,
-                                    NULL);
+                                    ev);
   }
   if (src->mem != NULL) {
     if (dst->dev != NULL && dst->dev->mode == ADR_OPENCL_ADDRESS_SVM_COARSE)
       return CL_INVALID_OPERATION;
     return ocl.clEnqueueReadBuffer(q, src->mem, blocking, src->offset, size, dst->addr, 0, NULL,
-                                   NULL);
+                                   ev);
   }
-  return ocl.clEnqueueSVMMemcpy(q, blocking, dst->addr, src->addr, size, 0, NULL, NULL);
+  return ocl.clEnqueueSVMMemcpy(q, blocking, dst->addr, src->addr, size, 0, NULL, ev);
 }
 
 /* The queue a blocking staging step on `dev` uses: the copy's stream when
@@ -278,8 +286,8 @@ static int peer_copy(struct side* dst, struct side* src, size_t size,
     s.offset += done;
     d.addr = (char*)dst->addr + done;
     d.offset += done;
-    rc = enqueue_copy(src_q, &host, &s, n, CL_TRUE);
-    if (rc == CL_SUCCESS) rc = enqueue_copy(dst_q, &d, &host, n, CL_TRUE);
+    rc = enqueue_copy(src_q, &host, &s, n, CL_TRUE, NULL);
+    if (rc == CL_SUCCESS) rc = enqueue_copy(dst_q, &d, &host, n, CL_TRUE, NULL);
   }
   free(staging);
   if (rc != CL_SUCCESS)
@@ -304,13 +312,19 @@ int ocl_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_d
     return ocl_errorf(error, EINVAL, op, "the stream belongs to opencl:%lld, not to opencl:%lld",
                       (long long)stream->dev->id, (long long)dev->id);
   cl_int rc;
-  if (host_addressable(&d) && host_addressable(&s)) {
+  /* The fast path runs only when adr has nothing pending on the stream, so
+   * it never blocks behind (say) a wait on an event the caller has yet to
+   * signal; clFinish then just orders it after raw commands the
+   * application may have queued itself, and is nearly free. */
+  if (host_addressable(&d) && host_addressable(&s) && ocl_stream_idle(stream)) {
     rc = ocl.clFinish(stream->queue);
     if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "waiting for the stream failed");
     memmove(d.addr, s.addr, size);
     return 0;
   }
-  rc = enqueue_copy(stream->queue, &d, &s, size, CL_FALSE);
+  cl_event ev;
+  rc = enqueue_copy(stream->queue, &d, &s, size, CL_FALSE, ocl_track_slot(stream, &ev));
+  if (rc == CL_SUCCESS) ocl_stream_track(stream, ev);
   if (rc != CL_SUCCESS)
     return ocl_fail(error, op, rc, "copying %zu bytes from %p to %p on opencl:%lld failed", size,
                     src, dst, (long long)dev->id);
@@ -329,14 +343,18 @@ int ocl_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size
                       (long long)stream->dev->id, (long long)dev->id);
   unsigned char pattern = (unsigned char)value;
   cl_int rc;
-  if (host_addressable(&d)) {
+  cl_event ev;
+  if (host_addressable(&d) && ocl_stream_idle(stream)) {
     rc = ocl.clFinish(stream->queue);
     if (rc == CL_SUCCESS) memset(ptr, pattern, size);
   } else if (d.mem != NULL) {
     rc = ocl.clEnqueueFillBuffer(stream->queue, d.mem, &pattern, 1, d.offset, size, 0, NULL,
-                                 NULL);
+                                 ocl_track_slot(stream, &ev));
+    if (rc == CL_SUCCESS) ocl_stream_track(stream, ev);
   } else {
-    rc = ocl.clEnqueueSVMMemFill(stream->queue, ptr, &pattern, 1, size, 0, NULL, NULL);
+    rc = ocl.clEnqueueSVMMemFill(stream->queue, ptr, &pattern, 1, size, 0, NULL,
+                                 ocl_track_slot(stream, &ev));
+    if (rc == CL_SUCCESS) ocl_stream_track(stream, ev);
   }
   if (rc != CL_SUCCESS)
     return ocl_fail(error, op, rc, "filling %zu bytes at %p on opencl:%lld failed", size, ptr,

@@ -39,6 +39,50 @@ int ocl_queue_create(struct adr_backend_device* dev, const char* op, cl_command_
   return 0;
 }
 
+void ocl_stream_init(struct adr_backend_stream* s, struct adr_backend_device* dev,
+                     cl_command_queue queue, uint32_t flags) {
+  s->queue = queue;
+  s->dev = dev;
+  s->flags = flags;
+  s->last = NULL;
+  pthread_mutex_init(&s->lock, NULL);
+}
+
+void ocl_stream_fini(struct adr_backend_stream* s) {
+  if (s->last != NULL) ocl.clReleaseEvent(s->last);
+  s->last = NULL;
+  pthread_mutex_destroy(&s->lock);
+}
+
+void ocl_stream_track(struct adr_backend_stream* s, cl_event ev) {
+  if (ev == NULL) return;
+  pthread_mutex_lock(&s->lock);
+  cl_event old = s->last;
+  s->last = ev;
+  pthread_mutex_unlock(&s->lock);
+  if (old != NULL) ocl.clReleaseEvent(old);
+}
+
+bool ocl_stream_idle(struct adr_backend_stream* s) {
+  bool idle = true;
+  cl_event done = NULL;
+  pthread_mutex_lock(&s->lock);
+  if (s->last != NULL) {
+    cl_int status = CL_QUEUED;
+    cl_int rc = ocl.clGetEventInfo(s->last, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status),
+                                   &status, NULL);
+    /* A failed command counts as finished: the queue has moved past it. */
+    idle = rc != CL_SUCCESS || status <= CL_COMPLETE;
+    if (idle) {
+      done = s->last;
+      s->last = NULL;
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (done != NULL) ocl.clReleaseEvent(done);
+  return idle;
+}
+
 int ocl_stream_create(struct adr_backend_device* dev, uint32_t flags,
                       struct adr_backend_stream** out, struct adr_error* error) {
   if (flags & ADR_BACKEND_STREAM_DEFAULT) {
@@ -47,12 +91,13 @@ int ocl_stream_create(struct adr_backend_device* dev, uint32_t flags,
   }
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
   if (s == NULL) return ocl_errorf(error, ENOMEM, "adr_stream_create", "out of host memory");
-  int st = ocl_queue_create(dev, "adr_stream_create", &s->queue, error);
+  cl_command_queue q = NULL;
+  int st = ocl_queue_create(dev, "adr_stream_create", &q, error);
   if (st != 0) {
     free(s);
     return st;
   }
-  s->dev = dev;
+  ocl_stream_init(s, dev, q, 0);
   *out = s;
   return 0;
 }
@@ -65,6 +110,7 @@ int ocl_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream
   /* Imported queues are the application's: only our reference goes. */
   cl_int rc = ocl.clFinish(stream->queue);
   cl_int rc2 = ocl.clReleaseCommandQueue(stream->queue);
+  ocl_stream_fini(stream);
   free(stream);
   if (rc != CL_SUCCESS)
     return ocl_fail(error, "adr_stream_destroy", rc, "waiting for the stream's work failed");
@@ -102,9 +148,7 @@ int ocl_stream_import(struct adr_backend_device* dev, void* native_stream,
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
   if (s == NULL) return ocl_errorf(error, ENOMEM, op, "out of host memory");
   ocl.clRetainCommandQueue(q);
-  s->queue = q;
-  s->dev = dev;
-  s->flags = OCL_STREAM_IMPORTED;
+  ocl_stream_init(s, dev, q, OCL_STREAM_IMPORTED);
   *out = s;
   return 0;
 }
@@ -187,6 +231,10 @@ int ocl_event_record(struct adr_backend_device* dev, struct adr_backend_event* e
                       "an imported cl_event belongs to its producer and cannot be re-recorded");
   cl_event marker = NULL;
   cl_int rc = ocl.clEnqueueMarkerWithWaitList(stream->queue, 0, NULL, &marker);
+  if (rc == CL_SUCCESS && stream->dev->host_copy) {
+    ocl.clRetainEvent(marker);
+    ocl_stream_track(stream, marker);
+  }
   if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "clEnqueueMarkerWithWaitList failed");
   rc = ocl.clFlush(stream->queue);
   if (rc != CL_SUCCESS) {
@@ -225,6 +273,7 @@ int ocl_event_wait(struct adr_backend_device* dev, struct adr_backend_event* eve
   (void)dev;
   cl_event e = current(event);
   if (e == NULL) return 0;
+  cl_event barrier = NULL;
   cl_context ctx = NULL;
   cl_int rc = ocl.clGetEventInfo(e, CL_EVENT_CONTEXT, sizeof(ctx), &ctx, NULL);
   if (rc == CL_SUCCESS && ctx != stream->dev->context) {
@@ -234,12 +283,14 @@ int ocl_event_wait(struct adr_backend_device* dev, struct adr_backend_event* eve
       rc = ocl.clSetEventCallback(e, CL_COMPLETE, bridge_complete, bridge);
       if (rc != CL_SUCCESS) ocl.clReleaseEvent(bridge);
       if (rc == CL_SUCCESS)
-        rc = ocl.clEnqueueBarrierWithWaitList(stream->queue, 1, &bridge, NULL);
+        rc = ocl.clEnqueueBarrierWithWaitList(stream->queue, 1, &bridge,
+                                              ocl_track_slot(stream, &barrier));
       ocl.clReleaseEvent(bridge);
     }
   } else if (rc == CL_SUCCESS) {
-    rc = ocl.clEnqueueBarrierWithWaitList(stream->queue, 1, &e, NULL);
+    rc = ocl.clEnqueueBarrierWithWaitList(stream->queue, 1, &e, ocl_track_slot(stream, &barrier));
   }
+  if (rc == CL_SUCCESS) ocl_stream_track(stream, barrier);
   ocl.clReleaseEvent(e);
   if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "making the stream wait failed");
   return 0;
