@@ -4,7 +4,8 @@
  * must be accepted or rejected with the right reason while the process
  * goes on. argv[1] picks the scenario the environment was set up for:
  *   all       every plugin allowed
- *   excluded  ADR_BACKENDS=!t_marker: t_marker must never be opened
+ *   excluded  ADR_BACKENDS=...,!t_marker: t_marker must never be opened
+ * (both exclude the in-tree GPU backends, which have suites of their own)
  */
 #include <errno.h>
 #include <setjmp.h>
