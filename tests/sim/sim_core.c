@@ -1,0 +1,1039 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * sim_core: devices backed by host memory, an allocation table that checks
+ * every address, streams as worker threads, events as completion counters.
+ * A test double; see sim_core.h and README.md.
+ */
+#include "sim_core.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#define SIM_DEVICE_SLICE ((uintptr_t)64 << 30) /* address space per device */
+#define SIM_DEVICE_ALIGN ((uintptr_t)512)
+#define SIM_GUARD ((uintptr_t)512) /* unmapped gap after each allocation */
+#define SIM_HOST_ALIGN ((size_t)4096)
+#define SIM_FILL 0xA5
+
+/* ---- messages ----------------------------------------------------------- */
+
+static _Thread_local char t_message[512];
+
+const char* sim_last_message(void) { return t_message; }
+
+__attribute__((format(printf, 2, 3))) static int fail(int status, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(t_message, sizeof(t_message), fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+const char* sim_status_name(int status) {
+  switch (status) {
+#define SIM_NAME(x) \
+  case x:           \
+    return #x;
+    SIM_NAME(SIM_SUCCESS)
+    SIM_NAME(SIM_ERROR_INVALID_VALUE)
+    SIM_NAME(SIM_ERROR_OUT_OF_MEMORY)
+    SIM_NAME(SIM_ERROR_NOT_INITIALIZED)
+    SIM_NAME(SIM_ERROR_INVALID_DEVICE)
+    SIM_NAME(SIM_ERROR_INVALID_HANDLE)
+    SIM_NAME(SIM_ERROR_NOT_READY)
+    SIM_NAME(SIM_ERROR_UNKNOWN_POINTER)
+    SIM_NAME(SIM_ERROR_FREED_POINTER)
+    SIM_NAME(SIM_ERROR_OUT_OF_BOUNDS)
+    SIM_NAME(SIM_ERROR_WRONG_DEVICE)
+    SIM_NAME(SIM_ERROR_ALREADY_REGISTERED)
+    SIM_NAME(SIM_ERROR_NOT_REGISTERED)
+    SIM_NAME(SIM_ERROR_NOT_SUPPORTED)
+#undef SIM_NAME
+  }
+  return "SIM_ERROR_UNRECOGNIZED";
+}
+
+/* ---- global state ------------------------------------------------------- */
+
+enum alloc_state { A_LIVE, A_FREEING, A_FREED };
+
+struct alloc {
+  uintptr_t base;
+  size_t size;
+  enum sim_mem_kind kind;
+  int device;
+  enum alloc_state state;
+  unsigned char* backing; /* where the bytes are (== base for host kinds) */
+  uint64_t id;
+};
+
+struct device {
+  struct sim_device_props props;
+  pthread_mutex_t lock; /* bump and used */
+  uintptr_t bump;       /* next free device address */
+  uint64_t used;        /* bytes of the budget in use */
+};
+
+static struct {
+  pthread_once_t once;
+  int status;
+  char message[512];
+  int ndev;
+  struct device dev[SIM_MAX_DEVICES];
+  uintptr_t region, region_end; /* reserved device address range */
+
+  /* Allocation table: sorted by base, guarded by `table_lock`. */
+  pthread_rwlock_t table_lock;
+  struct alloc** allocs;
+  size_t nallocs, cap;
+  uint64_t next_id;
+  uint64_t live;
+
+  pthread_mutex_t knob_lock;
+  uint64_t alloc_seq, fail_nth;
+  int fail_once;
+  _Atomic unsigned delay_us;
+
+  /* Live streams and events, for handle validation and device drains. */
+  pthread_mutex_t handles_lock;
+  struct sim_stream** streams;
+  size_t nstreams, stream_cap;
+  struct sim_event** events;
+  size_t nevents, event_cap;
+} g = {
+    .once = PTHREAD_ONCE_INIT,
+    .table_lock = PTHREAD_RWLOCK_INITIALIZER,
+    .knob_lock = PTHREAD_MUTEX_INITIALIZER,
+    .handles_lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+static bool parse_u64(const char* name, const char* text, uint64_t min, uint64_t max,
+                      uint64_t* out, const char** rest) {
+  char* end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (end == text || errno != 0 || v < min || v > max || (rest == NULL && *end != '\0')) {
+    snprintf(g.message, sizeof(g.message), "%s=\"%s\": expected an integer in [%" PRIu64 ", %" PRIu64 "]",
+             name, text, min, max);
+    return false;
+  }
+  if (rest) *rest = end;
+  *out = v;
+  return true;
+}
+
+static void init_once(void) {
+  uint64_t ndev = 2, mib = 4096, delay = 0;
+  const char* s;
+  g.status = SIM_ERROR_INVALID_VALUE;
+  if ((s = getenv("ADR_SIM_DEVICES")) != NULL &&
+      !parse_u64("ADR_SIM_DEVICES", s, 0, SIM_MAX_DEVICES, &ndev, NULL))
+    return;
+  if ((s = getenv("ADR_SIM_MEMORY_MIB")) != NULL &&
+      !parse_u64("ADR_SIM_MEMORY_MIB", s, 1, 1u << 20, &mib, NULL))
+    return;
+  if ((s = getenv("ADR_SIM_DELAY_US")) != NULL &&
+      !parse_u64("ADR_SIM_DELAY_US", s, 0, 10000000, &delay, NULL))
+    return;
+  if ((s = getenv("ADR_SIM_ALLOC_FAIL")) != NULL && *s != '\0') {
+    const char* rest = NULL;
+    uint64_t nth = 0;
+    if (!parse_u64("ADR_SIM_ALLOC_FAIL", s, 0, UINT64_MAX, &nth, &rest)) return;
+    if (*rest != '\0' && strcmp(rest, ":once") != 0) {
+      snprintf(g.message, sizeof(g.message),
+               "ADR_SIM_ALLOC_FAIL=\"%s\": expected N or N:once", s);
+      return;
+    }
+    g.fail_nth = nth;
+    g.fail_once = *rest != '\0';
+  }
+  g.delay_us = (unsigned)delay;
+  g.ndev = (int)ndev;
+  if (ndev > 0) {
+    size_t len = (size_t)ndev * SIM_DEVICE_SLICE;
+    void* r = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (r == MAP_FAILED) {
+      snprintf(g.message, sizeof(g.message), "cannot reserve %zu bytes of address space: %s",
+               len, strerror(errno));
+      g.status = SIM_ERROR_OUT_OF_MEMORY;
+      return;
+    }
+    g.region = (uintptr_t)r;
+    g.region_end = g.region + len;
+  }
+  for (int i = 0; i < g.ndev; i++) {
+    struct device* d = &g.dev[i];
+    pthread_mutex_init(&d->lock, NULL);
+    d->bump = (g.region + (uintptr_t)i * SIM_DEVICE_SLICE + SIM_DEVICE_ALIGN);
+    snprintf(d->props.name, sizeof(d->props.name), "adr simulated GPU %d", i);
+    d->props.memory_total = mib << 20;
+    d->props.pci_domain = 0;
+    d->props.pci_bus = 0x41 + i;
+    d->props.pci_device = 0;
+    for (int b = 0; b < 16; b++) d->props.uuid[b] = (unsigned char)(0x5a ^ (b * 17) ^ (i * 29));
+    d->props.uuid[6] = (unsigned char)((d->props.uuid[6] & 0x0f) | 0x40);
+    d->props.uuid[8] = (unsigned char)((d->props.uuid[8] & 0x3f) | 0x80);
+    d->props.cc_major = 8;
+    d->props.cc_minor = 0;
+    d->props.multiprocessors = 4;
+  }
+  g.status = SIM_SUCCESS;
+}
+
+int sim_init(void) {
+  pthread_once(&g.once, init_once);
+  if (g.status != SIM_SUCCESS) return fail(g.status, "%s", g.message);
+  return SIM_SUCCESS;
+}
+
+static int check_init(void) {
+  pthread_once(&g.once, init_once);
+  if (g.status != SIM_SUCCESS)
+    return fail(SIM_ERROR_NOT_INITIALIZED, "simulator not initialised: %s", g.message);
+  return SIM_SUCCESS;
+}
+
+int sim_device_count(void) { return check_init() == SIM_SUCCESS ? g.ndev : 0; }
+
+const struct sim_device_props* sim_device_props(int device) {
+  if (check_init() != SIM_SUCCESS || device < 0 || device >= g.ndev) return NULL;
+  return &g.dev[device].props;
+}
+
+static int check_device(int device) {
+  int st = check_init();
+  if (st) return st;
+  if (device < 0 || device >= g.ndev)
+    return fail(SIM_ERROR_INVALID_DEVICE, "device %d out of range [0, %d)", device, g.ndev);
+  return SIM_SUCCESS;
+}
+
+int sim_mem_info(int device, uint64_t* out_free, uint64_t* out_total) {
+  int st = check_device(device);
+  if (st) return st;
+  struct device* d = &g.dev[device];
+  pthread_mutex_lock(&d->lock);
+  uint64_t used = d->used;
+  pthread_mutex_unlock(&d->lock);
+  if (out_free) *out_free = d->props.memory_total - used;
+  if (out_total) *out_total = d->props.memory_total;
+  return SIM_SUCCESS;
+}
+
+void sim_alloc_fail_set(uint64_t nth, int once) {
+  pthread_mutex_lock(&g.knob_lock);
+  g.alloc_seq = 0;
+  g.fail_nth = nth;
+  g.fail_once = once;
+  pthread_mutex_unlock(&g.knob_lock);
+}
+
+void sim_delay_set(unsigned microseconds) { g.delay_us = microseconds; }
+
+static bool knob_fails(void) {
+  pthread_mutex_lock(&g.knob_lock);
+  uint64_t n = ++g.alloc_seq;
+  bool f = g.fail_nth != 0 && (n == g.fail_nth || (!g.fail_once && n > g.fail_nth));
+  pthread_mutex_unlock(&g.knob_lock);
+  return f;
+}
+
+/* ---- allocation table --------------------------------------------------- */
+
+/* Index of the last entry with base <= addr, or -1. Table lock held. */
+static ptrdiff_t table_floor(uintptr_t addr) {
+  size_t lo = 0, hi = g.nallocs;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (g.allocs[mid]->base <= addr)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return (ptrdiff_t)lo - 1;
+}
+
+/* Write lock held. */
+static int table_insert(struct alloc* a) {
+  if (g.nallocs == g.cap) {
+    size_t cap = g.cap ? g.cap * 2 : 256;
+    struct alloc** n = realloc(g.allocs, cap * sizeof(*n));
+    if (n == NULL) return fail(SIM_ERROR_OUT_OF_MEMORY, "allocation table cannot grow");
+    g.allocs = n;
+    g.cap = cap;
+  }
+  size_t at = (size_t)(table_floor(a->base) + 1);
+  memmove(&g.allocs[at + 1], &g.allocs[at], (g.nallocs - at) * sizeof(*g.allocs));
+  g.allocs[at] = a;
+  g.nallocs++;
+  a->id = ++g.next_id;
+  g.live++;
+  return SIM_SUCCESS;
+}
+
+/* Write lock held. */
+static void table_remove(struct alloc* a) {
+  ptrdiff_t i = table_floor(a->base);
+  if (i >= 0 && g.allocs[i] == a) {
+    memmove(&g.allocs[i], &g.allocs[i + 1], (g.nallocs - (size_t)i - 1) * sizeof(*g.allocs));
+    g.nallocs--;
+  }
+}
+
+static bool in_device_region(uintptr_t p) { return p >= g.region && p < g.region_end; }
+
+struct resolved {
+  struct alloc* a; /* NULL for pageable host memory */
+  unsigned char* at;
+  enum sim_mem_kind kind;
+  int device;
+};
+
+/* Resolves [ptr, ptr + size) under the read lock. */
+static int resolve_locked(const void* ptr, size_t size, const char* what, struct resolved* out) {
+  uintptr_t p = (uintptr_t)ptr;
+  ptrdiff_t i = table_floor(p);
+  struct alloc* a = i >= 0 ? g.allocs[i] : NULL;
+  bool inside = a != NULL && p < a->base + a->size;
+  if (!inside) {
+    if (in_device_region(p)) {
+      if (a != NULL && a->state != A_LIVE && p < a->base + a->size + SIM_GUARD)
+        return fail(SIM_ERROR_FREED_POINTER, "%s %p is in a freed allocation", what, ptr);
+      if (a != NULL && p < a->base + a->size + SIM_GUARD)
+        return fail(SIM_ERROR_OUT_OF_BOUNDS,
+                    "%s %p is %zu bytes past the end of a %zu-byte allocation at %p", what, ptr,
+                    (size_t)(p - a->base - a->size), a->size, (void*)a->base);
+      return fail(SIM_ERROR_UNKNOWN_POINTER, "%s %p is not a device allocation", what, ptr);
+    }
+    *out = (struct resolved){NULL, (unsigned char*)ptr, SIM_MEM_NONE, -1};
+    return SIM_SUCCESS;
+  }
+  if (a->state != A_LIVE)
+    return fail(SIM_ERROR_FREED_POINTER, "%s %p is in a freed allocation (%zu bytes at %p)", what,
+                ptr, a->size, (void*)a->base);
+  if (size > a->size - (p - a->base))
+    return fail(SIM_ERROR_OUT_OF_BOUNDS,
+                "%s [%p, +%zu) runs %zu bytes past the end of a %zu-byte allocation at %p", what,
+                ptr, size, size - (size_t)(a->size - (p - a->base)), a->size, (void*)a->base);
+  *out = (struct resolved){a, a->backing + (p - a->base), a->kind, a->device};
+  return SIM_SUCCESS;
+}
+
+int sim_ptr_query(const void* ptr, struct sim_ptr_info* out) {
+  int st = check_init();
+  if (st) return st;
+  if (out == NULL) return fail(SIM_ERROR_INVALID_VALUE, "NULL output");
+  struct resolved r;
+  pthread_rwlock_rdlock(&g.table_lock);
+  st = resolve_locked(ptr, 0, "address", &r);
+  if (st == SIM_SUCCESS)
+    *out = (struct sim_ptr_info){r.kind, r.device, r.a ? (void*)r.a->base : NULL,
+                                 r.a ? r.a->size : 0, r.a ? r.a->id : 0};
+  pthread_rwlock_unlock(&g.table_lock);
+  return st;
+}
+
+uint64_t sim_live_allocations(void) {
+  pthread_rwlock_rdlock(&g.table_lock);
+  uint64_t n = g.live;
+  pthread_rwlock_unlock(&g.table_lock);
+  return n;
+}
+
+int sim_mem_alloc(int device, enum sim_mem_kind kind, size_t size, void** out) {
+  int st = check_device(device);
+  if (st) return st;
+  if (out == NULL) return fail(SIM_ERROR_INVALID_VALUE, "NULL output pointer");
+  if (size == 0) return fail(SIM_ERROR_INVALID_VALUE, "size 0");
+  if (kind != SIM_MEM_DEVICE && kind != SIM_MEM_HOST && kind != SIM_MEM_MANAGED)
+    return fail(SIM_ERROR_INVALID_VALUE, "bad memory kind %d", (int)kind);
+  if (knob_fails())
+    return fail(SIM_ERROR_OUT_OF_MEMORY, "allocation of %zu bytes failed (ADR_SIM_ALLOC_FAIL)",
+                size);
+  struct device* d = &g.dev[device];
+  struct alloc* a = calloc(1, sizeof(*a));
+  if (a == NULL) return fail(SIM_ERROR_OUT_OF_MEMORY, "out of host memory");
+  a->size = size;
+  a->kind = kind;
+  a->device = device;
+  bool budget = kind != SIM_MEM_HOST;
+  if (kind == SIM_MEM_DEVICE) {
+    size_t rounded = (size + SIM_DEVICE_ALIGN - 1) & ~(size_t)(SIM_DEVICE_ALIGN - 1);
+    if (rounded < size) rounded = SIZE_MAX;
+    pthread_mutex_lock(&d->lock);
+    uintptr_t slice_end = g.region + (uintptr_t)(device + 1) * SIM_DEVICE_SLICE;
+    bool fits = size <= d->props.memory_total - d->used && rounded != SIZE_MAX &&
+                rounded + SIM_GUARD <= slice_end - d->bump;
+    if (fits) {
+      a->base = d->bump;
+      d->bump += rounded + SIM_GUARD;
+      d->used += size;
+    }
+    pthread_mutex_unlock(&d->lock);
+    if (!fits) {
+      free(a);
+      return fail(SIM_ERROR_OUT_OF_MEMORY, "device %d: %zu bytes do not fit (%" PRIu64 " of %" PRIu64 " in use)",
+                  device, size, d->used, d->props.memory_total);
+    }
+    a->backing = malloc(size);
+    if (a->backing != NULL) memset(a->backing, SIM_FILL, size);
+  } else {
+    if (budget) {
+      pthread_mutex_lock(&d->lock);
+      bool fits = size <= d->props.memory_total - d->used;
+      if (fits) d->used += size;
+      pthread_mutex_unlock(&d->lock);
+      if (!fits) {
+        free(a);
+        return fail(SIM_ERROR_OUT_OF_MEMORY, "device %d: %zu bytes of managed memory do not fit",
+                    device, size);
+      }
+    }
+    size_t rounded = (size + SIM_HOST_ALIGN - 1) & ~(SIM_HOST_ALIGN - 1);
+    a->backing = rounded >= size ? aligned_alloc(SIM_HOST_ALIGN, rounded) : NULL;
+    a->base = (uintptr_t)a->backing;
+  }
+  if (a->backing == NULL) {
+    if (budget) {
+      pthread_mutex_lock(&d->lock);
+      d->used -= size;
+      pthread_mutex_unlock(&d->lock);
+    }
+    free(a);
+    return fail(SIM_ERROR_OUT_OF_MEMORY, "out of host memory for %zu bytes", size);
+  }
+  pthread_rwlock_wrlock(&g.table_lock);
+  st = table_insert(a);
+  pthread_rwlock_unlock(&g.table_lock);
+  if (st) {
+    if (budget) {
+      pthread_mutex_lock(&d->lock);
+      d->used -= size;
+      pthread_mutex_unlock(&d->lock);
+    }
+    free(a->backing);
+    free(a);
+    return st;
+  }
+  *out = (void*)a->base;
+  return SIM_SUCCESS;
+}
+
+/* Releases the bytes of `a`, already marked A_FREEING/unlinked. */
+static void release_alloc(struct alloc* a) {
+  if (a->kind != SIM_MEM_REGISTERED) free(a->backing);
+  a->backing = NULL;
+  if (a->kind == SIM_MEM_DEVICE || a->kind == SIM_MEM_MANAGED) {
+    struct device* d = &g.dev[a->device];
+    pthread_mutex_lock(&d->lock);
+    d->used -= a->size;
+    pthread_mutex_unlock(&d->lock);
+  }
+  pthread_rwlock_wrlock(&g.table_lock);
+  g.live--;
+  if (a->kind == SIM_MEM_DEVICE) {
+    a->state = A_FREED; /* stays in the table: its addresses are never reused */
+  } else {
+    table_remove(a);
+    free(a);
+  }
+  pthread_rwlock_unlock(&g.table_lock);
+}
+
+/* Finds the live allocation starting at ptr and marks it A_FREEING. */
+static int claim_for_free(void* ptr, enum sim_mem_kind kind, struct alloc** out) {
+  int st = check_init();
+  if (st) return st;
+  if (ptr == NULL) return fail(SIM_ERROR_INVALID_VALUE, "NULL pointer");
+  struct resolved r;
+  pthread_rwlock_wrlock(&g.table_lock);
+  st = resolve_locked(ptr, 0, "pointer", &r);
+  if (st == SIM_SUCCESS && r.a == NULL)
+    st = fail(kind == SIM_MEM_REGISTERED ? SIM_ERROR_NOT_REGISTERED : SIM_ERROR_INVALID_VALUE,
+              "%p is not an allocation of the simulated driver", ptr);
+  else if (st == SIM_SUCCESS && r.a->base != (uintptr_t)ptr)
+    st = fail(SIM_ERROR_INVALID_VALUE, "%p is inside, not at the start of, the allocation at %p",
+              ptr, (void*)r.a->base);
+  else if (st == SIM_SUCCESS &&
+           !(r.kind == kind || (kind == SIM_MEM_DEVICE && r.kind == SIM_MEM_MANAGED)))
+    st = fail(kind == SIM_MEM_REGISTERED ? SIM_ERROR_NOT_REGISTERED : SIM_ERROR_INVALID_VALUE,
+              "%p is memory of kind %d, freed as kind %d", ptr, (int)r.kind, (int)kind);
+  if (st == SIM_SUCCESS) {
+    r.a->state = A_FREEING;
+    *out = r.a;
+  }
+  pthread_rwlock_unlock(&g.table_lock);
+  return st;
+}
+
+static void drain_all_streams(void);
+
+int sim_mem_free(void* ptr, enum sim_mem_kind kind) {
+  struct alloc* a = NULL;
+  int st = claim_for_free(ptr, kind, &a);
+  if (st) return st;
+  drain_all_streams();
+  release_alloc(a);
+  return SIM_SUCCESS;
+}
+
+int sim_mem_register(int device, void* ptr, size_t size) {
+  int st = check_device(device);
+  if (st) return st;
+  if (ptr == NULL || size == 0) return fail(SIM_ERROR_INVALID_VALUE, "NULL pointer or size 0");
+  uintptr_t p = (uintptr_t)ptr;
+  if (in_device_region(p) || size > UINTPTR_MAX - p)
+    return fail(SIM_ERROR_INVALID_VALUE, "%p is not host memory", ptr);
+  struct alloc* a = calloc(1, sizeof(*a));
+  if (a == NULL) return fail(SIM_ERROR_OUT_OF_MEMORY, "out of host memory");
+  *a = (struct alloc){p, size, SIM_MEM_REGISTERED, device, A_LIVE, ptr, 0};
+  pthread_rwlock_wrlock(&g.table_lock);
+  ptrdiff_t i = table_floor(p + size - 1);
+  if (i >= 0 && g.allocs[i]->base + g.allocs[i]->size > p) {
+    st = fail(SIM_ERROR_ALREADY_REGISTERED, "[%p, +%zu) overlaps known host memory at %p", ptr,
+              size, (void*)g.allocs[i]->base);
+  } else {
+    st = table_insert(a);
+  }
+  pthread_rwlock_unlock(&g.table_lock);
+  if (st) free(a);
+  return st;
+}
+
+int sim_mem_unregister(void* ptr) {
+  struct alloc* a = NULL;
+  int st = claim_for_free(ptr, SIM_MEM_REGISTERED, &a);
+  if (st) return st;
+  drain_all_streams();
+  release_alloc(a);
+  return SIM_SUCCESS;
+}
+
+/* ---- streams ------------------------------------------------------------ */
+
+enum item_kind { IT_COPY, IT_MEMSET, IT_RECORD, IT_WAIT, IT_FREE, IT_HOST_FUNC };
+
+struct item {
+  struct item* next;
+  enum item_kind kind;
+  union {
+    struct {
+      unsigned char* dst;
+      const unsigned char* src;
+      size_t size;
+      unsigned char* owned; /* snapshot of pageable source, freed after */
+    } copy;
+    struct {
+      unsigned char* dst;
+      unsigned char value;
+      size_t size;
+    } set;
+    struct {
+      struct sim_event* event;
+      uint64_t gen;
+    } ev;
+    struct alloc* free;
+    struct {
+      void (*fn)(void*);
+      void* arg;
+    } host;
+  } u;
+};
+
+#define STREAM_MAGIC 0x5354524d
+#define EVENT_MAGIC 0x4556454e
+
+struct sim_stream {
+  uint32_t magic;
+  int device;
+  unsigned flags;
+  bool destroying;
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t work; /* queue non-empty or destroying */
+  pthread_cond_t idle; /* completed advanced */
+  struct item *head, *tail;
+  uint64_t enqueued, completed;
+};
+
+struct sim_event {
+  uint32_t magic;
+  int device;
+  unsigned flags;
+  int refs; /* the handle + queued items; guarded by lock */
+  pthread_mutex_t lock;
+  pthread_cond_t done;
+  uint64_t recorded, completed; /* generations */
+};
+
+static void event_unref(struct sim_event* e) {
+  pthread_mutex_lock(&e->lock);
+  int refs = --e->refs;
+  pthread_mutex_unlock(&e->lock);
+  if (refs == 0) {
+    e->magic = 0;
+    pthread_mutex_destroy(&e->lock);
+    pthread_cond_destroy(&e->done);
+    free(e);
+  }
+}
+
+static void sleep_us(unsigned us) {
+  struct timespec ts = {us / 1000000u, (long)(us % 1000000u) * 1000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+static void execute(struct item* it) {
+  unsigned delay = g.delay_us;
+  switch (it->kind) {
+    case IT_COPY:
+      if (delay) sleep_us(delay);
+      memmove(it->u.copy.dst, it->u.copy.src, it->u.copy.size);
+      free(it->u.copy.owned);
+      break;
+    case IT_MEMSET:
+      if (delay) sleep_us(delay);
+      memset(it->u.set.dst, it->u.set.value, it->u.set.size);
+      break;
+    case IT_RECORD: {
+      struct sim_event* e = it->u.ev.event;
+      pthread_mutex_lock(&e->lock);
+      if (e->completed < it->u.ev.gen) e->completed = it->u.ev.gen;
+      pthread_cond_broadcast(&e->done);
+      pthread_mutex_unlock(&e->lock);
+      event_unref(e);
+      break;
+    }
+    case IT_WAIT: {
+      struct sim_event* e = it->u.ev.event;
+      pthread_mutex_lock(&e->lock);
+      while (e->completed < it->u.ev.gen) pthread_cond_wait(&e->done, &e->lock);
+      pthread_mutex_unlock(&e->lock);
+      event_unref(e);
+      break;
+    }
+    case IT_FREE:
+      release_alloc(it->u.free);
+      break;
+    case IT_HOST_FUNC:
+      it->u.host.fn(it->u.host.arg);
+      break;
+  }
+}
+
+static void handles_remove(void** arr, size_t* n, void* h) {
+  for (size_t i = 0; i < *n; i++) {
+    if (arr[i] == h) {
+      arr[i] = arr[--*n];
+      return;
+    }
+  }
+}
+
+static void* stream_main(void* arg) {
+  struct sim_stream* s = arg;
+  pthread_mutex_lock(&s->lock);
+  for (;;) {
+    while (s->head == NULL && !s->destroying) pthread_cond_wait(&s->work, &s->lock);
+    if (s->head == NULL) break; /* destroying and drained */
+    struct item* it = s->head;
+    s->head = it->next;
+    if (s->head == NULL) s->tail = NULL;
+    pthread_mutex_unlock(&s->lock);
+    execute(it);
+    free(it);
+    pthread_mutex_lock(&s->lock);
+    s->completed++;
+    pthread_cond_broadcast(&s->idle);
+  }
+  pthread_mutex_unlock(&s->lock);
+  /* Leave the handle set; a drain in progress holds its lock, so the
+   * stream is never freed under it. */
+  pthread_mutex_lock(&g.handles_lock);
+  handles_remove((void**)g.streams, &g.nstreams, s);
+  pthread_mutex_unlock(&g.handles_lock);
+  s->magic = 0;
+  pthread_mutex_destroy(&s->lock);
+  pthread_cond_destroy(&s->work);
+  pthread_cond_destroy(&s->idle);
+  free(s);
+  return NULL;
+}
+
+static int handles_add(void*** arr, size_t* n, size_t* cap, void* h) {
+  if (*n == *cap) {
+    size_t c = *cap ? *cap * 2 : 32;
+    void** a = realloc(*arr, c * sizeof(*a));
+    if (a == NULL) return fail(SIM_ERROR_OUT_OF_MEMORY, "handle table cannot grow");
+    *arr = a;
+    *cap = c;
+  }
+  (*arr)[(*n)++] = h;
+  return SIM_SUCCESS;
+}
+
+static bool handles_has(void* const* arr, size_t n, const void* h) {
+  for (size_t i = 0; i < n; i++)
+    if (arr[i] == h) return true;
+  return false;
+}
+
+static int check_stream(struct sim_stream* s) {
+  int st = check_init();
+  if (st) return st;
+  pthread_mutex_lock(&g.handles_lock);
+  bool ok = s != NULL && handles_has((void* const*)g.streams, g.nstreams, s) && !s->destroying;
+  pthread_mutex_unlock(&g.handles_lock);
+  return ok ? SIM_SUCCESS : fail(SIM_ERROR_INVALID_HANDLE, "%p is not a live stream", (void*)s);
+}
+
+static int check_event(struct sim_event* e) {
+  int st = check_init();
+  if (st) return st;
+  pthread_mutex_lock(&g.handles_lock);
+  bool ok = e != NULL && handles_has((void* const*)g.events, g.nevents, e);
+  pthread_mutex_unlock(&g.handles_lock);
+  return ok ? SIM_SUCCESS : fail(SIM_ERROR_INVALID_HANDLE, "%p is not a live event", (void*)e);
+}
+
+int sim_stream_create(int device, unsigned flags, struct sim_stream** out) {
+  int st = check_device(device);
+  if (st) return st;
+  if (out == NULL) return fail(SIM_ERROR_INVALID_VALUE, "NULL output");
+  struct sim_stream* s = calloc(1, sizeof(*s));
+  if (s == NULL) return fail(SIM_ERROR_OUT_OF_MEMORY, "out of host memory");
+  s->magic = STREAM_MAGIC;
+  s->device = device;
+  s->flags = flags;
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_cond_init(&s->work, NULL);
+  pthread_cond_init(&s->idle, NULL);
+  pthread_mutex_lock(&g.handles_lock);
+  st = handles_add((void***)&g.streams, &g.nstreams, &g.stream_cap, s);
+  if (st == SIM_SUCCESS) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&s->thread, &attr, stream_main, s);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+      handles_remove((void**)g.streams, &g.nstreams, s);
+      st = fail(SIM_ERROR_OUT_OF_MEMORY, "cannot start the stream thread: %s", strerror(rc));
+    }
+  }
+  pthread_mutex_unlock(&g.handles_lock);
+  if (st) {
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->work);
+    pthread_cond_destroy(&s->idle);
+    free(s);
+    return st;
+  }
+  *out = s;
+  return SIM_SUCCESS;
+}
+
+int sim_stream_destroy(struct sim_stream* s) {
+  int st = check_init();
+  if (st) return st;
+  pthread_mutex_lock(&g.handles_lock);
+  bool ok = s != NULL && handles_has((void* const*)g.streams, g.nstreams, s) && !s->destroying;
+  if (ok) {
+    pthread_mutex_lock(&s->lock);
+    s->destroying = true;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->lock);
+  }
+  pthread_mutex_unlock(&g.handles_lock);
+  return ok ? SIM_SUCCESS : fail(SIM_ERROR_INVALID_HANDLE, "%p is not a live stream", (void*)s);
+}
+
+static void wait_ticket(struct sim_stream* s, uint64_t ticket) {
+  pthread_mutex_lock(&s->lock);
+  while (s->completed < ticket) pthread_cond_wait(&s->idle, &s->lock);
+  pthread_mutex_unlock(&s->lock);
+}
+
+int sim_stream_synchronize(struct sim_stream* s) {
+  int st = check_stream(s);
+  if (st) return st;
+  pthread_mutex_lock(&s->lock);
+  uint64_t t = s->enqueued;
+  pthread_mutex_unlock(&s->lock);
+  wait_ticket(s, t);
+  return SIM_SUCCESS;
+}
+
+int sim_stream_query(struct sim_stream* s) {
+  int st = check_stream(s);
+  if (st) return st;
+  pthread_mutex_lock(&s->lock);
+  bool idle = s->completed == s->enqueued;
+  pthread_mutex_unlock(&s->lock);
+  return idle ? SIM_SUCCESS : SIM_ERROR_NOT_READY;
+}
+
+int sim_stream_info(struct sim_stream* s, int* out_device, unsigned* out_flags) {
+  int st = check_stream(s);
+  if (st) return st;
+  if (out_device) *out_device = s->device;
+  if (out_flags) *out_flags = s->flags;
+  return SIM_SUCCESS;
+}
+
+/* Waits for everything queued so far on the streams of `device` (-1: all).
+ * Holds the handle lock so no stream is freed meanwhile; stream threads
+ * never need it before they have drained. */
+static void drain_streams(int device) {
+  pthread_mutex_lock(&g.handles_lock);
+  for (size_t i = 0; i < g.nstreams; i++) {
+    struct sim_stream* s = g.streams[i];
+    if (device >= 0 && s->device != device) continue;
+    pthread_mutex_lock(&s->lock);
+    uint64_t t = s->enqueued;
+    while (s->completed < t) pthread_cond_wait(&s->idle, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+  }
+  pthread_mutex_unlock(&g.handles_lock);
+}
+
+static void drain_all_streams(void) { drain_streams(-1); }
+
+int sim_device_synchronize(int device) {
+  int st = check_device(device);
+  if (st) return st;
+  drain_streams(device);
+  return SIM_SUCCESS;
+}
+
+/* Appends `it` and returns its ticket. */
+static uint64_t enqueue(struct sim_stream* s, struct item* it) {
+  it->next = NULL;
+  pthread_mutex_lock(&s->lock);
+  if (s->tail)
+    s->tail->next = it;
+  else
+    s->head = it;
+  s->tail = it;
+  uint64_t t = ++s->enqueued;
+  pthread_cond_signal(&s->work);
+  pthread_mutex_unlock(&s->lock);
+  return t;
+}
+
+static struct item* new_item(enum item_kind kind) {
+  struct item* it = calloc(1, sizeof(*it));
+  if (it) it->kind = kind;
+  return it;
+}
+
+int sim_memcpy_async(void* dst, const void* src, size_t size, int allow_peer,
+                     struct sim_stream* s) {
+  int st = check_stream(s);
+  if (st) return st;
+  if (dst == NULL || src == NULL) return fail(SIM_ERROR_INVALID_VALUE, "NULL pointer");
+  if (size == 0) return SIM_SUCCESS;
+  struct resolved rd, rs;
+  pthread_rwlock_rdlock(&g.table_lock);
+  st = resolve_locked(dst, size, "destination", &rd);
+  if (st == SIM_SUCCESS) st = resolve_locked(src, size, "source", &rs);
+  pthread_rwlock_unlock(&g.table_lock);
+  if (st) return st;
+  if (!allow_peer) {
+    if (rd.kind == SIM_MEM_DEVICE && rd.device != s->device)
+      return fail(SIM_ERROR_WRONG_DEVICE, "destination %p is memory of device %d, stream is on %d",
+                  dst, rd.device, s->device);
+    if (rs.kind == SIM_MEM_DEVICE && rs.device != s->device)
+      return fail(SIM_ERROR_WRONG_DEVICE, "source %p is memory of device %d, stream is on %d",
+                  src, rs.device, s->device);
+  }
+  struct item* it = new_item(IT_COPY);
+  if (it == NULL) return fail(SIM_ERROR_OUT_OF_MEMORY, "out of host memory");
+  it->u.copy.dst = rd.at;
+  it->u.copy.src = rs.at;
+  it->u.copy.size = size;
+  if (rs.kind == SIM_MEM_NONE && rd.kind != SIM_MEM_NONE) {
+    /* Pageable source: the drivers stage it before returning. */
+    it->u.copy.owned = malloc(size);
+    if (it->u.copy.owned == NULL) {
+      free(it);
+      return fail(SIM_ERROR_OUT_OF_MEMORY, "out of host memory staging %zu bytes", size);
+    }
+    memcpy(it->u.copy.owned, rs.at, size);
+    it->u.copy.src = it->u.copy.owned;
+  }
+  uint64_t t = enqueue(s, it);
+  if (rd.kind == SIM_MEM_NONE) wait_ticket(s, t); /* pageable destination: synchronous */
+  return SIM_SUCCESS;
+}
+
+int sim_memset_async(void* dst, unsigned char value, size_t size, struct sim_stream* s) {
+  int st = check_stream(s);
+  if (st) return st;
+  if (dst == NULL) return fail(SIM_ERROR_INVALID_VALUE, "NULL pointer");
+  if (size == 0) return SIM_SUCCESS;
+  struct resolved rd;
+  pthread_rwlock_rdlock(&g.table_lock);
+  st = resolve_locked(dst, size, "destination", &rd);
+  pthread_rwlock_unlock(&g.table_lock);
+  if (st) return st;
+  if (rd.kind == SIM_MEM_NONE)
+    return fail(SIM_ERROR_INVALID_VALUE, "%p is pageable host memory, not device-accessible", dst);
+  if (rd.kind == SIM_MEM_DEVICE && rd.device != s->device)
+    return fail(SIM_ERROR_WRONG_DEVICE, "%p is memory of device %d, stream is on %d", dst,
+                rd.device, s->device);
+  struct item* it = new_item(IT_MEMSET);
+  if (it == NULL) return fail(SIM_ERROR_OUT_OF_MEMORY, "out of host memory");
+  it->u.set.dst = rd.at;
+  it->u.set.value = value;
+  it->u.set.size = size;
+  enqueue(s, it);
+  return SIM_SUCCESS;
+}
+
+int sim_mem_alloc_async(size_t size, struct sim_stream* s, void** out) {
+  int st = check_stream(s);
+  if (st) return st;
+  return sim_mem_alloc(s->device, SIM_MEM_DEVICE, size, out);
+}
+
+int sim_mem_free_async(void* ptr, struct sim_stream* s) {
+  int st = check_stream(s);
+  if (st) return st;
+  struct item* it = new_item(IT_FREE);
+  if (it == NULL) return fail(SIM_ERROR_OUT_OF_MEMORY, "out of host memory");
+  struct alloc* a = NULL;
+  st = claim_for_free(ptr, SIM_MEM_DEVICE, &a);
+  if (st) {
+    free(it);
+    return st;
+  }
+  it->u.free = a;
+  enqueue(s, it);
+  return SIM_SUCCESS;
+}
+
+int sim_host_func_async(struct sim_stream* s, void (*fn)(void*), void* arg) {
+  int st = check_stream(s);
+  if (st) return st;
+  if (fn == NULL) return fail(SIM_ERROR_INVALID_VALUE, "NULL function");
+  struct item* it = new_item(IT_HOST_FUNC);
+  if (it == NULL) return fail(SIM_ERROR_OUT_OF_MEMORY, "out of host memory");
+  it->u.host.fn = fn;
+  it->u.host.arg = arg;
+  enqueue(s, it);
+  return SIM_SUCCESS;
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+int sim_event_create(int device, unsigned flags, struct sim_event** out) {
+  int st = check_device(device);
+  if (st) return st;
+  if (out == NULL) return fail(SIM_ERROR_INVALID_VALUE, "NULL output");
+  struct sim_event* e = calloc(1, sizeof(*e));
+  if (e == NULL) return fail(SIM_ERROR_OUT_OF_MEMORY, "out of host memory");
+  e->magic = EVENT_MAGIC;
+  e->device = device;
+  e->flags = flags;
+  e->refs = 1;
+  pthread_mutex_init(&e->lock, NULL);
+  pthread_cond_init(&e->done, NULL);
+  pthread_mutex_lock(&g.handles_lock);
+  st = handles_add((void***)&g.events, &g.nevents, &g.event_cap, e);
+  pthread_mutex_unlock(&g.handles_lock);
+  if (st) {
+    pthread_mutex_destroy(&e->lock);
+    pthread_cond_destroy(&e->done);
+    free(e);
+    return st;
+  }
+  *out = e;
+  return SIM_SUCCESS;
+}
+
+int sim_event_destroy(struct sim_event* e) {
+  int st = check_init();
+  if (st) return st;
+  pthread_mutex_lock(&g.handles_lock);
+  bool ok = e != NULL && handles_has((void* const*)g.events, g.nevents, e);
+  if (ok) handles_remove((void**)g.events, &g.nevents, e);
+  pthread_mutex_unlock(&g.handles_lock);
+  if (!ok) return fail(SIM_ERROR_INVALID_HANDLE, "%p is not a live event", (void*)e);
+  event_unref(e);
+  return SIM_SUCCESS;
+}
+
+int sim_event_record(struct sim_event* e, struct sim_stream* s) {
+  int st = check_event(e);
+  if (st == SIM_SUCCESS) st = check_stream(s);
+  if (st) return st;
+  struct item* it = new_item(IT_RECORD);
+  if (it == NULL) return fail(SIM_ERROR_OUT_OF_MEMORY, "out of host memory");
+  /* The generation is taken under the stream's queue order: record and
+   * enqueue happen together so two records on one stream stay ordered. */
+  pthread_mutex_lock(&e->lock);
+  it->u.ev.gen = ++e->recorded;
+  e->refs++;
+  pthread_mutex_unlock(&e->lock);
+  it->u.ev.event = e;
+  enqueue(s, it);
+  return SIM_SUCCESS;
+}
+
+int sim_event_query(struct sim_event* e) {
+  int st = check_event(e);
+  if (st) return st;
+  pthread_mutex_lock(&e->lock);
+  bool done = e->completed >= e->recorded;
+  pthread_mutex_unlock(&e->lock);
+  return done ? SIM_SUCCESS : SIM_ERROR_NOT_READY;
+}
+
+int sim_event_synchronize(struct sim_event* e) {
+  int st = check_event(e);
+  if (st) return st;
+  pthread_mutex_lock(&e->lock);
+  uint64_t target = e->recorded;
+  while (e->completed < target) pthread_cond_wait(&e->done, &e->lock);
+  pthread_mutex_unlock(&e->lock);
+  return SIM_SUCCESS;
+}
+
+int sim_stream_wait_event(struct sim_stream* s, struct sim_event* e) {
+  int st = check_stream(s);
+  if (st == SIM_SUCCESS) st = check_event(e);
+  if (st) return st;
+  pthread_mutex_lock(&e->lock);
+  uint64_t target = e->recorded;
+  bool pending = e->completed < target;
+  if (pending) e->refs++;
+  pthread_mutex_unlock(&e->lock);
+  if (!pending) return SIM_SUCCESS; /* never recorded or already complete */
+  struct item* it = new_item(IT_WAIT);
+  if (it == NULL) {
+    event_unref(e);
+    return fail(SIM_ERROR_OUT_OF_MEMORY, "out of host memory");
+  }
+  it->u.ev.event = e;
+  it->u.ev.gen = target;
+  enqueue(s, it);
+  return SIM_SUCCESS;
+}
+
+int sim_event_info(struct sim_event* e, int* out_device, unsigned* out_flags) {
+  int st = check_event(e);
+  if (st) return st;
+  if (out_device) *out_device = e->device;
+  if (out_flags) *out_flags = e->flags;
+  return SIM_SUCCESS;
+}
