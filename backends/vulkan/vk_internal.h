@@ -136,10 +136,27 @@ struct vkb_globals {
   enum vkb_validation validation;
   uint64_t block_size_env; /* ADR_VULKAN_BLOCK_SIZE, 0 = default */
   _Atomic uint64_t validation_messages;
+  /* Set by the backend's own exit handler, which tears every Vulkan object
+   * down before the driver's and the validation layer's exit handlers run
+   * (they are registered after the core's teardown, so they run before
+   * it). After that, the core's teardown calls only free host memory. */
+  _Atomic bool exited;
 };
 extern VKB_HIDDEN struct vkb_globals vkb_g;
 
+/* True once the exit handler has destroyed the Vulkan objects: the slots
+ * the core's teardown still calls (free, stream/event destroy and
+ * synchronize) then return 0 without touching them. */
+static inline bool vkb_exited(void) {
+  return atomic_load_explicit(&vkb_g.exited, memory_order_acquire);
+}
+
 VKB_HIDDEN void vkb_log(int level, const char* fmt, ...) ADR_PRINTF(2, 3);
+
+/* Open devices (for pointer_query and event import): lock, walk from
+ * vkb_devices_first() along next_open, unlock. */
+VKB_HIDDEN void vkb_devices_lock(bool lock);
+VKB_HIDDEN struct adr_backend_device* vkb_devices_first(void);
 
 /* ---- errors (vk_result.c) ------------------------------------------------ */
 
@@ -267,6 +284,7 @@ struct adr_backend_device {
   struct adr_backend_stream* default_stream;
 
   struct adr_backend_device* next_open; /* g_devices list */
+  bool released; /* Vulkan objects destroyed (at exit) */
 };
 
 /* ---- streams and events (vk_submit.c) ------------------------------------- */
@@ -384,7 +402,8 @@ VKB_HIDDEN int vkb_resolve(struct adr_backend_device* dev, const void* addr, siz
 VKB_HIDDEN bool vkb_owns(struct adr_backend_device* dev, const void* addr);
 /* Host-visible block for staging (not in the address map). */
 VKB_HIDDEN int vkb_staging_block_create(struct adr_backend_device* dev, VkDeviceSize size,
-                                        struct vkb_block** out, struct adr_error* error);
+                                        struct vkb_block** out, const char* op,
+                                        struct adr_error* error);
 VKB_HIDDEN void vkb_block_destroy(struct adr_backend_device* dev, struct vkb_block* b);
 /* Make host writes to a mapped range visible / device writes readable. */
 VKB_HIDDEN int vkb_flush(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,

@@ -247,8 +247,8 @@ static int block_create(struct adr_backend_device* dev, VkDeviceSize size, bool 
 }
 
 int vkb_staging_block_create(struct adr_backend_device* dev, VkDeviceSize size,
-                             struct vkb_block** out, struct adr_error* error) {
-  return block_create(dev, size, false, &dev->staging_type, 1, out, "staging", error);
+                             struct vkb_block** out, const char* op, struct adr_error* error) {
+  return block_create(dev, size, false, &dev->staging_type, 1, out, op, error);
 }
 
 static void block_link(struct adr_backend_device* dev, struct vkb_block* b) {
@@ -449,6 +449,7 @@ int vkb_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
 
 int vkb_free(struct adr_backend_device* dev, void* ptr, size_t size,
              struct adr_backend_stream* stream, struct adr_error* error) {
+  if (vkb_exited()) return 0;
   uint64_t after = 0;
   if (stream != NULL) {
     pthread_mutex_lock(&stream->lock);

@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Copies and memset.
+ *
+ * Host <-> device takes the mapped fast path when the allocation's memory
+ * is host-visible (lavapipe, integrated GPUs, ReBAR) and the copy mode
+ * allows it (ADR_VULKAN_COPY=auto|mapped): a memcpy through the block's
+ * persistent mapping, with a flush/invalidate when the memory is not
+ * host-coherent. Stream order is kept: an upload runs on the host only
+ * when the stream has nothing pending (otherwise it goes through staging,
+ * asynchronously); a download waits for the stream first.
+ *
+ * Otherwise (or with ADR_VULKAN_COPY=staging) a ring of host-visible
+ * staging chunks and vkCmdCopyBuffer: uploads copy into a free chunk and
+ * submit, so the host fills chunk i+1 while the device copies chunk i;
+ * downloads keep every chunk in flight and drain the oldest. Both hold
+ * staging_lock, so staged copies of one device are serialised.
+ *
+ * Downloads to host memory complete before the call returns (like CUDA's
+ * copies to pageable memory): the host memory cannot be written by the
+ * device, so the last step is always a host memcpy.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk_internal.h"
+
+#define VKB_CHUNK_MAX (8u << 20)
+
+static bool ranges_overlap(VkDeviceSize a, VkDeviceSize b, VkDeviceSize n) {
+  return a < b + n && b < a + n;
+}
+
+/* ---- staging ring ---------------------------------------------------------- */
+
+/* Creates the ring on first use. staging_lock held. */
+static int staging_ensure(struct adr_backend_device* dev, const char* op,
+                          struct adr_error* error) {
+  if (dev->staging != NULL) return 0;
+  VkDeviceSize chunk = VKB_CHUNK_MAX;
+  while (chunk > 65536 && chunk * VKB_STAGING_CHUNKS > dev->max_alloc) chunk /= 2;
+  int st = vkb_staging_block_create(dev, chunk * VKB_STAGING_CHUNKS, &dev->staging, op, error);
+  if (st != 0) return st;
+  dev->chunk_size = chunk;
+  memset(dev->chunks, 0, sizeof(dev->chunks));
+  dev->chunk_next = 0;
+  return 0;
+}
+
+int vkb_staging_init(struct adr_backend_device* dev, struct adr_error* error) {
+  pthread_mutex_lock(&dev->staging_lock);
+  int st = staging_ensure(dev, "adr_device_get", error);
+  pthread_mutex_unlock(&dev->staging_lock);
+  return st;
+}
+
+void vkb_staging_release(struct adr_backend_device* dev) {
+  vkb_block_destroy(dev, dev->staging);
+  dev->staging = NULL;
+}
+
+static int staged_upload(struct adr_backend_device* dev, struct vkb_loc dst, const uint8_t* src,
+                         size_t size, struct adr_backend_stream* s, const char* op,
+                         struct adr_error* error) {
+  pthread_mutex_lock(&dev->staging_lock);
+  int st = staging_ensure(dev, op, error);
+  for (size_t off = 0; st == 0 && off < size;) {
+    size_t n = size - off < dev->chunk_size ? size - off : dev->chunk_size;
+    uint32_t k = dev->chunk_next;
+    dev->chunk_next = (k + 1) % VKB_STAGING_CHUNKS;
+    st = vkb_timeline_wait(dev, dev->chunks[k].busy_until, op, error);
+    if (st != 0) break;
+    VkDeviceSize soff = (VkDeviceSize)k * dev->chunk_size;
+    memcpy(dev->staging->mapped + soff, src + off, n);
+    st = vkb_flush(dev, dev->staging, soff, n, op, error);
+    if (st != 0) break;
+    struct vkb_cmd c;
+    st = vkb_cmd_begin(s, &c, op, error);
+    if (st != 0) break;
+    VkBufferCopy region = {.srcOffset = soff, .dstOffset = dst.offset + off, .size = n};
+    dev->fn.vkCmdCopyBuffer(c.cb, dev->staging->buffer, dst.block->buffer, 1, &region);
+    st = vkb_cmd_submit(&c, &dev->chunks[k].busy_until, op, error);
+    off += n;
+  }
+  pthread_mutex_unlock(&dev->staging_lock);
+  return st;
+}
+
+static int staged_download(struct adr_backend_device* dev, uint8_t* dst, struct vkb_loc src,
+                           size_t size, struct adr_backend_stream* s, const char* op,
+                           struct adr_error* error) {
+  struct inflight {
+    uint32_t chunk;
+    size_t off, n;
+  } fly[VKB_STAGING_CHUNKS];
+  uint32_t head = 0, count = 0;
+  pthread_mutex_lock(&dev->staging_lock);
+  int st = staging_ensure(dev, op, error);
+  size_t off = 0;
+  while (st == 0 && (off < size || count > 0)) {
+    if (off < size && count < VKB_STAGING_CHUNKS) {
+      size_t n = size - off < dev->chunk_size ? size - off : dev->chunk_size;
+      uint32_t k = dev->chunk_next;
+      dev->chunk_next = (k + 1) % VKB_STAGING_CHUNKS;
+      st = vkb_timeline_wait(dev, dev->chunks[k].busy_until, op, error);
+      if (st != 0) break;
+      struct vkb_cmd c;
+      st = vkb_cmd_begin(s, &c, op, error);
+      if (st != 0) break;
+      VkBufferCopy region = {.srcOffset = src.offset + off,
+                             .dstOffset = (VkDeviceSize)k * dev->chunk_size,
+                             .size = n};
+      dev->fn.vkCmdCopyBuffer(c.cb, src.block->buffer, dev->staging->buffer, 1, &region);
+      st = vkb_cmd_submit(&c, &dev->chunks[k].busy_until, op, error);
+      if (st != 0) break;
+      fly[(head + count) % VKB_STAGING_CHUNKS] = (struct inflight){k, off, n};
+      count++;
+      off += n;
+      continue;
+    }
+    struct inflight* f = &fly[head];
+    head = (head + 1) % VKB_STAGING_CHUNKS;
+    count--;
+    VkDeviceSize soff = (VkDeviceSize)f->chunk * dev->chunk_size;
+    st = vkb_timeline_wait(dev, dev->chunks[f->chunk].busy_until, op, error);
+    if (st == 0) st = vkb_invalidate(dev, dev->staging, soff, f->n, op, error);
+    if (st == 0) memcpy(dst + f->off, dev->staging->mapped + soff, f->n);
+  }
+  /* On error, chunks still in flight stay tagged with their values and are
+   * waited for by whoever takes them next. */
+  pthread_mutex_unlock(&dev->staging_lock);
+  return st;
+}
+
+/* ---- directions ------------------------------------------------------------- */
+
+static int copy_h2d(struct adr_backend_device* dev, void* dst, const void* src, size_t size,
+                    struct adr_backend_stream* s, const char* op, struct adr_error* error) {
+  struct vkb_loc d;
+  int st = vkb_resolve(dev, dst, size, &d, op, error);
+  if (st != 0) return st;
+  if (dev->mapped_copies && d.block->mapped != NULL && vkb_stream_idle(s)) {
+    memcpy(d.block->mapped + d.offset, src, size);
+    return vkb_flush(dev, d.block, d.offset, size, op, error);
+  }
+  return staged_upload(dev, d, src, size, s, op, error);
+}
+
+static int copy_d2h(struct adr_backend_device* dev, void* dst, const void* src, size_t size,
+                    struct adr_backend_stream* s, const char* op, struct adr_error* error) {
+  struct vkb_loc l;
+  int st = vkb_resolve(dev, src, size, &l, op, error);
+  if (st != 0) return st;
+  if (dev->mapped_copies && l.block->mapped != NULL) {
+    st = vkb_stream_wait_idle(s, op, error);
+    if (st == 0) st = vkb_invalidate(dev, l.block, l.offset, size, op, error);
+    if (st == 0) memcpy(dst, l.block->mapped + l.offset, size);
+    return st;
+  }
+  return staged_download(dev, dst, l, size, s, op, error);
+}
+
+static int copy_d2d(struct adr_backend_device* dev, void* dst, const void* src, size_t size,
+                    struct adr_backend_stream* s, const char* op, struct adr_error* error) {
+  struct vkb_loc d, l;
+  int st = vkb_resolve(dev, dst, size, &d, op, error);
+  if (st == 0) st = vkb_resolve(dev, src, size, &l, op, error);
+  if (st != 0) return st;
+  if (d.block == l.block && d.offset == l.offset) return 0;
+  struct vkb_range* tmp = NULL;
+  if (d.block == l.block && ranges_overlap(d.offset, l.offset, size)) {
+    /* vkCmdCopyBuffer forbids overlapping regions: go through a temporary
+     * allocation (two copies, a barrier between). */
+    st = vkb_range_alloc(dev, size, 64, &tmp, op, error);
+    if (st != 0) return st;
+  }
+  struct vkb_cmd c;
+  st = vkb_cmd_begin(s, &c, op, error);
+  if (st != 0) {
+    vkb_range_free(dev, tmp, 0);
+    return st;
+  }
+  if (tmp != NULL) {
+    VkBufferCopy r1 = {.srcOffset = l.offset, .dstOffset = tmp->offset, .size = size};
+    dev->fn.vkCmdCopyBuffer(c.cb, l.block->buffer, tmp->block->buffer, 1, &r1);
+    vkb_barrier_all(dev, c.cb);
+    VkBufferCopy r2 = {.srcOffset = tmp->offset, .dstOffset = d.offset, .size = size};
+    dev->fn.vkCmdCopyBuffer(c.cb, tmp->block->buffer, d.block->buffer, 1, &r2);
+  } else {
+    VkBufferCopy r = {.srcOffset = l.offset, .dstOffset = d.offset, .size = size};
+    dev->fn.vkCmdCopyBuffer(c.cb, l.block->buffer, d.block->buffer, 1, &r);
+  }
+  uint64_t value = 0;
+  st = vkb_cmd_submit(&c, &value, op, error);
+  vkb_range_free(dev, tmp, st == 0 ? value : 0);
+  return st;
+}
+
+/* Two devices of this backend (two VkDevices cannot see each other's
+ * memory without external-memory extensions): through a host bounce
+ * buffer, in pieces. The stream belongs to one of them; the other device
+ * uses its default stream. */
+static int copy_peer(struct adr_backend_device* dst_dev, void* dst,
+                     struct adr_backend_device* src_dev, const void* src, size_t size,
+                     struct adr_backend_stream* s, const char* op, struct adr_error* error) {
+  struct adr_backend_stream* ss = s->dev == src_dev ? s : src_dev->default_stream;
+  struct adr_backend_stream* ds = s->dev == dst_dev ? s : dst_dev->default_stream;
+  size_t piece = size < VKB_CHUNK_MAX ? size : VKB_CHUNK_MAX;
+  uint8_t* bounce = malloc(piece);
+  if (bounce == NULL) return vkb_fail(error, ENOMEM, op, "out of host memory for a bounce buffer");
+  int st = 0;
+  for (size_t off = 0; st == 0 && off < size; off += piece) {
+    size_t n = size - off < piece ? size - off : piece;
+    st = copy_d2h(src_dev, bounce, (const uint8_t*)src + off, n, ss, op, error);
+    if (st == 0) st = copy_h2d(dst_dev, (uint8_t*)dst + off, bounce, n, ds, op, error);
+  }
+  free(bounce);
+  return st;
+}
+
+int vkb_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
+             const void* src, size_t size, struct adr_backend_stream* stream,
+             struct adr_error* error) {
+  static const char op[] = "adr_copy";
+  if (size == 0) return 0;
+  if (dst_dev == NULL) return copy_d2h(src_dev, dst, src, size, stream, op, error);
+  if (src_dev == NULL) return copy_h2d(dst_dev, dst, src, size, stream, op, error);
+  if (dst_dev != src_dev) return copy_peer(dst_dev, dst, src_dev, src, size, stream, op, error);
+  return copy_d2d(dst_dev, dst, src, size, stream, op, error);
+}
+
+/* ---- memset ------------------------------------------------------------------ */
+
+int vkb_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+               struct adr_backend_stream* s, struct adr_error* error) {
+  static const char op[] = "adr_memset";
+  if (size == 0) return 0;
+  struct vkb_loc d;
+  int st = vkb_resolve(dev, ptr, size, &d, op, error);
+  if (st != 0) return st;
+  uint8_t byte = (uint8_t)value;
+  if (dev->mapped_copies && d.block->mapped != NULL && vkb_stream_idle(s)) {
+    memset(d.block->mapped + d.offset, byte, size);
+    return vkb_flush(dev, d.block, d.offset, size, op, error);
+  }
+  /* vkCmdFillBuffer needs 4-byte aligned offset and size: fill the aligned
+   * middle; the unaligned head and tail (up to 3 bytes each) are copied
+   * from a per-stream scratch word written with vkCmdUpdateBuffer. */
+  VkDeviceSize begin = d.offset, end = d.offset + size;
+  VkDeviceSize mid_begin = (begin + 3) & ~(VkDeviceSize)3;
+  VkDeviceSize mid_end = end & ~(VkDeviceSize)3;
+  if (mid_end < mid_begin) mid_begin = mid_end = end; /* inside one word */
+  bool edges = begin < mid_begin || mid_end < end;
+  if (edges) {
+    pthread_mutex_lock(&s->lock);
+    bool need = s->scratch == NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (need) {
+      struct vkb_range* r = NULL;
+      st = vkb_range_alloc(dev, 64, 64, &r, op, error);
+      if (st != 0) return st;
+      pthread_mutex_lock(&s->lock);
+      if (s->scratch == NULL) {
+        s->scratch = r;
+        r = NULL;
+      }
+      pthread_mutex_unlock(&s->lock);
+      vkb_range_free(dev, r, 0);
+    }
+  }
+  struct vkb_cmd c;
+  st = vkb_cmd_begin(s, &c, op, error);
+  if (st != 0) return st;
+  if (mid_end > mid_begin) {
+    uint32_t pattern = 0x01010101u * byte;
+    dev->fn.vkCmdFillBuffer(c.cb, d.block->buffer, mid_begin, mid_end - mid_begin, pattern);
+  }
+  if (edges) {
+    struct vkb_range* scr = s->scratch;
+    uint8_t pattern[8];
+    memset(pattern, byte, sizeof(pattern));
+    dev->fn.vkCmdUpdateBuffer(c.cb, scr->block->buffer, scr->offset, sizeof(pattern), pattern);
+    vkb_barrier_all(dev, c.cb);
+    VkBufferCopy regions[2];
+    uint32_t n = 0;
+    if (begin < mid_begin)
+      regions[n++] = (VkBufferCopy){.srcOffset = scr->offset, .dstOffset = begin,
+                                    .size = mid_begin - begin};
+    if (mid_end < end && !(mid_begin == end))
+      regions[n++] = (VkBufferCopy){.srcOffset = scr->offset, .dstOffset = mid_end,
+                                    .size = end - mid_end};
+    dev->fn.vkCmdCopyBuffer(c.cb, scr->block->buffer, d.block->buffer, n, regions);
+  }
+  return vkb_cmd_submit(&c, NULL, op, error);
+}

@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Vulkan rows: H2D, D2H and D2D bandwidth at 4 KiB, 1 MiB and 64 MiB,
+ * small-copy latency, and alloc+free of 4 KiB and 1 MiB, each next to the
+ * same work written directly against Vulkan in the same run, on the adr
+ * device's own VkDevice and queue:
+ *   copies: a host-visible staging buffer + vkCmdCopyBuffer + a fence
+ *           (the textbook upload/readback), device buffers in device-local
+ *           memory; D2D is vkCmdCopyBuffer + fence;
+ *   alloc:  vkCreateBuffer + vkAllocateMemory (device-address flag) +
+ *           vkBindBufferMemory and their destruction, per allocation,
+ *           which is what one addressable buffer costs without adr.
+ * adr's side goes through the public API with the NULL (blocking) stream.
+ * The copy mode is the backend's (ADR_VULKAN_COPY, read once): run
+ * `ADR_VULKAN_COPY=staging adr-bench vulkan` for the staging ring; group
+ * names say which path adr took.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vulkan/vulkan.h>
+
+#include "adr/adr.h"
+#include "adr/vulkan.h"
+#include "bench.h"
+
+void bench_run_vulkan(struct bench_ctx* ctx);
+
+enum dir { H2D, D2H, D2D };
+
+struct vk_direct {
+  VkDevice device;
+  VkQueue queue;
+  VkPhysicalDevice physical;
+  VkPhysicalDeviceMemoryProperties mp;
+  VkCommandPool pool;
+  VkCommandBuffer cb;
+  VkFence fence;
+  int failures;
+};
+
+struct vk_buf {
+  VkBuffer buffer;
+  VkDeviceMemory memory;
+  void* mapped;
+};
+
+static int find_type(const struct vk_direct* d, uint32_t bits, VkMemoryPropertyFlags want,
+                     VkMemoryPropertyFlags prefer) {
+  int fallback = -1;
+  for (uint32_t t = 0; t < d->mp.memoryTypeCount; t++) {
+    VkMemoryPropertyFlags f = d->mp.memoryTypes[t].propertyFlags;
+    if (!(bits & (1u << t)) || (f & want) != want) continue;
+    if ((f & prefer) == prefer) return (int)t;
+    if (fallback < 0) fallback = (int)t;
+  }
+  return fallback;
+}
+
+static int buf_create(struct vk_direct* d, VkDeviceSize size, bool host, struct vk_buf* out) {
+  memset(out, 0, sizeof(*out));
+  VkBufferCreateInfo bci = {
+      .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+      .size = size,
+      .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+               (host ? 0 : VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT |
+                               VK_BUFFER_USAGE_STORAGE_BUFFER_BIT),
+      .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+  if (vkCreateBuffer(d->device, &bci, NULL, &out->buffer) != VK_SUCCESS) return -1;
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(d->device, out->buffer, &req);
+  int type = host ? find_type(d, req.memoryTypeBits,
+                              VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                  VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                              VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
+                  : find_type(d, req.memoryTypeBits, 0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  VkMemoryAllocateFlagsInfo fi = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+                                  .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
+  VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                              .pNext = host ? NULL : &fi,
+                              .allocationSize = req.size,
+                              .memoryTypeIndex = (uint32_t)type};
+  if (type < 0 || vkAllocateMemory(d->device, &mai, NULL, &out->memory) != VK_SUCCESS ||
+      vkBindBufferMemory(d->device, out->buffer, out->memory, 0) != VK_SUCCESS) {
+    vkDestroyBuffer(d->device, out->buffer, NULL);
+    if (out->memory != VK_NULL_HANDLE) vkFreeMemory(d->device, out->memory, NULL);
+    return -1;
+  }
+  if (host && vkMapMemory(d->device, out->memory, 0, VK_WHOLE_SIZE, 0, &out->mapped) != VK_SUCCESS)
+    return -1;
+  return 0;
+}
+
+static void buf_destroy(struct vk_direct* d, struct vk_buf* b) {
+  if (b->mapped != NULL) vkUnmapMemory(d->device, b->memory);
+  if (b->buffer != VK_NULL_HANDLE) vkDestroyBuffer(d->device, b->buffer, NULL);
+  if (b->memory != VK_NULL_HANDLE) vkFreeMemory(d->device, b->memory, NULL);
+  memset(b, 0, sizeof(*b));
+}
+
+/* Records one copy (plus the barrier a host readback needs), submits it
+ * with the fence and waits. */
+static void submit_copy(struct vk_direct* d, VkBuffer src, VkBuffer dst, VkDeviceSize size,
+                        bool host_read) {
+  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                 .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  if (vkBeginCommandBuffer(d->cb, &bi) != VK_SUCCESS) {
+    d->failures++;
+    return;
+  }
+  VkBufferCopy r = {0, 0, size};
+  vkCmdCopyBuffer(d->cb, src, dst, 1, &r);
+  if (host_read) {
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    vkCmdPipelineBarrier(d->cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                         &mb, 0, NULL, 0, NULL);
+  }
+  vkEndCommandBuffer(d->cb);
+  VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                     .commandBufferCount = 1,
+                     .pCommandBuffers = &d->cb};
+  if (vkQueueSubmit(d->queue, 1, &si, d->fence) != VK_SUCCESS ||
+      vkWaitForFences(d->device, 1, &d->fence, VK_TRUE, UINT64_MAX) != VK_SUCCESS)
+    d->failures++;
+  vkResetFences(d->device, 1, &d->fence);
+}
+
+struct copy_arg {
+  struct adr_device* dev;
+  struct adr_device* cpu;
+  struct vk_direct* d;
+  void* dev_a;
+  void* dev_b;
+  struct vk_buf staging, buf_a, buf_b;
+  void* host_a;
+  void* host_b;
+  size_t size;
+  enum dir dir;
+  int failures;
+};
+
+static void adr_copy_fn(void* p) {
+  struct copy_arg* a = p;
+  int st;
+  switch (a->dir) {
+    case H2D: st = adr_copy(a->dev, a->dev_a, a->cpu, a->host_a, a->size, NULL, NULL); break;
+    case D2H: st = adr_copy(a->cpu, a->host_b, a->dev, a->dev_a, a->size, NULL, NULL); break;
+    default: st = adr_copy(a->dev, a->dev_b, a->dev, a->dev_a, a->size, NULL, NULL); break;
+  }
+  if (st != 0) a->failures++;
+  bench_sink(a->host_b);
+}
+
+static void direct_copy_fn(void* p) {
+  struct copy_arg* a = p;
+  switch (a->dir) {
+    case H2D:
+      memcpy(a->staging.mapped, a->host_a, a->size);
+      submit_copy(a->d, a->staging.buffer, a->buf_a.buffer, a->size, false);
+      break;
+    case D2H:
+      submit_copy(a->d, a->buf_a.buffer, a->staging.buffer, a->size, true);
+      memcpy(a->host_b, a->staging.mapped, a->size);
+      break;
+    default: submit_copy(a->d, a->buf_a.buffer, a->buf_b.buffer, a->size, false); break;
+  }
+  bench_sink(a->host_b);
+}
+
+static const char* size_label(size_t size, char* buf, size_t n) {
+  if (size >= (1u << 20))
+    snprintf(buf, n, "%zu MiB", size >> 20);
+  else if (size >= 1024)
+    snprintf(buf, n, "%zu KiB", size >> 10);
+  else
+    snprintf(buf, n, "%zu B", size);
+  return buf;
+}
+
+static void copy_rows(struct bench_ctx* ctx, struct adr_device* dev, struct adr_device* cpu,
+                      struct vk_direct* d, const char* path) {
+  static const size_t sizes[] = {4096, 1u << 20, 64u << 20};
+  static const char* const names[] = {"H2D", "D2H", "D2D"};
+  size_t nsizes = bench_quick(ctx) ? 2 : 3;
+  for (size_t si = 0; si < nsizes; si++) {
+    size_t size = sizes[si];
+    struct copy_arg a = {.dev = dev, .cpu = cpu, .d = d, .size = size};
+    a.host_a = malloc(size);
+    a.host_b = malloc(size);
+    bool ok = a.host_a != NULL && a.host_b != NULL &&
+              adr_alloc(dev, size, 0, NULL, &a.dev_a, NULL) == 0 &&
+              adr_alloc(dev, size, 0, NULL, &a.dev_b, NULL) == 0 &&
+              buf_create(d, size, true, &a.staging) == 0 &&
+              buf_create(d, size, false, &a.buf_a) == 0 &&
+              buf_create(d, size, false, &a.buf_b) == 0;
+    if (ok) {
+      memset(a.host_a, 0x5a, size);
+      for (int dir = H2D; dir <= D2D; dir++) {
+        a.dir = (enum dir)dir;
+        double min_s = bench_quick(ctx) ? 0.05 : 0.2;
+        double t_adr = bench_time(adr_copy_fn, &a, min_s, 3);
+        double t_vk = bench_time(direct_copy_fn, &a, min_s, 3);
+        char group[64], label[32];
+        snprintf(group, sizeof(group), "vulkan %s (%s)", names[dir], path);
+        bench_report(ctx, group, size_label(size, label, sizeof(label)), size / t_adr / 1e9,
+                     size / t_vk / 1e9, "GB/s", "staging+vkCmdCopyBuffer+fence",
+                     BENCH_HIGHER_IS_BETTER);
+      }
+    } else {
+      bench_note(ctx, "vulkan copies", "setup failed", (double)size, "bytes");
+    }
+    if (a.failures + d->failures > 0)
+      bench_note(ctx, "vulkan copies", "failed calls", a.failures + d->failures, "calls");
+    buf_destroy(d, &a.staging);
+    buf_destroy(d, &a.buf_a);
+    buf_destroy(d, &a.buf_b);
+    if (a.dev_a != NULL) adr_free(dev, a.dev_a, size, NULL, NULL);
+    if (a.dev_b != NULL) adr_free(dev, a.dev_b, size, NULL, NULL);
+    free(a.host_a);
+    free(a.host_b);
+  }
+
+  /* Small-copy latency: 64 bytes up and back down. */
+  struct copy_arg a = {.dev = dev, .cpu = cpu, .d = d, .size = 64};
+  a.host_a = calloc(1, 64);
+  a.host_b = calloc(1, 64);
+  if (a.host_a != NULL && a.host_b != NULL && adr_alloc(dev, 64, 0, NULL, &a.dev_a, NULL) == 0 &&
+      buf_create(d, 64, true, &a.staging) == 0 && buf_create(d, 64, false, &a.buf_a) == 0) {
+    for (int dir = H2D; dir <= D2H; dir++) {
+      a.dir = (enum dir)dir;
+      double t_adr = bench_time(adr_copy_fn, &a, 0.1, 10);
+      double t_vk = bench_time(direct_copy_fn, &a, 0.1, 10);
+      char group[64];
+      snprintf(group, sizeof(group), "vulkan latency (%s)", path);
+      bench_report(ctx, group, dir == H2D ? "64 B H2D" : "64 B D2H", t_adr * 1e6, t_vk * 1e6,
+                   "us/op", "staging+vkCmdCopyBuffer+fence", BENCH_LOWER_IS_BETTER);
+    }
+  }
+  buf_destroy(d, &a.staging);
+  buf_destroy(d, &a.buf_a);
+  if (a.dev_a != NULL) adr_free(dev, a.dev_a, 64, NULL, NULL);
+  free(a.host_a);
+  free(a.host_b);
+}
+
+struct alloc_arg {
+  struct adr_device* dev;
+  struct vk_direct* d;
+  size_t size;
+  int failures;
+};
+
+static void adr_alloc_fn(void* p) {
+  struct alloc_arg* a = p;
+  void* ptr = NULL;
+  if (adr_alloc(a->dev, a->size, 0, NULL, &ptr, NULL) != 0 ||
+      adr_free(a->dev, ptr, a->size, NULL, NULL) != 0)
+    a->failures++;
+}
+
+static void direct_alloc_fn(void* p) {
+  struct alloc_arg* a = p;
+  struct vk_buf b;
+  if (buf_create(a->d, a->size, false, &b) != 0) a->failures++;
+  buf_destroy(a->d, &b);
+}
+
+static void alloc_rows(struct bench_ctx* ctx, struct adr_device* dev, struct vk_direct* d) {
+  static const size_t sizes[] = {4096, 1u << 20};
+  for (size_t i = 0; i < 2; i++) {
+    struct alloc_arg a = {.dev = dev, .d = d, .size = sizes[i]};
+    double t_adr = bench_time(adr_alloc_fn, &a, 0.1, 100);
+    double t_vk = bench_time(direct_alloc_fn, &a, 0.1, 100);
+    char label[32];
+    bench_report(ctx, "vulkan alloc+free", size_label(sizes[i], label, sizeof(label)),
+                 t_adr * 1e9, t_vk * 1e9, "ns/op", "vkCreateBuffer+vkAllocateMemory",
+                 BENCH_LOWER_IS_BETTER);
+    if (a.failures > 0) bench_note(ctx, "vulkan alloc+free", "failed calls", a.failures, "calls");
+  }
+}
+
+static void prop_fn(void* ctx, const char* key, const char* value) {
+  if (strcmp(key, "copy_path") == 0) snprintf((char*)ctx, 32, "%s", value);
+}
+
+void bench_run_vulkan(struct bench_ctx* ctx) {
+  struct adr_device* dev = NULL;
+  struct adr_device* cpu = NULL;
+  struct adr_error err;
+  if (adr_device_get(ARROW_DEVICE_VULKAN, 0, &dev, &err) != 0) {
+    fprintf(stderr, "adr-bench vulkan: no device: %s\n", err.message);
+    return;
+  }
+  if (adr_device_get(ARROW_DEVICE_CPU, 0, &cpu, &err) != 0) return;
+  struct vk_direct d = {0};
+  void* h = NULL;
+  adr_device_native(dev, ADR_NATIVE_CONTEXT, &h, NULL);
+  d.device = (VkDevice)h;
+  adr_device_native(dev, ADR_NATIVE_QUEUE, &h, NULL);
+  d.queue = (VkQueue)h;
+  adr_device_native(dev, ADR_NATIVE_DEVICE, &h, NULL);
+  d.physical = (VkPhysicalDevice)h;
+  adr_device_native(dev, ADR_NATIVE_QUEUE_FAMILY, &h, NULL);
+  uint32_t family = (uint32_t)(uintptr_t)h;
+  vkGetPhysicalDeviceMemoryProperties(d.physical, &d.mp);
+  VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                 .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                 .queueFamilyIndex = family};
+  VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                     .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                     .commandBufferCount = 1};
+  VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  if (vkCreateCommandPool(d.device, &pci, NULL, &d.pool) != VK_SUCCESS) return;
+  cai.commandPool = d.pool;
+  if (vkAllocateCommandBuffers(d.device, &cai, &d.cb) != VK_SUCCESS ||
+      vkCreateFence(d.device, &fci, NULL, &d.fence) != VK_SUCCESS) {
+    vkDestroyCommandPool(d.device, d.pool, NULL);
+    return;
+  }
+  char path[32] = "?";
+  adr_device_properties(dev, prop_fn, path, NULL);
+  copy_rows(ctx, dev, cpu, &d, path);
+  alloc_rows(ctx, dev, &d);
+  vkDestroyFence(d.device, d.fence, NULL);
+  vkDestroyCommandPool(d.device, d.pool, NULL);
+}
