@@ -137,6 +137,7 @@ static inline uintptr_t conf_addr(const void* p) { return (uintptr_t)p; }
 void test_device_identity(void** state);
 void test_device_info(void** state);
 void test_host_accessible(void** state);
+void test_pointer_query(void** state);
 
 /* test_alloc.c */
 void test_alloc_sizes_and_alignments(void** state);

@@ -78,3 +78,29 @@ void test_host_accessible(void** state) {
   conf_dev_free(g_conf.dev, d, n, NULL);
   conf_host_free(h);
 }
+
+/* adr_pointer_query names the device that owns any address inside a live
+ * allocation: its first byte, a byte in the middle (an Arrow slice), its
+ * last byte. */
+void test_pointer_query(void** state) {
+  (void)state;
+  static const size_t sizes[] = {1, 4097, CONF_MIB + 3};
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+    size_t n = sizes[i];
+    uint8_t* d = conf_dev_alloc(g_conf.dev, n, 0, NULL);
+    const uint8_t* probes[] = {d, d + n / 2, d + n - 1};
+    for (size_t k = 0; k < 3; k++) {
+      struct adr_device* owner = NULL;
+      ASSERT_OK(adr_pointer_query(probes[k], &owner, CONF_ERR));
+      if (owner != g_conf.dev)
+        fail_msg("adr_pointer_query(allocation of %zu bytes + %zu) named %s, expected %s", n,
+                 (size_t)(probes[k] - d), owner ? adr_device_name(owner) : "NULL",
+                 adr_device_name(g_conf.dev));
+    }
+    conf_dev_free(g_conf.dev, d, n, NULL);
+  }
+  struct adr_device* owner = NULL;
+  ASSERT_ERR(adr_pointer_query(NULL, &owner, CONF_ERR), EINVAL, "adr_pointer_query");
+  uint8_t local = 0;
+  ASSERT_ERR(adr_pointer_query(&local, NULL, CONF_ERR), EINVAL, "adr_pointer_query");
+}
