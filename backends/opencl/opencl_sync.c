@@ -318,8 +318,13 @@ int ocl_event_query(struct adr_backend_device* dev, struct adr_backend_event* ev
                                  NULL);
   ocl.clReleaseEvent(e);
   if (rc != CL_SUCCESS) return ocl_fail(error, "adr_event_query", rc, "clGetEventInfo failed");
+  /* A negative execution status is the error the failed command ended
+   * with: name it, but report EIO whatever it was. */
   if (status < 0)
-    return ocl_fail(error, "adr_event_query", status, "the recorded work failed");
+    return adr_backend_error_set(error, EIO,
+                                 "[adr_event_query][" OCL_NAME "] %s: the awaited work failed "
+                                 "(execution status %d)",
+                                 ocl_error_name(status), (int)status);
   return status == CL_COMPLETE ? 0 : EBUSY;
 }
 
