@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Internal declarations shared by the files of core/array/. Nothing here
+ * is ABI.
+ */
+#ifndef ADR_CORE_ARRAY_INTERNAL_H
+#define ADR_CORE_ARRAY_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "adr/array.h"
+#include "internal.h"
+
+/* Path to a node of an array tree, for messages: "children[2].dictionary". */
+struct adr__path {
+  char text[256];
+  size_t len;
+};
+
+static inline void adr__path_root(struct adr__path* p) {
+  p->text[0] = '\0';
+  p->len = 0;
+}
+/* Appends ".children[i]" (or "children[i]" at the root); returns the old
+ * length for adr__path_pop. */
+ADR_INTERNAL size_t adr__path_push_child(struct adr__path* p, int64_t i);
+ADR_INTERNAL size_t adr__path_push_name(struct adr__path* p, const char* name);
+static inline void adr__path_pop(struct adr__path* p, size_t len) {
+  p->len = len;
+  p->text[len] = '\0';
+}
+/* The path for messages: "array" at the root. */
+static inline const char* adr__path_str(const struct adr__path* p) {
+  return p->len ? p->text : "array";
+}
+
+/* Error "[op] path: message". */
+ADR_INTERNAL int adr__path_error(struct adr_error* error, int status, const char* op,
+                                 const struct adr__path* path, const char* fmt, ...)
+    ADR_PRINTF(5, 6);
+
+/* Whether device type t is one the Arrow specification defines. */
+ADR_INTERNAL bool adr__device_type_known(ArrowDeviceType t);
+
+/* The adr device of (type, id); id -1 means 0. */
+ADR_INTERNAL int adr__array_device(ArrowDeviceType type, int64_t id, struct adr_device** out,
+                                   struct adr_error* error);
+
+/* Structural validation of one tree with its path (validate.c); shared by
+ * the deep copy, which validates before it reads anything. */
+ADR_INTERNAL int adr__validate_structure(const char* op, const struct ArrowSchema* schema,
+                                         const struct ArrowArray* array, struct adr__path* path,
+                                         int depth, struct adr_error* error);
+
+/* Data validation of a host-readable tree (validate.c). */
+ADR_INTERNAL int adr__validate_data(const char* op, const struct ArrowSchema* schema,
+                                    const struct ArrowArray* array, struct adr__path* path,
+                                    struct adr_error* error);
+
+/* Deep copy with a mode flag: `whole` copies every node's full range
+ * [0, offset + length) and keeps offsets and lengths as they are (used by
+ * full validation and comparison so indices in messages match the source). */
+ADR_INTERNAL int adr__deep_copy(const char* op, const struct ArrowSchema* schema,
+                                const struct ArrowDeviceArray* src,
+                                struct adr_device* dst_device, struct adr_stream* stream,
+                                bool whole, struct ArrowDeviceArray* out,
+                                struct adr_copy_stats* stats, struct adr_error* error);
+
+/* Attaches an owned event to an adr-owned node made by adr_array_init:
+ * its release waits for the event, frees the buffers, then destroys it. */
+ADR_INTERNAL void adr__array_node_set_event(struct ArrowArray* array, struct adr_event* event);
+/* Whether `array` is a node made by adr_array_init. */
+ADR_INTERNAL bool adr__array_node_is_owned(const struct ArrowArray* array);
+
+/* Deepest nesting accepted by the recursive walkers. */
+#define ADR__MAX_DEPTH 64
+
+/* Buffer i of an array as bytes. */
+static inline const uint8_t* adr__buf(const struct ArrowArray* a, int64_t i) {
+  return (const uint8_t*)a->buffers[i];
+}
+static inline bool adr__bit(const uint8_t* bits, int64_t i) {
+  return (bits[i >> 3] >> (i & 7)) & 1;
+}
+/* Validity of element i (absolute index, offset included). */
+static inline bool adr__valid(const struct ArrowArray* a, const struct adr_format* f, int64_t i) {
+  if (f->layout == ADR_LAYOUT_NULL) return false;
+  if (f->layout == ADR_LAYOUT_SPARSE_UNION || f->layout == ADR_LAYOUT_DENSE_UNION ||
+      f->layout == ADR_LAYOUT_RUN_END)
+    return true;
+  const uint8_t* v = adr__buf(a, 0);
+  return v == NULL || adr__bit(v, i);
+}
+static inline int64_t adr__offset_at(const struct ArrowArray* a, int64_t buffer, int width,
+                                     int64_t i) {
+  if (width == 4) return ((const int32_t*)a->buffers[buffer])[i];
+  return ((const int64_t*)a->buffers[buffer])[i];
+}
+
+#endif /* ADR_CORE_ARRAY_INTERNAL_H */
