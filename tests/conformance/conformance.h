@@ -120,6 +120,10 @@ struct adr_stream* conf_stream_create(struct adr_device* dev);
 void conf_stream_destroy(struct adr_stream* s);
 struct adr_event* conf_event_create(struct adr_device* dev);
 void conf_event_destroy(struct adr_event* e);
+/* Record a stream or event made by other means (adr_*_import); released
+ * by conf_stream_destroy / conf_event_destroy or the teardown. */
+void conf_track_stream(struct adr_stream* s);
+void conf_track_event(struct adr_event* e);
 
 /* Copies host[0, n) to dev_ptr on g_conf.dev, and back; NULL stream. */
 void conf_upload(struct adr_device* dev, void* dev_ptr, const void* host, size_t n);
@@ -180,6 +184,10 @@ void test_copy_null_pointers(void** state);
 
 /* test_concurrency.c */
 void test_concurrent_threads(void** state);
+
+/* test_import.c */
+void test_import_event(void** state);
+void test_import_stream(void** state);
 
 /* test_peer.c */
 void test_peer_round_trip(void** state);

@@ -165,6 +165,20 @@ struct adr_stream* conf_stream_create(struct adr_device* dev) {
   return s;
 }
 
+void conf_track_stream(struct adr_stream* s) {
+  if (!conf_track(CONF_STREAM, adr_stream_device(s), s, 0)) {
+    adr_stream_destroy(s, NULL);
+    fail_msg("out of host memory for the resource table");
+  }
+}
+
+void conf_track_event(struct adr_event* e) {
+  if (!conf_track(CONF_EVENT, adr_event_device(e), e, 0)) {
+    adr_event_destroy(e, NULL);
+    fail_msg("out of host memory for the resource table");
+  }
+}
+
 void conf_stream_destroy(struct adr_stream* s) {
   conf_untrack(s);
   ASSERT_OK(adr_stream_destroy(s, CONF_ERR));
@@ -346,6 +360,13 @@ int main(void) {
   else
     printf("adr-conformance: not run: test_host_accessible (device lacks "
            "ADR_CAP_HOST_ACCESSIBLE)\n");
+  if (g_conf.info.caps & ADR_CAP_IMPORT_NATIVE) {
+    tests[n++] = (struct CMUnitTest)T(test_import_event);
+    tests[n++] = (struct CMUnitTest)T(test_import_stream);
+  } else {
+    printf("adr-conformance: not run: test_import_event, test_import_stream (device lacks "
+           "ADR_CAP_IMPORT_NATIVE)\n");
+  }
   if (g_conf.peer != NULL)
     tests[n++] = (struct CMUnitTest)T(test_peer_round_trip);
   else
