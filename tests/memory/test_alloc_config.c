@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * ADR_ALLOC parsing (core/memory/config.c): accepted forms, defaults, units,
+ * and every malformed value reported with the variable, the column and what
+ * was expected there.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "memory/memory_internal.h"
+
+static struct adr__alloc_config parse_ok(const char* text) {
+  struct adr__alloc_config c;
+  struct adr_error err = {{0}};
+  int st = adr__alloc_config_parse("ADR_ALLOC", text, &c, &err);
+  if (st != 0) fail_msg("\"%s\": %s", text, err.message);
+  return c;
+}
+
+static void expect_error(const char* text, const char* fragment) {
+  struct adr__alloc_config c;
+  struct adr_error err = {{0}};
+  assert_int_equal(adr__alloc_config_parse("ADR_ALLOC", text, &c, &err), EINVAL);
+  if (strstr(err.message, fragment) == NULL)
+    fail_msg("\"%s\": message \"%s\" lacks \"%s\"", text, err.message, fragment);
+  assert_non_null(strstr(err.message, "ADR_ALLOC=\""));
+}
+
+static void test_defaults(void** state) {
+  (void)state;
+  struct adr__alloc_config c = parse_ok(NULL);
+  assert_true(c.use_pool);
+  assert_false(c.has_limit);
+  assert_false(c.track);
+  assert_int_equal(c.pool.max_cached, SIZE_MAX);
+  assert_int_equal(c.pool.release_threshold, SIZE_MAX);
+  c = parse_ok("");
+  assert_true(c.use_pool);
+  c = parse_ok("pool");
+  assert_true(c.use_pool);
+}
+
+static void test_handlers(void** state) {
+  (void)state;
+  assert_false(parse_ok("none").use_pool);
+  assert_false(parse_ok("backend").use_pool);
+  assert_false(parse_ok("BACKEND").use_pool);
+  struct adr__alloc_config c = parse_ok("none:limit=1GiB,track");
+  assert_false(c.use_pool);
+  assert_true(c.has_limit);
+  assert_int_equal(c.limit, UINT64_C(1) << 30);
+  assert_true(c.track);
+}
+
+static void test_options_and_units(void** state) {
+  (void)state;
+  struct adr__alloc_config c =
+      parse_ok("pool:max_cached=2GiB,release_threshold=1.5G,chunk=4MiB,arenas=3,limit=100MB");
+  assert_int_equal(c.pool.max_cached, (size_t)2 << 30);
+  assert_int_equal(c.pool.release_threshold, (size_t)3 << 29);
+  assert_int_equal(c.pool.chunk_size, (size_t)4 << 20);
+  assert_int_equal(c.pool.arenas, 3);
+  assert_int_equal(c.limit, 100000000);
+  assert_int_equal(parse_ok("pool:max_cached=0").pool.max_cached, 0);
+  assert_int_equal(parse_ok("pool:max_cached=17").pool.max_cached, 17);
+  assert_int_equal(parse_ok("pool:max_cached=17B").pool.max_cached, 17);
+  assert_int_equal(parse_ok("pool:max_cached=2k").pool.max_cached, 2048);
+  assert_int_equal(parse_ok("pool:max_cached=2KB").pool.max_cached, 2000);
+  assert_int_equal(parse_ok("pool:max_cached=1TiB").pool.max_cached, (size_t)1 << 40);
+  assert_int_equal(parse_ok("pool:max_cached=1tb").pool.max_cached, 1000000000000);
+}
+
+static void test_malformed(void** state) {
+  (void)state;
+  expect_error("heap", "column 1: expected a handler (pool, backend, none), found 'h'");
+  expect_error("9pool", "column 1: expected a handler");
+  expect_error("pool;", "column 5: expected ':' and options, or the end, found ';'");
+  expect_error("pool:", "column 6: expected an option");
+  expect_error("pool:max_cached", "column 16: expected '=' and a value, found end of text");
+  expect_error("pool:max_cached=", "column 17: expected a size (digits, then a unit)");
+  expect_error("pool:max_cached=2XB", "column 18: expected a unit (B, K, KiB");
+  expect_error("pool:max_cached=2.", "column 19: expected digits after '.'");
+  expect_error("pool:max_cached=99999999999TiB", "column 17: expected a size below 16 EiB");
+  expect_error("pool:colour=red", "column 6: expected an option (max_cached=");
+  expect_error("pool:limit=1G,", "column 15: expected an option");
+  expect_error("pool:limit=1G;track", "column 14: expected ',' and an option, or the end");
+  expect_error("pool:arenas=0", "column 13: expected a count from 1 to 16");
+  expect_error("pool:arenas=17", "column 13: expected a count from 1 to 16");
+  expect_error("pool:chunk=1K", "column 12: expected a chunk size from 4 KiB to 1 TiB");
+  expect_error("none:max_cached=1G",
+               "column 6: option 'max_cached' applies only to the pool handler");
+  expect_error("pool:limit=1G\x01", "column 14: expected ',' and an option, or the end, found "
+                                    "byte 0x01");
+}
+
+static void test_format_bytes(void** state) {
+  (void)state;
+  char b[32];
+  assert_string_equal(adr__format_bytes(0, b, sizeof(b)), "0 B");
+  assert_string_equal(adr__format_bytes(1023, b, sizeof(b)), "1023 B");
+  assert_string_equal(adr__format_bytes(1024, b, sizeof(b)), "1 KiB");
+  assert_string_equal(adr__format_bytes(1536, b, sizeof(b)), "1.5 KiB");
+  assert_string_equal(adr__format_bytes((uint64_t)3 << 30, b, sizeof(b)), "3 GiB");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_defaults),          cmocka_unit_test(test_handlers),
+      cmocka_unit_test(test_options_and_units), cmocka_unit_test(test_malformed),
+      cmocka_unit_test(test_format_bytes),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
