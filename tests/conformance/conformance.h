@@ -157,6 +157,7 @@ void test_copy_device_to_device(void** state);
 void test_copy_slices(void** state);
 void test_copy_zero_size(void** state);
 void test_copy_null_stream_is_synchronous(void** state);
+void test_copy_on_host_stream(void** state);
 
 /* test_memset.c */
 void test_memset_full(void** state);
@@ -181,6 +182,7 @@ void test_double_free(void** state);
 void test_null_arguments(void** state);
 void test_unknown_device_id(void** state);
 void test_copy_null_pointers(void** state);
+void test_stream_of_other_device(void** state);
 
 /* test_concurrency.c */
 void test_concurrent_threads(void** state);

@@ -332,6 +332,7 @@ int main(void) {
       T(test_copy_slices),
       T(test_copy_zero_size),
       T(test_copy_null_stream_is_synchronous),
+      T(test_copy_on_host_stream),
       T(test_memset_full),
       T(test_memset_partial_and_middle),
       T(test_stream_create_destroy),
@@ -360,6 +361,11 @@ int main(void) {
   else
     printf("adr-conformance: not run: test_host_accessible (device lacks "
            "ADR_CAP_HOST_ACCESSIBLE)\n");
+  if (g_conf.dev != g_conf.cpu)
+    tests[n++] = (struct CMUnitTest)T(test_stream_of_other_device);
+  else
+    printf("adr-conformance: not run: test_stream_of_other_device (the device under test is "
+           "the CPU, whose streams it uses as another device's)\n");
   if (g_conf.info.caps & ADR_CAP_IMPORT_NATIVE) {
     tests[n++] = (struct CMUnitTest)T(test_import_event);
     tests[n++] = (struct CMUnitTest)T(test_import_stream);

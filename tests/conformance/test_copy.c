@@ -227,3 +227,26 @@ void test_copy_null_stream_is_synchronous(void** state) {
   conf_host_free(h);
   conf_dev_free(g_conf.dev, d, n, NULL);
 }
+
+/* adr_copy accepts a stream of either side. Host <-> device copies ordered
+ * on a stream of the CPU device (the host side) complete with that
+ * stream. */
+void test_copy_on_host_stream(void** state) {
+  (void)state;
+  const size_t n = 4 * CONF_MIB + 9;
+  uint8_t* d = conf_dev_alloc(g_conf.dev, n, 0, NULL);
+  uint8_t* h = conf_host_alloc(n);
+  uint8_t* back = conf_host_alloc(n);
+  struct adr_stream* hs = conf_stream_create(g_conf.cpu);
+  conf_fill(h, n, 451);
+  memset(back, 0, n);
+  ASSERT_OK(adr_memset(g_conf.dev, d, 0, n, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.cpu, h, n, hs, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, hs, CONF_ERR));
+  ASSERT_OK(adr_stream_synchronize(hs, CONF_ERR));
+  conf_expect_pattern(back, n, 451, "round trip ordered on a stream of the CPU device");
+  conf_stream_destroy(hs);
+  conf_host_free(back);
+  conf_host_free(h);
+  conf_dev_free(g_conf.dev, d, n, NULL);
+}

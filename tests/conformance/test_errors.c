@@ -184,3 +184,37 @@ void test_copy_null_pointers(void** state) {
   conf_expect_pattern(h, n, 103, "host buffer after refused copies");
   conf_dev_free(g_conf.dev, d, n, NULL);
 }
+
+/* A stream must belong to the device the operation runs on (either side of
+ * a copy). Registered when the device under test is not the CPU, whose
+ * streams then serve as "another device's stream". */
+void test_stream_of_other_device(void** state) {
+  (void)state;
+  const size_t n = 64;
+  struct adr_stream* other = conf_stream_create(g_conf.cpu);
+  uint8_t* a = conf_dev_alloc(g_conf.dev, n, 0, NULL);
+  uint8_t* b = conf_dev_alloc(g_conf.dev, n, 0, NULL);
+  uint8_t h[64], back[64];
+  conf_fill(h, n, 461);
+  conf_upload(g_conf.dev, a, h, n);
+  conf_fill(h, n, 462);
+  conf_upload(g_conf.dev, b, h, n);
+  void* p = NULL;
+
+  ASSERT_ERR(adr_alloc(g_conf.dev, n, 0, other, &p, CONF_ERR), EINVAL, "adr_alloc");
+  assert_null(p);
+  ASSERT_ERR(adr_free(g_conf.dev, a, n, other, CONF_ERR), EINVAL, "adr_free");
+  ASSERT_ERR(adr_memset(g_conf.dev, a, 0, n, other, CONF_ERR), EINVAL, "adr_memset");
+  ASSERT_ERR(adr_copy(g_conf.dev, b, g_conf.dev, a, n, other, CONF_ERR), EINVAL, "adr_copy");
+  ASSERT_OK(adr_stream_synchronize(other, CONF_ERR));
+
+  /* Nothing happened: a is still allocated and both hold their data. */
+  conf_download(g_conf.dev, back, a, n);
+  conf_expect_pattern(back, n, 461, "buffer after operations refused for a foreign stream");
+  conf_download(g_conf.dev, back, b, n);
+  conf_expect_pattern(back, n, 462, "copy destination after a refused copy");
+
+  conf_dev_free(g_conf.dev, b, n, NULL);
+  conf_dev_free(g_conf.dev, a, n, NULL);
+  conf_stream_destroy(other);
+}
