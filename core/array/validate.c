@@ -1,0 +1,435 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Validation of an ArrowDeviceArray against its ArrowSchema: structure
+ * (reads no buffer, so it is safe on any device and on hostile input) and
+ * data (reads the buffers of a host-readable copy).
+ *
+ * Indices in messages are logical: element 0 is the array's `offset`.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "array_internal.h"
+
+static bool is_integer(enum adr_type t) {
+  return t >= ADR_TYPE_INT8 && t <= ADR_TYPE_UINT64;
+}
+
+static bool has_validity(enum adr_layout l) {
+  return l == ADR_LAYOUT_FIXED || l == ADR_LAYOUT_VAR_BINARY || l == ADR_LAYOUT_BINARY_VIEW ||
+         l == ADR_LAYOUT_LIST || l == ADR_LAYOUT_LIST_VIEW || l == ADR_LAYOUT_FIXED_LIST ||
+         l == ADR_LAYOUT_STRUCT;
+}
+
+#define FAIL(...) adr__path_error(error, EINVAL, op, path, __VA_ARGS__)
+
+int adr__validate_structure(const char* op, const struct ArrowSchema* schema,
+                            const struct ArrowArray* array, struct adr__path* path, int depth,
+                            struct adr_error* error) {
+  if (depth > ADR__MAX_DEPTH) return FAIL("nested deeper than %d levels", ADR__MAX_DEPTH);
+  if (schema == NULL) return FAIL("schema is NULL");
+  if (schema->release == NULL) return FAIL("schema is released");
+  if (array == NULL) return FAIL("array is NULL");
+  if (array->release == NULL) return FAIL("array is released");
+  struct adr_format f;
+  struct adr_error ferr;
+  if (adr_format_parse(schema->format, &f, &ferr) != 0) {
+    const char* msg = strchr(ferr.message, ']');
+    return FAIL("%s", msg ? msg + 2 : ferr.message);
+  }
+  if (array->length < 0) return FAIL("negative length %lld", (long long)array->length);
+  if (array->offset < 0) return FAIL("negative offset %lld", (long long)array->offset);
+  int64_t end;
+  if (__builtin_add_overflow(array->offset, array->length, &end))
+    return FAIL("offset + length overflows");
+  if (array->null_count < -1 || array->null_count > array->length)
+    return FAIL("null_count %lld out of range [-1, %lld]", (long long)array->null_count,
+                (long long)array->length);
+  /* Buffers. */
+  bool view = f.layout == ADR_LAYOUT_BINARY_VIEW;
+  if (view ? array->n_buffers < 3 : array->n_buffers != f.n_buffers)
+    return FAIL("%s has %s%d buffers, not %lld", adr_type_name(f.type), view ? "at least " : "",
+                f.n_buffers, (long long)array->n_buffers);
+  if (array->n_buffers > (int64_t)1 << 30) return FAIL("too many buffers");
+  if (array->n_buffers > 0 && array->buffers == NULL)
+    return FAIL("buffers is NULL with n_buffers %lld", (long long)array->n_buffers);
+  if (has_validity(f.layout) && array->buffers[0] == NULL && array->null_count > 0)
+    return FAIL("null_count %lld but no validity buffer", (long long)array->null_count);
+  if ((f.layout == ADR_LAYOUT_SPARSE_UNION || f.layout == ADR_LAYOUT_DENSE_UNION ||
+       f.layout == ADR_LAYOUT_RUN_END) &&
+      array->null_count > 0)
+    return FAIL("%s arrays have no validity; null_count must be 0, not %lld",
+                adr_type_name(f.type), (long long)array->null_count);
+  if (!view) {
+    int64_t sizes[8];
+    int st = adr_format_buffer_sizes(&f, array->offset, array->length, array->n_buffers, sizes,
+                                     NULL);
+    if (st != 0) return adr__path_error(error, st, op, path, "buffer sizes overflow");
+    for (int64_t i = has_validity(f.layout) ? 1 : 0; i < array->n_buffers; i++)
+      if (sizes[i] > 0 && end > 0 && array->buffers[i] == NULL)
+        return FAIL("buffer %lld is NULL but must hold %lld bytes", (long long)i,
+                    (long long)sizes[i]);
+  } else {
+    if (end > 0 && array->buffers[1] == NULL)
+      return FAIL("views buffer is NULL but must hold %lld bytes", (long long)end * 16);
+    if (array->n_buffers > 3 && array->buffers[array->n_buffers - 1] == NULL)
+      return FAIL("variadic buffer sizes buffer is NULL with %lld variadic buffers",
+                  (long long)(array->n_buffers - 3));
+  }
+  /* Children. */
+  if (schema->n_children != array->n_children)
+    return FAIL("schema has %lld children, array has %lld", (long long)schema->n_children,
+                (long long)array->n_children);
+  if (f.n_children >= 0 && array->n_children != f.n_children)
+    return FAIL("%s needs %d children, not %lld", adr_type_name(f.type), f.n_children,
+                (long long)array->n_children);
+  if (array->n_children < 0) return FAIL("negative n_children %lld", (long long)array->n_children);
+  if (array->n_children > 0 && (array->children == NULL || schema->children == NULL))
+    return FAIL("children is NULL with n_children %lld", (long long)array->n_children);
+  for (int64_t i = 0; i < array->n_children; i++) {
+    if (array->children[i] == NULL || schema->children[i] == NULL)
+      return FAIL("children[%lld] is NULL", (long long)i);
+  }
+  switch (f.layout) {
+    case ADR_LAYOUT_FIXED_LIST: {
+      int64_t need;
+      if (__builtin_mul_overflow(end, (int64_t)f.fixed_size, &need))
+        return FAIL("(offset + length) * list size overflows");
+      if (array->children[0]->length < need)
+        return FAIL("fixed-size list child has length %lld, needs %lld",
+                    (long long)array->children[0]->length, (long long)need);
+      break;
+    }
+    case ADR_LAYOUT_STRUCT:
+    case ADR_LAYOUT_SPARSE_UNION:
+      for (int64_t i = 0; i < array->n_children; i++)
+        if (array->children[i]->length < end)
+          return FAIL("children[%lld] has length %lld, needs offset + length = %lld",
+                      (long long)i, (long long)array->children[i]->length, (long long)end);
+      break;
+    case ADR_LAYOUT_RUN_END: {
+      struct adr_format rf;
+      if (schema->children[0]->release == NULL ||
+          adr_format_parse(schema->children[0]->format, &rf, NULL) != 0 ||
+          (rf.type != ADR_TYPE_INT16 && rf.type != ADR_TYPE_INT32 && rf.type != ADR_TYPE_INT64))
+        return FAIL("run ends must be int16, int32 or int64");
+      const struct ArrowArray* re = array->children[0];
+      const struct ArrowArray* va = array->children[1];
+      if (re->length > va->length)
+        return FAIL("run ends child has length %lld, more than the values' %lld",
+                    (long long)re->length, (long long)va->length);
+      if (re->null_count > 0) return FAIL("run ends child has nulls");
+      if (array->length > 0 && re->length == 0) return FAIL("run ends child is empty");
+      break;
+    }
+    case ADR_LAYOUT_LIST:
+      if (f.type == ADR_TYPE_MAP) {
+        const struct ArrowSchema* e = schema->children[0];
+        struct adr_format ef;
+        if (e->release == NULL || adr_format_parse(e->format, &ef, NULL) != 0 ||
+            ef.type != ADR_TYPE_STRUCT || e->n_children != 2)
+          return FAIL("map entries must be a struct of 2 children");
+        if (e->children != NULL && e->children[0] != NULL &&
+            (e->children[0]->flags & ARROW_FLAG_NULLABLE))
+          return FAIL("map keys must not be nullable");
+      }
+      break;
+    default:
+      break;
+  }
+  /* Dictionary. */
+  if ((schema->dictionary == NULL) != (array->dictionary == NULL))
+    return FAIL("the schema %s a dictionary but the array %s",
+                schema->dictionary ? "has" : "has no", array->dictionary ? "has one" : "has none");
+  if (schema->dictionary != NULL && !is_integer(f.type))
+    return FAIL("dictionary indices must be an integer type, not %s", adr_type_name(f.type));
+  for (int64_t i = 0; i < array->n_children; i++) {
+    size_t mark = adr__path_push_child(path, i);
+    int st = adr__validate_structure(op, schema->children[i], array->children[i], path,
+                                     depth + 1, error);
+    adr__path_pop(path, mark);
+    if (st) return st;
+  }
+  if (array->dictionary != NULL) {
+    size_t mark = adr__path_push_name(path, "dictionary");
+    int st = adr__validate_structure(op, schema->dictionary, array->dictionary, path,
+                                     depth + 1, error);
+    adr__path_pop(path, mark);
+    if (st) return st;
+  }
+  return 0;
+}
+
+/* ---- data ----------------------------------------------------------------- */
+
+/* Whether s[0, n) is valid UTF-8; *bad_at receives the first bad byte. */
+static bool utf8_valid(const uint8_t* s, int64_t n, int64_t* bad_at) {
+  int64_t i = 0;
+  while (i < n) {
+    uint8_t c = s[i];
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    int len;
+    uint32_t cp;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      *bad_at = i;
+      return false;
+    }
+    if (i + len > n) {
+      *bad_at = i;
+      return false;
+    }
+    for (int k = 1; k < len; k++) {
+      if ((s[i + k] & 0xC0) != 0x80) {
+        *bad_at = i;
+        return false;
+      }
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      *bad_at = i;
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+static int64_t count_nulls(const uint8_t* bits, int64_t from, int64_t n) {
+  int64_t nulls = 0;
+  for (int64_t i = from; i < from + n; i++) nulls += !adr__bit(bits, i);
+  return nulls;
+}
+
+int adr__validate_data(const char* op, const struct ArrowSchema* schema,
+                       const struct ArrowArray* array, struct adr__path* path,
+                       struct adr_error* error) {
+  struct adr_format f;
+  if (adr_format_parse(schema->format, &f, NULL) != 0) return FAIL("bad format");
+  const int64_t off = array->offset, len = array->length, end = off + len;
+  if (has_validity(f.layout) && array->buffers[0] != NULL && array->null_count >= 0) {
+    int64_t nulls = count_nulls(adr__buf(array, 0), off, len);
+    if (nulls != array->null_count)
+      return FAIL("null_count %lld but the validity bitmap has %lld nulls",
+                  (long long)array->null_count, (long long)nulls);
+  }
+  const int ob = f.offset_bytes;
+  switch (f.layout) {
+    case ADR_LAYOUT_VAR_BINARY: {
+      if (end == 0 && array->buffers[1] == NULL) break;
+      int64_t first = adr__offset_at(array, 1, ob, off);
+      if (first < 0) return FAIL("negative first offset %lld", (long long)first);
+      for (int64_t i = off; i < end; i++) {
+        int64_t a = adr__offset_at(array, 1, ob, i), b = adr__offset_at(array, 1, ob, i + 1);
+        if (b < a) return FAIL("offsets not monotonic at %lld", (long long)(i - off));
+      }
+      int64_t last = adr__offset_at(array, 1, ob, end);
+      if (last > first && array->buffers[2] == NULL)
+        return FAIL("data buffer is NULL but offsets reference %lld bytes",
+                    (long long)(last - first));
+      if (f.type == ADR_TYPE_STRING || f.type == ADR_TYPE_LARGE_STRING) {
+        for (int64_t i = off; i < end; i++) {
+          if (!adr__valid(array, &f, i)) continue;
+          int64_t a = adr__offset_at(array, 1, ob, i), b = adr__offset_at(array, 1, ob, i + 1);
+          int64_t bad;
+          if (b > a && !utf8_valid(adr__buf(array, 2) + a, b - a, &bad))
+            return FAIL("invalid UTF-8 in value %lld at byte %lld", (long long)(i - off),
+                        (long long)bad);
+        }
+      }
+      break;
+    }
+    case ADR_LAYOUT_BINARY_VIEW: {
+      int64_t nvar = array->n_buffers - 3;
+      const int64_t* vsizes =
+          nvar > 0 ? (const int64_t*)array->buffers[array->n_buffers - 1] : NULL;
+      for (int64_t v = 0; v < nvar; v++)
+        if (vsizes[v] < 0)
+          return FAIL("variadic buffer %lld has negative size %lld", (long long)v,
+                      (long long)vsizes[v]);
+      for (int64_t i = off; i < end; i++) {
+        if (!adr__valid(array, &f, i)) continue;
+        const uint8_t* vb = adr__buf(array, 1) + 16 * i;
+        int32_t vlen, buf, voff;
+        memcpy(&vlen, vb, 4);
+        if (vlen < 0) return FAIL("view %lld has negative length %d", (long long)(i - off), vlen);
+        const uint8_t* data;
+        if (vlen <= 12) {
+          data = vb + 4;
+        } else {
+          memcpy(&buf, vb + 8, 4);
+          memcpy(&voff, vb + 12, 4);
+          if (buf < 0 || buf >= nvar)
+            return FAIL("view %lld references buffer %d of %lld", (long long)(i - off), buf,
+                        (long long)nvar);
+          if (voff < 0 || (int64_t)voff + vlen > vsizes[buf])
+            return FAIL("view %lld range [%d, %lld) outside buffer %d of %lld bytes",
+                        (long long)(i - off), voff, (long long)voff + vlen, buf,
+                        (long long)vsizes[buf]);
+          data = adr__buf(array, 2 + buf);
+          if (data == NULL) return FAIL("variadic buffer %d is NULL", buf);
+          data += voff;
+          if (memcmp(data, vb + 4, 4) != 0)
+            return FAIL("view %lld prefix does not match its data", (long long)(i - off));
+        }
+        int64_t bad;
+        if (f.type == ADR_TYPE_STRING_VIEW && !utf8_valid(data, vlen, &bad))
+          return FAIL("invalid UTF-8 in value %lld at byte %lld", (long long)(i - off),
+                      (long long)bad);
+      }
+      break;
+    }
+    case ADR_LAYOUT_LIST: {
+      if (end == 0 && array->buffers[1] == NULL) break;
+      int64_t clen = array->children[0]->length;
+      int64_t first = adr__offset_at(array, 1, ob, off);
+      if (first < 0) return FAIL("negative first offset %lld", (long long)first);
+      for (int64_t i = off; i < end; i++)
+        if (adr__offset_at(array, 1, ob, i + 1) < adr__offset_at(array, 1, ob, i))
+          return FAIL("offsets not monotonic at %lld", (long long)(i - off));
+      int64_t last = adr__offset_at(array, 1, ob, end);
+      if (last > clen)
+        return FAIL("last offset %lld beyond the child's length %lld", (long long)last,
+                    (long long)clen);
+      if (f.type == ADR_TYPE_MAP) {
+        const struct ArrowArray* keys = array->children[0]->children[0];
+        if (keys->buffers[0] != NULL &&
+            count_nulls(adr__buf(keys, 0), keys->offset, keys->length) != 0)
+          return FAIL("map keys contain nulls");
+      }
+      break;
+    }
+    case ADR_LAYOUT_LIST_VIEW: {
+      int64_t clen = array->children[0]->length;
+      for (int64_t i = off; i < end; i++) {
+        if (!adr__valid(array, &f, i)) continue;
+        int64_t o = adr__offset_at(array, 1, ob, i), s = adr__offset_at(array, 2, ob, i);
+        if (o < 0 || s < 0 || o > clen || s > clen - o)
+          return FAIL("list view %lld (offset %lld, size %lld) outside the child's length %lld",
+                      (long long)(i - off), (long long)o, (long long)s, (long long)clen);
+      }
+      break;
+    }
+    case ADR_LAYOUT_SPARSE_UNION:
+    case ADR_LAYOUT_DENSE_UNION: {
+      int child_of[256];
+      for (int k = 0; k < 256; k++) child_of[k] = -1;
+      for (int k = 0; k < f.n_type_ids; k++) child_of[(uint8_t)f.type_ids[k]] = k;
+      const int8_t* types = (const int8_t*)array->buffers[0];
+      for (int64_t i = off; i < end; i++) {
+        int c = child_of[(uint8_t)types[i]];
+        if (types[i] < 0 || c < 0)
+          return FAIL("type id %d at %lld is not one of the union's", types[i],
+                      (long long)(i - off));
+        if (f.layout == ADR_LAYOUT_DENSE_UNION) {
+          int32_t o = ((const int32_t*)array->buffers[1])[i];
+          if (o < 0 || o >= array->children[c]->length)
+            return FAIL("dense union offset %d at %lld outside children[%d] of length %lld", o,
+                        (long long)(i - off), c, (long long)array->children[c]->length);
+        }
+      }
+      break;
+    }
+    case ADR_LAYOUT_RUN_END: {
+      const struct ArrowArray* re = array->children[0];
+      struct adr_format rf;
+      adr_format_parse(schema->children[0]->format, &rf, NULL);
+      int w = rf.bit_width / 8;
+      if (re->buffers[0] != NULL && count_nulls(adr__buf(re, 0), re->offset, re->length) != 0)
+        return FAIL("run ends contain nulls");
+      int64_t prev = 0;
+      for (int64_t k = 0; k < re->length; k++) {
+        int64_t i = re->offset + k, v;
+        if (w == 2) v = ((const int16_t*)re->buffers[1])[i];
+        else if (w == 4) v = ((const int32_t*)re->buffers[1])[i];
+        else v = ((const int64_t*)re->buffers[1])[i];
+        if (v <= prev)
+          return FAIL("run ends not strictly increasing at run %lld (%lld after %lld)",
+                      (long long)k, (long long)v, (long long)prev);
+        prev = v;
+      }
+      if (len > 0 && prev < end)
+        return FAIL("run ends cover %lld values, the array needs offset + length = %lld",
+                    (long long)prev, (long long)end);
+      break;
+    }
+    default:
+      break;
+  }
+  if (array->dictionary != NULL) {
+    int64_t dlen = array->dictionary->length;
+    int w = f.bit_width / 8;
+    bool is_signed = f.type == ADR_TYPE_INT8 || f.type == ADR_TYPE_INT16 ||
+                     f.type == ADR_TYPE_INT32 || f.type == ADR_TYPE_INT64;
+    const uint8_t* d = adr__buf(array, 1);
+    for (int64_t i = off; i < end; i++) {
+      if (!adr__valid(array, &f, i)) continue;
+      int64_t idx;
+      switch (w) {
+        case 1: idx = is_signed ? ((const int8_t*)d)[i] : ((const uint8_t*)d)[i]; break;
+        case 2: idx = is_signed ? ((const int16_t*)d)[i] : ((const uint16_t*)d)[i]; break;
+        case 4: idx = is_signed ? ((const int32_t*)d)[i] : ((const uint32_t*)d)[i]; break;
+        default: {
+          uint64_t u = ((const uint64_t*)d)[i];
+          idx = (!is_signed && u > INT64_MAX) ? -1 : (int64_t)u;
+        }
+      }
+      if (idx < 0 || idx >= dlen)
+        return FAIL("dictionary index %lld at %lld outside the dictionary of length %lld",
+                    (long long)idx, (long long)(i - off), (long long)dlen);
+    }
+  }
+  for (int64_t i = 0; i < array->n_children; i++) {
+    size_t mark = adr__path_push_child(path, i);
+    int st = adr__validate_data(op, schema->children[i], array->children[i], path, error);
+    adr__path_pop(path, mark);
+    if (st) return st;
+  }
+  if (array->dictionary != NULL) {
+    size_t mark = adr__path_push_name(path, "dictionary");
+    int st = adr__validate_data(op, schema->dictionary, array->dictionary, path, error);
+    adr__path_pop(path, mark);
+    if (st) return st;
+  }
+  return 0;
+}
+
+int adr_device_array_validate(const struct ArrowSchema* schema,
+                              const struct ArrowDeviceArray* array,
+                              enum adr_validate_level level, struct adr_error* error) {
+  const char* op = "adr_device_array_validate";
+  struct adr__path root;
+  adr__path_root(&root);
+  struct adr__path* path = &root;
+  if (array == NULL) return FAIL("array is NULL");
+  if (level != ADR_VALIDATE_STRUCTURE && level != ADR_VALIDATE_FULL)
+    return adr__errorf(error, EINVAL, op, NULL, "unknown validation level %d", (int)level);
+  if (!adr__device_type_known(array->device_type))
+    return FAIL("unknown device_type %d", (int)array->device_type);
+  if (array->device_id < -1) return FAIL("invalid device_id %lld", (long long)array->device_id);
+  int st = adr__validate_structure(op, schema, &array->array, path, 0, error);
+  if (st || level == ADR_VALIDATE_STRUCTURE) return st;
+  if (array->device_type == ARROW_DEVICE_CPU)
+    return adr__validate_data(op, schema, &array->array, path, error);
+  struct adr_device* cpu;
+  st = adr_device_get(ARROW_DEVICE_CPU, 0, &cpu, error);
+  if (st) return st;
+  struct ArrowDeviceArray host;
+  st = adr__deep_copy(op, schema, array, cpu, NULL, true, &host, NULL, error);
+  if (st) return st;
+  st = adr__validate_data(op, schema, &host.array, path, error);
+  adr_device_array_release(&host);
+  return st;
+}
