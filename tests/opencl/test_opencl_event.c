@@ -124,7 +124,8 @@ static void test_import_foreign_marker(void** state) {
   struct adr_event* ev = NULL;
   ASSERT_ADR(adr_event_import(dev, &marker, &ev, OCL_ERR));
   ASSERT_ADR_ERR(adr_event_query(ev, OCL_ERR), EBUSY, "");
-  ASSERT_ADR_ERR(adr_event_record(ev, NULL, OCL_ERR), ENOTSUP, "[adr_event_record]");
+  /* The core refuses this before the backend would (with ENOTSUP). */
+  ASSERT_ADR_ERR(adr_event_record(ev, NULL, OCL_ERR), EINVAL, "[adr_event_record]");
   ASSERT_CL(clSetUserEventStatus(gate, CL_COMPLETE));
   ASSERT_ADR(adr_event_synchronize(ev, OCL_ERR));
   ASSERT_ADR(adr_event_query(ev, OCL_ERR));
