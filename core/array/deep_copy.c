@@ -1,0 +1,430 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Deep copy of an ArrowDeviceArray tree to any adr device.
+ *
+ * Two passes over the tree:
+ *  1. plan: decide, node by node, which element range of the source each
+ *     output node holds, and list every value whose size depends on the
+ *     data (first/last offsets of var-binary arrays, the buffer sizes of
+ *     views). Those are read in one batch after the source's sync_event,
+ *     followed by one host wait for the whole tree.
+ *  2. copy: allocate each output buffer and queue its copy on one stream.
+ *
+ * Ranges. A node is asked for source elements [start, start + len) of its
+ * buffers (start includes the node's own offset). It copies elements from
+ * start - r, where r = start % 8 keeps bitmaps byte-aligned with their bit
+ * offset, and becomes an output node with offset r and length len. A child
+ * that is indexed by its parent's position (struct, sparse union,
+ * fixed-size list) is asked for the matching range; a child indexed through
+ * data (list offsets, dense union offsets, run ends, dictionary indices)
+ * is copied whole, since narrowing it would need the offsets first and a
+ * second round trip per nesting level. Var-binary data is copied from the
+ * first used byte to the last into a buffer of the last offset's size, so
+ * the offsets keep their values without a rebasing kernel.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "array_internal.h"
+
+struct plan {
+  const struct ArrowSchema* schema;
+  const struct ArrowArray* src;
+  struct adr_format f;
+  int64_t start, len, r;
+  int64_t read_at; /* byte offset of this node's size reads in the staging buffer, -1 none */
+  struct plan* children;
+  struct plan* dictionary;
+};
+
+struct copy_ctx {
+  const char* op;
+  struct adr_device* src_dev;
+  struct adr_device* dst_dev;
+  struct adr_device* cpu;
+  bool src_cpu;
+  bool whole;
+  struct adr_stream* read_stream;
+  struct adr_stream* copy_stream;
+  struct adr_stream* alloc_stream;
+  unsigned char* staging;
+  int64_t staging_size;
+  struct adr_copy_stats stats;
+  struct adr__path path;
+  struct adr_error* error;
+};
+
+static void plan_free(struct plan* p) {
+  if (p == NULL) return;
+  if (p->children != NULL)
+    for (int64_t i = 0; i < p->src->n_children; i++) plan_free(&p->children[i]);
+  free(p->children);
+  if (p->dictionary != NULL) {
+    plan_free(p->dictionary);
+    free(p->dictionary);
+  }
+}
+
+#define CFAIL(ctx, status, ...) \
+  adr__path_error((ctx)->error, status, (ctx)->op, &(ctx)->path, __VA_ARGS__)
+
+static int plan_build(struct copy_ctx* ctx, struct plan* p, const struct ArrowSchema* schema,
+                      const struct ArrowArray* src, int64_t start, int64_t len) {
+  p->schema = schema;
+  p->src = src;
+  p->start = start;
+  p->len = len;
+  p->read_at = -1;
+  if (adr_format_parse(schema->format, &p->f, ctx->error) != 0) return EINVAL;
+  const struct adr_format* f = &p->f;
+  if (f->layout == ADR_LAYOUT_NULL) p->r = ctx->whole ? start : 0;
+  else if (f->layout == ADR_LAYOUT_RUN_END || ctx->whole) p->r = start;
+  else p->r = start & 7;
+  if (f->layout == ADR_LAYOUT_VAR_BINARY && src->buffers[1] != NULL) {
+    p->read_at = ctx->staging_size;
+    ctx->staging_size += 2 * 8;
+  } else if (f->layout == ADR_LAYOUT_BINARY_VIEW && src->n_buffers > 3) {
+    p->read_at = ctx->staging_size;
+    ctx->staging_size += (src->n_buffers - 3) * 8;
+  }
+  if (src->n_children > 0) {
+    p->children = calloc((size_t)src->n_children, sizeof(*p->children));
+    if (p->children == NULL) return CFAIL(ctx, ENOMEM, "out of memory");
+  }
+  for (int64_t i = 0; i < src->n_children; i++) {
+    const struct ArrowArray* c = src->children[i];
+    int64_t cs = c->offset, cl = c->length;
+    if (!ctx->whole) {
+      if (f->layout == ADR_LAYOUT_STRUCT || f->layout == ADR_LAYOUT_SPARSE_UNION) {
+        cs = c->offset + start - p->r;
+        cl = p->r + len;
+      } else if (f->layout == ADR_LAYOUT_FIXED_LIST) {
+        cs = c->offset + (start - p->r) * f->fixed_size;
+        cl = (p->r + len) * f->fixed_size;
+      }
+    }
+    size_t mark = adr__path_push_child(&ctx->path, i);
+    int st = plan_build(ctx, &p->children[i], schema->children[i], c, cs, cl);
+    adr__path_pop(&ctx->path, mark);
+    if (st) return st;
+  }
+  if (src->dictionary != NULL) {
+    p->dictionary = calloc(1, sizeof(*p->dictionary));
+    if (p->dictionary == NULL) return CFAIL(ctx, ENOMEM, "out of memory");
+    size_t mark = adr__path_push_name(&ctx->path, "dictionary");
+    int st = plan_build(ctx, p->dictionary, schema->dictionary, src->dictionary,
+                        src->dictionary->offset, src->dictionary->length);
+    adr__path_pop(&ctx->path, mark);
+    if (st) return st;
+  }
+  return 0;
+}
+
+/* One read of n bytes at src into the staging buffer at `at`. */
+static int read_one(struct copy_ctx* ctx, int64_t at, const void* src, size_t n) {
+  ctx->stats.size_reads++;
+  if (ctx->src_cpu) {
+    memcpy(ctx->staging + at, src, n);
+    return 0;
+  }
+  return adr_copy(ctx->cpu, ctx->staging + at, ctx->src_dev, src, n, ctx->read_stream,
+                  ctx->error);
+}
+
+static int plan_reads(struct copy_ctx* ctx, const struct plan* p) {
+  int st = 0;
+  if (p->read_at >= 0) {
+    const struct ArrowArray* s = p->src;
+    if (p->f.layout == ADR_LAYOUT_VAR_BINARY) {
+      int64_t ob = p->f.offset_bytes;
+      const unsigned char* offs = s->buffers[1];
+      st = read_one(ctx, p->read_at, offs + (p->start - p->r) * ob, (size_t)ob);
+      if (st == 0)
+        st = read_one(ctx, p->read_at + 8, offs + (p->start + p->len) * ob, (size_t)ob);
+    } else {
+      st = read_one(ctx, p->read_at, s->buffers[s->n_buffers - 1],
+                    (size_t)(s->n_buffers - 3) * 8);
+    }
+  }
+  if (p->children != NULL)
+    for (int64_t i = 0; st == 0 && i < p->src->n_children; i++)
+      st = plan_reads(ctx, &p->children[i]);
+  if (st == 0 && p->dictionary != NULL) st = plan_reads(ctx, p->dictionary);
+  return st;
+}
+
+static int64_t staged_offset(const struct copy_ctx* ctx, int64_t at, int ob) {
+  if (ob == 4) {
+    int32_t v;
+    memcpy(&v, ctx->staging + at, 4);
+    return v;
+  }
+  int64_t v;
+  memcpy(&v, ctx->staging + at, 8);
+  return v;
+}
+
+/* Allocates output buffer i of `size` bytes and copies n bytes from
+ * src + src_off to its byte dst_off. */
+static int copy_buffer(struct copy_ctx* ctx, struct ArrowArray* out, int64_t i, int64_t size,
+                       const void* src, int64_t src_off, int64_t dst_off, int64_t n) {
+  void* dst;
+  int st = adr_array_alloc_buffer(out, i, (size_t)size, ctx->alloc_stream, &dst, ctx->error);
+  if (st) return st;
+  if (n <= 0) return 0;
+  ctx->stats.copies++;
+  ctx->stats.bytes += n;
+  return adr_copy(ctx->dst_dev, (unsigned char*)dst + dst_off, ctx->src_dev,
+                  (const unsigned char*)src + src_off, (size_t)n, ctx->copy_stream, ctx->error);
+}
+
+/* Copies elements [from, from + count) of a buffer of `width_bits` bits
+ * per element; an absent buffer (validity without nulls) stays absent. */
+static int copy_elements(struct copy_ctx* ctx, struct ArrowArray* out, int64_t i,
+                         const void* src, int64_t from, int64_t count, int64_t width_bits) {
+  if (src == NULL) return 0;
+  int64_t src_off, n;
+  if (width_bits == 1) {
+    src_off = from / 8; /* from is a multiple of 8 */
+    n = (count + 7) / 8;
+  } else {
+    src_off = from * (width_bits / 8);
+    n = count * (width_bits / 8);
+  }
+  return copy_buffer(ctx, out, i, n, src, src_off, 0, n);
+}
+
+static int plan_copy(struct copy_ctx* ctx, const struct plan* p, struct ArrowArray* out) {
+  const struct ArrowArray* s = p->src;
+  const struct adr_format* f = &p->f;
+  int st = adr_array_init(ctx->dst_dev, s->n_buffers, s->n_children, out, ctx->error);
+  if (st) return st;
+  out->length = p->len;
+  out->offset = p->r;
+  bool same = p->start == s->offset && p->len == s->length;
+  out->null_count = same || s->null_count == 0 ? s->null_count : -1;
+  const int64_t from = p->start - p->r, count = p->r + p->len;
+  switch (f->layout) {
+    case ADR_LAYOUT_NULL:
+    case ADR_LAYOUT_RUN_END:
+      break;
+    case ADR_LAYOUT_FIXED:
+      st = copy_elements(ctx, out, 0, s->buffers[0], from, count, 1);
+      if (st == 0) st = copy_elements(ctx, out, 1, s->buffers[1], from, count, f->bit_width);
+      break;
+    case ADR_LAYOUT_VAR_BINARY: {
+      st = copy_elements(ctx, out, 0, s->buffers[0], from, count, 1);
+      if (st || s->buffers[1] == NULL) break;
+      st = copy_elements(ctx, out, 1, s->buffers[1], from, count + 1, 8 * f->offset_bytes);
+      if (st) break;
+      int64_t first = staged_offset(ctx, p->read_at, f->offset_bytes);
+      int64_t last = staged_offset(ctx, p->read_at + 8, f->offset_bytes);
+      if (first < 0 || last < first) {
+        st = CFAIL(ctx, EINVAL, "offsets [%lld, %lld] of the copied range are not monotonic",
+                   (long long)first, (long long)last);
+        break;
+      }
+      if (last > first && s->buffers[2] == NULL) {
+        st = CFAIL(ctx, EINVAL, "data buffer is NULL but offsets reference %lld bytes",
+                   (long long)(last - first));
+        break;
+      }
+      st = copy_buffer(ctx, out, 2, last, s->buffers[2], first, first, last - first);
+      break;
+    }
+    case ADR_LAYOUT_BINARY_VIEW: {
+      st = copy_elements(ctx, out, 0, s->buffers[0], from, count, 1);
+      if (st == 0) st = copy_elements(ctx, out, 1, s->buffers[1], from, count, 128);
+      int64_t nvar = s->n_buffers - 3;
+      for (int64_t v = 0; st == 0 && v < nvar; v++) {
+        int64_t size;
+        memcpy(&size, ctx->staging + p->read_at + 8 * v, 8);
+        if (size < 0) {
+          st = CFAIL(ctx, EINVAL, "variadic buffer %lld has negative size %lld", (long long)v,
+                     (long long)size);
+          break;
+        }
+        if (size > 0 && s->buffers[2 + v] == NULL) {
+          st = CFAIL(ctx, EINVAL, "variadic buffer %lld is NULL but has size %lld",
+                     (long long)v, (long long)size);
+          break;
+        }
+        st = copy_buffer(ctx, out, 2 + v, size, s->buffers[2 + v], 0, 0, size);
+      }
+      if (st == 0)
+        st = copy_buffer(ctx, out, s->n_buffers - 1, nvar * 8, s->buffers[s->n_buffers - 1], 0,
+                         0, nvar * 8);
+      break;
+    }
+    case ADR_LAYOUT_LIST:
+      st = copy_elements(ctx, out, 0, s->buffers[0], from, count, 1);
+      if (st == 0 && s->buffers[1] != NULL)
+        st = copy_elements(ctx, out, 1, s->buffers[1], from, count + 1, 8 * f->offset_bytes);
+      break;
+    case ADR_LAYOUT_LIST_VIEW:
+      st = copy_elements(ctx, out, 0, s->buffers[0], from, count, 1);
+      if (st == 0)
+        st = copy_elements(ctx, out, 1, s->buffers[1], from, count, 8 * f->offset_bytes);
+      if (st == 0)
+        st = copy_elements(ctx, out, 2, s->buffers[2], from, count, 8 * f->offset_bytes);
+      break;
+    case ADR_LAYOUT_FIXED_LIST:
+    case ADR_LAYOUT_STRUCT:
+      st = copy_elements(ctx, out, 0, s->buffers[0], from, count, 1);
+      break;
+    case ADR_LAYOUT_SPARSE_UNION:
+      st = copy_elements(ctx, out, 0, s->buffers[0], from, count, 8);
+      break;
+    case ADR_LAYOUT_DENSE_UNION:
+      st = copy_elements(ctx, out, 0, s->buffers[0], from, count, 8);
+      if (st == 0) st = copy_elements(ctx, out, 1, s->buffers[1], from, count, 32);
+      break;
+  }
+  for (int64_t i = 0; st == 0 && i < s->n_children; i++) {
+    size_t mark = adr__path_push_child(&ctx->path, i);
+    st = plan_copy(ctx, &p->children[i], out->children[i]);
+    adr__path_pop(&ctx->path, mark);
+  }
+  if (st == 0 && p->dictionary != NULL) {
+    size_t mark = adr__path_push_name(&ctx->path, "dictionary");
+    st = adr_array_alloc_dictionary(out, ctx->error);
+    if (st == 0) st = plan_copy(ctx, p->dictionary, out->dictionary);
+    adr__path_pop(&ctx->path, mark);
+  }
+  return st;
+}
+
+static int host_sync_stream(struct copy_ctx* ctx, struct adr_stream* s) {
+  ctx->stats.host_syncs++;
+  return adr_stream_synchronize(s, ctx->error);
+}
+
+int adr__deep_copy(const char* op, const struct ArrowSchema* schema,
+                   const struct ArrowDeviceArray* src, struct adr_device* dst_device,
+                   struct adr_stream* stream, bool whole, struct ArrowDeviceArray* out,
+                   struct adr_copy_stats* stats, struct adr_error* error) {
+  struct copy_ctx ctx;
+  memset(&ctx, 0, sizeof(ctx));
+  ctx.op = op;
+  ctx.whole = whole;
+  ctx.error = error;
+  adr__path_root(&ctx.path);
+  if (stats != NULL && stats->struct_size == 0)
+    return adr__errorf(error, EINVAL, op, NULL, "out_stats->struct_size is not set");
+  if (src == NULL || dst_device == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL",
+                       src == NULL ? "src" : dst_device == NULL ? "dst_device" : "out");
+  if (!adr__device_type_known(src->device_type))
+    return adr__path_error(error, EINVAL, op, &ctx.path, "unknown device_type %d",
+                           (int)src->device_type);
+  int st = adr__validate_structure(op, schema, &src->array, &ctx.path, 0, error);
+  if (st) return st;
+  st = adr__array_device(src->device_type, src->device_id, &ctx.src_dev, error);
+  if (st) return st;
+  st = adr_device_get(ARROW_DEVICE_CPU, 0, &ctx.cpu, error);
+  if (st) return st;
+  ctx.dst_dev = dst_device;
+  ctx.src_cpu = src->device_type == ARROW_DEVICE_CPU;
+  bool dst_cpu = adr_device_type(dst_device) == ARROW_DEVICE_CPU;
+  if (stream != NULL && adr_stream_device(stream) != dst_device &&
+      adr_stream_device(stream) != ctx.src_dev)
+    return adr__errorf(error, EINVAL, op, NULL, "stream belongs to %s, neither %s nor %s",
+                       adr_device_name(adr_stream_device(stream)), adr_device_name(dst_device),
+                       adr_device_name(ctx.src_dev));
+  if (ctx.src_cpu && src->sync_event != NULL)
+    return adr__path_error(error, EINVAL, op, &ctx.path,
+                           "a CPU array must not carry a sync_event");
+  /* One stream orders every copy. */
+  if (stream != NULL) ctx.copy_stream = stream;
+  else if (!dst_cpu) ctx.copy_stream = adr_stream_default(dst_device);
+  else if (!ctx.src_cpu) ctx.copy_stream = adr_stream_default(ctx.src_dev);
+  else ctx.copy_stream = adr_stream_default(dst_device);
+  ctx.read_stream = adr_stream_device(ctx.copy_stream) == ctx.src_dev
+                        ? ctx.copy_stream
+                        : adr_stream_default(ctx.src_dev);
+  ctx.alloc_stream =
+      adr_stream_device(ctx.copy_stream) == dst_device && !dst_cpu ? ctx.copy_stream : NULL;
+
+  struct plan root;
+  memset(&root, 0, sizeof(root));
+  struct adr_event* src_event = NULL;
+  struct ArrowArray result;
+  result.release = NULL;
+  st = plan_build(&ctx, &root, schema, &src->array, src->array.offset, src->array.length);
+  if (st == 0 && ctx.staging_size > 0) {
+    ctx.staging = malloc((size_t)ctx.staging_size);
+    if (ctx.staging == NULL) st = adr__errorf(error, ENOMEM, op, NULL, "out of memory");
+  }
+  /* Nothing is read before the producer's event: the read stream (and the
+   * copy stream) wait on it first. */
+  if (st == 0 && src->sync_event != NULL)
+    st = adr_event_import(ctx.src_dev, src->sync_event, &src_event, error);
+  if (st == 0 && ctx.staging_size > 0) {
+    if (src_event != NULL) st = adr_stream_wait_event(ctx.read_stream, src_event, error);
+    if (st == 0) st = plan_reads(&ctx, &root);
+    if (st == 0 && !ctx.src_cpu) {
+      /* The one host wait of the tree: every size read above completes, and
+       * with it the source's event. */
+      ctx.stats.size_syncs++;
+      st = host_sync_stream(&ctx, ctx.read_stream);
+    }
+  } else if (st == 0 && src_event != NULL) {
+    if (adr_stream_device(ctx.copy_stream) == ctx.src_dev) {
+      st = adr_stream_wait_event(ctx.copy_stream, src_event, error);
+    } else {
+      ctx.stats.host_syncs++;
+      st = adr_event_synchronize(src_event, error);
+    }
+  }
+  if (st == 0) st = plan_copy(&ctx, &root, &result);
+  bool complete = stream == NULL || dst_cpu || adr_stream_device(ctx.copy_stream) != dst_device;
+  struct adr_event* done = NULL;
+  void* native = NULL;
+  if (st == 0 && !complete) {
+    st = adr_event_create(dst_device, &done, error);
+    if (st == 0) st = adr_event_record(done, ctx.copy_stream, error);
+    if (st == 0) native = adr_event_native(done);
+    if (st == 0 && native == NULL) complete = true;
+  }
+  if (st == 0 && complete) st = host_sync_stream(&ctx, ctx.copy_stream);
+  if (st != 0) {
+    /* Drain queued copies before their memory goes. */
+    adr_stream_synchronize(ctx.copy_stream, NULL);
+    if (ctx.read_stream != ctx.copy_stream) adr_stream_synchronize(ctx.read_stream, NULL);
+  }
+  if (done != NULL && (st != 0 || complete)) {
+    adr_event_destroy(done, NULL);
+    done = NULL;
+    native = NULL;
+  }
+  if (src_event != NULL) adr_event_destroy(src_event, NULL);
+  free(ctx.staging);
+  plan_free(&root);
+  if (st != 0) {
+    if (result.release != NULL) result.release(&result);
+    return st;
+  }
+  if (done != NULL) adr__array_node_set_event(&result, done);
+  memset(out, 0, sizeof(*out));
+  out->array = result;
+  out->device_type = adr_device_type(dst_device);
+  out->device_id = dst_cpu ? -1 : adr_device_id(dst_device);
+  out->sync_event = native;
+  if (stats != NULL) {
+    uint32_t size = stats->struct_size < sizeof(*stats) ? stats->struct_size
+                                                         : (uint32_t)sizeof(*stats);
+    ctx.stats.struct_size = size;
+    memcpy(stats, &ctx.stats, size);
+  }
+  return 0;
+}
+
+int adr_device_array_deep_copy(const struct ArrowSchema* schema,
+                               const struct ArrowDeviceArray* src,
+                               struct adr_device* dst_device, struct adr_stream* stream,
+                               struct ArrowDeviceArray* out, struct adr_copy_stats* out_stats,
+                               struct adr_error* error) {
+  return adr__deep_copy("adr_device_array_deep_copy", schema, src, dst_device, stream, false,
+                        out, out_stats, error);
+}
