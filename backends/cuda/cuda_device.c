@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * CUDA backend: initialisation, devices, their description and native
+ * handles, and pointer queries.
+ *
+ * Device id N of every served type is CUDA ordinal N (after
+ * CUDA_VISIBLE_DEVICES), bound to that device's primary context, which each
+ * open device retains (cuDevicePrimaryCtxRetain) and releases on close: the
+ * same context the CUDA runtime and most libraries use, so memory, streams
+ * and events are shared with them without context juggling.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+struct cuda_config cuda_config;
+static int g_device_count;
+
+#define MIB ((size_t)1 << 20)
+
+int cuda_ctx_enter(struct adr_backend_device* dev, struct cuda_ctx_guard* guard, const char* op,
+                   struct adr_error* error) {
+  CUcontext cur = NULL;
+  guard->pushed = false;
+  if (cuda_api.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == dev->ctx) return 0;
+  CUresult r = cuda_api.cuCtxPushCurrent(dev->ctx);
+  if (r != CUDA_SUCCESS)
+    return cuda_error(error, r, op, "cannot make the primary context of CUDA device %d current",
+                      dev->ordinal);
+  guard->pushed = true;
+  return 0;
+}
+
+void cuda_ctx_leave(struct cuda_ctx_guard* guard) {
+  if (guard->pushed) {
+    CUcontext popped = NULL;
+    cuda_api.cuCtxPopCurrent(&popped);
+    guard->pushed = false;
+  }
+}
+
+/* ADR_CUDA_STAGING: "off", or a size ("1048576", "4M", "512K") from which
+ * pageable copies are staged through pinned buffers. */
+static int read_config(struct adr_error* error) {
+  cuda_config.stage_threshold = 1 * MIB;
+  cuda_config.stage_chunk = 4 * MIB;
+  const char* v = cuda_getenv(ADR_CUDA_ENV_STAGING);
+  if (v == NULL || v[0] == '\0') return 0;
+  if (strcmp(v, "off") == 0) {
+    cuda_config.stage_threshold = 0;
+    return 0;
+  }
+  char* end = NULL;
+  errno = 0;
+  unsigned long long n = strtoull(v, &end, 10);
+  size_t unit = 1;
+  if (end != v && (*end == 'K' || *end == 'k')) unit = 1024, end++;
+  else if (end != v && (*end == 'M' || *end == 'm')) unit = MIB, end++;
+  if (end == v || *end != '\0' || errno != 0 || n == 0 || n > SIZE_MAX / unit || v[0] == '-')
+    return adr_backend_error_set(
+        error, EINVAL,
+        "[init][" CUDA_BACKEND_NAME "] EINVAL: " ADR_CUDA_ENV_STAGING
+        "=\"%s\": column %d: expected \"off\" or a positive byte count with an optional K or M "
+        "suffix",
+        v, (int)(end - v) + 1);
+  cuda_config.stage_threshold = (size_t)n * unit;
+  return 0;
+}
+
+int cuda_init(struct adr_error* error) {
+  int st = read_config(error);
+  if (st) return st;
+  st = cuda_library_load(error);
+  if (st) return st;
+  int n = 0;
+  CUresult r = cuda_api.cuDeviceGetCount(&n);
+  if (r != CUDA_SUCCESS) return cuda_error(error, r, "init", "cuDeviceGetCount failed");
+  if (n <= 0)
+    return adr_backend_error_set(error, ENODEV,
+                                 "[init][" CUDA_BACKEND_NAME "] unavailable: the CUDA driver at %s "
+                                 "reports no device",
+                                 cuda_api.path);
+  g_device_count = n;
+  return 0;
+}
+
+void cuda_shutdown(void) {
+  /* libcuda stays loaded: its own atexit work may still run after ours,
+   * and the core keeps plugins loaded for the life of the process. */
+  g_device_count = 0;
+}
+
+static bool served(ArrowDeviceType type) {
+  return type == ARROW_DEVICE_CUDA || type == ARROW_DEVICE_CUDA_HOST ||
+         type == ARROW_DEVICE_CUDA_MANAGED;
+}
+
+int cuda_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
+  if (!served(type))
+    return adr_backend_error_set(error, EINVAL,
+                                 "[device_count][" CUDA_BACKEND_NAME "] EINVAL: device type %d is "
+                                 "not served by this backend",
+                                 (int)type);
+  *out = g_device_count;
+  return 0;
+}
+
+int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
+                     struct adr_error* error) {
+  if (!served(type) || id < 0 || id >= g_device_count)
+    return adr_backend_error_set(error, ENODEV,
+                                 "[device_open][" CUDA_BACKEND_NAME "] ENODEV: no device %lld of "
+                                 "type %d (%d CUDA device(s))",
+                                 (long long)id, (int)type, g_device_count);
+  struct adr_backend_device* dev = calloc(1, sizeof(*dev));
+  if (dev == NULL)
+    return adr_backend_error_set(error, ENOMEM,
+                                 "[device_open][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
+  dev->type = type;
+  dev->ordinal = (int)id;
+  pthread_mutex_init(&dev->stage_lock, NULL);
+  pthread_mutex_init(&dev->align_lock, NULL);
+  atomic_init(&dev->overaligned_count, 0);
+  CUresult r = cuda_api.cuDeviceGet(&dev->cu_dev, dev->ordinal);
+  if (r == CUDA_SUCCESS) r = cuda_api.cuDevicePrimaryCtxRetain(&dev->ctx, dev->cu_dev);
+  if (r != CUDA_SUCCESS) {
+    int st = cuda_error(error, r, "device_open", "CUDA device %d: cannot retain the primary context",
+                        dev->ordinal);
+    pthread_mutex_destroy(&dev->stage_lock);
+    pthread_mutex_destroy(&dev->align_lock);
+    free(dev);
+    return st;
+  }
+  int v = 0;
+  cuda_api.cuDeviceGetAttribute(&dev->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                dev->cu_dev);
+  cuda_api.cuDeviceGetAttribute(&dev->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                dev->cu_dev);
+  dev->mempools = cuda_api.cuMemAllocAsync != NULL && cuda_api.cuMemFreeAsync != NULL &&
+                  cuda_api.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+                                                dev->cu_dev) == CUDA_SUCCESS &&
+                  v != 0;
+  dev->default_stream.dev = dev;
+  dev->default_stream.is_default = true;
+  struct cuda_ctx_guard g;
+  int st = cuda_ctx_enter(dev, &g, "device_open", error);
+  if (st == 0) {
+    r = cuda_api.cuStreamCreate(&dev->default_stream.stream, CU_STREAM_NON_BLOCKING);
+    cuda_ctx_leave(&g);
+    if (r != CUDA_SUCCESS)
+      st = cuda_error(error, r, "device_open", "CUDA device %d: cannot create the default stream",
+                      dev->ordinal);
+  }
+  if (st) {
+    cuda_api.cuDevicePrimaryCtxRelease(dev->cu_dev);
+    pthread_mutex_destroy(&dev->stage_lock);
+    pthread_mutex_destroy(&dev->align_lock);
+    free(dev);
+    return st;
+  }
+  *out = dev;
+  return 0;
+}
+
+void cuda_device_close(struct adr_backend_device* dev) {
+  if (dev == NULL) return;
+  struct cuda_ctx_guard g;
+  if (cuda_ctx_enter(dev, &g, "device_close", NULL) == 0) {
+    cuda_api.cuStreamSynchronize(dev->default_stream.stream);
+    cuda_api.cuStreamDestroy(dev->default_stream.stream);
+    cuda_stage_release_all(dev);
+    cuda_ctx_leave(&g);
+  }
+  while (dev->aligned != NULL) {
+    struct cuda_aligned* a = dev->aligned;
+    dev->aligned = a->next;
+    free(a);
+  }
+  cuda_api.cuDevicePrimaryCtxRelease(dev->cu_dev);
+  pthread_mutex_destroy(&dev->stage_lock);
+  pthread_mutex_destroy(&dev->align_lock);
+  free(dev);
+}
+
+int cuda_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
+                     struct adr_error* error) {
+  char name[256] = "";
+  CUresult r = cuda_api.cuDeviceGetName(name, (int)sizeof(name), dev->cu_dev);
+  if (r != CUDA_SUCCESS)
+    return cuda_error(error, r, "device_info", "CUDA device %d: cuDeviceGetName", dev->ordinal);
+  const char* kind = dev->type == ARROW_DEVICE_CUDA_HOST      ? " (pinned host memory)"
+                     : dev->type == ARROW_DEVICE_CUDA_MANAGED ? " (managed memory)"
+                                                              : "";
+  snprintf(out->name, sizeof(out->name), "%.200s%s", name, kind);
+  snprintf(out->vendor, sizeof(out->vendor), "NVIDIA");
+  snprintf(out->driver, sizeof(out->driver), "CUDA driver %d.%d", cuda_api.driver_version / 1000,
+           (cuda_api.driver_version % 1000) / 10);
+  size_t total = 0, free_bytes = 0;
+  if (cuda_api.cuDeviceTotalMem(&total, dev->cu_dev) == CUDA_SUCCESS)
+    out->memory_total = total;
+  struct cuda_ctx_guard g;
+  if (cuda_ctx_enter(dev, &g, "device_info", NULL) == 0) {
+    size_t t2 = 0;
+    if (cuda_api.cuMemGetInfo(&free_bytes, &t2) == CUDA_SUCCESS) out->memory_free = free_bytes;
+    cuda_ctx_leave(&g);
+  }
+  uint64_t caps = ADR_CAP_ASYNC_STREAMS | ADR_CAP_UNIFIED_ADDRESSING | ADR_CAP_IMPORT_NATIVE;
+  if (g_device_count > 1) caps |= ADR_CAP_PEER_COPY;
+  switch (dev->type) {
+    case ARROW_DEVICE_CUDA:
+      caps |= ADR_CAP_DEVICE_ADDRESSES;
+      if (dev->mempools) caps |= ADR_CAP_STREAM_ORDERED_ALLOC;
+      out->alignment = 256;
+      break;
+    case ARROW_DEVICE_CUDA_MANAGED:
+      caps |= ADR_CAP_DEVICE_ADDRESSES | ADR_CAP_HOST_ACCESSIBLE;
+      out->alignment = 4096;
+      break;
+    default: /* CUDA_HOST: portable pinned memory, mapped for every device */
+      caps |= ADR_CAP_HOST_ACCESSIBLE | ADR_CAP_DEVICE_ADDRESSES;
+      out->alignment = 4096;
+      break;
+  }
+  out->caps = caps;
+  return 0;
+}
+
+static void emitf(adr_property_fn emit, void* ctx, const char* key, const char* fmt, ...)
+    ADR_PRINTF(4, 5);
+static void emitf(adr_property_fn emit, void* ctx, const char* key, const char* fmt, ...) {
+  char v[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(v, sizeof(v), fmt, ap);
+  va_end(ap);
+  emit(ctx, key, v);
+}
+
+int cuda_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
+                           struct adr_error* error) {
+  char bus[32] = "";
+  CUuuid uuid;
+  size_t total = 0;
+  int sms = 0;
+  CUresult r = cuda_api.cuDeviceGetPCIBusId(bus, (int)sizeof(bus), dev->cu_dev);
+  if (r == CUDA_SUCCESS) r = cuda_api.cuDeviceGetUuid(&uuid, dev->cu_dev);
+  if (r == CUDA_SUCCESS) r = cuda_api.cuDeviceTotalMem(&total, dev->cu_dev);
+  if (r != CUDA_SUCCESS)
+    return cuda_error(error, r, "device_properties", "CUDA device %d", dev->ordinal);
+  const unsigned char* u = (const unsigned char*)uuid.bytes;
+  emitf(emit, ctx, "ordinal", "%d", dev->ordinal);
+  emitf(emit, ctx, "compute_capability", "%d.%d", dev->cc_major, dev->cc_minor);
+  emitf(emit, ctx, "pci_bus_id", "%s", bus);
+  emitf(emit, ctx, "uuid",
+        "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+        u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+  emitf(emit, ctx, "memory_total", "%zu bytes (%.1f GiB)", total,
+        (double)total / (1024.0 * 1024.0 * 1024.0));
+  if (cuda_api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev->cu_dev) ==
+      CUDA_SUCCESS)
+    emitf(emit, ctx, "multiprocessors", "%d", sms);
+  emitf(emit, ctx, "driver_version", "%d.%d", cuda_api.driver_version / 1000,
+        (cuda_api.driver_version % 1000) / 10);
+  emitf(emit, ctx, "driver_library", "%s", cuda_api.path);
+  emitf(emit, ctx, "api_version_pinned", "%d", ADR_CUDA_API_VERSION);
+  emitf(emit, ctx, "memory", "%s",
+        dev->type == ARROW_DEVICE_CUDA_HOST      ? "cuMemHostAlloc (portable pinned)"
+        : dev->type == ARROW_DEVICE_CUDA_MANAGED ? "cuMemAllocManaged (global)"
+        : dev->mempools                         ? "cuMemAllocAsync (stream-ordered pool)"
+                                                : "cuMemAlloc");
+  emitf(emit, ctx, "context", "primary (retained)");
+  if (cuda_config.stage_threshold == 0)
+    emitf(emit, ctx, "pageable_staging", "off");
+  else
+    emitf(emit, ctx, "pageable_staging", "from %zu bytes, %zu-byte chunks, double-buffered",
+          cuda_config.stage_threshold, cuda_config.stage_chunk);
+  return 0;
+}
+
+int cuda_device_native(struct adr_backend_device* dev, int kind, void** out,
+                       struct adr_error* error) {
+  switch (kind) {
+    case ADR_NATIVE_DEVICE:
+      *out = (void*)(intptr_t)dev->cu_dev;
+      return 0;
+    case ADR_NATIVE_CONTEXT:
+      *out = (void*)dev->ctx;
+      return 0;
+    case ADR_NATIVE_QUEUE:
+      *out = (void*)dev->default_stream.stream;
+      return 0;
+    default:
+      return adr_backend_error_set(error, ENOTSUP,
+                                   "[device_native][" CUDA_BACKEND_NAME "] ENOTSUP: no native "
+                                   "handle of kind %d (CUDA has device, context and queue)",
+                                   kind);
+  }
+}
+
+int cuda_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
+                       struct adr_error* error) {
+  unsigned int mem_type = 0;
+  unsigned int managed = 0; /* the driver writes a bool; zeroed so either width reads right */
+  int ordinal = -1;
+  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void* data[] = {&mem_type, &managed, &ordinal};
+  CUresult r = cuda_api.cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)ptr);
+  if (r != CUDA_SUCCESS)
+    return cuda_error(error, r, "pointer_query", "cuPointerGetAttributes(%p)", ptr);
+  if (mem_type == 0 || ordinal < 0 || ordinal >= g_device_count)
+    return adr_backend_error_set(error, ENOENT,
+                                 "[pointer_query][" CUDA_BACKEND_NAME "] ENOENT: %p is not memory "
+                                 "the CUDA driver knows",
+                                 ptr);
+  if (managed != 0)
+    *out_type = ARROW_DEVICE_CUDA_MANAGED;
+  else if (mem_type == CU_MEMORYTYPE_HOST)
+    *out_type = ARROW_DEVICE_CUDA_HOST;
+  else
+    *out_type = ARROW_DEVICE_CUDA;
+  *out_id = ordinal;
+  return 0;
+}

@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Internals of the CUDA backend (libadr_cuda.so), shared by its files:
+ *   cuda_loader.c   dlopen of libcuda.so.1 and the entry-point table
+ *   cuda_status.c   CUresult -> errno status + message (the only place)
+ *   cuda_device.c   init, devices, info, properties, native handles, pointer query
+ *   cuda_memory.c   alloc/free, copies (incl. staged pageable copies), memset, host register
+ *   cuda_sync.c     streams and events, import of foreign ones
+ *   cuda_backend.c  the vtable and adr_backend_query
+ *
+ * Current-context discipline: every call into the driver that depends on
+ * the calling thread's current context runs between cuda_ctx_enter() and
+ * cuda_ctx_leave(), which push the device's primary context only when it is
+ * not already current and pop it afterwards, so the application's current
+ * context is the same after every adr call as before it. Nothing is cached
+ * per thread, so applications may change their current context at will.
+ */
+#ifndef ADR_CUDA_INTERNAL_H
+#define ADR_CUDA_INTERNAL_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "adr/backend.h"
+#include "adr/cuda.h"
+
+#define CUDA_BACKEND_NAME "cuda"
+
+/* ---- the driver entry points -------------------------------------------- */
+
+/* One list: X(symbol, required). `symbol` is written unversioned; cuda.h's
+ * macros turn it into the versioned ABI name (cuMemAlloc -> cuMemAlloc_v2)
+ * wherever it is expanded, so the table's fields carry the versioned names
+ * and `cuda_api.cuMemAlloc(...)` calls the right one. The unversioned
+ * spelling (#symbol) is what cuGetProcAddress takes; the versioned one is
+ * the dlsym fallback. */
+#define CUDA_SYMBOLS(X)           \
+  X(cuDeviceGetCount, 1)          \
+  X(cuDeviceGet, 1)               \
+  X(cuDeviceGetName, 1)           \
+  X(cuDeviceGetAttribute, 1)      \
+  X(cuDeviceTotalMem, 1)          \
+  X(cuDeviceGetPCIBusId, 1)       \
+  X(cuDeviceGetUuid, 1)           \
+  X(cuDevicePrimaryCtxRetain, 1)  \
+  X(cuDevicePrimaryCtxRelease, 1) \
+  X(cuCtxGetCurrent, 1)           \
+  X(cuCtxPushCurrent, 1)          \
+  X(cuCtxPopCurrent, 1)           \
+  X(cuMemGetInfo, 1)              \
+  X(cuMemAlloc, 1)                \
+  X(cuMemFree, 1)                 \
+  X(cuMemAllocManaged, 1)         \
+  X(cuMemHostAlloc, 1)            \
+  X(cuMemFreeHost, 1)             \
+  X(cuMemGetAddressRange, 1)      \
+  X(cuMemHostRegister, 1)         \
+  X(cuMemHostUnregister, 1)       \
+  X(cuMemcpyAsync, 1)             \
+  X(cuMemcpyPeerAsync, 1)         \
+  X(cuMemsetD8Async, 1)           \
+  X(cuStreamCreate, 1)            \
+  X(cuStreamDestroy, 1)           \
+  X(cuStreamSynchronize, 1)       \
+  X(cuStreamWaitEvent, 1)         \
+  X(cuStreamGetCtx, 1)            \
+  X(cuEventCreate, 1)             \
+  X(cuEventDestroy, 1)            \
+  X(cuEventRecord, 1)             \
+  X(cuEventSynchronize, 1)        \
+  X(cuEventQuery, 1)              \
+  X(cuPointerGetAttributes, 1)    \
+  X(cuMemAllocAsync, 0)           \
+  X(cuMemFreeAsync, 0)
+
+struct cuda_api {
+  void* lib;
+  char path[512]; /* the library actually opened */
+  int driver_version;
+  /* Resolved with dlsym before the table: they decide whether the driver
+   * is usable at all. */
+  CUresult (*cuInit)(unsigned int);
+  CUresult (*cuDriverGetVersion)(int*);
+  CUresult (*cuGetErrorName)(CUresult, const char**);
+  CUresult (*cuGetErrorString)(CUresult, const char**);
+  CUresult (*cuGetProcAddress_v2)(const char*, void**, int, cuuint64_t,
+                                  CUdriverProcAddressQueryResult*);
+#define CUDA_FIELD(sym, required) __typeof__(sym)* sym;
+  CUDA_SYMBOLS(CUDA_FIELD)
+#undef CUDA_FIELD
+};
+
+/* Resolved once by cuda_library_load() from init; read-only afterwards. */
+extern struct cuda_api cuda_api;
+
+/* Host services from adr_backend_query. */
+extern const struct adr_backend_host* cuda_host;
+const char* cuda_getenv(const char* name);
+void cuda_log(int level, const char* fmt, ...) ADR_PRINTF(2, 3);
+
+/* dlopen + entry points + cuInit + version check. ENODEV with the reason
+ * when the driver is missing, a stub, too old or incomplete. */
+int cuda_library_load(struct adr_error* error);
+
+/* ---- status ------------------------------------------------------------- */
+
+/* errno value for a CUresult. */
+int cuda_status(CUresult r);
+/* Formats "[op][cuda] CUDA_ERROR_X: detail (driver text, CUresult n)" and
+ * returns the status. `r` must not be CUDA_SUCCESS. */
+int cuda_error(struct adr_error* error, CUresult r, const char* op, const char* fmt, ...)
+    ADR_PRINTF(4, 5);
+/* Name of a CUresult ("CUDA_ERROR_OUT_OF_MEMORY"), never NULL. */
+const char* cuda_result_name(CUresult r);
+
+/* ---- objects ------------------------------------------------------------ */
+
+struct adr_backend_stream {
+  struct adr_backend_device* dev; /* the device whose context owns it */
+  CUstream stream;
+  bool imported; /* not ours to destroy */
+  bool is_default;
+};
+
+struct adr_backend_event {
+  CUevent event;
+  bool imported;
+};
+
+/* Two pinned buffers and two events for staged pageable copies. */
+struct cuda_stage {
+  struct cuda_stage* next;
+  unsigned char* buf[2];
+  CUevent done[2]; /* recorded after the DMA that last used buf[i] */
+};
+
+struct cuda_aligned {
+  struct cuda_aligned* next;
+  uintptr_t ptr, base;
+};
+
+struct adr_backend_device {
+  ArrowDeviceType type;
+  int ordinal;
+  CUdevice cu_dev;
+  CUcontext ctx; /* primary context, retained for the device's life */
+  struct adr_backend_stream default_stream;
+  bool mempools; /* cuMemAllocAsync usable */
+  int cc_major, cc_minor;
+
+  /* Staging buffers for pageable copies: a free list, grown on demand. */
+  pthread_mutex_t stage_lock;
+  struct cuda_stage* stages;
+
+  /* Over-aligned allocations: aligned address -> base, for free. Rare
+   * (alignment above what the driver guarantees); `overaligned_count` lets
+   * free skip the lock when there are none. */
+  pthread_mutex_t align_lock;
+  struct cuda_aligned* aligned;
+  _Atomic size_t overaligned_count;
+};
+
+/* Current-context guard (see the top of this file). */
+struct cuda_ctx_guard {
+  bool pushed;
+};
+int cuda_ctx_enter(struct adr_backend_device* dev, struct cuda_ctx_guard* guard, const char* op,
+                   struct adr_error* error);
+void cuda_ctx_leave(struct cuda_ctx_guard* guard);
+
+/* Configuration read at init (ADR_CUDA_STAGING). */
+struct cuda_config {
+  size_t stage_threshold; /* pageable copies of at least this size are staged; 0 = never */
+  size_t stage_chunk;
+};
+extern struct cuda_config cuda_config;
+
+/* ---- slots (one per vtable entry) ---------------------------------------- */
+
+int cuda_init(struct adr_error* error);
+void cuda_shutdown(void);
+int cuda_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error);
+int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
+                     struct adr_error* error);
+void cuda_device_close(struct adr_backend_device* dev);
+int cuda_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
+                     struct adr_error* error);
+int cuda_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
+                           struct adr_error* error);
+int cuda_device_native(struct adr_backend_device* dev, int kind, void** out,
+                       struct adr_error* error);
+int cuda_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
+                       struct adr_error* error);
+
+int cuda_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
+               struct adr_backend_stream* stream, void** out, struct adr_error* error);
+int cuda_free(struct adr_backend_device* dev, void* ptr, size_t size,
+              struct adr_backend_stream* stream, struct adr_error* error);
+int cuda_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
+              const void* src, size_t size, struct adr_backend_stream* stream,
+              struct adr_error* error);
+int cuda_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                struct adr_backend_stream* stream, struct adr_error* error);
+int cuda_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
+                       struct adr_error* error);
+int cuda_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_error* error);
+void cuda_stage_release_all(struct adr_backend_device* dev);
+
+int cuda_stream_create(struct adr_backend_device* dev, uint32_t flags,
+                       struct adr_backend_stream** out, struct adr_error* error);
+int cuda_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                        struct adr_error* error);
+int cuda_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                            struct adr_error* error);
+int cuda_stream_import(struct adr_backend_device* dev, void* native_stream,
+                       struct adr_backend_stream** out, struct adr_error* error);
+void* cuda_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* stream);
+int cuda_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
+                      struct adr_error* error);
+int cuda_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* event,
+                       struct adr_error* error);
+int cuda_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
+                      struct adr_backend_stream* stream, struct adr_error* error);
+int cuda_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
+                    struct adr_backend_stream* stream, struct adr_error* error);
+int cuda_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* event,
+                           struct adr_error* error);
+int cuda_event_query(struct adr_backend_device* dev, struct adr_backend_event* event,
+                     struct adr_error* error);
+void* cuda_event_native(struct adr_backend_device* dev, struct adr_backend_event* event);
+int cuda_event_import(struct adr_backend_device* dev, void* sync_event,
+                      struct adr_backend_event** out, struct adr_error* error);
+
+#endif /* ADR_CUDA_INTERNAL_H */

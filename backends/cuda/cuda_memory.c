@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * CUDA backend: allocation, copies, memset and host registration.
+ *
+ * Copies use cuMemcpyAsync with unified addressing for every direction,
+ * and cuMemcpyPeerAsync between the device memory of two ordinals. A copy
+ * between pageable host memory and device memory of at least
+ * cuda_config.stage_threshold bytes is staged through two pinned buffers in
+ * chunks: the host memcpy of one chunk overlaps the DMA of the other. The
+ * driver's own pageable path does one bounce at a time and, for
+ * device->host, blocks the calling thread anyway.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+static size_t natural_alignment(const struct adr_backend_device* dev) {
+  return dev->type == ARROW_DEVICE_CUDA ? 256 : 4096;
+}
+
+/* One allocation of `size` bytes of the device's kind. */
+static CUresult raw_alloc(struct adr_backend_device* dev, size_t size,
+                          struct adr_backend_stream* stream, CUdeviceptr* out) {
+  switch (dev->type) {
+    case ARROW_DEVICE_CUDA_HOST: {
+      void* p = NULL;
+      CUresult r = cuda_api.cuMemHostAlloc(&p, size, CU_MEMHOSTALLOC_PORTABLE);
+      *out = (CUdeviceptr)(uintptr_t)p;
+      return r;
+    }
+    case ARROW_DEVICE_CUDA_MANAGED:
+      return cuda_api.cuMemAllocManaged(out, size, CU_MEM_ATTACH_GLOBAL);
+    default:
+      if (dev->mempools) return cuda_api.cuMemAllocAsync(out, size, stream->stream);
+      return cuda_api.cuMemAlloc(out, size);
+  }
+}
+
+/* Frees a base address from raw_alloc. With a stream, the memory goes
+ * once the stream's queued work is done: stream-ordered where the driver
+ * has pools, else after synchronising the stream. */
+static CUresult raw_free(struct adr_backend_device* dev, CUdeviceptr base,
+                         struct adr_backend_stream* stream) {
+  if (dev->type == ARROW_DEVICE_CUDA && dev->mempools)
+    return cuda_api.cuMemFreeAsync(base, stream->stream);
+  CUresult r = cuda_api.cuStreamSynchronize(stream->stream);
+  if (r != CUDA_SUCCESS) return r;
+  if (dev->type == ARROW_DEVICE_CUDA_HOST) return cuda_api.cuMemFreeHost((void*)(uintptr_t)base);
+  return cuda_api.cuMemFree(base);
+}
+
+int cuda_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
+               struct adr_backend_stream* stream, void** out, struct adr_error* error) {
+  struct cuda_ctx_guard g;
+  int st = cuda_ctx_enter(dev, &g, "alloc", error);
+  if (st) return st;
+  size_t natural = natural_alignment(dev);
+  size_t request = size;
+  if (alignment > natural) {
+    request = size + alignment - natural;
+    if (request < size) {
+      cuda_ctx_leave(&g);
+      return adr_backend_error_set(error, EOVERFLOW,
+                                   "[alloc][" CUDA_BACKEND_NAME "] EOVERFLOW: %zu bytes aligned to "
+                                   "%zu overflow",
+                                   size, alignment);
+    }
+  }
+  struct cuda_aligned* rec = NULL;
+  if (alignment > natural && (rec = malloc(sizeof(*rec))) == NULL) {
+    cuda_ctx_leave(&g);
+    return adr_backend_error_set(error, ENOMEM, "[alloc][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
+  }
+  CUdeviceptr base = 0;
+  CUresult r = raw_alloc(dev, request, stream, &base);
+  if (r != CUDA_SUCCESS) {
+    cuda_ctx_leave(&g);
+    free(rec);
+    return cuda_error(error, r, "alloc", "%zu bytes on CUDA device %d (%s)", request, dev->ordinal,
+                      dev->type == ARROW_DEVICE_CUDA_HOST      ? "cuMemHostAlloc"
+                      : dev->type == ARROW_DEVICE_CUDA_MANAGED ? "cuMemAllocManaged"
+                      : dev->mempools                         ? "cuMemAllocAsync"
+                                                              : "cuMemAlloc");
+  }
+  cuda_ctx_leave(&g);
+  uintptr_t p = (uintptr_t)base;
+  if (rec != NULL) {
+    uintptr_t aligned = (p + alignment - 1) & ~(uintptr_t)(alignment - 1);
+    if (aligned != p) {
+      rec->ptr = aligned;
+      rec->base = p;
+      pthread_mutex_lock(&dev->align_lock);
+      rec->next = dev->aligned;
+      dev->aligned = rec;
+      atomic_fetch_add(&dev->overaligned_count, 1);
+      pthread_mutex_unlock(&dev->align_lock);
+      p = aligned;
+    } else {
+      free(rec);
+    }
+  }
+  *out = (void*)p;
+  return 0;
+}
+
+int cuda_free(struct adr_backend_device* dev, void* ptr, size_t size,
+              struct adr_backend_stream* stream, struct adr_error* error) {
+  uintptr_t base = (uintptr_t)ptr;
+  struct cuda_aligned* rec = NULL;
+  if (atomic_load_explicit(&dev->overaligned_count, memory_order_relaxed) != 0) {
+    pthread_mutex_lock(&dev->align_lock);
+    for (struct cuda_aligned** pp = &dev->aligned; *pp != NULL; pp = &(*pp)->next) {
+      if ((*pp)->ptr == base) {
+        rec = *pp;
+        *pp = rec->next;
+        atomic_fetch_sub(&dev->overaligned_count, 1);
+        break;
+      }
+    }
+    pthread_mutex_unlock(&dev->align_lock);
+    if (rec != NULL) base = rec->base;
+  }
+  struct cuda_ctx_guard g;
+  int st = cuda_ctx_enter(dev, &g, "free", error);
+  if (st == 0) {
+    CUresult r = raw_free(dev, (CUdeviceptr)base, stream);
+    cuda_ctx_leave(&g);
+    if (r != CUDA_SUCCESS)
+      st = cuda_error(error, r, "free", "%p (%zu bytes) on CUDA device %d", ptr, size, dev->ordinal);
+  }
+  if (st != 0 && rec != NULL) {
+    /* Nothing was freed: keep the record so a retry still finds the base. */
+    pthread_mutex_lock(&dev->align_lock);
+    rec->next = dev->aligned;
+    dev->aligned = rec;
+    atomic_fetch_add(&dev->overaligned_count, 1);
+    pthread_mutex_unlock(&dev->align_lock);
+    rec = NULL;
+  }
+  free(rec);
+  return st;
+}
+
+/* ---- staged pageable copies --------------------------------------------- */
+
+static void stage_destroy(struct cuda_stage* s) {
+  for (int i = 0; i < 2; i++) {
+    if (s->done[i] != NULL) {
+      cuda_api.cuEventSynchronize(s->done[i]);
+      cuda_api.cuEventDestroy(s->done[i]);
+    }
+    if (s->buf[i] != NULL) cuda_api.cuMemFreeHost(s->buf[i]);
+  }
+  free(s);
+}
+
+/* Takes a staging pair of `dev` (its context is current). */
+static CUresult stage_get(struct adr_backend_device* dev, struct cuda_stage** out) {
+  pthread_mutex_lock(&dev->stage_lock);
+  struct cuda_stage* s = dev->stages;
+  if (s != NULL) dev->stages = s->next;
+  pthread_mutex_unlock(&dev->stage_lock);
+  if (s != NULL) {
+    *out = s;
+    return CUDA_SUCCESS;
+  }
+  s = calloc(1, sizeof(*s));
+  if (s == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r = CUDA_SUCCESS;
+  for (int i = 0; i < 2 && r == CUDA_SUCCESS; i++) {
+    void* p = NULL;
+    r = cuda_api.cuMemHostAlloc(&p, cuda_config.stage_chunk, CU_MEMHOSTALLOC_PORTABLE);
+    s->buf[i] = p;
+    if (r == CUDA_SUCCESS) r = cuda_api.cuEventCreate(&s->done[i], CU_EVENT_DISABLE_TIMING);
+  }
+  if (r != CUDA_SUCCESS) {
+    stage_destroy(s);
+    return r;
+  }
+  *out = s;
+  return CUDA_SUCCESS;
+}
+
+static void stage_put(struct adr_backend_device* dev, struct cuda_stage* s) {
+  pthread_mutex_lock(&dev->stage_lock);
+  s->next = dev->stages;
+  dev->stages = s;
+  pthread_mutex_unlock(&dev->stage_lock);
+}
+
+void cuda_stage_release_all(struct adr_backend_device* dev) {
+  pthread_mutex_lock(&dev->stage_lock);
+  struct cuda_stage* s = dev->stages;
+  dev->stages = NULL;
+  pthread_mutex_unlock(&dev->stage_lock);
+  while (s != NULL) {
+    struct cuda_stage* next = s->next;
+    stage_destroy(s);
+    s = next;
+  }
+}
+
+/* Pageable host -> device. Returns once the source has been read (it may
+ * be reused at once); the DMA of the last chunks is still queued. */
+static CUresult staged_h2d(struct cuda_stage* s, CUdeviceptr dst, const unsigned char* src,
+                           size_t size, CUstream stream) {
+  size_t chunk = cuda_config.stage_chunk;
+  for (size_t off = 0, i = 0; off < size; off += chunk, i++) {
+    size_t len = size - off < chunk ? size - off : chunk;
+    int b = (int)(i & 1);
+    CUresult r = cuda_api.cuEventSynchronize(s->done[b]);
+    if (r != CUDA_SUCCESS) return r;
+    memcpy(s->buf[b], src + off, len);
+    r = cuda_api.cuMemcpyAsync(dst + off, (CUdeviceptr)(uintptr_t)s->buf[b], len, stream);
+    if (r == CUDA_SUCCESS) r = cuda_api.cuEventRecord(s->done[b], stream);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+static CUresult d2h_issue(struct cuda_stage* s, size_t k, CUdeviceptr src, size_t size,
+                          CUstream stream) {
+  size_t chunk = cuda_config.stage_chunk, off = k * chunk;
+  size_t len = size - off < chunk ? size - off : chunk;
+  int b = (int)(k & 1);
+  CUresult r = cuda_api.cuEventSynchronize(s->done[b]);
+  if (r == CUDA_SUCCESS)
+    r = cuda_api.cuMemcpyAsync((CUdeviceptr)(uintptr_t)s->buf[b], src + off, len, stream);
+  if (r == CUDA_SUCCESS) r = cuda_api.cuEventRecord(s->done[b], stream);
+  return r;
+}
+
+/* Device -> pageable host. Complete when it returns (the host memcpy out of
+ * the pinned buffer is the last step). */
+static CUresult staged_d2h(struct cuda_stage* s, unsigned char* dst, CUdeviceptr src, size_t size,
+                           CUstream stream) {
+  size_t chunk = cuda_config.stage_chunk;
+  size_t n = (size + chunk - 1) / chunk;
+  CUresult r = d2h_issue(s, 0, src, size, stream);
+  if (r == CUDA_SUCCESS && n > 1) r = d2h_issue(s, 1, src, size, stream);
+  for (size_t k = 0; r == CUDA_SUCCESS && k < n; k++) {
+    size_t off = k * chunk, len = size - off < chunk ? size - off : chunk;
+    int b = (int)(k & 1);
+    r = cuda_api.cuEventSynchronize(s->done[b]);
+    if (r != CUDA_SUCCESS) break;
+    memcpy(dst + off, s->buf[b], len);
+    if (k + 2 < n) r = d2h_issue(s, k + 2, src, size, stream);
+  }
+  return r;
+}
+
+/* True when `p` is host memory the driver does not know (pageable). */
+static bool is_pageable(const void* p) {
+  unsigned int mem_type = 0;
+  CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+  void* data = &mem_type;
+  return cuda_api.cuPointerGetAttributes(1, &attr, &data, (CUdeviceptr)(uintptr_t)p) ==
+             CUDA_SUCCESS &&
+         mem_type == 0;
+}
+
+int cuda_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
+              const void* src, size_t size, struct adr_backend_stream* stream,
+              struct adr_error* error) {
+  struct adr_backend_device* owner = stream->dev;
+  struct cuda_ctx_guard g;
+  int st = cuda_ctx_enter(owner, &g, "copy", error);
+  if (st) return st;
+  CUdeviceptr d = (CUdeviceptr)(uintptr_t)dst, s = (CUdeviceptr)(uintptr_t)src;
+  CUresult r;
+  const char* how = "cuMemcpyAsync";
+  if (dst_dev != NULL && src_dev != NULL && dst_dev->ordinal != src_dev->ordinal &&
+      dst_dev->type == ARROW_DEVICE_CUDA && src_dev->type == ARROW_DEVICE_CUDA) {
+    how = "cuMemcpyPeerAsync";
+    r = cuda_api.cuMemcpyPeerAsync(d, dst_dev->ctx, s, src_dev->ctx, size, stream->stream);
+  } else if ((dst_dev == NULL) != (src_dev == NULL) && cuda_config.stage_threshold != 0 &&
+             size >= cuda_config.stage_threshold &&
+             (dst_dev ? dst_dev : src_dev)->type == ARROW_DEVICE_CUDA &&
+             is_pageable(dst_dev ? src : dst)) {
+    struct cuda_stage* stage = NULL;
+    how = "staged pageable copy";
+    r = stage_get(owner, &stage);
+    if (r == CUDA_SUCCESS) {
+      r = dst_dev ? staged_h2d(stage, d, src, size, stream->stream)
+                  : staged_d2h(stage, dst, s, size, stream->stream);
+      /* After a failure a chunk may still be in flight without its event. */
+      if (r != CUDA_SUCCESS) cuda_api.cuStreamSynchronize(stream->stream);
+      stage_put(owner, stage);
+    }
+  } else {
+    r = cuda_api.cuMemcpyAsync(d, s, size, stream->stream);
+  }
+  cuda_ctx_leave(&g);
+  if (r != CUDA_SUCCESS)
+    return cuda_error(error, r, "copy", "%s of %zu bytes from %p to %p", how, size, src, dst);
+  return 0;
+}
+
+int cuda_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                struct adr_backend_stream* stream, struct adr_error* error) {
+  struct cuda_ctx_guard g;
+  int st = cuda_ctx_enter(stream->dev, &g, "memset", error);
+  if (st) return st;
+  CUresult r = cuda_api.cuMemsetD8Async((CUdeviceptr)(uintptr_t)ptr, (unsigned char)value, size,
+                                        stream->stream);
+  cuda_ctx_leave(&g);
+  if (r != CUDA_SUCCESS)
+    return cuda_error(error, r, "memset", "cuMemsetD8Async of %zu bytes at %p on CUDA device %d",
+                      size, ptr, dev->ordinal);
+  return 0;
+}
+
+int cuda_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
+                       struct adr_error* error) {
+  struct cuda_ctx_guard g;
+  int st = cuda_ctx_enter(dev, &g, "host_register", error);
+  if (st) return st;
+  CUresult r = cuda_api.cuMemHostRegister(ptr, size, CU_MEMHOSTREGISTER_PORTABLE);
+  cuda_ctx_leave(&g);
+  if (r != CUDA_SUCCESS)
+    return cuda_error(error, r, "host_register", "cuMemHostRegister(%p, %zu)", ptr, size);
+  return 0;
+}
+
+int cuda_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_error* error) {
+  struct cuda_ctx_guard g;
+  int st = cuda_ctx_enter(dev, &g, "host_unregister", error);
+  if (st) return st;
+  CUresult r = cuda_api.cuMemHostUnregister(ptr);
+  cuda_ctx_leave(&g);
+  if (r != CUDA_SUCCESS)
+    return cuda_error(error, r, "host_unregister", "cuMemHostUnregister(%p)", ptr);
+  return 0;
+}

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * CUDA backend: streams (non-blocking CUstreams) and events
+ * (CU_EVENT_DISABLE_TIMING CUevents), and wrapping foreign ones.
+ *
+ * An adr event exports &event->event, a CUevent* (= cudaEvent_t*), as the
+ * ArrowDeviceArray.sync_event; importing takes such a pointer and copies
+ * the handle out of it, so the producer's storage need not outlive the
+ * import (the CUevent itself must).
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "cuda_internal.h"
+
+int cuda_stream_create(struct adr_backend_device* dev, uint32_t flags,
+                       struct adr_backend_stream** out, struct adr_error* error) {
+  if (flags & ADR_BACKEND_STREAM_DEFAULT) {
+    *out = &dev->default_stream;
+    return 0;
+  }
+  struct adr_backend_stream* s = calloc(1, sizeof(*s));
+  if (s == NULL)
+    return adr_backend_error_set(error, ENOMEM,
+                                 "[stream_create][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
+  s->dev = dev;
+  struct cuda_ctx_guard g;
+  int st = cuda_ctx_enter(dev, &g, "stream_create", error);
+  if (st == 0) {
+    CUresult r = cuda_api.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
+    cuda_ctx_leave(&g);
+    if (r != CUDA_SUCCESS)
+      st = cuda_error(error, r, "stream_create", "cuStreamCreate on CUDA device %d", dev->ordinal);
+  }
+  if (st) {
+    free(s);
+    return st;
+  }
+  *out = s;
+  return 0;
+}
+
+int cuda_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                        struct adr_error* error) {
+  if (stream->is_default) return 0; /* lives as long as the device */
+  int st = 0;
+  if (!stream->imported) {
+    /* The API promises the queued work completes before the stream goes. */
+    CUresult r = cuda_api.cuStreamSynchronize(stream->stream);
+    if (r == CUDA_SUCCESS) r = cuda_api.cuStreamDestroy(stream->stream);
+    if (r != CUDA_SUCCESS)
+      st = cuda_error(error, r, "stream_destroy", "CUDA device %d", dev->ordinal);
+  }
+  free(stream);
+  return st;
+}
+
+int cuda_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                            struct adr_error* error) {
+  CUresult r = cuda_api.cuStreamSynchronize(stream->stream);
+  if (r != CUDA_SUCCESS)
+    return cuda_error(error, r, "stream_synchronize", "CUDA device %d", dev->ordinal);
+  return 0;
+}
+
+int cuda_stream_import(struct adr_backend_device* dev, void* native_stream,
+                       struct adr_backend_stream** out, struct adr_error* error) {
+  CUstream cs = (CUstream)native_stream;
+  CUcontext owner = NULL;
+  struct cuda_ctx_guard g;
+  int st = cuda_ctx_enter(dev, &g, "stream_import", error);
+  if (st) return st;
+  /* The legacy and per-thread handles name the current context's default
+   * stream, which is this device's while its context is pushed. */
+  CUresult r = cuda_api.cuStreamGetCtx(cs, &owner);
+  cuda_ctx_leave(&g);
+  if (r != CUDA_SUCCESS)
+    return cuda_error(error, r, "stream_import", "%p is not a CUstream the driver knows",
+                      native_stream);
+  if (owner != dev->ctx)
+    return adr_backend_error_set(error, EINVAL,
+                                 "[stream_import][" CUDA_BACKEND_NAME "] EINVAL: CUstream %p "
+                                 "belongs to another context than CUDA device %d's primary context",
+                                 native_stream, dev->ordinal);
+  struct adr_backend_stream* s = calloc(1, sizeof(*s));
+  if (s == NULL)
+    return adr_backend_error_set(error, ENOMEM,
+                                 "[stream_import][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
+  s->dev = dev;
+  s->stream = cs;
+  s->imported = true;
+  *out = s;
+  return 0;
+}
+
+void* cuda_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* stream) {
+  (void)dev;
+  return (void*)stream->stream;
+}
+
+int cuda_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
+                      struct adr_error* error) {
+  struct adr_backend_event* e = calloc(1, sizeof(*e));
+  if (e == NULL)
+    return adr_backend_error_set(error, ENOMEM,
+                                 "[event_create][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
+  struct cuda_ctx_guard g;
+  int st = cuda_ctx_enter(dev, &g, "event_create", error);
+  if (st == 0) {
+    CUresult r = cuda_api.cuEventCreate(&e->event, CU_EVENT_DISABLE_TIMING);
+    cuda_ctx_leave(&g);
+    if (r != CUDA_SUCCESS)
+      st = cuda_error(error, r, "event_create", "cuEventCreate on CUDA device %d", dev->ordinal);
+  }
+  if (st) {
+    free(e);
+    return st;
+  }
+  *out = e;
+  return 0;
+}
+
+int cuda_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* event,
+                       struct adr_error* error) {
+  int st = 0;
+  if (!event->imported) {
+    /* cuEventDestroy may be called with work pending: the driver releases
+     * the event once it completes. */
+    CUresult r = cuda_api.cuEventDestroy(event->event);
+    if (r != CUDA_SUCCESS)
+      st = cuda_error(error, r, "event_destroy", "CUDA device %d", dev->ordinal);
+  }
+  free(event);
+  return st;
+}
+
+int cuda_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
+                      struct adr_backend_stream* stream, struct adr_error* error) {
+  CUresult r = cuda_api.cuEventRecord(event->event, stream->stream);
+  if (r != CUDA_SUCCESS)
+    return cuda_error(error, r, "event_record", "cuEventRecord on CUDA device %d", dev->ordinal);
+  return 0;
+}
+
+int cuda_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
+                    struct adr_backend_stream* stream, struct adr_error* error) {
+  CUresult r = cuda_api.cuStreamWaitEvent(stream->stream, event->event, 0);
+  if (r != CUDA_SUCCESS)
+    return cuda_error(error, r, "event_wait", "cuStreamWaitEvent on CUDA device %d", dev->ordinal);
+  return 0;
+}
+
+int cuda_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* event,
+                           struct adr_error* error) {
+  CUresult r = cuda_api.cuEventSynchronize(event->event);
+  if (r != CUDA_SUCCESS)
+    return cuda_error(error, r, "event_synchronize", "CUDA device %d", dev->ordinal);
+  return 0;
+}
+
+int cuda_event_query(struct adr_backend_device* dev, struct adr_backend_event* event,
+                     struct adr_error* error) {
+  CUresult r = cuda_api.cuEventQuery(event->event);
+  if (r == CUDA_SUCCESS) return 0;
+  if (r == CUDA_ERROR_NOT_READY) return EBUSY;
+  return cuda_error(error, r, "event_query", "CUDA device %d", dev->ordinal);
+}
+
+void* cuda_event_native(struct adr_backend_device* dev, struct adr_backend_event* event) {
+  (void)dev;
+  return &event->event;
+}
+
+int cuda_event_import(struct adr_backend_device* dev, void* sync_event,
+                      struct adr_backend_event** out, struct adr_error* error) {
+  CUevent ev = *(CUevent*)sync_event;
+  if (ev == NULL)
+    return adr_backend_error_set(error, EINVAL,
+                                 "[event_import][" CUDA_BACKEND_NAME "] EINVAL: sync_event points "
+                                 "to a NULL CUevent");
+  /* A query validates the handle without waiting (NOT_READY is fine). */
+  CUresult r = cuda_api.cuEventQuery(ev);
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+    return cuda_error(error, r, "event_import", "%p is not a CUevent the driver knows", (void*)ev);
+  struct adr_backend_event* e = calloc(1, sizeof(*e));
+  if (e == NULL)
+    return adr_backend_error_set(error, ENOMEM,
+                                 "[event_import][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
+  (void)dev;
+  e->event = ev;
+  e->imported = true;
+  *out = e;
+  return 0;
+}
