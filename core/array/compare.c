@@ -1,0 +1,381 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Logical comparison of two arrays and the sample table used by the demo,
+ * the benchmark and the tests.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "array_internal.h"
+
+struct cmp_ctx {
+  struct adr__path path;
+  char reason[512];
+  bool differs;
+};
+
+static bool differ(struct cmp_ctx* c, int64_t index, const char* fmt, ...) ADR_PRINTF(3, 4);
+static bool differ(struct cmp_ctx* c, int64_t index, const char* fmt, ...) {
+  if (!c->differs) {
+    c->differs = true;
+    int n = snprintf(c->reason, sizeof(c->reason), "%s[%lld]: ", adr__path_str(&c->path),
+                     (long long)index);
+    if (n > 0 && (size_t)n < sizeof(c->reason)) {
+      va_list ap;
+      va_start(ap, fmt);
+      vsnprintf(c->reason + n, sizeof(c->reason) - (size_t)n, fmt, ap);
+      va_end(ap);
+    }
+  }
+  return false;
+}
+
+/* Bytes of element i of a var-binary or view array. */
+static const uint8_t* value_bytes(const struct ArrowArray* a, const struct adr_format* f,
+                                  int64_t i, int64_t* out_len) {
+  if (f->layout == ADR_LAYOUT_VAR_BINARY) {
+    int64_t s = adr__offset_at(a, 1, f->offset_bytes, i);
+    *out_len = adr__offset_at(a, 1, f->offset_bytes, i + 1) - s;
+    return *out_len > 0 ? adr__buf(a, 2) + s : (const uint8_t*)"";
+  }
+  const uint8_t* v = adr__buf(a, 1) + 16 * i;
+  int32_t len, buf, off;
+  memcpy(&len, v, 4);
+  *out_len = len;
+  if (len <= 12) return v + 4;
+  memcpy(&buf, v + 8, 4);
+  memcpy(&off, v + 12, 4);
+  return adr__buf(a, 2 + buf) + off;
+}
+
+static int64_t int_at(const void* data, int bits, bool is_signed, int64_t i) {
+  switch (bits) {
+    case 8: return is_signed ? ((const int8_t*)data)[i] : ((const uint8_t*)data)[i];
+    case 16: return is_signed ? ((const int16_t*)data)[i] : ((const uint16_t*)data)[i];
+    case 32: return is_signed ? ((const int32_t*)data)[i] : ((const uint32_t*)data)[i];
+    default: return ((const int64_t*)data)[i];
+  }
+}
+
+/* Index in the values child of logical element i of a run-end array. */
+static int64_t run_index(const struct ArrowArray* re, int bits, int64_t i) {
+  int64_t lo = 0, hi = re->length - 1;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (int_at(re->buffers[1], bits, true, re->offset + mid) > i) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+static bool elem_equal(struct cmp_ctx* c, const struct ArrowSchema* schema,
+                       const struct ArrowArray* a, int64_t ia, const struct ArrowArray* b,
+                       int64_t ib, int64_t logical);
+
+/* Element (relative index ia / ib) of child k. The path keeps the child on
+ * a mismatch so the reason names it. */
+static bool child_equal(struct cmp_ctx* c, const struct ArrowSchema* schema, int64_t k,
+                        const struct ArrowArray* a, int64_t ia, const struct ArrowArray* b,
+                        int64_t ib) {
+  size_t mark = adr__path_push_child(&c->path, k);
+  bool eq = elem_equal(c, schema->children[k], a->children[k], a->children[k]->offset + ia,
+                       b->children[k], b->children[k]->offset + ib, ia);
+  if (eq) adr__path_pop(&c->path, mark);
+  return eq;
+}
+
+/* ia / ib are absolute buffer indices; `logical` is reported on mismatch. */
+static bool elem_equal(struct cmp_ctx* c, const struct ArrowSchema* schema,
+                       const struct ArrowArray* a, int64_t ia, const struct ArrowArray* b,
+                       int64_t ib, int64_t logical) {
+  struct adr_format f;
+  adr_format_parse(schema->format, &f, NULL);
+  if (f.layout == ADR_LAYOUT_NULL) return true;
+  bool va = adr__valid(a, &f, ia), vb = adr__valid(b, &f, ib);
+  if (va != vb)
+    return differ(c, logical, "%s != %s", va ? "value" : "null", vb ? "value" : "null");
+  if (!va) return true;
+  if (schema->dictionary != NULL) {
+    bool sg = f.type == ADR_TYPE_INT8 || f.type == ADR_TYPE_INT16 || f.type == ADR_TYPE_INT32 ||
+              f.type == ADR_TYPE_INT64;
+    int64_t xa = int_at(a->buffers[1], f.bit_width, sg, ia);
+    int64_t xb = int_at(b->buffers[1], f.bit_width, sg, ib);
+    size_t mark = adr__path_push_name(&c->path, "dictionary");
+    bool eq = elem_equal(c, schema->dictionary, a->dictionary, a->dictionary->offset + xa,
+                         b->dictionary, b->dictionary->offset + xb, xa);
+    if (eq) adr__path_pop(&c->path, mark);
+    return eq;
+  }
+  switch (f.layout) {
+    case ADR_LAYOUT_NULL:
+      return true;
+    case ADR_LAYOUT_FIXED: {
+      if (f.bit_width == 1) {
+        bool x = adr__bit(adr__buf(a, 1), ia), y = adr__bit(adr__buf(b, 1), ib);
+        return x == y ||
+               differ(c, logical, "%s != %s", x ? "true" : "false", y ? "true" : "false");
+      }
+      int64_t w = f.bit_width / 8;
+      const uint8_t* x = adr__buf(a, 1) + ia * w;
+      const uint8_t* y = adr__buf(b, 1) + ib * w;
+      if (memcmp(x, y, (size_t)w) == 0) return true;
+      if (w == 8) {
+        int64_t p, q;
+        memcpy(&p, x, 8);
+        memcpy(&q, y, 8);
+        return differ(c, logical, "%" PRId64 " != %" PRId64 " (as int64)", p, q);
+      }
+      return differ(c, logical, "%s values differ", adr_type_name(f.type));
+    }
+    case ADR_LAYOUT_VAR_BINARY:
+    case ADR_LAYOUT_BINARY_VIEW: {
+      int64_t la, lb;
+      const uint8_t* x = value_bytes(a, &f, ia, &la);
+      const uint8_t* y = value_bytes(b, &f, ib, &lb);
+      if (la == lb && (la == 0 || memcmp(x, y, (size_t)la) == 0)) return true;
+      return differ(c, logical, "\"%.*s\" != \"%.*s\"", (int)(la < 40 ? la : 40),
+                    (const char*)x, (int)(lb < 40 ? lb : 40), (const char*)y);
+    }
+    case ADR_LAYOUT_LIST:
+    case ADR_LAYOUT_LIST_VIEW: {
+      int ob = f.offset_bytes;
+      int64_t sa = adr__offset_at(a, 1, ob, ia), sb = adr__offset_at(b, 1, ob, ib);
+      int64_t na = f.layout == ADR_LAYOUT_LIST ? adr__offset_at(a, 1, ob, ia + 1) - sa
+                                               : adr__offset_at(a, 2, ob, ia);
+      int64_t nb = f.layout == ADR_LAYOUT_LIST ? adr__offset_at(b, 1, ob, ib + 1) - sb
+                                               : adr__offset_at(b, 2, ob, ib);
+      if (na != nb)
+        return differ(c, logical, "list lengths %lld != %lld", (long long)na, (long long)nb);
+      for (int64_t k = 0; k < na; k++)
+        if (!child_equal(c, schema, 0, a, sa + k, b, sb + k)) return false;
+      return true;
+    }
+    case ADR_LAYOUT_FIXED_LIST: {
+      int64_t n = f.fixed_size;
+      for (int64_t k = 0; k < n; k++)
+        if (!child_equal(c, schema, 0, a, ia * n + k, b, ib * n + k)) return false;
+      return true;
+    }
+    case ADR_LAYOUT_STRUCT:
+      for (int64_t k = 0; k < a->n_children; k++)
+        if (!child_equal(c, schema, k, a, ia, b, ib)) return false;
+      return true;
+    case ADR_LAYOUT_SPARSE_UNION:
+    case ADR_LAYOUT_DENSE_UNION: {
+      int8_t ta = ((const int8_t*)a->buffers[0])[ia], tb = ((const int8_t*)b->buffers[0])[ib];
+      if (ta != tb) return differ(c, logical, "union type ids %d != %d", ta, tb);
+      int k = 0;
+      while (k < f.n_type_ids && f.type_ids[k] != ta) k++;
+      if (k == f.n_type_ids) return differ(c, logical, "unknown union type id %d", ta);
+      int64_t xa = ia, xb = ib;
+      if (f.layout == ADR_LAYOUT_DENSE_UNION) {
+        xa = ((const int32_t*)a->buffers[1])[ia];
+        xb = ((const int32_t*)b->buffers[1])[ib];
+      }
+      return child_equal(c, schema, k, a, xa, b, xb);
+    }
+    case ADR_LAYOUT_RUN_END: {
+      struct adr_format rf;
+      adr_format_parse(schema->children[0]->format, &rf, NULL);
+      int64_t ra = run_index(a->children[0], rf.bit_width, ia);
+      int64_t rb = run_index(b->children[0], rf.bit_width, ib);
+      return child_equal(c, schema, 1, a, ra, b, rb);
+    }
+  }
+  return true;
+}
+
+static int to_host(const struct ArrowSchema* schema, const struct ArrowDeviceArray* in,
+                   struct ArrowDeviceArray* tmp, const struct ArrowArray** out,
+                   struct adr_error* error) {
+  const char* op = "adr_device_array_equal";
+  struct adr__path root;
+  adr__path_root(&root);
+  if (in == NULL) return adr__errorf(error, EINVAL, op, NULL, "array is NULL");
+  if (in->device_type == ARROW_DEVICE_CPU) {
+    int st = adr__validate_structure(op, schema, &in->array, &root, 0, error);
+    if (st) return st;
+    *out = &in->array;
+    return 0;
+  }
+  struct adr_device* cpu;
+  int st = adr_device_get(ARROW_DEVICE_CPU, 0, &cpu, error);
+  if (st) return st;
+  st = adr__deep_copy(op, schema, in, cpu, NULL, true, tmp, NULL, error);
+  if (st) return st;
+  *out = &tmp->array;
+  return 0;
+}
+
+int adr_device_array_equal(const struct ArrowSchema* schema, const struct ArrowDeviceArray* a,
+                           const struct ArrowDeviceArray* b, bool* out_equal,
+                           struct adr_error* out_difference, struct adr_error* error) {
+  if (out_equal == NULL)
+    return adr__errorf(error, EINVAL, "adr_device_array_equal", NULL, "out_equal is NULL");
+  struct ArrowDeviceArray ta, tb;
+  ta.array.release = NULL;
+  tb.array.release = NULL;
+  const struct ArrowArray *ha = NULL, *hb = NULL;
+  int st = to_host(schema, a, &ta, &ha, error);
+  if (st == 0) st = to_host(schema, b, &tb, &hb, error);
+  if (st == 0) {
+    struct cmp_ctx c;
+    memset(&c, 0, sizeof(c));
+    adr__path_root(&c.path);
+    bool eq = true;
+    if (ha->length != hb->length) {
+      eq = false;
+      snprintf(c.reason, sizeof(c.reason), "lengths %lld != %lld", (long long)ha->length,
+               (long long)hb->length);
+    }
+    for (int64_t i = 0; eq && i < ha->length; i++)
+      eq = elem_equal(&c, schema, ha, ha->offset + i, hb, hb->offset + i, i);
+    *out_equal = eq;
+    if (!eq && out_difference != NULL)
+      snprintf(out_difference->message, sizeof(out_difference->message), "%s", c.reason);
+  }
+  adr_device_array_release(&ta);
+  adr_device_array_release(&tb);
+  return st;
+}
+
+/* ---- sample table --------------------------------------------------------- */
+
+static int write_decimal(char* out, int64_t v) {
+  char tmp[24];
+  int n = 0;
+  do {
+    tmp[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v > 0);
+  for (int i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+  return n;
+}
+
+static int decimal_digits(int64_t v) {
+  int n = 1;
+  while (v >= 10) {
+    v /= 10;
+    n++;
+  }
+  return n;
+}
+
+int adr_array_sample_table(int64_t rows, struct ArrowSchema* out_schema,
+                           struct ArrowDeviceArray* out_array, struct adr_error* error) {
+  const char* op = "adr_array_sample_table";
+  if (out_schema == NULL || out_array == NULL)
+    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL",
+                       out_schema ? "out_array" : "out_schema");
+  if (rows < 0 || rows > 100000000)
+    return adr__errorf(error, EINVAL, op, NULL, "rows %lld outside [0, 100000000]",
+                       (long long)rows);
+  struct adr_device* cpu;
+  int st = adr_device_get(ARROW_DEVICE_CPU, 0, &cpu, error);
+  if (st) return st;
+
+  struct ArrowSchema s;
+  st = adr_schema_init(&s, "+s", "", 0, 4, error);
+  if (st) return st;
+  const int64_t nullable = ARROW_FLAG_NULLABLE;
+  st = adr_schema_init(s.children[0], "l", "id", 0, 0, error);
+  if (!st) st = adr_schema_init(s.children[1], "u", "name", nullable, 0, error);
+  if (!st) st = adr_schema_init(s.children[2], "+l", "tags", nullable, 1, error);
+  if (!st) st = adr_schema_init(s.children[2]->children[0], "i", "item", nullable, 0, error);
+  if (!st) st = adr_schema_init(s.children[3], "+s", "point", nullable, 2, error);
+  if (!st) st = adr_schema_init(s.children[3]->children[0], "g", "x", nullable, 0, error);
+  if (!st) st = adr_schema_init(s.children[3]->children[1], "b", "ok", nullable, 0, error);
+  if (st) {
+    s.release(&s);
+    return st;
+  }
+
+  struct ArrowArray a;
+  st = adr_array_init(cpu, 1, 4, &a, error);
+  if (st) {
+    s.release(&s);
+    return st;
+  }
+  a.length = rows;
+  struct ArrowArray* id = a.children[0];
+  struct ArrowArray* name = a.children[1];
+  struct ArrowArray* tags = a.children[2];
+  struct ArrowArray* point = a.children[3];
+  size_t n = (size_t)rows;
+  size_t bitmap = (n + 7) / 8;
+  int64_t* ids = NULL;
+  uint8_t* name_valid = NULL;
+  int32_t* name_offsets = NULL;
+  char* name_data = NULL;
+  int32_t* tag_offsets = NULL;
+  int32_t* tag_values = NULL;
+  double* xs = NULL;
+  uint8_t* oks = NULL;
+  int64_t n_tags = 0;
+  size_t name_bytes = 0;
+  for (int64_t i = 0; i < rows; i++) {
+    n_tags += i % 4;
+    if (i % 7 != 3) name_bytes += 4 + (size_t)decimal_digits(i);
+  }
+  st = adr_array_init(cpu, 2, 0, id, error);
+  if (!st) st = adr_array_alloc_buffer(id, 1, n * 8, NULL, (void**)&ids, error);
+  if (!st) st = adr_array_init(cpu, 3, 0, name, error);
+  if (!st) st = adr_array_alloc_buffer(name, 0, bitmap, NULL, (void**)&name_valid, error);
+  if (!st) st = adr_array_alloc_buffer(name, 1, (n + 1) * 4, NULL, (void**)&name_offsets, error);
+  if (!st) st = adr_array_alloc_buffer(name, 2, name_bytes, NULL, (void**)&name_data, error);
+  if (!st) st = adr_array_init(cpu, 2, 1, tags, error);
+  if (!st) st = adr_array_alloc_buffer(tags, 1, (n + 1) * 4, NULL, (void**)&tag_offsets, error);
+  if (!st) st = adr_array_init(cpu, 2, 0, tags->children[0], error);
+  if (!st)
+    st = adr_array_alloc_buffer(tags->children[0], 1, (size_t)n_tags * 4, NULL,
+                                (void**)&tag_values, error);
+  if (!st) st = adr_array_init(cpu, 1, 2, point, error);
+  if (!st) st = adr_array_init(cpu, 2, 0, point->children[0], error);
+  if (!st) st = adr_array_alloc_buffer(point->children[0], 1, n * 8, NULL, (void**)&xs, error);
+  if (!st) st = adr_array_init(cpu, 2, 0, point->children[1], error);
+  if (!st) st = adr_array_alloc_buffer(point->children[1], 1, bitmap, NULL, (void**)&oks, error);
+  if (st) {
+    a.release(&a);
+    s.release(&s);
+    return st;
+  }
+  if (bitmap > 0) {
+    memset(name_valid, 0, bitmap);
+    memset(oks, 0, bitmap);
+  }
+  int32_t pos = 0, tpos = 0;
+  int64_t nulls = 0;
+  for (int64_t i = 0; i < rows; i++) {
+    ids[i] = i * 3 - 7;
+    name_offsets[i] = pos;
+    if (i % 7 == 3) {
+      nulls++;
+    } else {
+      name_valid[i / 8] |= (uint8_t)(1u << (i % 8));
+      memcpy(name_data + pos, "row-", 4);
+      pos += 4 + write_decimal(name_data + pos + 4, i);
+    }
+    tag_offsets[i] = tpos;
+    for (int64_t k = 0; k < i % 4; k++) tag_values[tpos++] = (int32_t)(i + k);
+    xs[i] = (double)i * 0.5;
+    if (i % 3 == 0) oks[i / 8] |= (uint8_t)(1u << (i % 8));
+  }
+  name_offsets[n] = pos;
+  tag_offsets[n] = tpos;
+  id->length = name->length = tags->length = point->length = rows;
+  point->children[0]->length = point->children[1]->length = rows;
+  tags->children[0]->length = n_tags;
+  name->null_count = nulls;
+  st = adr_device_array_init(cpu, &a, NULL, out_array, error);
+  if (st) {
+    a.release(&a);
+    s.release(&s);
+    return st;
+  }
+  *out_schema = s;
+  return 0;
+}
