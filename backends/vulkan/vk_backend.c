@@ -37,6 +37,8 @@
 struct vkb_globals vkb_g;
 
 static pthread_mutex_t g_devices_lock = PTHREAD_MUTEX_INITIALIZER;
+static void vk_atexit(void);
+static void device_release_vulkan(struct adr_backend_device* dev);
 static struct adr_backend_device* g_devices;
 static bool g_shut_down;
 
@@ -959,6 +961,8 @@ static const struct adr_backend vk_backend = {
     .event_query = vkb_event_query,
     .event_native = vkb_event_native,
     .event_import = vkb_event_import,
+    .stream_import = vkb_stream_import,
+    .stream_native = vkb_stream_native,
     .pointer_query = vk_pointer_query,
     .device_native = vk_device_native,
     .device_adopt = vk_device_adopt,

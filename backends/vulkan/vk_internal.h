@@ -362,6 +362,9 @@ VKB_HIDDEN int vkb_stream_destroy(struct adr_backend_device* dev, struct adr_bac
 VKB_HIDDEN int vkb_stream_synchronize(struct adr_backend_device* dev,
                                       struct adr_backend_stream* s, struct adr_error* error);
 VKB_HIDDEN void vkb_stream_release(struct adr_backend_stream* s);
+VKB_HIDDEN void* vkb_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* s);
+VKB_HIDDEN int vkb_stream_import(struct adr_backend_device* dev, void* native_stream,
+                                 struct adr_backend_stream** out, struct adr_error* error);
 VKB_HIDDEN int vkb_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
                                 struct adr_error* error);
 VKB_HIDDEN int vkb_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* e,

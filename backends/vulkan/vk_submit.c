@@ -277,6 +277,28 @@ int vkb_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_st
   return vkb_stream_wait_idle(s, "adr_stream_synchronize", error);
 }
 
+/* Every stream of a device submits to the device's one VkQueue, so that is
+ * the native handle of a stream, and the only one adr can import: an
+ * imported stream is a new submission context (command pool, command
+ * buffers) on that queue; destroying it leaves the queue alone. */
+void* vkb_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* s) {
+  (void)s;
+  return (void*)dev->queue;
+}
+
+int vkb_stream_import(struct adr_backend_device* dev, void* native_stream,
+                      struct adr_backend_stream** out, struct adr_error* error) {
+  static const char op[] = "adr_stream_import";
+  if (native_stream == NULL) return vkb_fail(error, EINVAL, op, "native_stream is NULL");
+  if ((VkQueue)native_stream != dev->queue)
+    return vkb_fail(error, EINVAL, op,
+                    "%p is not the VkQueue of vulkan:%" PRId64
+                    " (%p); adr submits to one queue per device: adopt a device "
+                    "(adr_device_adopt) to use another queue",
+                    native_stream, dev->id, (void*)dev->queue);
+  return vkb_stream_create(dev, 0, out, error);
+}
+
 /* ---- events ------------------------------------------------------------------ */
 
 static void event_link(struct adr_backend_device* dev, struct adr_backend_event* e) {
