@@ -44,8 +44,28 @@ void cuda_ctx_leave(struct cuda_ctx_guard* guard) {
   }
 }
 
-/* ADR_CUDA_STAGING: "off", or a size ("1048576", "4M", "512K") from which
- * pageable copies are staged through pinned buffers. */
+/* Parses a byte count with an optional K or M suffix; returns the end. */
+static const char* parse_size(const char* p, size_t* out) {
+  char* end = NULL;
+  errno = 0;
+  if (*p < '0' || *p > '9') return p;
+  unsigned long long n = strtoull(p, &end, 10);
+  size_t unit = 1;
+  if (*end == 'K' || *end == 'k') {
+    unit = 1024;
+    end++;
+  } else if (*end == 'M' || *end == 'm') {
+    unit = MIB;
+    end++;
+  }
+  if (errno != 0 || n == 0 || n > SIZE_MAX / unit) return p;
+  *out = (size_t)n * unit;
+  return end;
+}
+
+/* ADR_CUDA_STAGING: "off", or "<threshold>[:<chunk>]" (byte counts with an
+ * optional K or M suffix): pageable copies of at least <threshold> bytes
+ * are staged through two pinned buffers of <chunk> bytes. Default 1M:4M. */
 static int read_config(struct adr_error* error) {
   cuda_config.stage_threshold = 1 * MIB;
   cuda_config.stage_chunk = 4 * MIB;
@@ -55,20 +75,23 @@ static int read_config(struct adr_error* error) {
     cuda_config.stage_threshold = 0;
     return 0;
   }
-  char* end = NULL;
-  errno = 0;
-  unsigned long long n = strtoull(v, &end, 10);
-  size_t unit = 1;
-  if (end != v && (*end == 'K' || *end == 'k')) unit = 1024, end++;
-  else if (end != v && (*end == 'M' || *end == 'm')) unit = MIB, end++;
-  if (end == v || *end != '\0' || errno != 0 || n == 0 || n > SIZE_MAX / unit || v[0] == '-')
+  size_t threshold = 0, chunk = cuda_config.stage_chunk;
+  const char* p = parse_size(v, &threshold);
+  bool ok = p != v;
+  if (ok && *p == ':') {
+    const char* q = parse_size(p + 1, &chunk);
+    ok = q != p + 1 && chunk >= 4096;
+    p = ok ? q : p + 1;
+  }
+  if (!ok || *p != '\0')
     return adr_backend_error_set(
         error, EINVAL,
         "[init][" CUDA_BACKEND_NAME "] EINVAL: " ADR_CUDA_ENV_STAGING
-        "=\"%s\": column %d: expected \"off\" or a positive byte count with an optional K or M "
-        "suffix",
-        v, (int)(end - v) + 1);
-  cuda_config.stage_threshold = (size_t)n * unit;
+        "=\"%s\": column %d: expected \"off\" or <threshold>[:<chunk>], byte counts with an "
+        "optional K or M suffix (chunk at least 4K)",
+        v, (int)(p - v) + 1);
+  cuda_config.stage_threshold = threshold;
+  cuda_config.stage_chunk = chunk;
   return 0;
 }
 

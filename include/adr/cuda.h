@@ -43,7 +43,7 @@ extern "C" {
 /* Environment variables the backend reads (secure_getenv; docs in
  * backends/cuda/README.md). */
 #define ADR_CUDA_ENV_DRIVER "ADR_CUDA_DRIVER"   /* path of libcuda.so.1 to load */
-#define ADR_CUDA_ENV_STAGING "ADR_CUDA_STAGING" /* "off" or the pageable-copy threshold */
+#define ADR_CUDA_ENV_STAGING "ADR_CUDA_STAGING" /* "off" or <threshold>[:<chunk>] */
 
 #ifdef __cplusplus
 }
