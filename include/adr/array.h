@@ -414,13 +414,15 @@ ADR_API int adr_async_producer_start(struct ArrowDeviceArrayStream* source,
 ADR_API void adr_async_producer_join(struct adr_async_producer* producer);
 
 /* A handler for any async producer and the pull stream it feeds: hand
- * *out_handler to the producer, read batches from *out_stream.
- * `queue_depth` (>= 1) batches are requested ahead. get_next blocks until a
- * batch, the end or an error (returned with the producer's message) comes.
- * Releasing the stream early cancels the producer and discards what it
- * still delivers; the shared state is freed once both the handler and the
- * stream are released. */
-ADR_API int adr_async_consumer_init(int64_t queue_depth,
+ * *out_handler to the producer, read batches from *out_stream (whose
+ * device_type is `device_type`; a producer of another type is refused in
+ * on_schema). `queue_depth` (>= 1) batches are requested ahead, one more
+ * per batch taken. get_next blocks until a batch, the end or an error
+ * (returned with the producer's message) comes. Releasing the stream early
+ * cancels the producer and discards what it still delivers; the shared
+ * state is freed once both the handler and the stream are released (a
+ * handler never given to a producer must be released by the caller). */
+ADR_API int adr_async_consumer_init(ArrowDeviceType device_type, int64_t queue_depth,
                                     struct ArrowAsyncDeviceStreamHandler* out_handler,
                                     struct ArrowDeviceArrayStream* out_stream,
                                     struct adr_error* error);
