@@ -54,9 +54,9 @@ static const uint8_t* value_bytes(const struct ArrowArray* a, const struct adr_f
 
 static int64_t int_at(const void* data, int bits, bool is_signed, int64_t i) {
   switch (bits) {
-    case 8: return is_signed ? ((const int8_t*)data)[i] : ((const uint8_t*)data)[i];
-    case 16: return is_signed ? ((const int16_t*)data)[i] : ((const uint16_t*)data)[i];
-    case 32: return is_signed ? ((const int32_t*)data)[i] : ((const uint32_t*)data)[i];
+    case 8: return is_signed ? (int64_t)((const int8_t*)data)[i] : (int64_t)((const uint8_t*)data)[i];
+    case 16: return is_signed ? (int64_t)((const int16_t*)data)[i] : (int64_t)((const uint16_t*)data)[i];
+    case 32: return is_signed ? (int64_t)((const int32_t*)data)[i] : (int64_t)((const uint32_t*)data)[i];
     default: return ((const int64_t*)data)[i];
   }
 }

@@ -378,9 +378,9 @@ int adr__validate_data(const char* op, const struct ArrowSchema* schema,
       if (!adr__valid(array, &f, i)) continue;
       int64_t idx;
       switch (w) {
-        case 1: idx = is_signed ? ((const int8_t*)d)[i] : ((const uint8_t*)d)[i]; break;
-        case 2: idx = is_signed ? ((const int16_t*)d)[i] : ((const uint16_t*)d)[i]; break;
-        case 4: idx = is_signed ? ((const int32_t*)d)[i] : ((const uint32_t*)d)[i]; break;
+        case 1: idx = is_signed ? (int64_t)((const int8_t*)d)[i] : (int64_t)((const uint8_t*)d)[i]; break;
+        case 2: idx = is_signed ? (int64_t)((const int16_t*)d)[i] : (int64_t)((const uint16_t*)d)[i]; break;
+        case 4: idx = is_signed ? (int64_t)((const int32_t*)d)[i] : (int64_t)((const uint32_t*)d)[i]; break;
         default: {
           uint64_t u = ((const uint64_t*)d)[i];
           idx = (!is_signed && u > INT64_MAX) ? -1 : (int64_t)u;
