@@ -26,8 +26,10 @@
  *       hipErrorNotSupported (a runtime/device without stream-ordered
  *       allocation).
  *
- * Counters for tests: adr_sim_hip_calls(name) returns how often an entry
- * point was called (hipSetDevice, hipMallocAsync, hipMalloc ...).
+ * Test hooks (not HIP API): adr_sim_hip_calls(name) returns how often an
+ * entry point was called (hipSetDevice, hipMallocAsync, hipMalloc ...);
+ * adr_sim_hip_alloc_fail(nth, once) is the core's allocation-failure knob
+ * (ADR_SIM_ALLOC_FAIL) at run time.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -43,6 +45,7 @@
 #pragma GCC visibility push(default)
 #include <hip/hip_runtime_api.h>
 int adr_sim_hip_calls(const char* name);
+void adr_sim_hip_alloc_fail(unsigned long long nth, int once);
 #pragma GCC visibility pop
 
 /* ---- call counters ------------------------------------------------------ */
@@ -67,6 +70,10 @@ int adr_sim_hip_calls(const char* name) {
   COUNTED(COUNTER_LOOKUP)
 #undef COUNTER_LOOKUP
   return -1;
+}
+
+void adr_sim_hip_alloc_fail(unsigned long long nth, int once) {
+  sim_alloc_fail_set(nth, once);
 }
 
 /* ---- configuration (read once) ----------------------------------------- */
@@ -505,6 +512,14 @@ hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int
   int st = resolve_stream(stream, &s);
   if (st == SIM_SUCCESS) st = sim_stream_wait_event(s, (struct sim_event*)event);
   return result(st, "hipStreamWaitEvent");
+}
+
+hipError_t hipLaunchHostFunc(hipStream_t stream, hipHostFn_t fn, void* user_data) {
+  if (fn == NULL) return hipErrorInvalidValue;
+  struct sim_stream* s;
+  int st = resolve_stream(stream, &s);
+  if (st == SIM_SUCCESS) st = sim_host_func_async(s, fn, user_data);
+  return result(st, "hipLaunchHostFunc");
 }
 
 /* ---- events ------------------------------------------------------------- */
