@@ -868,6 +868,10 @@ static int vk_device_properties(struct adr_backend_device* dev, adr_property_fn 
   emitf(emit, ctx, "allocation_memory_type", "%u", dev->alloc_types[0]);
   emitf(emit, ctx, "staging_memory_type", "%u", dev->staging_type);
   emit(ctx, "copy_path", dev->mapped_copies ? "mapped" : "staging");
+  emit(ctx, "download_path", dev->mapped_reads ? "mapped" : "staging");
+  emit(ctx, "device_copy_path",
+       dev->host_is_device ? "host memmove when the stream is idle, else vkCmdCopyBuffer"
+                           : "vkCmdCopyBuffer");
   pthread_mutex_lock(&dev->mem_lock);
   size_t blocks = dev->block_count, live = dev->live_count;
   uint64_t reserved = dev->bytes_reserved;

@@ -153,7 +153,7 @@ static int copy_d2h(struct adr_backend_device* dev, void* dst, const void* src, 
   struct vkb_loc l;
   int st = vkb_resolve(dev, src, size, &l, op, error);
   if (st != 0) return st;
-  if (dev->mapped_copies && l.block->mapped != NULL) {
+  if (dev->mapped_reads && l.block->mapped != NULL) {
     st = vkb_stream_wait_idle(s, op, error);
     if (st == 0) st = vkb_invalidate(dev, l.block, l.offset, size, op, error);
     if (st == 0) memcpy(dst, l.block->mapped + l.offset, size);
@@ -169,6 +169,15 @@ static int copy_d2d(struct adr_backend_device* dev, void* dst, const void* src, 
   if (st == 0) st = vkb_resolve(dev, src, size, &l, op, error);
   if (st != 0) return st;
   if (d.block == l.block && d.offset == l.offset) return 0;
+  if (dev->host_is_device && d.block->mapped != NULL && l.block->mapped != NULL &&
+      vkb_stream_idle(s)) {
+    /* A CPU device: the copy command would be a memcpy on a driver thread;
+     * on an idle stream the calling thread does it without the hand-off. */
+    st = vkb_invalidate(dev, l.block, l.offset, size, op, error);
+    if (st != 0) return st;
+    memmove(d.block->mapped + d.offset, l.block->mapped + l.offset, size);
+    return vkb_flush(dev, d.block, d.offset, size, op, error);
+  }
   struct vkb_range* tmp = NULL;
   if (d.block == l.block && ranges_overlap(d.offset, l.offset, size)) {
     /* vkCmdCopyBuffer forbids overlapping regions: go through a temporary

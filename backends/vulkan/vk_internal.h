@@ -249,6 +249,12 @@ struct adr_backend_device {
   uint32_t alloc_type_count;
   uint32_t staging_type;
   bool mapped_copies; /* copy mode allows the mapped fast path */
+  /* Host reads through the mapping are fast (cached memory, or the
+   * "device" is the CPU / shares its memory): D2H may use the mapping. */
+  bool mapped_reads;
+  /* The device is the CPU (lavapipe, SwiftShader): device-to-device copies
+   * on an idle stream run as a host memmove in the calling thread. */
+  bool host_is_device;
   VkDeviceSize block_size;
   VkDeviceSize max_alloc;
   VkDeviceSize atom; /* nonCoherentAtomSize */

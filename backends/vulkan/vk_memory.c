@@ -633,6 +633,16 @@ int vkb_memory_init(struct adr_backend_device* dev, struct adr_error* error) {
   VkMemoryPropertyFlags f = dev->memprops.memoryTypes[dev->alloc_types[0]].propertyFlags;
   dev->mapped_copies =
       vkb_g.copy_mode != VKB_COPY_STAGING && (f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
+  /* Reading write-combined memory across PCIe (ReBAR without HOST_CACHED)
+   * runs at a fraction of the copy engine's speed: downloads then take the
+   * staging path unless ADR_VULKAN_COPY=mapped insists. */
+  bool shares_memory = dev->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ||
+                       dev->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
+  dev->mapped_reads = dev->mapped_copies && ((f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) ||
+                                             shares_memory ||
+                                             vkb_g.copy_mode == VKB_COPY_MAPPED);
+  dev->host_is_device =
+      dev->mapped_copies && dev->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   return 0;
 }
 
