@@ -317,9 +317,12 @@ static void bin_remove(struct arena* a, struct block* b) {
 
 /* Merges b (not in a bin) with free neighbours of the same bin, then files
  * it. Used for large frees and for consolidation. */
-static void bin_insert_coalesce(struct arena* a, struct bin* bin, struct block* b) {
-  struct block* p = b->prev_phys;
-  if (p != NULL && p->where != WHERE_NONE && p->bin == bin) {
+/* Merges b (not in a bin) with the free blocks of `bin` around it and
+ * returns the merged block, not filed. Uncoalesced class blocks can form
+ * runs of free neighbours, hence the loops. */
+static struct block* merge_neighbours(struct arena* a, struct bin* bin, struct block* b) {
+  struct block* p;
+  while ((p = b->prev_phys) != NULL && p->where != WHERE_NONE && p->bin == bin) {
     bin_remove(a, p);
     p->size += b->size;
     p->next_phys = b->next_phys;
@@ -327,42 +330,32 @@ static void bin_insert_coalesce(struct arena* a, struct bin* bin, struct block* 
     block_release(a, b);
     b = p;
   }
-  struct block* n = b->next_phys;
-  if (n != NULL && n->where != WHERE_NONE && n->bin == bin) {
+  struct block* n;
+  while ((n = b->next_phys) != NULL && n->where != WHERE_NONE && n->bin == bin) {
     bin_remove(a, n);
     b->size += n->size;
     b->next_phys = n->next_phys;
     if (n->next_phys) n->next_phys->prev_phys = b;
     block_release(a, n);
   }
-  bin_insert(a, bin, b);
+  return b;
 }
 
-/* Moves the bin's class blocks into its treap, coalescing. */
+/* Files b (not in a bin) in `bin`, merged with its free neighbours there.
+ * Used for large frees, remainders of splits and migrations. */
+static void bin_insert_coalesce(struct arena* a, struct bin* bin, struct block* b) {
+  bin_insert(a, bin, merge_neighbours(a, bin, b));
+}
+
+/* Moves the bin's class blocks into its treap, coalescing. The result goes
+ * to the treap even when its size happens to be a class size, so the loop
+ * ends. */
 static void bin_consolidate(struct arena* a, struct bin* bin) {
   while (bin->class_mask != 0) {
     unsigned c = (unsigned)__builtin_ctzll(bin->class_mask);
     struct block* b = bin->classes[c];
     bin_remove(a, b);
-    /* Coalesce with any free neighbour of the bin, filing the result in the
-     * treap even when its size happens to be a class size. */
-    struct block* p = b->prev_phys;
-    if (p != NULL && p->where != WHERE_NONE && p->bin == bin) {
-      bin_remove(a, p);
-      p->size += b->size;
-      p->next_phys = b->next_phys;
-      if (b->next_phys) b->next_phys->prev_phys = p;
-      block_release(a, b);
-      b = p;
-    }
-    struct block* n = b->next_phys;
-    if (n != NULL && n->where != WHERE_NONE && n->bin == bin) {
-      bin_remove(a, n);
-      b->size += n->size;
-      b->next_phys = n->next_phys;
-      if (n->next_phys) n->next_phys->prev_phys = b;
-      block_release(a, n);
-    }
+    b = merge_neighbours(a, bin, b);
     b->bin = bin;
     b->where = WHERE_TREE;
     bin->free_bytes += b->size;
@@ -480,7 +473,9 @@ static struct block* bin_take(struct arena* a, struct bin* bin, size_t need, siz
       if (b->next_phys) b->next_phys->prev_phys = r;
       b->next_phys = r;
       b->size = need;
-      bin_insert(a, bin, r);
+      /* b may have been an uncoalesced class block: r can have a free
+       * neighbour in the bin. */
+      bin_insert_coalesce(a, bin, r);
     }
   }
   return b;
@@ -495,6 +490,19 @@ static size_t bin_largest(const struct bin* bin) {
   return m;
 }
 
+/* Moves every block of a bin whose stream has reached its frees into the
+ * host bin, coalescing, so chunks split across bins can become whole. */
+static void bin_migrate_to_host(struct arena* a, struct bin* bin) {
+  struct bin* hostbin = a->bins[0];
+  if (bin == hostbin) return;
+  if (bin->class_blocks != 0) bin_consolidate(a, bin);
+  while (bin->tree != NULL) {
+    struct block* b = bin->tree;
+    bin_remove(a, b);
+    bin_insert_coalesce(a, hostbin, b);
+  }
+}
+
 /* Releases fully free chunks of ready bins while `excess` says so. Returns
  * the chunks unlinked (their memory still to be given back). */
 static struct chunk* arena_collect(struct adr__pool* pool, struct arena* a, bool wait,
@@ -502,6 +510,9 @@ static struct chunk* arena_collect(struct adr__pool* pool, struct arena* a, bool
                                    size_t* out_bytes) {
   struct chunk* out = NULL;
   *out_bytes = 0;
+  for (size_t i = 1; i < a->nbins; i++)
+    if (a->bins[i]->free_bytes != 0 && bin_host_ready(pool, a->bins[i], wait))
+      bin_migrate_to_host(a, a->bins[i]);
   for (size_t i = 0; i < a->nbins; i++)
     if (a->bins[i]->class_blocks != 0) bin_consolidate(a, a->bins[i]);
   for (struct chunk* c = a->chunks; c != NULL;) {
@@ -918,6 +929,7 @@ void adr__pool_stream_retire(struct adr__pool* pool, void* stream) {
       }
       bin->stream = NULL;
       bin->retired = true;
+      bin_migrate_to_host(a, bin);
       bin->recorded = bin->dirty = bin->complete = false;
       if (a->last_bin == bin) a->last_bin = NULL;
     }
@@ -959,4 +971,50 @@ void adr__pool_stats_reset_peaks(struct adr__pool* pool) {
   atomic_store_explicit(&pool->reserved_count_peak,
                         atomic_load_explicit(&pool->reserved_count_now, memory_order_relaxed),
                         memory_order_relaxed);
+}
+
+/* Invariants, for the tests: the blocks of each chunk tile it; a free block
+ * sits in a bin of its arena and no two address-neighbours of one bin are
+ * both free in its treap (they would have been merged); the byte counts
+ * agree with the blocks. Returns 0 or EPROTO with what is wrong in msg. */
+int adr__pool_check(struct adr__pool* pool, char* msg, size_t size) {
+  int st = 0;
+  for (unsigned i = 0; i < pool->narenas && st == 0; i++) {
+    struct arena* a = &pool->arenas[i];
+    pthread_mutex_lock(&a->lock);
+    uint64_t reserved = 0, cached = 0;
+    for (struct chunk* c = a->chunks; c != NULL && st == 0; c = c->next) {
+      reserved += c->size;
+      uintptr_t at = c->base;
+      for (struct block* b = c->first; b != NULL && st == 0; b = b->next_phys) {
+        if (b->addr != at || b->chunk != c || b->arena != a) {
+          snprintf(msg, size, "arena %u: block %#lx does not tile its chunk", i,
+                   (unsigned long)b->addr);
+          st = EPROTO;
+        }
+        at += b->size;
+        if (b->where != WHERE_NONE) {
+          cached += b->size;
+          struct block* n = b->next_phys;
+          if (b->where == WHERE_TREE && n != NULL && n->where == WHERE_TREE && n->bin == b->bin) {
+            snprintf(msg, size, "arena %u: neighbours of %zu and %zu bytes in one bin not merged",
+                     i, b->size, n->size);
+            st = EPROTO;
+          }
+        }
+      }
+      if (st == 0 && at != c->base + c->size) {
+        snprintf(msg, size, "arena %u: blocks do not cover their chunk", i);
+        st = EPROTO;
+      }
+    }
+    if (st == 0 && (reserved != a->reserved_bytes || cached != a->cached_bytes)) {
+      snprintf(msg, size, "arena %u: reserved %llu/%llu cached %llu/%llu disagree", i,
+               (unsigned long long)reserved, (unsigned long long)a->reserved_bytes,
+               (unsigned long long)cached, (unsigned long long)a->cached_bytes);
+      st = EPROTO;
+    }
+    pthread_mutex_unlock(&a->lock);
+  }
+  return st;
 }

@@ -95,6 +95,10 @@ ADR_INTERNAL void adr__pool_stream_retire(struct adr__pool* pool, void* stream);
 ADR_INTERNAL void adr__pool_stats_get(struct adr__pool* pool, struct adr__pool_stats* out);
 ADR_INTERNAL void adr__pool_stats_reset_peaks(struct adr__pool* pool);
 
+/* Checks the pool's invariants (for the tests): 0, or EPROTO with a
+ * description in msg. */
+ADR_INTERNAL int adr__pool_check(struct adr__pool* pool, char* msg, size_t size);
+
 /* Size-class helpers (exposed for the unit tests). */
 ADR_INTERNAL unsigned adr__pool_class_index(size_t size);
 ADR_INTERNAL size_t adr__pool_class_size(unsigned index);

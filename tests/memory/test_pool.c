@@ -580,8 +580,61 @@ static void test_random_model(void** state) {
       if (live[i].p && live[j].p)
         assert_true(live[i].p + live[i].size <= live[j].p ||
                     live[j].p + live[j].size <= live[i].p);
+  char msg[256];
+  if (adr__pool_check(f->pool, msg, sizeof(msg)) != 0) fail_msg("%s", msg);
   for (int i = 0; i < LIVE; i++)
     if (live[i].p) xfree(f, live[i].p, live[i].size, NULL);
+  adr__pool_trim(f->pool, false);
+  assert_int_equal(stats(f).reserved_bytes, 0);
+  unmake(f);
+}
+
+
+/* Random operations over three streams and the host, with retirements and
+ * trims, checking the pool's invariants after every step. */
+static void test_random_streams_invariants(void** state) {
+  (void)state;
+  struct fixture* f = make(NULL);
+  struct fake_stream streams[3] = {{0}, {0}, {0}};
+  enum { LIVE = 100 };
+  struct {
+    void* p;
+    size_t size;
+  } live[LIVE] = {{0}};
+  uint32_t rng = 99;
+  char msg[256];
+  for (int step = 0; step < 20000; step++) {
+    rng = rng * 1103515245u + 12345u;
+    unsigned r = rng >> 8;
+    void* stream = r % 4 == 3 ? NULL : &streams[r % 4];
+    int i = (int)((r >> 4) % LIVE);
+    unsigned op = (r >> 12) % 100;
+    if (op < 2) {
+      struct fake_stream* s = &streams[(r >> 16) % 3];
+      adr__pool_stream_retire(f->pool, s);
+    } else if (op < 3) {
+      adr__pool_trim(f->pool, (r >> 16) & 1);
+    } else if (op < 10) {
+      for (int k = 0; k < 3; k++) streams[k].busy = (int)((r >> (17 + k)) & 1);
+    } else if (live[i].p == NULL) {
+      size_t size = (r >> 14) % 3 == 0 ? 1 + (rng % (3 * MiB)) : 1 + rng % 20000;
+      live[i].p = xalloc(f, size, 0, stream);
+      live[i].size = size;
+    } else {
+      xfree(f, live[i].p, live[i].size, stream);
+      live[i].p = NULL;
+    }
+    if (adr__pool_check(f->pool, msg, sizeof(msg)) != 0) fail_msg("step %d: %s", step, msg);
+  }
+  for (int i = 0; i < LIVE; i++)
+    if (live[i].p) xfree(f, live[i].p, live[i].size, NULL);
+  for (int k = 0; k < 3; k++) streams[k].busy = 0;
+  for (int k = 0; k < 3; k++) adr__pool_stream_retire(f->pool, &streams[k]);
+  adr__pool_trim(f->pool, true);
+  if (adr__pool_check(f->pool, msg, sizeof(msg)) != 0) fail_msg("end: %s", msg);
+  struct adr__pool_stats st = stats(f);
+  assert_int_equal(st.reserved_bytes, 0);
+  assert_int_equal(st.cached_bytes, 0);
   unmake(f);
 }
 
@@ -663,6 +716,7 @@ int main(void) {
       cmocka_unit_test(test_bad_free),
       cmocka_unit_test(test_upstream_failure),
       cmocka_unit_test(test_random_model),
+      cmocka_unit_test(test_random_streams_invariants),
       cmocka_unit_test(test_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
