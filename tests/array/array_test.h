@@ -6,7 +6,9 @@
 #ifndef ADR_TESTS_ARRAY_TEST_H
 #define ADR_TESTS_ARRAY_TEST_H
 
+#include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>

@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Deep copy round trips CPU -> X -> CPU for every test array, on the device
+ * named by ADR_DEVICE (the CPU when unset), and the host-synchronisation
+ * count of deep copies. Registered once per built backend configuration.
+ *
+ * X's copies run on a created stream (asynchronous on every backend,
+ * including the CPU's worker threads), and each copy back starts without
+ * the test waiting: the deep copy itself must honour the sync_event.
+ *
+ * Without the device: exit 77 (SKIP), or fail when ADR_ARRAY_REQUIRE=1.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "array_test.h"
+
+static struct adr_device* dut;
+
+static bool dut_is_cpu(void) {
+  return adr_device_type(dut) == ARROW_DEVICE_CPU;
+}
+
+static void round_trip_case(const struct test_case* tc) {
+  struct adr_error err;
+  struct ArrowSchema schema;
+  struct ArrowDeviceArray host, dev, back, dev2, back2;
+  tc->build(&schema, &host);
+  ASSERT_OK(adr_device_array_validate(&schema, &host, ADR_VALIDATE_FULL, &err), &err);
+
+  struct adr_stream* stream;
+  ASSERT_OK(adr_stream_create(dut, &stream, &err), &err);
+  /* CPU -> X, queued on the stream */
+  ASSERT_OK(adr_device_array_deep_copy(&schema, &host, dut, stream, &dev, NULL, &err), &err);
+  assert_int_equal(dev.device_type, adr_device_type(dut));
+  assert_int_equal(dev.device_id, dut_is_cpu() ? -1 : adr_device_id(dut));
+  for (int i = 0; i < 3; i++) assert_int_equal(dev.reserved[i], 0);
+  /* X -> X (a second copy on the device, from the first one's event) */
+  ASSERT_OK(adr_device_array_deep_copy(&schema, &dev, dut, stream, &dev2, NULL, &err), &err);
+  /* X -> CPU, both straight away */
+  struct adr_device* cpu = test_cpu();
+  ASSERT_OK(adr_device_array_deep_copy(&schema, &dev, cpu, NULL, &back, NULL, &err), &err);
+  ASSERT_OK(adr_device_array_deep_copy(&schema, &dev2, cpu, stream, &back2, NULL, &err), &err);
+  assert_int_equal(back.device_type, ARROW_DEVICE_CPU);
+  assert_int_equal(back.device_id, -1);
+  assert_null(back.sync_event);
+  assert_null(back2.sync_event);
+  ASSERT_OK(adr_device_array_validate(&schema, &back, ADR_VALIDATE_FULL, &err), &err);
+  test_assert_equal(&schema, &host, &back);
+  test_assert_equal(&schema, &host, &back2);
+  /* the device copies themselves, through the runtime */
+  ASSERT_OK(adr_device_array_validate(&schema, &dev2, ADR_VALIDATE_FULL, &err), &err);
+  test_assert_equal(&schema, &dev, &host);
+  adr_device_array_release(&dev2);
+  adr_device_array_release(&dev);
+  adr_device_array_release(&back);
+  adr_device_array_release(&back2);
+  adr_device_array_release(&host);
+  ASSERT_OK(adr_stream_destroy(stream, &err), &err);
+  schema.release(&schema);
+}
+
+static void test_round_trip_all(void** state) {
+  (void)state;
+  for (size_t i = 0; i < test_case_count; i++) {
+    print_message("  round trip: %s\n", test_cases[i].name);
+    round_trip_case(&test_cases[i]);
+  }
+}
+
+/* The comparison really compares: a changed value is found with its path. */
+static void test_round_trip_detects_change(void** state) {
+  (void)state;
+  struct adr_error err, diff;
+  struct ArrowSchema schema;
+  struct ArrowDeviceArray host, dev, back;
+  ASSERT_OK(adr_array_sample_table(50, &schema, &host, &err), &err);
+  ASSERT_OK(adr_device_array_deep_copy(&schema, &host, dut, NULL, &dev, NULL, &err), &err);
+  ASSERT_OK(adr_device_array_deep_copy(&schema, &dev, test_cpu(), NULL, &back, NULL, &err), &err);
+  /* change name[8] ("row-8") in the copy */
+  struct ArrowArray* name = back.array.children[1];
+  const int32_t* offs = name->buffers[1];
+  char* data = (char*)name->buffers[2];
+  data[offs[name->offset + 8] + 4] = '9';
+  bool eq = true;
+  ASSERT_OK(adr_device_array_equal(&schema, &host, &back, &eq, &diff, &err), &err);
+  assert_false(eq);
+  assert_non_null(strstr(diff.message, "children[1][8]"));
+  assert_non_null(strstr(diff.message, "\"row-8\" != \"row-9\""));
+  adr_device_array_release(&back);
+  adr_device_array_release(&dev);
+  adr_device_array_release(&host);
+  schema.release(&schema);
+}
+
+/* Sliced copies move the slice, not the whole buffers. */
+static void test_slice_bytes(void** state) {
+  (void)state;
+  struct adr_error err;
+  struct ArrowSchema schema;
+  test_schema(&schema, "l", "big", ARROW_FLAG_NULLABLE, 0);
+  struct ArrowArray a;
+  const int64_t n = 100000;
+  test_node(&a, 2, 0, 10, 1003, 0);
+  a.null_count = test_validity(&a, n, 9, 2, 1003, 10);
+  int64_t* v = test_buffer(&a, 1, (size_t)n * 8, NULL);
+  for (int64_t k = 0; k < n; k++) v[k] = k * k;
+  struct ArrowDeviceArray host, dev, back;
+  test_export(&a, &host);
+  struct adr_copy_stats stats = {.struct_size = sizeof(stats)};
+  ASSERT_OK(adr_device_array_deep_copy(&schema, &host, dut, NULL, &dev, &stats, &err), &err);
+  /* offset 1003 = 125 * 8 + 3: bitmap from byte 125, values from 1000 */
+  assert_int_equal(dev.array.offset, 3);
+  assert_int_equal(dev.array.length, 10);
+  assert_int_equal(stats.copies, 2);
+  assert_int_equal(stats.bytes, 2 + 13 * 8);
+  ASSERT_OK(adr_device_array_deep_copy(&schema, &dev, test_cpu(), NULL, &back, NULL, &err), &err);
+  const int64_t* bv = back.array.buffers[1];
+  for (int64_t k = 0; k < 10; k++) assert_int_equal(bv[3 + k], (1003 + k) * (1003 + k));
+  test_assert_equal(&schema, &host, &back);
+  adr_device_array_release(&back);
+  adr_device_array_release(&dev);
+  adr_device_array_release(&host);
+  schema.release(&schema);
+}
+
+/* Var-binary data: only [first offset, last offset) crosses. */
+static void test_slice_string_bytes(void** state) {
+  (void)state;
+  struct adr_error err;
+  struct ArrowSchema schema;
+  test_schema(&schema, "u", "s", 0, 0);
+  const char* vals[64];
+  for (int k = 0; k < 64; k++) vals[k] = "0123456789";
+  struct ArrowArray a;
+  test_strings(&a, vals, 64, 0, false);
+  a.offset = 40;
+  a.length = 3;
+  struct ArrowDeviceArray host, dev, back;
+  test_export(&a, &host);
+  struct adr_copy_stats stats = {.struct_size = sizeof(stats)};
+  ASSERT_OK(adr_device_array_deep_copy(&schema, &host, dut, NULL, &dev, &stats, &err), &err);
+  /* validity 1 byte (r = 0), offsets 4 entries, data 30 bytes */
+  assert_int_equal(stats.bytes, 1 + 4 * 4 + 30);
+  ASSERT_OK(adr_device_array_deep_copy(&schema, &dev, test_cpu(), NULL, &back, NULL, &err), &err);
+  test_assert_equal(&schema, &host, &back);
+  adr_device_array_release(&back);
+  adr_device_array_release(&dev);
+  adr_device_array_release(&host);
+  schema.release(&schema);
+}
+
+/* Counts host waits: the whole nested tree needs at most one for sizes. */
+static void test_host_sync_count(void** state) {
+  (void)state;
+  struct adr_error err;
+  struct ArrowSchema schema;
+  struct ArrowDeviceArray host, dev, dev2, back;
+  /* the "nested" case: var-binary nodes at three depths, a dictionary */
+  const struct test_case* nested = NULL;
+  for (size_t i = 0; i < test_case_count; i++)
+    if (strcmp(test_cases[i].name, "nested") == 0) nested = &test_cases[i];
+  assert_non_null(nested);
+  nested->build(&schema, &host);
+  struct adr_stream* stream;
+  ASSERT_OK(adr_stream_create(dut, &stream, &err), &err);
+  struct adr_copy_stats s1 = {.struct_size = sizeof(s1)}, s2 = {.struct_size = sizeof(s2)},
+                        s3 = {.struct_size = sizeof(s3)};
+  ASSERT_OK(adr_device_array_deep_copy(&schema, &host, dut, stream, &dev, &s1, &err), &err);
+  ASSERT_OK(adr_device_array_deep_copy(&schema, &dev, dut, stream, &dev2, &s2, &err), &err);
+  ASSERT_OK(adr_device_array_deep_copy(&schema, &dev2, test_cpu(), stream, &back, &s3, &err),
+            &err);
+  /* two var-binary nodes (name, the dictionary's values) at depths 2 and
+   * 4 -> 2 offset reads each, all in one batch */
+  assert_int_equal(s1.size_reads, 4);
+  assert_int_equal(s2.size_reads, 4);
+  assert_int_equal(s3.size_reads, 4);
+  /* CPU source: sizes read on the host, no wait */
+  assert_int_equal(s1.size_syncs, 0);
+  if (dut_is_cpu()) {
+    /* CPU destination: the data is complete on return, one wait */
+    assert_int_equal(s1.host_syncs, 1);
+    assert_int_equal(s2.size_syncs, 0);
+    assert_int_equal(s2.host_syncs, 1);
+    assert_int_equal(s3.host_syncs, 1);
+  } else {
+    assert_int_equal(s1.host_syncs, 0);  /* queued, event in sync_event */
+    assert_non_null(dev.sync_event);
+    assert_int_equal(s2.size_syncs, 1);  /* one wait for the whole tree */
+    assert_int_equal(s2.host_syncs, 1);
+    assert_non_null(dev2.sync_event);
+    assert_int_equal(s3.size_syncs, 1);
+    assert_int_equal(s3.host_syncs, 2);  /* + completion: CPU arrays carry no event */
+  }
+  test_assert_equal(&schema, &host, &back);
+  adr_device_array_release(&back);
+  adr_device_array_release(&dev2);
+  adr_device_array_release(&dev);
+  adr_device_array_release(&host);
+  ASSERT_OK(adr_stream_destroy(stream, &err), &err);
+  schema.release(&schema);
+}
+
+/* Bad input to the deep copy: clear errors, nothing allocated. */
+static void test_deep_copy_errors(void** state) {
+  (void)state;
+  struct adr_error err;
+  struct ArrowSchema schema;
+  struct ArrowDeviceArray host, out;
+  ASSERT_OK(adr_array_sample_table(10, &schema, &host, &err), &err);
+  assert_int_equal(adr_device_array_deep_copy(&schema, NULL, dut, NULL, &out, NULL, &err), EINVAL);
+  assert_non_null(strstr(err.message, "src is NULL"));
+  /* corrupt a last offset: offsets not monotonic within the copied range */
+  struct ArrowArray* name = host.array.children[1];
+  int32_t* offs = (int32_t*)name->buffers[1];
+  int32_t saved = offs[10];
+  offs[10] = -5;
+  assert_int_equal(adr_device_array_deep_copy(&schema, &host, dut, NULL, &out, NULL, &err),
+                   EINVAL);
+  assert_non_null(strstr(err.message, "children[1]: offsets"));
+  offs[10] = saved;
+  /* a stream of an unrelated device */
+  if (!dut_is_cpu()) {
+    struct adr_stream* cs;
+    ASSERT_OK(adr_stream_create(test_cpu(), &cs, &err), &err);
+    struct ArrowDeviceArray dev;
+    ASSERT_OK(adr_device_array_deep_copy(&schema, &host, dut, NULL, &dev, NULL, &err), &err);
+    assert_int_equal(adr_device_array_deep_copy(&schema, &dev, dut, cs, &out, NULL, &err), EINVAL);
+    assert_non_null(strstr(err.message, "stream belongs to"));
+    adr_device_array_release(&dev);
+    ASSERT_OK(adr_stream_destroy(cs, &err), &err);
+  }
+  /* released source */
+  struct ArrowDeviceArray moved;
+  adr_device_array_move(&host, &moved);
+  assert_int_equal(adr_device_array_deep_copy(&schema, &host, dut, NULL, &out, NULL, &err), EINVAL);
+  assert_non_null(strstr(err.message, "array: array is released"));
+  adr_device_array_release(&moved);
+  schema.release(&schema);
+}
+
+int main(void) {
+  struct adr_error err;
+  int st = adr_device_default(&dut, &err);
+  if (st != 0) {
+    const char* req = getenv("ADR_ARRAY_REQUIRE");
+    fprintf(stderr, "device under test unavailable: %s\n", err.message);
+    return req && strcmp(req, "1") == 0 ? 1 : 77;
+  }
+  fprintf(stderr, "device under test: %s\n", adr_device_name(dut));
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_round_trip_all),
+      cmocka_unit_test(test_round_trip_detects_change),
+      cmocka_unit_test(test_slice_bytes),
+      cmocka_unit_test(test_slice_string_bytes),
+      cmocka_unit_test(test_host_sync_count),
+      cmocka_unit_test(test_deep_copy_errors),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
