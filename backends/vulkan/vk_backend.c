@@ -681,6 +681,20 @@ static int vk_device_adopt(ArrowDeviceType type, int64_t id, const void* native_
                     "queue family %u index %u does not exist or cannot transfer (%u families)",
                     d->queue_family_index, d->queue_index, nf);
   }
+  /* Two adr devices on one queue would submit to it under two different
+   * locks: refuse adopting a queue adr already uses. */
+  pthread_mutex_lock(&g_devices_lock);
+  int64_t taken = -1;
+  for (struct adr_backend_device* o = g_devices; o != NULL && taken < 0; o = o->next_open)
+    if (o->queue == (VkQueue)d->queue) taken = o->id;
+  pthread_mutex_unlock(&g_devices_lock);
+  if (taken >= 0) {
+    free(in);
+    return vkb_fail(error, EINVAL, op,
+                    "the queue %p is already used by vulkan:%" PRId64
+                    " (use that device, or give adr a queue of its own)",
+                    d->queue, taken);
+  }
   struct adr_backend_device* dev = device_alloc(id);
   if (dev == NULL) {
     free(in);

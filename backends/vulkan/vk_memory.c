@@ -357,7 +357,8 @@ static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size,
   }
   struct vkb_range* r = NULL;
   int st = 0;
-  if (need <= dev->block_size / 2) {
+  /* Room for the worst-case alignment padding too, or a dedicated block. */
+  if (need + (align > VKB_GRANULE ? align : 0) <= dev->block_size / 2) {
     for (struct vkb_block* b = dev->blocks; b != NULL && r == NULL; b = b->next)
       if (!b->dedicated) r = block_take(b, need, align, spare);
     if (r == NULL) {
@@ -613,8 +614,13 @@ int vkb_memory_init(struct adr_backend_device* dev, struct adr_error* error) {
     return vkb_fail(error, ENODEV, "adr_device_get", "no host-visible memory type for staging");
   dev->staging_type = (uint32_t)best;
 
+  /* maxBufferSize (1.3) may be below maxMemoryAllocationSize: a block is
+   * one buffer, so both bound an allocation. */
+  VkPhysicalDeviceMaintenance4Properties m4 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
   VkPhysicalDeviceMaintenance3Properties m3 = {
-      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES,
+      .pNext = dev->props.apiVersion >= VK_API_VERSION_1_3 ? &m4 : NULL};
   VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                     .pNext = &m3};
   dev->inst->vkGetPhysicalDeviceProperties2(dev->physical, &p2);
@@ -622,6 +628,7 @@ int vkb_memory_init(struct adr_backend_device* dev, struct adr_error* error) {
       dev->memprops.memoryTypes[dev->alloc_types[0]].heapIndex].size;
   dev->max_alloc = m3.maxMemoryAllocationSize ? m3.maxMemoryAllocationSize : heap;
   if (dev->max_alloc > heap) dev->max_alloc = heap;
+  if (m4.maxBufferSize != 0 && dev->max_alloc > m4.maxBufferSize) dev->max_alloc = m4.maxBufferSize;
   VkDeviceSize bs = vkb_g.block_size_env ? vkb_g.block_size_env : 64u << 20;
   if (!vkb_g.block_size_env) {
     while (bs > (1u << 20) && bs > heap / 8) bs /= 2;

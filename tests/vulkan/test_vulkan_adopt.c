@@ -195,6 +195,17 @@ static void test_adopt_and_use(void** state) {
   char buf[64];
   assert_string_equal(vkt_property(adopted, "adopted", buf, sizeof(buf)), "yes");
 
+  /* The same queue twice, or adr's own device's queue: refused. */
+  expect_refused(&d, EINVAL, "already used by");
+  struct adr_vulkan_adopt_desc own = {.struct_size = sizeof(own),
+                                      .api_version = VK_API_VERSION_1_2,
+                                      .instance = T.instance,
+                                      .physical_device = T.physical,
+                                      .device = T.device,
+                                      .queue = T.queue,
+                                      .queue_family_index = T.family};
+  expect_refused(&own, EINVAL, "already used by vulkan:0");
+
   enum { SIZE = (1 << 20) + 77 };
   uint8_t* host = malloc(SIZE);
   uint8_t* back = malloc(SIZE);
