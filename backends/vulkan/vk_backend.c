@@ -49,7 +49,9 @@ void vkb_devices_lock(bool lock) {
     pthread_mutex_unlock(&g_devices_lock);
 }
 
-struct adr_backend_device* vkb_devices_first(void) { return g_devices; }
+struct adr_backend_device* vkb_devices_first(void) {
+  return g_devices;
+}
 
 void vkb_log(int level, const char* fmt, ...) {
   const struct adr_backend_host* h = vkb_g.host;
@@ -132,9 +134,10 @@ static int parse_environment(struct adr_error* error) {
 
 /* ---- instance --------------------------------------------------------------- */
 
-static VKAPI_ATTR VkBool32 VKAPI_CALL messenger_cb(
-    VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT types,
-    const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
+static VKAPI_ATTR VkBool32 VKAPI_CALL messenger_cb(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                   VkDebugUtilsMessageTypeFlagsEXT types,
+                                                   const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                                   void* user) {
   (void)user;
   bool counts = (types & (VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
                           VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT)) &&
@@ -152,11 +155,11 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL messenger_cb(
 }
 
 static bool resolve_instance(struct vkb_instance* in, const char** missing) {
-#define VKB_X(name, req)                                                 \
-  in->name = (PFN_##name)(void (*)(void))in->gipa(in->handle, #name);    \
-  if (in->name == NULL && (req)) {                                       \
-    *missing = #name;                                                    \
-    return false;                                                        \
+#define VKB_X(name, req)                                              \
+  in->name = (PFN_##name)(void (*)(void))in->gipa(in->handle, #name); \
+  if (in->name == NULL && (req)) {                                    \
+    *missing = #name;                                                 \
+    return false;                                                     \
   }
   VKB_INSTANCE_FNS(VKB_X)
 #undef VKB_X
@@ -203,23 +206,23 @@ static int create_instance(struct adr_error* error) {
   bool debug_utils = false;
   if (vkb_g.validation != VKB_VALIDATION_OFF) {
     if (!has_layer(VKB_VALIDATION_LAYER))
-      return vkb_fail(error, ENOENT, "init",
-                      "VK_ERROR_LAYER_NOT_PRESENT: ADR_VULKAN_VALIDATION is set but " VKB_VALIDATION_LAYER
-                      " is not installed (Debian: vulkan-validationlayers)");
+      return vkb_fail(
+          error, ENOENT, "init",
+          "VK_ERROR_LAYER_NOT_PRESENT: ADR_VULKAN_VALIDATION is set but " VKB_VALIDATION_LAYER
+          " is not installed (Debian: vulkan-validationlayers)");
     layers[layer_count++] = VKB_VALIDATION_LAYER;
     if (!has_instance_extension(NULL, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) &&
         !has_instance_extension(VKB_VALIDATION_LAYER, VK_EXT_DEBUG_UTILS_EXTENSION_NAME))
       return vkb_fail(error, ENOTSUP, "init",
-                      "VK_ERROR_EXTENSION_NOT_PRESENT: ADR_VULKAN_VALIDATION needs "
-                      VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+                      "VK_ERROR_EXTENSION_NOT_PRESENT: ADR_VULKAN_VALIDATION "
+                      "needs " VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
     exts[ext_count++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
     debug_utils = true;
   }
   VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
                            .pApplicationName = "adr",
-                           .applicationVersion = VK_MAKE_API_VERSION(0, ADR_VERSION_MAJOR,
-                                                                     ADR_VERSION_MINOR,
-                                                                     ADR_VERSION_PATCH),
+                           .applicationVersion = VK_MAKE_API_VERSION(
+                               0, ADR_VERSION_MAJOR, ADR_VERSION_MINOR, ADR_VERSION_PATCH),
                            .pEngineName = "adr",
                            .apiVersion = VK_API_VERSION_1_2};
   VkDebugUtilsMessengerCreateInfoEXT mci = {
@@ -240,8 +243,9 @@ static int create_instance(struct adr_error* error) {
   VkInstance instance = VK_NULL_HANDLE;
   VkResult r = vkb_g.g.vkCreateInstance(&ci, NULL, &instance);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
-    return vkb_fail(error, ENODEV, "init",
-                    "unavailable: no Vulkan driver (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER)");
+    return vkb_fail(
+        error, ENODEV, "init",
+        "unavailable: no Vulkan driver (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER)");
   if (r != VK_SUCCESS) return vkb_error(error, "init", r, "vkCreateInstance");
 
   struct vkb_instance* in = &vkb_g.instance;
@@ -305,13 +309,12 @@ static int vk_init(struct adr_error* error) {
     return vkb_fail(error, ENODEV, "init", "unavailable: %s does not export vkGetInstanceProcAddr",
                     VKB_LIBVULKAN);
   }
-#define VKB_X(name, req)                                                              \
-  vkb_g.g.name = (PFN_##name)(void (*)(void))vkb_g.gipa(VK_NULL_HANDLE, #name);       \
-  if (vkb_g.g.name == NULL && (req)) {                                                \
-    dlclose(vkb_g.libvulkan);                                                         \
-    vkb_g.libvulkan = NULL;                                                           \
-    return vkb_fail(error, ENODEV, "init", "unavailable: %s lacks %s", VKB_LIBVULKAN, \
-                    #name);                                                           \
+#define VKB_X(name, req)                                                                      \
+  vkb_g.g.name = (PFN_##name)(void (*)(void))vkb_g.gipa(VK_NULL_HANDLE, #name);               \
+  if (vkb_g.g.name == NULL && (req)) {                                                        \
+    dlclose(vkb_g.libvulkan);                                                                 \
+    vkb_g.libvulkan = NULL;                                                                   \
+    return vkb_fail(error, ENODEV, "init", "unavailable: %s lacks %s", VKB_LIBVULKAN, #name); \
   }
   VKB_GLOBAL_FNS(VKB_X)
 #undef VKB_X
@@ -440,8 +443,8 @@ static int pick_family(struct vkb_instance* in, VkPhysicalDevice pd, uint32_t* o
   int best = -1;
   for (uint32_t i = 0; i < n; i++) {
     if (q[i].queueCount == 0 || !family_transfers(q[i].queueFlags)) continue;
-    if (best < 0 || ((q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) &&
-                     !(q[best].queueFlags & VK_QUEUE_COMPUTE_BIT)))
+    if (best < 0 ||
+        ((q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && !(q[best].queueFlags & VK_QUEUE_COMPUTE_BIT)))
       best = (int)i;
   }
   if (best < 0) return ENODEV;
@@ -473,19 +476,17 @@ static void device_free(struct adr_backend_device* dev) {
  * properties, semaphore, memory types, default stream. On failure the
  * caller destroys what this made with device_teardown. */
 static int device_setup(struct adr_backend_device* dev, const char* op, struct adr_error* error) {
-#define VKB_X(name)                                                                      \
-  dev->fn.name = (PFN_##name)(void (*)(void))dev->inst->vkGetDeviceProcAddr(dev->device, \
-                                                                            #name);      \
-  if (dev->fn.name == NULL)                                                              \
-    return vkb_fail(error, ENOTSUP, op, "VK_ERROR_INITIALIZATION_FAILED: %s not available", \
-                    #name);
+#define VKB_X(name)                                                                              \
+  dev->fn.name = (PFN_##name)(void (*)(void))dev->inst->vkGetDeviceProcAddr(dev->device, #name); \
+  if (dev->fn.name == NULL)                                                                      \
+    return vkb_fail(error, ENOTSUP, op, "VK_ERROR_INITIALIZATION_FAILED: %s not available", #name);
   VKB_DEVICE_FNS(VKB_X)
 #undef VKB_X
   if (dev->queue == VK_NULL_HANDLE)
     dev->fn.vkGetDeviceQueue(dev->device, dev->queue_family, dev->queue_index, &dev->queue);
 
-  VkPhysicalDeviceDriverProperties drv = {
-      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceDriverProperties drv = {.sType =
+                                              VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
   VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                     .pNext = &drv};
   dev->inst->vkGetPhysicalDeviceProperties2(dev->physical, &p2);
@@ -583,8 +584,11 @@ static int vk_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_d
                     caps.props.deviceName, caps.reason);
   uint32_t family = 0;
   if (pick_family(in, pd, &family) != 0)
-    return vkb_fail(error, ENODEV, op, "vulkan:%" PRId64 " (%s) is unusable: no queue family "
-                    "supports transfers", id, caps.props.deviceName);
+    return vkb_fail(error, ENODEV, op,
+                    "vulkan:%" PRId64
+                    " (%s) is unusable: no queue family "
+                    "supports transfers",
+                    id, caps.props.deviceName);
 
   struct adr_backend_device* dev = device_alloc(id);
   if (dev == NULL) return vkb_fail(error, ENOMEM, op, "out of host memory");
@@ -735,24 +739,37 @@ static void vk_device_close(struct adr_backend_device* dev) {
 
 static const char* vendor_name(uint32_t id) {
   switch (id) {
-    case 0x1002: return "AMD";
-    case 0x1010: return "ImgTec";
-    case 0x10DE: return "NVIDIA";
-    case 0x13B5: return "ARM";
-    case 0x5143: return "Qualcomm";
-    case 0x8086: return "Intel";
-    case VK_VENDOR_ID_MESA: return "Mesa";
-    default: return NULL;
+    case 0x1002:
+      return "AMD";
+    case 0x1010:
+      return "ImgTec";
+    case 0x10DE:
+      return "NVIDIA";
+    case 0x13B5:
+      return "ARM";
+    case 0x5143:
+      return "Qualcomm";
+    case 0x8086:
+      return "Intel";
+    case VK_VENDOR_ID_MESA:
+      return "Mesa";
+    default:
+      return NULL;
   }
 }
 
 static const char* type_name(VkPhysicalDeviceType t) {
   switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated-gpu";
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete-gpu";
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual-gpu";
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
-    default: return "other";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return "integrated-gpu";
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return "discrete-gpu";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return "virtual-gpu";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return "cpu";
+    default:
+      return "other";
   }
 }
 
@@ -841,7 +858,7 @@ static int vk_device_properties(struct adr_backend_device* dev, adr_property_fn 
     format_bytes(a, sizeof(a), dev->memprops.memoryHeaps[h].size);
     emitf(emit, ctx, key, "%s%s%s", a,
           (dev->memprops.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) ? " device-local"
-                                                                                  : "",
+                                                                                 : "",
           (dev->memprops.memoryHeaps[h].flags & VK_MEMORY_HEAP_MULTI_INSTANCE_BIT)
               ? " multi-instance"
               : "");
@@ -894,9 +911,10 @@ static int vk_device_properties(struct adr_backend_device* dev, adr_property_fn 
   emitf(emit, ctx, "live_allocations", "%zu", live);
   format_bytes(a, sizeof(a), reserved);
   emit(ctx, "memory_reserved", a);
-  emit(ctx, "validation", vkb_g.validation == VKB_VALIDATION_OFF  ? "off"
-                          : vkb_g.validation == VKB_VALIDATION_ON ? "on"
-                                                                  : "fatal");
+  emit(ctx, "validation",
+       vkb_g.validation == VKB_VALIDATION_OFF  ? "off"
+       : vkb_g.validation == VKB_VALIDATION_ON ? "on"
+                                               : "fatal");
   emitf(emit, ctx, "validation_messages", "%" PRIu64, atomic_load(&vkb_g.validation_messages));
   /* Devices of the instance adr could not use, with the reason. */
   if (!dev->adopted) {
@@ -915,15 +933,27 @@ static int vk_device_properties(struct adr_backend_device* dev, adr_property_fn 
 static int vk_device_native(struct adr_backend_device* dev, int kind, void** out,
                             struct adr_error* error) {
   switch (kind) {
-    case ADR_NATIVE_PLATFORM: *out = (void*)dev->inst->handle; return 0;
-    case ADR_NATIVE_DEVICE: *out = (void*)dev->physical; return 0;
-    case ADR_NATIVE_CONTEXT: *out = (void*)dev->device; return 0;
-    case ADR_NATIVE_QUEUE: *out = (void*)dev->queue; return 0;
-    case ADR_NATIVE_QUEUE_FAMILY: *out = (void*)(uintptr_t)dev->queue_family; return 0;
+    case ADR_NATIVE_PLATFORM:
+      *out = (void*)dev->inst->handle;
+      return 0;
+    case ADR_NATIVE_DEVICE:
+      *out = (void*)dev->physical;
+      return 0;
+    case ADR_NATIVE_CONTEXT:
+      *out = (void*)dev->device;
+      return 0;
+    case ADR_NATIVE_QUEUE:
+      *out = (void*)dev->queue;
+      return 0;
+    case ADR_NATIVE_QUEUE_FAMILY:
+      *out = (void*)(uintptr_t)dev->queue_family;
+      return 0;
     case ADR_VULKAN_NATIVE_GET_INSTANCE_PROC_ADDR:
       *out = (void*)(uintptr_t)dev->inst->gipa;
       return 0;
-    case ADR_VULKAN_NATIVE_TIMELINE_SEMAPHORE: *out = (void*)dev->timeline; return 0;
+    case ADR_VULKAN_NATIVE_TIMELINE_SEMAPHORE:
+      *out = (void*)dev->timeline;
+      return 0;
     default:
       return vkb_fail(error, ENOTSUP, "adr_device_native",
                       "native kind %d is not one the Vulkan backend has (see adr/vulkan.h)", kind);
@@ -991,9 +1021,8 @@ ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(uint32_t host_abi
                                                                uint32_t host_abi_minor,
                                                                const struct adr_backend_host* host);
 
-ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(uint32_t host_abi_major,
-                                                               uint32_t host_abi_minor,
-                                                               const struct adr_backend_host* host) {
+ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(
+    uint32_t host_abi_major, uint32_t host_abi_minor, const struct adr_backend_host* host) {
   (void)host_abi_minor;
   if (host_abi_major != ADR_BACKEND_ABI_MAJOR) return NULL;
   vkb_g.host = host;

@@ -36,8 +36,7 @@ static bool ranges_overlap(VkDeviceSize a, VkDeviceSize b, VkDeviceSize n) {
 /* ---- staging ring ---------------------------------------------------------- */
 
 /* Creates the ring on first use. staging_lock held. */
-static int staging_ensure(struct adr_backend_device* dev, const char* op,
-                          struct adr_error* error) {
+static int staging_ensure(struct adr_backend_device* dev, const char* op, struct adr_error* error) {
   if (dev->staging != NULL) return 0;
   VkDeviceSize chunk = VKB_CHUNK_MAX;
   while (chunk > 65536 && chunk * VKB_STAGING_CHUNKS > dev->max_alloc) chunk /= 2;
@@ -109,9 +108,8 @@ static int staged_download(struct adr_backend_device* dev, uint8_t* dst, struct 
       struct vkb_cmd c;
       st = vkb_cmd_begin(s, &c, op, error);
       if (st != 0) break;
-      VkBufferCopy region = {.srcOffset = src.offset + off,
-                             .dstOffset = (VkDeviceSize)k * dev->chunk_size,
-                             .size = n};
+      VkBufferCopy region = {
+          .srcOffset = src.offset + off, .dstOffset = (VkDeviceSize)k * dev->chunk_size, .size = n};
       dev->fn.vkCmdCopyBuffer(c.cb, src.block->buffer, dev->staging->buffer, 1, &region);
       st = vkb_cmd_submit(&c, &dev->chunks[k].busy_until, op, error);
       if (st != 0) break;
@@ -295,11 +293,11 @@ int vkb_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size
     VkBufferCopy regions[2];
     uint32_t n = 0;
     if (begin < mid_begin)
-      regions[n++] = (VkBufferCopy){.srcOffset = scr->offset, .dstOffset = begin,
-                                    .size = mid_begin - begin};
+      regions[n++] =
+          (VkBufferCopy){.srcOffset = scr->offset, .dstOffset = begin, .size = mid_begin - begin};
     if (mid_end < end && !(mid_begin == end))
-      regions[n++] = (VkBufferCopy){.srcOffset = scr->offset, .dstOffset = mid_end,
-                                    .size = end - mid_end};
+      regions[n++] =
+          (VkBufferCopy){.srcOffset = scr->offset, .dstOffset = mid_end, .size = end - mid_end};
     dev->fn.vkCmdCopyBuffer(c.cb, scr->block->buffer, d.block->buffer, n, regions);
   }
   return vkb_cmd_submit(&c, NULL, op, error);

@@ -32,10 +32,10 @@
 /* ---- vendor symbols ------------------------------------------------------ */
 
 /* X(name, required). Resolved with vkGetInstanceProcAddr(NULL, ...). */
-#define VKB_GLOBAL_FNS(X)                        \
-  X(vkCreateInstance, 1)                         \
-  X(vkEnumerateInstanceExtensionProperties, 1)   \
-  X(vkEnumerateInstanceLayerProperties, 1)       \
+#define VKB_GLOBAL_FNS(X)                      \
+  X(vkCreateInstance, 1)                       \
+  X(vkEnumerateInstanceExtensionProperties, 1) \
+  X(vkEnumerateInstanceLayerProperties, 1)     \
   X(vkEnumerateInstanceVersion, 0)
 
 /* Resolved per VkInstance with vkGetInstanceProcAddr(instance, ...). */
@@ -166,8 +166,8 @@ VKB_HIDDEN const char* vkb_result_name(VkResult r);
 VKB_HIDDEN int vkb_result_status(VkResult r);
 /* Writes "[op][vulkan] VK_NAME: <what>: <description>" and returns the
  * status for `r`. */
-VKB_HIDDEN int vkb_error(struct adr_error* error, const char* op, VkResult r, const char* fmt,
-                         ...) ADR_PRINTF(4, 5);
+VKB_HIDDEN int vkb_error(struct adr_error* error, const char* op, VkResult r, const char* fmt, ...)
+    ADR_PRINTF(4, 5);
 /* "[op][vulkan] <message>" with an explicit status (no VkResult). */
 VKB_HIDDEN int vkb_fail(struct adr_error* error, int status, const char* op, const char* fmt, ...)
     ADR_PRINTF(4, 5);
@@ -201,7 +201,7 @@ struct vkb_block {
   VkDeviceAddress base;
   VkDeviceSize size;     /* of the buffer */
   VkDeviceSize mem_size; /* of the memory (>= size) */
-  uint8_t* mapped; /* persistent mapping, NULL when not host-visible */
+  uint8_t* mapped;       /* persistent mapping, NULL when not host-visible */
   uint32_t type_index;
   bool dedicated;
   bool coherent;
@@ -290,7 +290,7 @@ struct adr_backend_device {
   struct adr_backend_stream* default_stream;
 
   struct adr_backend_device* next_open; /* g_devices list */
-  bool released; /* Vulkan objects destroyed (at exit) */
+  bool released;                        /* Vulkan objects destroyed (at exit) */
 };
 
 /* ---- streams and events (vk_submit.c) ------------------------------------- */
@@ -309,8 +309,8 @@ struct adr_backend_stream {
   struct vkb_cb cbs[VKB_MAX_COMMAND_BUFFERS];
   uint32_t cb_count;
   uint32_t cb_next;
-  uint64_t last_value;   /* last submission of this stream */
-  uint64_t wait_value;   /* next submission waits for the timeline >= this */
+  uint64_t last_value;    /* last submission of this stream */
+  uint64_t wait_value;    /* next submission waits for the timeline >= this */
   VkEvent* foreign_waits; /* next submission waits for these (imported) */
   uint32_t foreign_count, foreign_cap;
   struct vkb_range* scratch; /* 64 bytes for memset head/tail, lazily */
@@ -365,8 +365,8 @@ VKB_HIDDEN int vkb_stream_create(struct adr_backend_device* dev, uint32_t flags,
                                  struct adr_backend_stream** out, struct adr_error* error);
 VKB_HIDDEN int vkb_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* s,
                                   struct adr_error* error);
-VKB_HIDDEN int vkb_stream_synchronize(struct adr_backend_device* dev,
-                                      struct adr_backend_stream* s, struct adr_error* error);
+VKB_HIDDEN int vkb_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* s,
+                                      struct adr_error* error);
 VKB_HIDDEN void vkb_stream_release(struct adr_backend_stream* s);
 VKB_HIDDEN void* vkb_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* s);
 VKB_HIDDEN int vkb_stream_import(struct adr_backend_device* dev, void* native_stream,
@@ -401,8 +401,7 @@ VKB_HIDDEN int vkb_free(struct adr_backend_device* dev, void* ptr, size_t size,
 VKB_HIDDEN int vkb_range_alloc(struct adr_backend_device* dev, VkDeviceSize size,
                                VkDeviceSize alignment, struct vkb_range** out, const char* op,
                                struct adr_error* error);
-VKB_HIDDEN void vkb_range_free(struct adr_backend_device* dev, struct vkb_range* r,
-                               uint64_t after);
+VKB_HIDDEN void vkb_range_free(struct adr_backend_device* dev, struct vkb_range* r, uint64_t after);
 /* Resolve [addr, addr + size) to the allocation containing it: EINVAL with
  * a message when no live allocation of the device contains it all. */
 VKB_HIDDEN int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size,
@@ -417,9 +416,8 @@ VKB_HIDDEN void vkb_block_destroy(struct adr_backend_device* dev, struct vkb_blo
 /* Make host writes to a mapped range visible / device writes readable. */
 VKB_HIDDEN int vkb_flush(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
                          VkDeviceSize size, const char* op, struct adr_error* error);
-VKB_HIDDEN int vkb_invalidate(struct adr_backend_device* dev, struct vkb_block* b,
-                              VkDeviceSize off, VkDeviceSize size, const char* op,
-                              struct adr_error* error);
+VKB_HIDDEN int vkb_invalidate(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
+                              VkDeviceSize size, const char* op, struct adr_error* error);
 
 /* ---- copies (vk_copy.c) --------------------------------------------------- */
 

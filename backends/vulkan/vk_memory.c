@@ -30,9 +30,13 @@
 
 #define VKB_GRANULE 64u
 
-static VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) & ~(a - 1); }
+static VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) {
+  return (v + a - 1) & ~(a - 1);
+}
 
-static int floor_log2(VkDeviceSize v) { return 63 - __builtin_clzll(v); }
+static int floor_log2(VkDeviceSize v) {
+  return 63 - __builtin_clzll(v);
+}
 
 /* ---- bins ------------------------------------------------------------------ */
 
@@ -226,8 +230,8 @@ static int block_create(struct adr_backend_device* dev, VkDeviceSize size, bool 
     b->mapped = p;
   }
   if (r != VK_SUCCESS) {
-    int st = vkb_error(error, op, r, "binding/mapping a block of %" PRIu64 " bytes",
-                       (uint64_t)size);
+    int st =
+        vkb_error(error, op, r, "binding/mapping a block of %" PRIu64 " bytes", (uint64_t)size);
     free(whole);
     vkb_block_destroy(dev, b);
     return st;
@@ -339,9 +343,8 @@ static void reclaim_deferred(struct adr_backend_device* dev) {
 
 /* ---- allocation ---------------------------------------------------------------- */
 
-static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size,
-                              VkDeviceSize align, struct vkb_range** out,
-                              const char* op, struct adr_error* error) {
+static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size, VkDeviceSize align,
+                              struct vkb_range** out, const char* op, struct adr_error* error) {
   if (size > dev->max_alloc)
     return vkb_fail(error, ENOMEM, op,
                     "VK_ERROR_OUT_OF_DEVICE_MEMORY: %" PRIu64
@@ -363,8 +366,8 @@ static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size,
       if (!b->dedicated) r = block_take(b, need, align, spare);
     if (r == NULL) {
       struct vkb_block* b = NULL;
-      st = block_create(dev, dev->block_size, true, dev->alloc_types, dev->alloc_type_count, &b,
-                        op, error);
+      st = block_create(dev, dev->block_size, true, dev->alloc_types, dev->alloc_type_count, &b, op,
+                        error);
       if (st == 0) {
         block_link(dev, b);
         r = block_take(b, need, align, spare);
@@ -419,8 +422,7 @@ int vkb_range_alloc(struct adr_backend_device* dev, VkDeviceSize size, VkDeviceS
   return st;
 }
 
-static void range_free_locked(struct adr_backend_device* dev, struct vkb_range* r,
-                              uint64_t after) {
+static void range_free_locked(struct adr_backend_device* dev, struct vkb_range* r, uint64_t after) {
   tdelete(r, &dev->live_tree, range_cmp);
   dev->live_count--;
   if (after > 0 && after > vkb_timeline_value(dev)) {
@@ -464,9 +466,8 @@ int vkb_free(struct adr_backend_device* dev, void* ptr, size_t size,
     st = vkb_fail(error, EINVAL, "adr_free", "%p is not an allocation of vulkan:%" PRId64, ptr,
                   dev->id);
   else if (r->user_size != size)
-    st = vkb_fail(error, EINVAL, "adr_free",
-                  "%p was allocated with %" PRIu64 " bytes, not %zu", ptr,
-                  (uint64_t)r->user_size, size);
+    st = vkb_fail(error, EINVAL, "adr_free", "%p was allocated with %" PRIu64 " bytes, not %zu",
+                  ptr, (uint64_t)r->user_size, size);
   else
     range_free_locked(dev, r, after);
   if (st == 0) reclaim_deferred(dev);
@@ -474,8 +475,8 @@ int vkb_free(struct adr_backend_device* dev, void* ptr, size_t size,
   return st;
 }
 
-int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size,
-                struct vkb_loc* out, const char* op, struct adr_error* error) {
+int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size, struct vkb_loc* out,
+                const char* op, struct adr_error* error) {
   VkDeviceAddress a = (VkDeviceAddress)(uintptr_t)addr;
   pthread_mutex_lock(&dev->mem_lock);
   struct vkb_range* r = map_find(dev, a);
@@ -624,8 +625,8 @@ int vkb_memory_init(struct adr_backend_device* dev, struct adr_error* error) {
   VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                     .pNext = &m3};
   dev->inst->vkGetPhysicalDeviceProperties2(dev->physical, &p2);
-  VkDeviceSize heap = dev->memprops.memoryHeaps[
-      dev->memprops.memoryTypes[dev->alloc_types[0]].heapIndex].size;
+  VkDeviceSize heap =
+      dev->memprops.memoryHeaps[dev->memprops.memoryTypes[dev->alloc_types[0]].heapIndex].size;
   dev->max_alloc = m3.maxMemoryAllocationSize ? m3.maxMemoryAllocationSize : heap;
   if (dev->max_alloc > heap) dev->max_alloc = heap;
   if (m4.maxBufferSize != 0 && dev->max_alloc > m4.maxBufferSize) dev->max_alloc = m4.maxBufferSize;
@@ -646,14 +647,14 @@ int vkb_memory_init(struct adr_backend_device* dev, struct adr_error* error) {
   bool shares_memory = dev->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ||
                        dev->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
   dev->mapped_reads = dev->mapped_copies && ((f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) ||
-                                             shares_memory ||
-                                             vkb_g.copy_mode == VKB_COPY_MAPPED);
-  dev->host_is_device =
-      dev->mapped_copies && dev->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+                                             shares_memory || vkb_g.copy_mode == VKB_COPY_MAPPED);
+  dev->host_is_device = dev->mapped_copies && dev->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   return 0;
 }
 
-static void noop_free(void* p) { (void)p; }
+static void noop_free(void* p) {
+  (void)p;
+}
 
 void vkb_memory_release(struct adr_backend_device* dev) {
   pthread_mutex_lock(&dev->mem_lock);

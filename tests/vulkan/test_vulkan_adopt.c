@@ -87,8 +87,8 @@ static void app_create(void) {
   }
   if (layer) {
     PFN_vkCreateDebugUtilsMessengerEXT create =
-        (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
-            app.instance, "vkCreateDebugUtilsMessengerEXT");
+        (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(app.instance,
+                                                                  "vkCreateDebugUtilsMessengerEXT");
     if (create == NULL || create(app.instance, &mci, NULL, &app.messenger) != VK_SUCCESS) exit(1);
   }
   uint32_t n = 1;
@@ -140,7 +140,8 @@ static void expect_refused(struct adr_vulkan_adopt_desc* d, int status, const ch
   assert_int_equal(adr_device_adopt(ARROW_DEVICE_VULKAN, d, &dev, &err), status);
   assert_null(dev);
   assert_non_null(strstr(err.message, "[adr_device_adopt]"));
-  if (strstr(err.message, words) == NULL) fail_msg("message \"%s\" lacks \"%s\"", err.message, words);
+  if (strstr(err.message, words) == NULL)
+    fail_msg("message \"%s\" lacks \"%s\"", err.message, words);
 }
 
 static void test_adopt_refuses_bad_descriptors(void** state) {

@@ -56,9 +56,8 @@ static void pipe_create(struct pipe* p) {
                 .module = p->module,
                 .pName = "main"},
       .layout = p->layout};
-  assert_int_equal(
-      vkCreateComputePipelines(T.device, VK_NULL_HANDLE, 1, &cpci, NULL, &p->pipeline),
-      VK_SUCCESS);
+  assert_int_equal(vkCreateComputePipelines(T.device, VK_NULL_HANDLE, 1, &cpci, NULL, &p->pipeline),
+                   VK_SUCCESS);
   VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                  .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                  .queueFamilyIndex = T.family};
@@ -105,9 +104,8 @@ static void dispatch(struct pipe* p, const struct push* pc, const VkEvent* wait_
                        VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &hb, 0,
                        NULL, 0, NULL);
   assert_int_equal(vkEndCommandBuffer(p->cb), VK_SUCCESS);
-  VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                     .commandBufferCount = 1,
-                     .pCommandBuffers = &p->cb};
+  VkSubmitInfo si = {
+      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &p->cb};
   assert_int_equal(vkQueueSubmit(T.queue, 1, &si, p->fence), VK_SUCCESS);
   assert_int_equal(vkWaitForFences(T.device, 1, &p->fence, VK_TRUE, UINT64_MAX), VK_SUCCESS);
   assert_int_equal(vkResetFences(T.device, 1, &p->fence), VK_SUCCESS);
@@ -127,8 +125,7 @@ static void test_native_handles(void** state) {
   vkGetDeviceQueue(T.device, T.family, 0, &q);
   assert_ptr_equal(q, T.queue);
   void* h = NULL;
-  assert_int_equal(
-      adr_device_native(T.dev, ADR_VULKAN_NATIVE_GET_INSTANCE_PROC_ADDR, &h, NULL), 0);
+  assert_int_equal(adr_device_native(T.dev, ADR_VULKAN_NATIVE_GET_INSTANCE_PROC_ADDR, &h, NULL), 0);
   PFN_vkGetInstanceProcAddr gipa = (PFN_vkGetInstanceProcAddr)(uintptr_t)h;
   assert_non_null(gipa);
   assert_non_null(gipa(T.instance, "vkGetDeviceProcAddr"));
@@ -208,10 +205,8 @@ static void test_exported_event_with_raw_vulkan(void** state) {
    * adr/vulkan.h says (srcStageMask = ALL_COMMANDS). */
   struct pipe p;
   pipe_create(&p);
-  struct push pc = {.src = (uint64_t)(uintptr_t)src,
-                    .dst = (uint64_t)(uintptr_t)dst,
-                    .count = N,
-                    .add = 1};
+  struct push pc = {
+      .src = (uint64_t)(uintptr_t)src, .dst = (uint64_t)(uintptr_t)dst, .count = N, .add = 1};
   dispatch(&p, &pc, native, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
   assert_int_equal(vkGetEventStatus(T.device, *native), VK_EVENT_SET);
   assert_int_equal(adr_event_query(ev, NULL), 0);

@@ -97,7 +97,8 @@ static void test_twenty_thousand_live_allocations(void** state) {
   assert_non_null(sorted);
   memcpy(sorted, r, LIVE * sizeof(*sorted));
   qsort(sorted, LIVE, sizeof(*sorted), rec_cmp);
-  for (size_t i = 1; i < LIVE; i++) assert_true(sorted[i - 1].p + sorted[i - 1].size <= sorted[i].p);
+  for (size_t i = 1; i < LIVE; i++)
+    assert_true(sorted[i - 1].p + sorted[i - 1].size <= sorted[i].p);
   free(sorted);
 
   /* Free in a scrambled order (a fixed permutation). */
@@ -179,8 +180,8 @@ static void test_overlapping_device_copy(void** state) {
     for (size_t i = 0; i < SIZE; i++) model[i] = (uint8_t)(i * 13 + c);
     vkt_upload(&T, p, model, SIZE);
     memmove(model + cases[c].dst, model + cases[c].src, cases[c].n);
-    assert_int_equal(adr_copy(T.dev, (uint8_t*)p + cases[c].dst, T.dev,
-                              (uint8_t*)p + cases[c].src, cases[c].n, NULL, NULL),
+    assert_int_equal(adr_copy(T.dev, (uint8_t*)p + cases[c].dst, T.dev, (uint8_t*)p + cases[c].src,
+                              cases[c].n, NULL, NULL),
                      0);
     vkt_download(&T, got, p, SIZE);
     if (memcmp(got, model, SIZE) != 0) fail_msg("overlapping copy case %zu", c);

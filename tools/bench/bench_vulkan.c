@@ -63,18 +63,19 @@ static int buf_create(struct vk_direct* d, VkDeviceSize size, bool host, struct 
   VkBufferCreateInfo bci = {
       .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
       .size = size,
-      .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
-               (host ? 0 : VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT |
-                               VK_BUFFER_USAGE_STORAGE_BUFFER_BIT),
+      .usage =
+          VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+          (host ? 0
+                : VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT | VK_BUFFER_USAGE_STORAGE_BUFFER_BIT),
       .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
   if (vkCreateBuffer(d->device, &bci, NULL, &out->buffer) != VK_SUCCESS) return -1;
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements(d->device, out->buffer, &req);
-  int type = host ? find_type(d, req.memoryTypeBits,
-                              VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                  VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                              VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
-                  : find_type(d, req.memoryTypeBits, 0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  int type =
+      host ? find_type(d, req.memoryTypeBits,
+                       VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                       VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
+           : find_type(d, req.memoryTypeBits, 0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
   VkMemoryAllocateFlagsInfo fi = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
                                   .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
   VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
@@ -119,9 +120,8 @@ static void submit_copy(struct vk_direct* d, VkBuffer src, VkBuffer dst, VkDevic
                          &mb, 0, NULL, 0, NULL);
   }
   vkEndCommandBuffer(d->cb);
-  VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                     .commandBufferCount = 1,
-                     .pCommandBuffers = &d->cb};
+  VkSubmitInfo si = {
+      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &d->cb};
   if (vkQueueSubmit(d->queue, 1, &si, d->fence) != VK_SUCCESS ||
       vkWaitForFences(d->device, 1, &d->fence, VK_TRUE, UINT64_MAX) != VK_SUCCESS)
     d->failures++;
@@ -146,9 +146,15 @@ static void adr_copy_fn(void* p) {
   struct copy_arg* a = p;
   int st;
   switch (a->dir) {
-    case H2D: st = adr_copy(a->dev, a->dev_a, a->cpu, a->host_a, a->size, NULL, NULL); break;
-    case D2H: st = adr_copy(a->cpu, a->host_b, a->dev, a->dev_a, a->size, NULL, NULL); break;
-    default: st = adr_copy(a->dev, a->dev_b, a->dev, a->dev_a, a->size, NULL, NULL); break;
+    case H2D:
+      st = adr_copy(a->dev, a->dev_a, a->cpu, a->host_a, a->size, NULL, NULL);
+      break;
+    case D2H:
+      st = adr_copy(a->cpu, a->host_b, a->dev, a->dev_a, a->size, NULL, NULL);
+      break;
+    default:
+      st = adr_copy(a->dev, a->dev_b, a->dev, a->dev_a, a->size, NULL, NULL);
+      break;
   }
   if (st != 0) a->failures++;
   bench_sink(a->host_b);
@@ -165,7 +171,9 @@ static void direct_copy_fn(void* p) {
       submit_copy(a->d, a->buf_a.buffer, a->staging.buffer, a->size, true);
       memcpy(a->host_b, a->staging.mapped, a->size);
       break;
-    default: submit_copy(a->d, a->buf_a.buffer, a->buf_b.buffer, a->size, false); break;
+    default:
+      submit_copy(a->d, a->buf_a.buffer, a->buf_b.buffer, a->size, false);
+      break;
   }
   bench_sink(a->host_b);
 }
@@ -275,9 +283,8 @@ static void alloc_rows(struct bench_ctx* ctx, struct adr_device* dev, struct vk_
     double t_adr = bench_time(adr_alloc_fn, &a, 0.1, 100);
     double t_vk = bench_time(direct_alloc_fn, &a, 0.1, 100);
     char label[32];
-    bench_report(ctx, "vulkan alloc+free", size_label(sizes[i], label, sizeof(label)),
-                 t_adr * 1e9, t_vk * 1e9, "ns/op", "vkCreateBuffer+vkAllocateMemory",
-                 BENCH_LOWER_IS_BETTER);
+    bench_report(ctx, "vulkan alloc+free", size_label(sizes[i], label, sizeof(label)), t_adr * 1e9,
+                 t_vk * 1e9, "ns/op", "vkCreateBuffer+vkAllocateMemory", BENCH_LOWER_IS_BETTER);
     if (a.failures > 0) bench_note(ctx, "vulkan alloc+free", "failed calls", a.failures, "calls");
   }
 }
