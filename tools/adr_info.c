@@ -3,7 +3,8 @@
  * adr-info: what adr finds on this machine — core version, backend search
  * path, every backend (loaded, absent, excluded, rejected or unavailable,
  * with the reason and resolved path) and every device with its info and
- * backend-specific properties. `--json` prints the same as one JSON object.
+ * backend-specific properties. `--json` prints the same as one JSON object;
+ * `--memory` adds each device's allocation handler and memory statistics.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -11,8 +12,10 @@
 #include <string.h>
 
 #include "adr/adr.h"
+#include "adr/memory.h"
 
 static bool json;
+static bool memory; /* --memory: allocation handler and memory statistics */
 
 static void json_string(const char* s) {
   putchar('"');
@@ -82,12 +85,58 @@ static void print_caps(uint64_t caps) {
   }
 }
 
+/* --memory: the device's allocation handler and statistics (adr/memory.h). */
+static void print_memory(struct adr_device* dev) {
+  struct adr_memory_stats s;
+  memset(&s, 0, sizeof(s));
+  s.struct_size = sizeof(s);
+  const struct adr_allocator* h = adr_allocator_get(dev);
+  const char* hname = h && h->name ? h->name : "?";
+  struct adr_error e;
+  if (adr_memory_stats_get(dev, &s, &e) != 0) {
+    if (json) {
+      printf(", \"memory\": {\"error\": ");
+      json_string(e.message);
+      printf("}");
+    } else {
+      printf("      %-22s %s\n", "memory stats", e.message);
+    }
+    return;
+  }
+  if (json) {
+    printf(", \"memory\": {\"handler\": ");
+    json_string(hname);
+#define ADR_INFO_COUNTER(f)                                                                  \
+  printf(", \"" #f "\": {\"current\": %llu, \"peak\": %llu, \"total\": %llu}",                  \
+         (unsigned long long)s.f.current, (unsigned long long)s.f.peak,                      \
+         (unsigned long long)s.f.total)
+    ADR_INFO_COUNTER(allocated_bytes);
+    ADR_INFO_COUNTER(allocated_count);
+    ADR_INFO_COUNTER(reserved_bytes);
+    ADR_INFO_COUNTER(reserved_count);
+#undef ADR_INFO_COUNTER
+    printf(", \"cached_bytes\": %llu, \"largest_free_block\": %llu, \"cache_hits\": %llu, "
+           "\"cache_misses\": %llu, \"stream_waits\": %llu, \"oom_retries\": %llu, "
+           "\"oom_failures\": %llu, \"trimmed_bytes\": %llu}",
+           (unsigned long long)s.cached_bytes, (unsigned long long)s.largest_free_block,
+           (unsigned long long)s.cache_hits, (unsigned long long)s.cache_misses,
+           (unsigned long long)s.stream_waits, (unsigned long long)s.oom_retries,
+           (unsigned long long)s.oom_failures, (unsigned long long)s.trimmed_bytes);
+  } else {
+    char line[512];
+    printf("      %-22s %s\n", "allocation handler", hname);
+    printf("      %-22s %s\n", "memory stats", adr_memory_stats_format(&s, line, sizeof(line)));
+  }
+}
+
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) {
       json = true;
+    } else if (strcmp(argv[i], "--memory") == 0) {
+      memory = true;
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("usage: adr-info [--json]\n");
+      printf("usage: adr-info [--json] [--memory]\n");
       return 0;
     } else {
       fprintf(stderr, "adr-info: unknown argument '%s' (try --help)\n", argv[i]);
@@ -191,7 +240,9 @@ int main(int argc, char** argv) {
       printf("], \"properties\": {");
       struct prop_ctx pc = {0};
       adr_device_properties(dev, print_property, &pc, NULL);
-      printf("}}");
+      printf("}");
+      if (memory) print_memory(dev);
+      printf("}");
     } else {
       printf("  %s  %s\n", adr_device_name(dev), info.name);
       printf("      %-22s %s\n", "vendor", info.vendor);
@@ -203,6 +254,7 @@ int main(int argc, char** argv) {
       printf("\n");
       struct prop_ctx pc = {0};
       adr_device_properties(dev, print_property, &pc, NULL);
+      if (memory) print_memory(dev);
     }
   }
   if (json) printf("]}\n");

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * adr-bench area "memory": a replica of RAPIDS RMM's RANDOM_ALLOCATIONS
+ * benchmark (benchmarks/random_allocations), run on every device adr can
+ * enumerate, for the caching pool, the plain backend allocator and (on the
+ * CPU) glibc's aligned_alloc, side by side, with 1 and 2 threads.
+ *
+ * The workload, as in RMM: `2 * n` steps; a step draws a size uniformly
+ * from [1, max_size] and allocates it with probability 0.73 (while fewer
+ * than n allocations were made and the live bytes stay under max_usage),
+ * otherwise frees a uniformly chosen live block. Blocks are never touched.
+ * Sizes are exact multiples of nothing: the allocators see odd sizes.
+ * Differences from RMM: a xorshift generator instead of
+ * std::default_random_engine; max_usage is 16000 MiB as in RMM but capped
+ * at a quarter of the device's (or the host's) memory; what is still live
+ * at the end is freed inside the timed region (for every allocator alike).
+ * With 2 threads each thread runs the workload with its own generator and
+ * half of max_usage; the figure is wall time over all operations.
+ *
+ * Rows: "ns/op" (lower is better), adr's pool against the backend
+ * allocator (and glibc on the CPU). Notes: the pool's time per operation
+ * at n = 100,000 divided by n = 1,000 (1.0 = flat: the cost does not grow
+ * with the number of live blocks).
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "adr/adr.h"
+#include "adr/memory.h"
+#include "bench.h"
+
+#define MiB ((size_t)1 << 20)
+
+enum which { USE_POOL, USE_BACKEND, USE_GLIBC };
+
+struct workload {
+  struct adr_device* dev;
+  enum which which;
+  size_t n;
+  size_t max_size;
+  size_t max_usage;
+  uint64_t seed;
+  size_t ops;     /* out: operations done */
+  size_t failed;  /* out: allocations refused */
+  int status;     /* out: first unexpected error */
+};
+
+struct live {
+  void* p;
+  size_t size;
+};
+
+static uint64_t next(uint64_t* s) {
+  uint64_t x = *s;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return *s = x;
+}
+
+static int do_alloc(struct workload* w, size_t size, void** out) {
+  switch (w->which) {
+    case USE_GLIBC: {
+      *out = aligned_alloc(64, (size + 63) & ~(size_t)63);
+      return *out ? 0 : 12;
+    }
+    case USE_POOL:
+      return adr_alloc_with(w->dev, adr_allocator_pool(), size, 0, adr_stream_default(w->dev),
+                            out, NULL);
+    case USE_BACKEND:
+      return adr_alloc_with(w->dev, adr_allocator_backend(), size, 0, adr_stream_default(w->dev),
+                            out, NULL);
+  }
+  return 22;
+}
+
+static void do_free(struct workload* w, void* p, size_t size) {
+  if (w->which == USE_GLIBC) {
+    free(p);
+    return;
+  }
+  int st = adr_free(w->dev, p, size, adr_stream_default(w->dev), NULL);
+  if (st != 0 && w->status == 0) w->status = st;
+}
+
+static void* run_workload(void* arg) {
+  struct workload* w = arg;
+  struct live* live = malloc(w->n * sizeof(*live));
+  if (live == NULL) {
+    w->status = 12;
+    return NULL;
+  }
+  uint64_t rng = w->seed;
+  size_t active = 0, made = 0, bytes = 0;
+  w->ops = 0;
+  w->failed = 0;
+  for (size_t i = 0; i < w->n * 2; i++) {
+    size_t size = 1 + (size_t)(next(&rng) % w->max_size);
+    bool alloc = true;
+    if (active > 0) {
+      int chance = (int)(next(&rng) % 100);
+      alloc = chance <= 73 && made < w->n && bytes + size < w->max_usage;
+    }
+    if (alloc) {
+      void* p = NULL;
+      if (do_alloc(w, size, &p) == 0) {
+        live[active++] = (struct live){p, size};
+        made++;
+        bytes += size;
+        w->ops++;
+        continue;
+      }
+      w->failed++;
+    }
+    if (active > 0) {
+      size_t idx = (size_t)(next(&rng) % w->n) % active;
+      struct live victim = live[idx];
+      live[idx] = live[--active];
+      do_free(w, victim.p, victim.size);
+      bytes -= victim.size;
+      w->ops++;
+    }
+  }
+  while (active > 0) {
+    active--;
+    do_free(w, live[active].p, live[active].size);
+    w->ops++;
+  }
+  free(live);
+  return NULL;
+}
+
+/* ns per operation over `threads` threads running the workload. */
+static double measure(struct adr_device* dev, enum which which, size_t n, size_t max_size,
+                      size_t max_usage, int threads, int* status) {
+  struct workload w[2];
+  pthread_t th[2];
+  for (int t = 0; t < threads; t++) {
+    w[t] = (struct workload){dev,       which, n, max_size, max_usage / (size_t)threads,
+                             0x9E3779B97F4A7C15ull * (uint64_t)(t + 1), 0, 0, 0};
+  }
+  double t0 = bench_now();
+  if (threads == 1) {
+    run_workload(&w[0]);
+  } else {
+    for (int t = 0; t < threads; t++) pthread_create(&th[t], NULL, run_workload, &w[t]);
+    for (int t = 0; t < threads; t++) pthread_join(th[t], NULL);
+  }
+  double elapsed = bench_now() - t0;
+  size_t ops = 0;
+  for (int t = 0; t < threads; t++) {
+    ops += w[t].ops;
+    if (w[t].status != 0 && *status == 0) *status = w[t].status;
+  }
+  return ops ? elapsed * 1e9 / (double)ops : 0;
+}
+
+static size_t usage_cap(struct adr_device* dev) {
+  size_t cap = (size_t)16000 * MiB;
+  struct adr_device_info info;
+  memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  uint64_t total = 0;
+  if (adr_device_info_get(dev, &info, NULL) == 0) total = info.memory_total;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t host = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+  if (total == 0 || (host != 0 && info.device_type == ARROW_DEVICE_CPU)) total = host;
+  if (total != 0 && total / 4 < cap) cap = (size_t)(total / 4);
+  return cap;
+}
+
+void bench_run_memory(struct bench_ctx* ctx);
+void bench_run_memory(struct bench_ctx* ctx) {
+  size_t ndev = 0;
+  if (adr_device_count(&ndev, NULL) != 0) return;
+  const size_t counts[] = {1000, 10000, 100000};
+  const size_t sizes[] = {1, 4, 64};
+  size_t ncounts = bench_quick(ctx) ? 2 : 3;
+  for (size_t d = 0; d < ndev; d++) {
+    struct adr_device* dev = NULL;
+    if (adr_device_at(d, &dev, NULL) != 0) continue;
+    bool is_cpu = adr_device_type(dev) == ARROW_DEVICE_CPU;
+    size_t cap = usage_cap(dev);
+    char group[64];
+    snprintf(group, sizeof(group), "%s rand-alloc", adr_device_name(dev));
+    for (int threads = 1; threads <= 2; threads++) {
+      for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+        double pool_first = 0, pool_last = 0;
+        for (size_t ci = 0; ci < ncounts; ci++) {
+          size_t n = counts[ci], max_size = sizes[si] * MiB;
+          int st = 0;
+          /* Warm the pool to the workload's size once, as RMM's pool is
+           * warm after its first iteration; then measure. */
+          measure(dev, USE_POOL, n, max_size, cap, threads, &st);
+          double pool = measure(dev, USE_POOL, n, max_size, cap, threads, &st);
+          double backend = measure(dev, USE_BACKEND, n, max_size, cap, threads, &st);
+          char label[64];
+          snprintf(label, sizeof(label), "%zuk %zuMiB %dT", n / 1000, sizes[si], threads);
+          if (st != 0) {
+            fprintf(stderr, "adr-bench memory: %s %s: an allocation failed with %s\n", group,
+                    label, adr_status_name(st));
+          }
+          bench_report(ctx, group, label, pool, backend, "ns/op", "backend alloc",
+                       BENCH_LOWER_IS_BETTER);
+          if (is_cpu) {
+            double glibc = measure(dev, USE_GLIBC, n, max_size, cap, threads, &st);
+            bench_report(ctx, group, label, pool, glibc, "ns/op", "glibc aligned_alloc",
+                         BENCH_LOWER_IS_BETTER);
+          }
+          if (ci == 0) pool_first = pool;
+          pool_last = pool;
+        }
+        char label[64];
+        snprintf(label, sizeof(label), "%zuk/%zuk %zuMiB %dT", counts[ncounts - 1] / 1000,
+                 counts[0] / 1000, sizes[si], threads);
+        bench_note(ctx, group, label, pool_first > 0 ? pool_last / pool_first : 0,
+                   "pool t/op ratio");
+      }
+    }
+    adr_memory_trim(dev, NULL, NULL);
+  }
+}
