@@ -532,6 +532,35 @@ CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCoun
                                   1, s));
 }
 
+/* The typed and synchronous variants (adr-bench's direct baselines). The
+ * synchronous ones run on the current context's built-in stream and wait. */
+static CUresult copy_on(void* dst, const void* src, size_t n, CUstream h, bool wait,
+                        const char* fn) {
+  if (g.init_result != CUDA_SUCCESS) return ret(fn, CUDA_ERROR_NOT_INITIALIZED, "cuInit not called");
+  struct sim_stream* s;
+  CUresult r = resolve_stream(h, &s);
+  if (r) return ret(fn, r, "bad stream or no current context");
+  int st = sim_memcpy_async(dst, src, n, 1, s);
+  if (st == SIM_SUCCESS && wait) st = sim_stream_synchronize(s);
+  return st ? ret(fn, from_sim(st), sim_last_message()) : CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream h) {
+  return copy_on((void*)(uintptr_t)dst, src, n, h, false, __func__);
+}
+CUresult CUDAAPI cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream h) {
+  return copy_on(dst, (const void*)(uintptr_t)src, n, h, false, __func__);
+}
+CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h) {
+  return copy_on((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, n, h, false, __func__);
+}
+CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) {
+  return copy_on((void*)(uintptr_t)dst, src, n, NULL, true, __func__);
+}
+CUresult CUDAAPI cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
+  return copy_on(dst, (const void*)(uintptr_t)src, n, NULL, true, __func__);
+}
+
 /* A device pointer must belong to the context it is passed with. */
 static CUresult check_owner(CUdeviceptr p, size_t n, CUcontext ctx) {
   if (!ctx_valid(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
@@ -792,6 +821,11 @@ static const struct proc k_procs[] = {
     P("cuMemHostUnregister", cuMemHostUnregister, 4000),
     P("cuMemcpyAsync", cuMemcpyAsync, 4000),
     P("cuMemcpyPeerAsync", cuMemcpyPeerAsync, 4000),
+    P("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync, 3020),
+    P("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync, 3020),
+    P("cuMemcpyDtoDAsync", cuMemcpyDtoDAsync, 3020),
+    P("cuMemcpyHtoD", cuMemcpyHtoD, 3020),
+    P("cuMemcpyDtoH", cuMemcpyDtoH, 3020),
     P("cuMemsetD8Async", cuMemsetD8Async, 3020),
     P("cuStreamCreate", cuStreamCreate, 2000),
     P("cuStreamDestroy", cuStreamDestroy, 4000),
