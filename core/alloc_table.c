@@ -22,6 +22,7 @@ struct entry {
   uintptr_t key; /* 0 = empty */
   size_t size;
   const void* data;
+  void* cookie;
 };
 
 struct shard {
@@ -81,11 +82,11 @@ static int rehash(struct shard* s, size_t cap) {
 }
 
 int adr__alloc_table_insert(struct adr__alloc_table* t, void* ptr, size_t size) {
-  return adr__alloc_table_insert_data(t, ptr, size, NULL);
+  return adr__alloc_table_insert_data(t, ptr, size, NULL, NULL);
 }
 
 int adr__alloc_table_insert_data(struct adr__alloc_table* t, void* ptr, size_t size,
-                                 const void* data) {
+                                 const void* data, void* cookie) {
   uint64_t h;
   uintptr_t key = (uintptr_t)ptr;
   struct shard* s = shard_of(t, key, &h);
@@ -102,17 +103,18 @@ int adr__alloc_table_insert_data(struct adr__alloc_table* t, void* ptr, size_t s
   s->slots[i].key = key;
   s->slots[i].size = size;
   s->slots[i].data = data;
+  s->slots[i].cookie = cookie;
   pthread_mutex_unlock(&s->lock);
   return 0;
 }
 
 int adr__alloc_table_remove(struct adr__alloc_table* t, void* ptr, size_t size,
                             size_t* out_size) {
-  return adr__alloc_table_remove_data(t, ptr, size, out_size, NULL);
+  return adr__alloc_table_remove_data(t, ptr, size, out_size, NULL, NULL);
 }
 
 int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t size,
-                                 size_t* out_size, const void** out_data) {
+                                 size_t* out_size, const void** out_data, void** out_cookie) {
   uint64_t h;
   uintptr_t key = (uintptr_t)ptr;
   struct shard* s = shard_of(t, key, &h);
@@ -128,6 +130,7 @@ int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t s
         st = ERANGE;
       } else {
         if (out_data) *out_data = s->slots[i].data;
+        if (out_cookie) *out_cookie = s->slots[i].cookie;
         /* Backward-shift deletion keeps every probe chain unbroken. */
         size_t hole = i;
         for (size_t j = (i + 1) & mask; s->slots[j].key != 0; j = (j + 1) & mask) {

@@ -186,12 +186,14 @@ ADR_INTERNAL int adr__alloc_table_insert(struct adr__alloc_table* t, void* ptr, 
 ADR_INTERNAL int adr__alloc_table_remove(struct adr__alloc_table* t, void* ptr, size_t size,
                                          size_t* out_size);
 ADR_INTERNAL size_t adr__alloc_table_count(struct adr__alloc_table* t);
-/* The same, carrying one pointer of data per allocation (the allocation
- * handler it came from); remove returns it in *out_data. */
+/* The same, carrying two words per allocation (the allocation handler it
+ * came from, and the pool's block for the built-in pool); remove returns
+ * them in *out_data / *out_cookie (either may be NULL). */
 ADR_INTERNAL int adr__alloc_table_insert_data(struct adr__alloc_table* t, void* ptr, size_t size,
-                                              const void* data);
+                                              const void* data, void* cookie);
 ADR_INTERNAL int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t size,
-                                              size_t* out_size, const void** out_data);
+                                              size_t* out_size, const void** out_data,
+                                              void** out_cookie);
 
 /* ---- tracing of dispatched calls ---------------------------------------- */
 

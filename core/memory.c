@@ -64,10 +64,11 @@ static int alloc_common(const char* op, struct adr_device* device,
    * freed like any other; the handler sees one byte. */
   size_t handler_size = size ? size : 1;
   void* ptr = NULL;
-  st = adr__memory_alloc(device, handler, handler_size, alignment, stream, &ptr, error);
+  void* cookie = NULL;
+  st = adr__memory_alloc(device, handler, handler_size, alignment, stream, &ptr, &cookie, error);
   if (st) return st;
-  if (adr__alloc_table_insert_data(device->allocs, ptr, size, handler) != 0) {
-    adr__memory_free(device, handler, ptr, handler_size, stream, NULL);
+  if (adr__alloc_table_insert_data(device->allocs, ptr, size, handler, cookie) != 0) {
+    adr__memory_free(device, handler, ptr, handler_size, stream, cookie, NULL);
     return adr__errorf(error, ENOMEM, op, device->backend->name,
                        "out of host memory for the allocation table");
   }
@@ -102,7 +103,8 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
   if (st) return st;
   size_t recorded = 0;
   const void* handler = NULL;
-  st = adr__alloc_table_remove_data(device->allocs, ptr, size, &recorded, &handler);
+  void* cookie = NULL;
+  st = adr__alloc_table_remove_data(device->allocs, ptr, size, &recorded, &handler, &cookie);
   if (st == ENOENT)
     return adr__errorf(error, EINVAL, "adr_free", device->backend->name,
                        "%p was not allocated on %s (or was already freed)", ptr, device->name);
@@ -110,10 +112,10 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
     return adr__errorf(error, EINVAL, "adr_free", device->backend->name,
                        "%p was allocated with size %zu, freed with size %zu", ptr, recorded,
                        size);
-  st = adr__memory_free(device, handler, ptr, size ? size : 1, stream, error);
+  st = adr__memory_free(device, handler, ptr, size ? size : 1, stream, cookie, error);
   if (st) {
     /* Nothing was freed: keep the allocation known. */
-    adr__alloc_table_insert_data(device->allocs, ptr, size, handler);
+    adr__alloc_table_insert_data(device->allocs, ptr, size, handler, cookie);
     return st;
   }
   adr__counters_sub(&device->memory->counters, size);

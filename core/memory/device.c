@@ -216,18 +216,29 @@ static size_t release_cache(struct adr_device* dev, const struct adr_allocator* 
   return released;
 }
 
+/* One attempt. The built-in pool is called directly when the caller can
+ * keep the block handle (no address-map lookup on the way back). */
+static int try_alloc(struct adr_device* dev, const struct adr_allocator* h, size_t size,
+                   size_t alignment, struct adr_stream* stream, void** out, void** out_cookie,
+                   struct adr_error* e) {
+  if (h == &pool_handler && out_cookie != NULL && dev->memory->pool != NULL)
+    return adr__pool_alloc_block(dev->memory->pool, size, alignment, stream, out, out_cookie, e);
+  return h->alloc(h->ctx, dev, size, alignment, stream, out, e);
+}
+
 int adr__memory_alloc(struct adr_device* dev, const struct adr_allocator* h, size_t size,
-                      size_t alignment, struct adr_stream* stream, void** out,
+                      size_t alignment, struct adr_stream* stream, void** out, void** out_cookie,
                       struct adr_error* error) {
   struct adr__device_memory* m = dev->memory;
   struct adr_error local;
   struct adr_error* e = error ? error : &local;
-  int st = h->alloc(h->ctx, dev, size, alignment, stream, out, e);
+  if (out_cookie != NULL) *out_cookie = NULL;
+  int st = try_alloc(dev, h, size, alignment, stream, out, out_cookie, e);
   if (st != ENOMEM) return st;
 
   if (release_cache(dev, h, true) != 0) {
     atomic_fetch_add_explicit(&m->oom_retries, 1, memory_order_relaxed);
-    st = h->alloc(h->ctx, dev, size, alignment, stream, out, e);
+    st = try_alloc(dev, h, size, alignment, stream, out, out_cookie, e);
     if (st != ENOMEM) return st;
   }
   for (uint32_t attempt = 0; attempt < OOM_MAX_ATTEMPTS; attempt++) {
@@ -238,7 +249,7 @@ int adr__memory_alloc(struct adr_device* dev, const struct adr_allocator* h, siz
     pthread_rwlock_unlock(&m->oom_lock);
     if (!progress) break;
     atomic_fetch_add_explicit(&m->oom_retries, 1, memory_order_relaxed);
-    st = h->alloc(h->ctx, dev, size, alignment, stream, out, e);
+    st = try_alloc(dev, h, size, alignment, stream, out, out_cookie, e);
     if (st != ENOMEM) return st;
   }
   atomic_fetch_add_explicit(&m->oom_failures, 1, memory_order_relaxed);
@@ -259,7 +270,9 @@ int adr__memory_alloc(struct adr_device* dev, const struct adr_allocator* h, siz
 }
 
 int adr__memory_free(struct adr_device* dev, const struct adr_allocator* h, void* ptr,
-                     size_t size, struct adr_stream* stream, struct adr_error* error) {
+                     size_t size, struct adr_stream* stream, void* cookie,
+                     struct adr_error* error) {
+  if (cookie != NULL) return adr__pool_free_block(dev->memory->pool, cookie, size, stream, error);
   return h->free(h->ctx, dev, ptr, size, stream, error);
 }
 

@@ -94,11 +94,14 @@ struct adr__device_memory {
 /* Allocation through `handler` with the OOM chain: on ENOMEM release the
  * device's cache and retry, then run the OOM callbacks while they make
  * progress, then fail with the device's statistics in the message. */
+/* out_cookie (may be NULL): receives the pool's block handle when the
+ * built-in pool served the request directly, else NULL; pass it back to
+ * adr__memory_free. */
 ADR_INTERNAL int adr__memory_alloc(struct adr_device* dev, const struct adr_allocator* handler,
                                    size_t size, size_t alignment, struct adr_stream* stream,
-                                   void** out, struct adr_error* error);
+                                   void** out, void** out_cookie, struct adr_error* error);
 ADR_INTERNAL int adr__memory_free(struct adr_device* dev, const struct adr_allocator* handler,
-                                  void* ptr, size_t size, struct adr_stream* stream,
+                                  void* ptr, size_t size, struct adr_stream* stream, void* cookie,
                                   struct adr_error* error);
 /* Checks a handler's struct_size, version and slots. */
 ADR_INTERNAL int adr__allocator_check(const char* op, const struct adr_allocator* h,

@@ -752,8 +752,8 @@ static struct block* arena_take(struct adr__pool* pool, struct arena* a, void* s
   return b;
 }
 
-int adr__pool_alloc(struct adr__pool* pool, size_t size, size_t alignment, void* stream,
-                    void** out, struct adr_error* error) {
+static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignment,
+                            void* stream, struct block** out, struct adr_error* error) {
   if (alignment < MIN_ALIGN) alignment = MIN_ALIGN;
   size_t pad = alignment - MIN_ALIGN;
   if (size > SIZE_MAX - pad - LARGE_GRANULE)
@@ -838,47 +838,24 @@ int adr__pool_alloc(struct adr__pool* pool, size_t size, size_t alignment, void*
   a->allocated_bytes += size;
   a->allocated_count++;
   pthread_mutex_unlock(&a->lock);
-  if (map_insert(pool, b) != 0) {
-    pthread_mutex_lock(&a->lock);
-    a->allocated_bytes -= size;
-    a->allocated_count--;
-    bin_insert_coalesce(a, a->bins[0], b);
-    pthread_mutex_unlock(&a->lock);
-    return adr_error_set(error, ENOMEM, "[pool] out of host memory");
-  }
-  *out = (void*)b->user;
+  *out = b;
   return 0;
 }
 
-int adr__pool_free(struct adr__pool* pool, void* ptr, size_t size, void* stream,
-                   struct adr_error* error) {
-  int st;
-  size_t actual = 0;
-  struct block* b = map_remove(pool, (uintptr_t)ptr, size, &st, &actual);
-  if (b == NULL) {
-    if (st == ERANGE)
-      return adr_error_set(error, ERANGE,
-                           "[pool] %p was allocated with size %zu, freed with size %zu", ptr,
-                           actual, size);
-    return adr_error_set(error, EINVAL, "[pool] %p was not allocated by this pool", ptr);
-  }
+/* Gives an allocated block back to its arena, filed under `stream`. */
+static int pool_release(struct adr__pool* pool, struct block* b, void* stream,
+                        struct adr_error* error) {
   struct arena* a = b->arena;
   pthread_mutex_lock(&a->lock);
-  a->allocated_bytes -= b->user_size;
-  a->allocated_count--;
   struct bin* bin = bin_get(a, stream);
   if (bin == NULL) {
-    /* No memory to track a new stream: keep the block out of circulation
-     * until a host-side wait makes it safe. Rare; keeps the free path
-     * free of blocking. */
-    pthread_mutex_unlock(&a->lock);
-    map_insert(pool, b);
-    pthread_mutex_lock(&a->lock);
-    a->allocated_bytes += b->user_size;
-    a->allocated_count++;
+    /* No host memory to track a new stream: the block stays allocated
+     * (the caller keeps it recorded) rather than be reused too early. */
     pthread_mutex_unlock(&a->lock);
     return adr_error_set(error, ENOMEM, "[pool] out of host memory tracking stream %p", stream);
   }
+  a->allocated_bytes -= b->user_size;
+  a->allocated_count--;
   if (stream != NULL) {
     bin->dirty = true;
     a->last_bin = bin;
@@ -895,6 +872,56 @@ int adr__pool_free(struct adr__pool* pool, void* ptr, size_t size, void* stream,
   pthread_mutex_unlock(&a->lock);
   chunks_give_back(pool, released);
   return 0;
+}
+
+int adr__pool_alloc(struct adr__pool* pool, size_t size, size_t alignment, void* stream,
+                    void** out, struct adr_error* error) {
+  struct block* b = NULL;
+  int st = pool_alloc_block(pool, size, alignment, stream, &b, error);
+  if (st != 0) return st;
+  if (map_insert(pool, b) != 0) {
+    pool_release(pool, b, NULL, NULL);
+    return adr_error_set(error, ENOMEM, "[pool] out of host memory");
+  }
+  *out = (void*)b->user;
+  return 0;
+}
+
+int adr__pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignment, void* stream,
+                          void** out, void** out_block, struct adr_error* error) {
+  struct block* b = NULL;
+  int st = pool_alloc_block(pool, size, alignment, stream, &b, error);
+  if (st != 0) return st;
+  *out = (void*)b->user;
+  *out_block = b;
+  return 0;
+}
+
+int adr__pool_free_block(struct adr__pool* pool, void* block, size_t size, void* stream,
+                         struct adr_error* error) {
+  struct block* b = block;
+  if (b->user_size != size)
+    return adr_error_set(error, ERANGE,
+                         "[pool] %p was allocated with size %zu, freed with size %zu",
+                         (void*)b->user, b->user_size, size);
+  return pool_release(pool, b, stream, error);
+}
+
+int adr__pool_free(struct adr__pool* pool, void* ptr, size_t size, void* stream,
+                   struct adr_error* error) {
+  int st;
+  size_t actual = 0;
+  struct block* b = map_remove(pool, (uintptr_t)ptr, size, &st, &actual);
+  if (b == NULL) {
+    if (st == ERANGE)
+      return adr_error_set(error, ERANGE,
+                           "[pool] %p was allocated with size %zu, freed with size %zu", ptr,
+                           actual, size);
+    return adr_error_set(error, EINVAL, "[pool] %p was not allocated by this pool", ptr);
+  }
+  st = pool_release(pool, b, stream, error);
+  if (st != 0) map_insert(pool, b); /* still allocated: keep it findable */
+  return st;
 }
 
 size_t adr__pool_trim(struct adr__pool* pool, bool wait) {

@@ -82,6 +82,14 @@ ADR_INTERNAL size_t adr__pool_destroy(struct adr__pool* pool);
  * when the pool cannot grow: the caller trims and retries. */
 ADR_INTERNAL int adr__pool_alloc(struct adr__pool* pool, size_t size, size_t alignment,
                                  void* stream, void** out, struct adr_error* error);
+/* The same without the pool's address map: *out_block identifies the
+ * allocation and must be passed to adr__pool_free_block (the front end keeps
+ * it in its allocation table, saving a second hash lookup per call). */
+ADR_INTERNAL int adr__pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignment,
+                                       void* stream, void** out, void** out_block,
+                                       struct adr_error* error);
+ADR_INTERNAL int adr__pool_free_block(struct adr__pool* pool, void* block, size_t size,
+                                      void* stream, struct adr_error* error);
 /* EINVAL for an address the pool did not hand out, ERANGE for a wrong size
  * (nothing freed). */
 ADR_INTERNAL int adr__pool_free(struct adr__pool* pool, void* ptr, size_t size, void* stream,
