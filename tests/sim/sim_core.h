@@ -126,8 +126,9 @@ enum sim_mem_kind {
  * or stale device data are visible. */
 int sim_mem_alloc(int device, enum sim_mem_kind kind, size_t size, void** out);
 
-/* Frees an allocation by its base address: waits until every stream of the
- * owning device has drained (as cuMemFree/hipFree synchronise), then frees.
+/* Frees an allocation by its base address: waits until every stream has
+ * drained what it had queued (as cuMemFree/hipFree synchronise; all devices,
+ * since a peer copy may read the memory), then frees.
  * SIM_ERROR_UNKNOWN_POINTER / SIM_ERROR_FREED_POINTER / SIM_ERROR_INVALID_VALUE
  * (an address inside, not at the start of, an allocation). `kind` must match
  * the allocation's (DEVICE/MANAGED both accepted for device frees, as the
