@@ -17,7 +17,9 @@
  *   visible    HIP_VISIBLE_DEVICES=1: one device, the simulator's second
  *   nodevice   ADR_SIM_DEVICES=0: unavailable with hipErrorNoDevice
  * The "main" cases also run with ADR_SIM_HIP_VERSION=5.2 (the older
- * hipMemoryType numbering) and ADR_SIM_HIP_NO_MEMPOOL=1 (hipMalloc path).
+ * hipMemoryType numbering), ADR_SIM_HIP_NO_MEMPOOL=1 (a runtime without
+ * stream-ordered allocation) and ADR_HIP_NO_ASYNC_ALLOC=1 (the backend told
+ * not to use it): the latter two take the hipMalloc path.
  */
 /* clang-format off */
 #include <setjmp.h>
@@ -473,8 +475,10 @@ static void test_device_adopt(void** state) {
 
 static void test_alloc_path_and_failure(void** state) {
   (void)state;
+  /* The runtime has no pool, or the backend was told not to use it. */
   const char* nm = getenv("ADR_SIM_HIP_NO_MEMPOOL");
-  bool mempool = !(nm != NULL && strcmp(nm, "1") == 0);
+  const char* na = getenv(ADR_HIP_NO_ASYNC_ALLOC_ENV);
+  bool mempool = !(nm != NULL && strcmp(nm, "1") == 0) && !(na != NULL && strcmp(na, "1") == 0);
   int before_async = H.calls("hipMallocAsync"), before_sync = H.calls("hipMalloc");
   /* A size no earlier test used, so no cache can serve it. */
   const size_t n = (size_t)37 * 1024 * 1024 + 4096;
