@@ -267,7 +267,9 @@ static int peer_copy(struct side* dst, struct side* src, size_t size,
   cl_int rc = ocl.clFinish(stream->queue);
   if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "waiting for the stream failed");
   if (host_addressable(dst) && host_addressable(src)) {
-    rc = ocl.clFinish(queue_for(stream->dev == dst->dev ? src->dev : dst->dev, stream));
+    /* Both sides' queues (one of them is the stream's, already idle). */
+    rc = ocl.clFinish(queue_for(src->dev, stream));
+    if (rc == CL_SUCCESS) rc = ocl.clFinish(queue_for(dst->dev, stream));
     if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "waiting for the peer device failed");
     memmove(dst->addr, src->addr, size);
     return 0;
