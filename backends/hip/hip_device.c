@@ -29,10 +29,9 @@ static void version_text(int v, char* buf, size_t cap) {
 int adr_hip_init(struct adr_error* error) {
   int st = adr_hip_library_load(adr_hip_rt.host, error);
   if (st != 0) return st;
-  const char* no_async =
-      adr_hip_rt.host != NULL && adr_hip_rt.host->getenv != NULL
-          ? adr_hip_rt.host->getenv(ADR_HIP_NO_ASYNC_ALLOC_ENV)
-          : NULL;
+  const char* no_async = adr_hip_rt.host != NULL && adr_hip_rt.host->getenv != NULL
+                             ? adr_hip_rt.host->getenv(ADR_HIP_NO_ASYNC_ALLOC_ENV)
+                             : NULL;
   adr_hip_rt.async_alloc_disabled = no_async != NULL && strcmp(no_async, "1") == 0;
 
   hipError_t init_err = adr_hip.hipInit(0);
@@ -180,8 +179,7 @@ int adr_hip_device_adopt(ArrowDeviceType type, int64_t id, const void* native_de
                                  desc->struct_size, sizeof(struct adr_hip_device_desc));
   for (size_t i = 0; i < sizeof(desc->reserved) / sizeof(desc->reserved[0]); i++)
     if (desc->reserved[i] != 0)
-      return adr_backend_error_set(error, EINVAL,
-                                   "[device_adopt][hip] reserved[%zu] is not 0", i);
+      return adr_backend_error_set(error, EINVAL, "[device_adopt][hip] reserved[%zu] is not 0", i);
   if (desc->device < 0 || desc->device >= adr_hip_rt.device_count)
     return adr_backend_error_set(error, ENODEV,
                                  "[device_adopt][hip] hipErrorInvalidDevice: no HIP device %d (%d "
@@ -265,8 +263,7 @@ int adr_hip_device_properties(struct adr_backend_device* dev, adr_property_fn em
   emit(ctx, "compute_capability", buf);
   emit(ctx, "managed_memory", p->managedMemory ? "yes" : "no");
   emit(ctx, "can_map_host_memory", p->canMapHostMemory ? "yes" : "no");
-  emit(ctx, "stream_ordered_alloc",
-       dev->async_alloc ? "hipMallocAsync" : "no (hipMalloc/hipFree)");
+  emit(ctx, "stream_ordered_alloc", dev->async_alloc ? "hipMallocAsync" : "no (hipMalloc/hipFree)");
   buf[0] = '\0';
   for (int q = 0; q < adr_hip_rt.device_count; q++) {
     int can = 0;

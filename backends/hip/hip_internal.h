@@ -50,46 +50,45 @@ typedef hipDeviceProp_t adr_hip_props_t;
 #endif
 
 /* X(name, return type, parameter list, required) */
-#define ADR_HIP_SYMBOLS(X)                                                                     \
-  X(hipInit, hipError_t, (unsigned int flags), true)                                           \
-  X(hipGetDeviceCount, hipError_t, (int* count), true)                                         \
-  X(hipDeviceGet, hipError_t, (hipDevice_t * device, int ordinal), true)                       \
-  X(hipSetDevice, hipError_t, (int device), true)                                              \
-  X(hipGetDeviceProperties, hipError_t, (adr_hip_props_t * prop, int device), true)            \
-  X(hipMemGetInfo, hipError_t, (size_t * free, size_t * total), true)                          \
-  X(hipRuntimeGetVersion, hipError_t, (int* version), true)                                    \
-  X(hipDriverGetVersion, hipError_t, (int* version), true)                                     \
-  X(hipGetErrorName, const char*, (hipError_t error), true)                                    \
-  X(hipGetErrorString, const char*, (hipError_t error), true)                                  \
-  X(hipMalloc, hipError_t, (void** ptr, size_t size), true)                                    \
-  X(hipFree, hipError_t, (void* ptr), true)                                                    \
-  X(hipHostMalloc, hipError_t, (void** ptr, size_t size, unsigned int flags), true)            \
-  X(hipHostFree, hipError_t, (void* ptr), true)                                                \
-  X(hipHostRegister, hipError_t, (void* ptr, size_t size, unsigned int flags), true)           \
-  X(hipHostUnregister, hipError_t, (void* ptr), true)                                          \
-  X(hipMemcpyAsync, hipError_t,                                                                \
-    (void* dst, const void* src, size_t size, hipMemcpyKind kind, hipStream_t stream), true)   \
-  X(hipMemcpyPeerAsync, hipError_t,                                                            \
-    (void* dst, int dst_device, const void* src, int src_device, size_t size,                  \
-     hipStream_t stream),                                                                      \
-    true)                                                                                      \
-  X(hipMemsetAsync, hipError_t, (void* dst, int value, size_t size, hipStream_t stream), true) \
-  X(hipStreamCreateWithFlags, hipError_t, (hipStream_t * stream, unsigned int flags), true)    \
-  X(hipStreamDestroy, hipError_t, (hipStream_t stream), true)                                  \
-  X(hipStreamSynchronize, hipError_t, (hipStream_t stream), true)                              \
-  X(hipStreamWaitEvent, hipError_t, (hipStream_t stream, hipEvent_t event, unsigned int flags), \
-    true)                                                                                      \
-  X(hipEventCreateWithFlags, hipError_t, (hipEvent_t * event, unsigned flags), true)           \
-  X(hipEventDestroy, hipError_t, (hipEvent_t event), true)                                     \
-  X(hipEventRecord, hipError_t, (hipEvent_t event, hipStream_t stream), true)                  \
-  X(hipEventSynchronize, hipError_t, (hipEvent_t event), true)                                 \
-  X(hipEventQuery, hipError_t, (hipEvent_t event), true)                                       \
-  X(hipPointerGetAttributes, hipError_t,                                                       \
-    (struct adr_hip_pointer_attributes * attributes, const void* ptr), true)                   \
-  X(hipDeviceCanAccessPeer, hipError_t, (int* can, int device, int peer), true)                \
-  X(hipDeviceEnablePeerAccess, hipError_t, (int peer, unsigned int flags), false)              \
-  X(hipMallocAsync, hipError_t, (void** ptr, size_t size, hipStream_t stream), false)          \
-  X(hipFreeAsync, hipError_t, (void* ptr, hipStream_t stream), false)                          \
+#define ADR_HIP_SYMBOLS(X)                                                                         \
+  X(hipInit, hipError_t, (unsigned int flags), true)                                               \
+  X(hipGetDeviceCount, hipError_t, (int* count), true)                                             \
+  X(hipDeviceGet, hipError_t, (hipDevice_t * device, int ordinal), true)                           \
+  X(hipSetDevice, hipError_t, (int device), true)                                                  \
+  X(hipGetDeviceProperties, hipError_t, (adr_hip_props_t * prop, int device), true)                \
+  X(hipMemGetInfo, hipError_t, (size_t * free, size_t * total), true)                              \
+  X(hipRuntimeGetVersion, hipError_t, (int* version), true)                                        \
+  X(hipDriverGetVersion, hipError_t, (int* version), true)                                         \
+  X(hipGetErrorName, const char*, (hipError_t error), true)                                        \
+  X(hipGetErrorString, const char*, (hipError_t error), true)                                      \
+  X(hipMalloc, hipError_t, (void** ptr, size_t size), true)                                        \
+  X(hipFree, hipError_t, (void* ptr), true)                                                        \
+  X(hipHostMalloc, hipError_t, (void** ptr, size_t size, unsigned int flags), true)                \
+  X(hipHostFree, hipError_t, (void* ptr), true)                                                    \
+  X(hipHostRegister, hipError_t, (void* ptr, size_t size, unsigned int flags), true)               \
+  X(hipHostUnregister, hipError_t, (void* ptr), true)                                              \
+  X(hipMemcpyAsync, hipError_t,                                                                    \
+    (void* dst, const void* src, size_t size, hipMemcpyKind kind, hipStream_t stream), true)       \
+  X(hipMemcpyPeerAsync, hipError_t,                                                                \
+    (void* dst, int dst_device, const void* src, int src_device, size_t size, hipStream_t stream), \
+    true)                                                                                          \
+  X(hipMemsetAsync, hipError_t, (void* dst, int value, size_t size, hipStream_t stream), true)     \
+  X(hipStreamCreateWithFlags, hipError_t, (hipStream_t * stream, unsigned int flags), true)        \
+  X(hipStreamDestroy, hipError_t, (hipStream_t stream), true)                                      \
+  X(hipStreamSynchronize, hipError_t, (hipStream_t stream), true)                                  \
+  X(hipStreamWaitEvent, hipError_t, (hipStream_t stream, hipEvent_t event, unsigned int flags),    \
+    true)                                                                                          \
+  X(hipEventCreateWithFlags, hipError_t, (hipEvent_t * event, unsigned flags), true)               \
+  X(hipEventDestroy, hipError_t, (hipEvent_t event), true)                                         \
+  X(hipEventRecord, hipError_t, (hipEvent_t event, hipStream_t stream), true)                      \
+  X(hipEventSynchronize, hipError_t, (hipEvent_t event), true)                                     \
+  X(hipEventQuery, hipError_t, (hipEvent_t event), true)                                           \
+  X(hipPointerGetAttributes, hipError_t,                                                           \
+    (struct adr_hip_pointer_attributes * attributes, const void* ptr), true)                       \
+  X(hipDeviceCanAccessPeer, hipError_t, (int* can, int device, int peer), true)                    \
+  X(hipDeviceEnablePeerAccess, hipError_t, (int peer, unsigned int flags), false)                  \
+  X(hipMallocAsync, hipError_t, (void** ptr, size_t size, hipStream_t stream), false)              \
+  X(hipFreeAsync, hipError_t, (void* ptr, hipStream_t stream), false)                              \
   X(hipDeviceGetDefaultMemPool, hipError_t, (hipMemPool_t * pool, int device), false)
 
 struct adr_hip_api {
@@ -179,13 +178,12 @@ ADR_HIP_HIDDEN int adr_hip_device_count(ArrowDeviceType type, int64_t* out,
 ADR_HIP_HIDDEN int adr_hip_device_open(ArrowDeviceType type, int64_t id,
                                        struct adr_backend_device** out, struct adr_error* error);
 ADR_HIP_HIDDEN void adr_hip_device_close(struct adr_backend_device* dev);
-ADR_HIP_HIDDEN int adr_hip_device_info(struct adr_backend_device* dev,
-                                       struct adr_device_info* out, struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
+                                       struct adr_error* error);
 ADR_HIP_HIDDEN int adr_hip_device_native(struct adr_backend_device* dev, int kind, void** out,
                                          struct adr_error* error);
 ADR_HIP_HIDDEN int adr_hip_device_adopt(ArrowDeviceType type, int64_t id, const void* desc,
-                                        struct adr_backend_device** out,
-                                        struct adr_error* error);
+                                        struct adr_backend_device** out, struct adr_error* error);
 ADR_HIP_HIDDEN int adr_hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit,
                                              void* ctx, struct adr_error* error);
 
@@ -197,9 +195,8 @@ ADR_HIP_HIDDEN int adr_hip_free(struct adr_backend_device* dev, void* ptr, size_
 ADR_HIP_HIDDEN int adr_hip_copy(struct adr_backend_device* dst_dev, void* dst,
                                 struct adr_backend_device* src_dev, const void* src, size_t size,
                                 struct adr_backend_stream* stream, struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_memset(struct adr_backend_device* dev, void* ptr, int value,
-                                  size_t size, struct adr_backend_stream* stream,
-                                  struct adr_error* error);
+ADR_HIP_HIDDEN int adr_hip_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                                  struct adr_backend_stream* stream, struct adr_error* error);
 ADR_HIP_HIDDEN int adr_hip_pointer_query(const void* ptr, ArrowDeviceType* out_type,
                                          int64_t* out_id, struct adr_error* error);
 ADR_HIP_HIDDEN int adr_hip_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
@@ -209,8 +206,7 @@ ADR_HIP_HIDDEN int adr_hip_host_unregister(struct adr_backend_device* dev, void*
 ADR_HIP_HIDDEN void adr_hip_memory_shutdown(void);
 
 ADR_HIP_HIDDEN int adr_hip_stream_create(struct adr_backend_device* dev, uint32_t flags,
-                                         struct adr_backend_stream** out,
-                                         struct adr_error* error);
+                                         struct adr_backend_stream** out, struct adr_error* error);
 ADR_HIP_HIDDEN int adr_hip_stream_destroy(struct adr_backend_device* dev,
                                           struct adr_backend_stream* stream,
                                           struct adr_error* error);
@@ -218,23 +214,19 @@ ADR_HIP_HIDDEN int adr_hip_stream_synchronize(struct adr_backend_device* dev,
                                               struct adr_backend_stream* stream,
                                               struct adr_error* error);
 ADR_HIP_HIDDEN int adr_hip_stream_import(struct adr_backend_device* dev, void* native,
-                                         struct adr_backend_stream** out,
-                                         struct adr_error* error);
+                                         struct adr_backend_stream** out, struct adr_error* error);
 ADR_HIP_HIDDEN void* adr_hip_stream_native(struct adr_backend_device* dev,
                                            struct adr_backend_stream* stream);
 ADR_HIP_HIDDEN int adr_hip_event_create(struct adr_backend_device* dev,
                                         struct adr_backend_event** out, struct adr_error* error);
 ADR_HIP_HIDDEN int adr_hip_event_destroy(struct adr_backend_device* dev,
-                                         struct adr_backend_event* event,
-                                         struct adr_error* error);
+                                         struct adr_backend_event* event, struct adr_error* error);
 ADR_HIP_HIDDEN int adr_hip_event_record(struct adr_backend_device* dev,
                                         struct adr_backend_event* event,
-                                        struct adr_backend_stream* stream,
-                                        struct adr_error* error);
+                                        struct adr_backend_stream* stream, struct adr_error* error);
 ADR_HIP_HIDDEN int adr_hip_event_wait(struct adr_backend_device* dev,
                                       struct adr_backend_event* event,
-                                      struct adr_backend_stream* stream,
-                                      struct adr_error* error);
+                                      struct adr_backend_stream* stream, struct adr_error* error);
 ADR_HIP_HIDDEN int adr_hip_event_synchronize(struct adr_backend_device* dev,
                                              struct adr_backend_event* event,
                                              struct adr_error* error);

@@ -31,15 +31,15 @@ static int resolve(void* handle, const char* path, struct adr_error* error) {
   struct adr_hip_api api;
   memset(&api, 0, sizeof(api));
   /* Casting through void* is how POSIX says dlsym results are used. */
-#define ADR_HIP_RESOLVE(name, ret, params, required)                                          \
-  {                                                                                           \
-    void* sym = dlsym(handle, #name);                                                         \
-    if (sym == NULL && (required))                                                            \
-      return adr_backend_error_set(error, ENOTSUP,                                            \
+#define ADR_HIP_RESOLVE(name, ret, params, required)                                           \
+  {                                                                                            \
+    void* sym = dlsym(handle, #name);                                                          \
+    if (sym == NULL && (required))                                                             \
+      return adr_backend_error_set(error, ENOTSUP,                                             \
                                    "[init][hip] %s lacks the required symbol %s (runtime too " \
-                                   "old or not a HIP runtime)",                               \
-                                   path, #name);                                              \
-    memcpy(&api.name, &sym, sizeof(sym));                                                     \
+                                   "old or not a HIP runtime)",                                \
+                                   path, #name);                                               \
+    memcpy(&api.name, &sym, sizeof(sym));                                                      \
   }
   ADR_HIP_SYMBOLS(ADR_HIP_RESOLVE)
 #undef ADR_HIP_RESOLVE
@@ -86,8 +86,7 @@ int adr_hip_library_load(const struct adr_backend_host* host, struct adr_error* 
       host->log(ADR_LOG_INFO, "hip", "loaded HIP runtime %s", names[i]);
     return 0;
   }
-  return adr_backend_error_set(error, ENODEV, "[init][hip] unavailable: %s not found (tried: %s%s%s)",
-                               names[0], tried,
-                               names == default_names ? "" : ", named by " ADR_HIP_LIBRARY_ENV,
-                               last_error);
+  return adr_backend_error_set(
+      error, ENODEV, "[init][hip] unavailable: %s not found (tried: %s%s%s)", names[0], tried,
+      names == default_names ? "" : ", named by " ADR_HIP_LIBRARY_ENV, last_error);
 }

@@ -122,9 +122,8 @@ int adr_hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
   size_t natural = dev->type == ARROW_DEVICE_ROCM ? 256 : 4096;
   size_t extra = alignment > natural ? alignment - 1 : 0;
   if (size > SIZE_MAX - extra)
-    return adr_backend_error_set(error, EOVERFLOW,
-                                 "[alloc][hip] size %zu plus alignment %zu overflows", size,
-                                 alignment);
+    return adr_backend_error_set(
+        error, EOVERFLOW, "[alloc][hip] size %zu plus alignment %zu overflows", size, alignment);
   int st = adr_hip_set_device(dev, "alloc", error);
   if (st != 0) return st;
   size_t total = size + extra;
@@ -173,11 +172,10 @@ int adr_hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
   if (a.type != dev->type || a.id != dev->id || a.size != size) {
     /* Put it back: nothing is freed on error. */
     map_insert(&a);
-    return adr_backend_error_set(error, EINVAL,
-                                 "[free][hip] %p is a %zu-byte allocation of %s:%" PRId64
-                                 ", not %zu bytes of %s:%" PRId64,
-                                 ptr, a.size, type_name(a.type), a.id, size,
-                                 type_name(dev->type), dev->id);
+    return adr_backend_error_set(
+        error, EINVAL,
+        "[free][hip] %p is a %zu-byte allocation of %s:%" PRId64 ", not %zu bytes of %s:%" PRId64,
+        ptr, a.size, type_name(a.type), a.id, size, type_name(dev->type), dev->id);
   }
   int st = adr_hip_set_device(dev, "free", error);
   if (st != 0) {

@@ -14,41 +14,41 @@
 #include "hip_internal.h"
 
 /* X(code, status, description) */
-#define ADR_HIP_ERRORS(X)                                                                     \
-  X(hipSuccess, 0, "no error")                                                                \
-  X(hipErrorInvalidValue, EINVAL, "an argument is out of range or invalid")                   \
-  X(hipErrorOutOfMemory, ENOMEM, "the device cannot allocate enough memory")                  \
-  X(hipErrorNotInitialized, ENODEV, "the HIP runtime is not initialised")                     \
-  X(hipErrorDeinitialized, ENODEV, "the HIP runtime is shutting down")                        \
-  X(hipErrorInvalidConfiguration, EINVAL, "invalid configuration")                            \
-  X(hipErrorInvalidDevicePointer, EINVAL, "the pointer is not a valid device pointer")        \
-  X(hipErrorInvalidMemcpyDirection, EINVAL, "invalid copy direction")                         \
-  X(hipErrorInsufficientDriver, ENODEV, "the installed driver is older than the runtime")     \
-  X(hipErrorNoDevice, ENODEV, "no ROCm-capable device is detected")                           \
-  X(hipErrorInvalidDevice, ENODEV, "the device ordinal is not a valid device")                \
-  X(hipErrorInvalidContext, EINVAL, "invalid device context")                                 \
-  X(hipErrorMapFailed, EIO, "mapping memory failed")                                          \
-  X(hipErrorUnmapFailed, EIO, "unmapping memory failed")                                      \
-  X(hipErrorAlreadyMapped, EEXIST, "the memory is already mapped")                            \
-  X(hipErrorNotMapped, EINVAL, "the memory is not mapped")                                    \
+#define ADR_HIP_ERRORS(X)                                                                         \
+  X(hipSuccess, 0, "no error")                                                                    \
+  X(hipErrorInvalidValue, EINVAL, "an argument is out of range or invalid")                       \
+  X(hipErrorOutOfMemory, ENOMEM, "the device cannot allocate enough memory")                      \
+  X(hipErrorNotInitialized, ENODEV, "the HIP runtime is not initialised")                         \
+  X(hipErrorDeinitialized, ENODEV, "the HIP runtime is shutting down")                            \
+  X(hipErrorInvalidConfiguration, EINVAL, "invalid configuration")                                \
+  X(hipErrorInvalidDevicePointer, EINVAL, "the pointer is not a valid device pointer")            \
+  X(hipErrorInvalidMemcpyDirection, EINVAL, "invalid copy direction")                             \
+  X(hipErrorInsufficientDriver, ENODEV, "the installed driver is older than the runtime")         \
+  X(hipErrorNoDevice, ENODEV, "no ROCm-capable device is detected")                               \
+  X(hipErrorInvalidDevice, ENODEV, "the device ordinal is not a valid device")                    \
+  X(hipErrorInvalidContext, EINVAL, "invalid device context")                                     \
+  X(hipErrorMapFailed, EIO, "mapping memory failed")                                              \
+  X(hipErrorUnmapFailed, EIO, "unmapping memory failed")                                          \
+  X(hipErrorAlreadyMapped, EEXIST, "the memory is already mapped")                                \
+  X(hipErrorNotMapped, EINVAL, "the memory is not mapped")                                        \
   X(hipErrorPeerAccessUnsupported, ENOTSUP, "peer access is not supported between these devices") \
-  X(hipErrorOperatingSystem, EIO, "an operating system call failed")                          \
-  X(hipErrorInvalidHandle, EINVAL, "invalid stream or event handle")                          \
-  X(hipErrorIllegalState, EINVAL, "the operation is not allowed in the current state")        \
-  X(hipErrorNotFound, ENOENT, "the named object was not found")                               \
-  X(hipErrorNotReady, EBUSY, "the work has not completed yet")                                \
-  X(hipErrorIllegalAddress, EFAULT, "the device accessed an illegal address")                 \
-  X(hipErrorLaunchOutOfResources, ENOMEM, "too many resources requested for launch")          \
-  X(hipErrorLaunchTimeOut, ETIMEDOUT, "the device timed out")                                 \
-  X(hipErrorPeerAccessAlreadyEnabled, EEXIST, "peer access is already enabled")               \
-  X(hipErrorPeerAccessNotEnabled, ENOTSUP, "peer access has not been enabled")                \
-  X(hipErrorContextIsDestroyed, ENODEV, "the context is destroyed")                           \
-  X(hipErrorHostMemoryAlreadyRegistered, EEXIST, "the host memory is already registered")     \
-  X(hipErrorHostMemoryNotRegistered, EINVAL, "the host memory is not registered")             \
-  X(hipErrorLaunchFailure, EIO, "a device kernel failed")                                     \
-  X(hipErrorNotSupported, ENOTSUP, "the operation is not supported by this device or runtime") \
-  X(hipErrorUnknown, EIO, "unknown HIP error")                                                \
-  X(hipErrorRuntimeMemory, ENOMEM, "the HIP runtime failed to allocate host memory")          \
+  X(hipErrorOperatingSystem, EIO, "an operating system call failed")                              \
+  X(hipErrorInvalidHandle, EINVAL, "invalid stream or event handle")                              \
+  X(hipErrorIllegalState, EINVAL, "the operation is not allowed in the current state")            \
+  X(hipErrorNotFound, ENOENT, "the named object was not found")                                   \
+  X(hipErrorNotReady, EBUSY, "the work has not completed yet")                                    \
+  X(hipErrorIllegalAddress, EFAULT, "the device accessed an illegal address")                     \
+  X(hipErrorLaunchOutOfResources, ENOMEM, "too many resources requested for launch")              \
+  X(hipErrorLaunchTimeOut, ETIMEDOUT, "the device timed out")                                     \
+  X(hipErrorPeerAccessAlreadyEnabled, EEXIST, "peer access is already enabled")                   \
+  X(hipErrorPeerAccessNotEnabled, ENOTSUP, "peer access has not been enabled")                    \
+  X(hipErrorContextIsDestroyed, ENODEV, "the context is destroyed")                               \
+  X(hipErrorHostMemoryAlreadyRegistered, EEXIST, "the host memory is already registered")         \
+  X(hipErrorHostMemoryNotRegistered, EINVAL, "the host memory is not registered")                 \
+  X(hipErrorLaunchFailure, EIO, "a device kernel failed")                                         \
+  X(hipErrorNotSupported, ENOTSUP, "the operation is not supported by this device or runtime")    \
+  X(hipErrorUnknown, EIO, "unknown HIP error")                                                    \
+  X(hipErrorRuntimeMemory, ENOMEM, "the HIP runtime failed to allocate host memory")              \
   X(hipErrorRuntimeOther, EIO, "the HIP runtime failed internally")
 
 int adr_hip_status(hipError_t e) {
@@ -112,8 +112,8 @@ int adr_hip_fail(struct adr_error* error, const char* op, hipError_t e, const ch
   int status = adr_hip_status(e);
   if (status == 0) status = EIO;
   if (what != NULL && what[0] != '\0')
-    return adr_backend_error_set(error, status, "[%s][hip] %s: %s (%s)", op,
-                                 adr_hip_error_name(e), adr_hip_error_description(e), what);
+    return adr_backend_error_set(error, status, "[%s][hip] %s: %s (%s)", op, adr_hip_error_name(e),
+                                 adr_hip_error_description(e), what);
   return adr_backend_error_set(error, status, "[%s][hip] %s: %s", op, adr_hip_error_name(e),
                                adr_hip_error_description(e));
 }

@@ -98,8 +98,8 @@ int adr_hip_event_create(struct adr_backend_device* dev, struct adr_backend_even
   if (ev == NULL) return adr_backend_error_set(error, ENOMEM, "[event_create][hip] out of memory");
   int st = adr_hip_set_device(dev, "event_create", error);
   hipError_t e = hipSuccess;
-  if (st == 0 && (e = adr_hip.hipEventCreateWithFlags(&ev->event, hipEventDisableTiming)) !=
-                     hipSuccess)
+  if (st == 0 &&
+      (e = adr_hip.hipEventCreateWithFlags(&ev->event, hipEventDisableTiming)) != hipSuccess)
     st = adr_hip_fail(error, "event_create", e, "hipEventCreateWithFlags");
   if (st != 0) {
     free(ev);

@@ -42,11 +42,11 @@
 #include <adr/adr.h>
 #include <adr/hip.h>
 
-#define DIRECT(X)                                                                         \
-  X(hipStreamCreateWithFlags) X(hipStreamDestroy) X(hipStreamSynchronize)                \
-  X(hipEventCreateWithFlags) X(hipEventDestroy) X(hipEventRecord) X(hipEventSynchronize) \
-  X(hipEventQuery) X(hipMemsetAsync) X(hipMalloc) X(hipFree) X(hipSetDevice)             \
-  X(hipLaunchHostFunc)
+#define DIRECT(X)                                                                              \
+  X(hipStreamCreateWithFlags)                                                                  \
+  X(hipStreamDestroy) X(hipStreamSynchronize) X(hipEventCreateWithFlags) X(hipEventDestroy)    \
+      X(hipEventRecord) X(hipEventSynchronize) X(hipEventQuery) X(hipMemsetAsync) X(hipMalloc) \
+          X(hipFree) X(hipSetDevice) X(hipLaunchHostFunc)
 
 static struct {
 #define FIELD(name) __typeof__(name)* name;
@@ -60,10 +60,10 @@ static struct {
 
 /* Runs `call`, which passes &err, and fails with the message unless it
  * returns 0. */
-#define OK(call)                                                                     \
-  do {                                                                               \
-    struct adr_error err = {{0}};                                                    \
-    int st_ = (call);                                                                \
+#define OK(call)                                                                    \
+  do {                                                                              \
+    struct adr_error err = {{0}};                                                   \
+    int st_ = (call);                                                               \
     if (st_ != 0) fail_msg("%s: %s: %s", #call, adr_status_name(st_), err.message); \
   } while (0)
 

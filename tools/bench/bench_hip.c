@@ -27,9 +27,10 @@
 void bench_run_hip(struct bench_ctx* ctx);
 
 #define HIP_FNS(X)                                                                           \
-  X(hipMalloc) X(hipFree) X(hipMallocAsync) X(hipFreeAsync) X(hipMemcpyAsync)               \
-  X(hipStreamSynchronize) X(hipEventCreateWithFlags) X(hipEventDestroy) X(hipEventRecord)   \
-  X(hipEventSynchronize) X(hipSetDevice) X(hipHostMalloc) X(hipHostFree)
+  X(hipMalloc)                                                                               \
+  X(hipFree) X(hipMallocAsync) X(hipFreeAsync) X(hipMemcpyAsync) X(hipStreamSynchronize)     \
+      X(hipEventCreateWithFlags) X(hipEventDestroy) X(hipEventRecord) X(hipEventSynchronize) \
+          X(hipSetDevice) X(hipHostMalloc) X(hipHostFree)
 
 static struct {
 #define FIELD(name) __typeof__(name)* name;
@@ -61,9 +62,15 @@ static void adr_copy_fn(void* p) {
   struct arg* a = p;
   int st;
   switch (a->dir) {
-    case H2D: st = adr_copy(a->dev, a->dev_a, a->cpu, a->host_a, a->size, NULL, NULL); break;
-    case D2H: st = adr_copy(a->cpu, a->host_b, a->dev, a->dev_a, a->size, NULL, NULL); break;
-    default: st = adr_copy(a->dev, a->dev_b, a->dev, a->dev_a, a->size, NULL, NULL); break;
+    case H2D:
+      st = adr_copy(a->dev, a->dev_a, a->cpu, a->host_a, a->size, NULL, NULL);
+      break;
+    case D2H:
+      st = adr_copy(a->cpu, a->host_b, a->dev, a->dev_a, a->size, NULL, NULL);
+      break;
+    default:
+      st = adr_copy(a->dev, a->dev_b, a->dev, a->dev_a, a->size, NULL, NULL);
+      break;
   }
   if (st != 0) a->failures++;
   bench_sink(a->host_b);
@@ -130,9 +137,9 @@ static bool load_runtime(bool* out_sim) {
   if (h == NULL) h = dlopen("libamdhip64.so.5", RTLD_NOW | RTLD_LOCAL);
   if (h == NULL) return false;
   void* sym;
-#define RESOLVE(name)                     \
-  sym = dlsym(h, #name);                  \
-  if (sym == NULL) return false;          \
+#define RESOLVE(name)            \
+  sym = dlsym(h, #name);         \
+  if (sym == NULL) return false; \
   memcpy(&H.name, &sym, sizeof(sym));
   HIP_FNS(RESOLVE)
 #undef RESOLVE
@@ -154,8 +161,8 @@ static void copy_rows(struct bench_ctx* ctx, struct arg* a, const char* rt) {
       char group[48];
       snprintf(group, sizeof(group), "%s %s", rt, dir_names[d]);
       if (sizes[i] <= 4096)
-        bench_report(ctx, group, labels[i], t_adr * 1e6, t_dir * 1e6, "us/op", "hipMemcpyAsync+sync",
-                     BENCH_LOWER_IS_BETTER);
+        bench_report(ctx, group, labels[i], t_adr * 1e6, t_dir * 1e6, "us/op",
+                     "hipMemcpyAsync+sync", BENCH_LOWER_IS_BETTER);
       else
         bench_report(ctx, group, labels[i], (double)sizes[i] / t_adr / 1e9,
                      (double)sizes[i] / t_dir / 1e9, "GB/s", "hipMemcpyAsync+sync",

@@ -50,10 +50,10 @@ void adr_sim_hip_alloc_fail(unsigned long long nth, int once);
 
 /* ---- call counters ------------------------------------------------------ */
 
-#define COUNTED(X) \
-  X(hipSetDevice) X(hipMalloc) X(hipMallocAsync) X(hipFree) X(hipFreeAsync) X(hipHostMalloc) \
-  X(hipMemcpyAsync) X(hipMemcpyPeerAsync) X(hipStreamWaitEvent) X(hipDeviceEnablePeerAccess) \
-  X(hipInit)
+#define COUNTED(X)                                                                             \
+  X(hipSetDevice)                                                                              \
+  X(hipMalloc) X(hipMallocAsync) X(hipFree) X(hipFreeAsync) X(hipHostMalloc) X(hipMemcpyAsync) \
+      X(hipMemcpyPeerAsync) X(hipStreamWaitEvent) X(hipDeviceEnablePeerAccess) X(hipInit)
 
 enum counter_id {
 #define COUNTER_ENUM(name) counter_##name,
@@ -118,7 +118,8 @@ static void configure(void) {
     int major = parse_int(v, &end);
     int minor = 0;
     if (major >= 0 && *end == '.') minor = parse_int(end + 1, &end);
-    if (major >= 1 && minor >= 0 && minor < 100) runtime_version = major * 10000000 + minor * 100000;
+    if (major >= 1 && minor >= 0 && minor < 100)
+      runtime_version = major * 10000000 + minor * 100000;
   }
   const char* m = getenv("ADR_SIM_HIP_NO_MEMPOOL");
   no_mempool = m != NULL && strcmp(m, "1") == 0;
@@ -134,21 +135,36 @@ static _Thread_local int current_device;
 
 static hipError_t map(int st) {
   switch (st) {
-    case SIM_SUCCESS: return hipSuccess;
-    case SIM_ERROR_INVALID_VALUE: return hipErrorInvalidValue;
-    case SIM_ERROR_OUT_OF_MEMORY: return hipErrorOutOfMemory;
-    case SIM_ERROR_NOT_INITIALIZED: return hipErrorNotInitialized;
-    case SIM_ERROR_INVALID_DEVICE: return hipErrorInvalidDevice;
-    case SIM_ERROR_INVALID_HANDLE: return hipErrorInvalidHandle;
-    case SIM_ERROR_NOT_READY: return hipErrorNotReady;
-    case SIM_ERROR_UNKNOWN_POINTER: return hipErrorInvalidValue;
-    case SIM_ERROR_FREED_POINTER: return hipErrorInvalidDevicePointer;
-    case SIM_ERROR_OUT_OF_BOUNDS: return hipErrorInvalidValue;
-    case SIM_ERROR_WRONG_DEVICE: return hipErrorInvalidDevice;
-    case SIM_ERROR_ALREADY_REGISTERED: return hipErrorHostMemoryAlreadyRegistered;
-    case SIM_ERROR_NOT_REGISTERED: return hipErrorHostMemoryNotRegistered;
-    case SIM_ERROR_NOT_SUPPORTED: return hipErrorNotSupported;
-    default: return hipErrorUnknown;
+    case SIM_SUCCESS:
+      return hipSuccess;
+    case SIM_ERROR_INVALID_VALUE:
+      return hipErrorInvalidValue;
+    case SIM_ERROR_OUT_OF_MEMORY:
+      return hipErrorOutOfMemory;
+    case SIM_ERROR_NOT_INITIALIZED:
+      return hipErrorNotInitialized;
+    case SIM_ERROR_INVALID_DEVICE:
+      return hipErrorInvalidDevice;
+    case SIM_ERROR_INVALID_HANDLE:
+      return hipErrorInvalidHandle;
+    case SIM_ERROR_NOT_READY:
+      return hipErrorNotReady;
+    case SIM_ERROR_UNKNOWN_POINTER:
+      return hipErrorInvalidValue;
+    case SIM_ERROR_FREED_POINTER:
+      return hipErrorInvalidDevicePointer;
+    case SIM_ERROR_OUT_OF_BOUNDS:
+      return hipErrorInvalidValue;
+    case SIM_ERROR_WRONG_DEVICE:
+      return hipErrorInvalidDevice;
+    case SIM_ERROR_ALREADY_REGISTERED:
+      return hipErrorHostMemoryAlreadyRegistered;
+    case SIM_ERROR_NOT_REGISTERED:
+      return hipErrorHostMemoryNotRegistered;
+    case SIM_ERROR_NOT_SUPPORTED:
+      return hipErrorNotSupported;
+    default:
+      return hipErrorUnknown;
   }
 }
 
@@ -201,15 +217,15 @@ const char* hipGetErrorName(hipError_t e) {
 #define NAME(code) \
   case code:       \
     return #code;
-    NAME(hipSuccess) NAME(hipErrorInvalidValue) NAME(hipErrorOutOfMemory)
-    NAME(hipErrorNotInitialized) NAME(hipErrorInvalidDevicePointer) NAME(hipErrorNoDevice)
-    NAME(hipErrorInvalidDevice) NAME(hipErrorInvalidHandle) NAME(hipErrorNotReady)
-    NAME(hipErrorHostMemoryAlreadyRegistered) NAME(hipErrorHostMemoryNotRegistered)
-    NAME(hipErrorNotSupported) NAME(hipErrorPeerAccessAlreadyEnabled)
-    NAME(hipErrorInvalidMemcpyDirection) NAME(hipErrorPeerAccessNotEnabled)
+    NAME(hipSuccess)
+    NAME(hipErrorInvalidValue) NAME(hipErrorOutOfMemory) NAME(hipErrorNotInitialized)
+        NAME(hipErrorInvalidDevicePointer) NAME(hipErrorNoDevice) NAME(hipErrorInvalidDevice)
+            NAME(hipErrorInvalidHandle) NAME(hipErrorNotReady)
+                NAME(hipErrorHostMemoryAlreadyRegistered) NAME(hipErrorHostMemoryNotRegistered)
+                    NAME(hipErrorNotSupported) NAME(hipErrorPeerAccessAlreadyEnabled)
+                        NAME(hipErrorInvalidMemcpyDirection) NAME(hipErrorPeerAccessNotEnabled)
 #undef NAME
-    default:
-      return "hipErrorUnknown";
+                            default : return "hipErrorUnknown";
   }
 }
 
@@ -416,9 +432,15 @@ hipError_t hipPointerGetAttributes(hipPointerAttribute_t* attr, const void* ptr)
   bool v6 = runtime_version >= 60000000;
   int type;
   switch (info.kind) {
-    case SIM_MEM_DEVICE: type = v6 ? 2 : 1; break;
-    case SIM_MEM_MANAGED: type = 3; break; /* Unified (5.x), Managed (6.x) */
-    default: type = v6 ? 1 : 0; break;    /* pinned or registered host */
+    case SIM_MEM_DEVICE:
+      type = v6 ? 2 : 1;
+      break;
+    case SIM_MEM_MANAGED:
+      type = 3;
+      break; /* Unified (5.x), Managed (6.x) */
+    default:
+      type = v6 ? 1 : 0;
+      break; /* pinned or registered host */
   }
   memset(attr, 0, sizeof(*attr));
   memcpy(attr, &type, sizeof(type)); /* the first member: memoryType / type */
