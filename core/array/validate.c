@@ -64,7 +64,8 @@ int adr__validate_structure(const char* op, const struct ArrowSchema* schema,
     int64_t sizes[8];
     int st = adr_format_buffer_sizes(&f, array->offset, array->length, array->n_buffers, sizes,
                                      NULL);
-    if (st != 0) return adr__path_error(error, st, op, path, "buffer sizes overflow");
+    if (st != 0) return FAIL("buffer sizes overflow int64 (offset %lld, length %lld)",
+                             (long long)array->offset, (long long)array->length);
     for (int64_t i = has_validity(f.layout) ? 1 : 0; i < array->n_buffers; i++)
       if (sizes[i] > 0 && end > 0 && array->buffers[i] == NULL)
         return FAIL("buffer %lld is NULL but must hold %lld bytes", (long long)i,
