@@ -208,50 +208,53 @@ static bool key_less(const struct block* x, const struct block* y) {
   return x->size < y->size || (x->size == y->size && x->addr < y->addr);
 }
 
-static struct block* treap_insert(struct block* root, struct block* n) {
-  if (root == NULL) {
-    n->left = n->right = NULL;
-    return n;
-  }
-  if (key_less(n, root)) {
-    root->left = treap_insert(root->left, n);
-    if (root->left->prio > root->prio) {
-      struct block* l = root->left;
-      root->left = l->right;
-      l->right = root;
-      return l;
+/* Iterative treap operations (a max-heap on prio): insert descends to the
+ * first node of lower priority and splits that subtree around the new key;
+ * remove replaces the node by the merge of its children. */
+static void treap_insert(struct block** root, struct block* n) {
+  struct block** link = root;
+  while (*link != NULL && (*link)->prio >= n->prio)
+    link = key_less(n, *link) ? &(*link)->left : &(*link)->right;
+  struct block* t = *link;
+  struct block** l = &n->left;
+  struct block** r = &n->right;
+  while (t != NULL) {
+    if (key_less(t, n)) {
+      *l = t;
+      l = &t->right;
+      t = t->right;
+    } else {
+      *r = t;
+      r = &t->left;
+      t = t->left;
     }
-  } else {
-    root->right = treap_insert(root->right, n);
-    if (root->right->prio > root->prio) {
-      struct block* r = root->right;
-      root->right = r->left;
-      r->left = root;
-      return r;
-    }
   }
-  return root;
+  *l = *r = NULL;
+  *link = n;
 }
 
 static struct block* treap_merge(struct block* l, struct block* r) {
-  if (l == NULL) return r;
-  if (r == NULL) return l;
-  if (l->prio > r->prio) {
-    l->right = treap_merge(l->right, r);
-    return l;
+  struct block* root = NULL;
+  struct block** link = &root;
+  while (l != NULL && r != NULL) {
+    if (l->prio > r->prio) {
+      *link = l;
+      link = &l->right;
+      l = l->right;
+    } else {
+      *link = r;
+      link = &r->left;
+      r = r->left;
+    }
   }
-  r->left = treap_merge(l, r->left);
-  return r;
+  *link = l != NULL ? l : r;
+  return root;
 }
 
-static struct block* treap_remove(struct block* root, struct block* n) {
-  if (root == NULL) return NULL;
-  if (root == n) return treap_merge(n->left, n->right);
-  if (key_less(n, root))
-    root->left = treap_remove(root->left, n);
-  else
-    root->right = treap_remove(root->right, n);
-  return root;
+static void treap_remove(struct block** root, struct block* n) {
+  struct block** link = root;
+  while (*link != n) link = key_less(n, *link) ? &(*link)->left : &(*link)->right;
+  *link = treap_merge(n->left, n->right);
 }
 
 /* Smallest block with size >= size (best fit; lowest address on ties). */
@@ -263,6 +266,22 @@ static struct block* treap_lower_bound(struct block* root, size_t size) {
       root = root->left;
     } else {
       root = root->right;
+    }
+  }
+  return best;
+}
+
+/* The link (parent's child pointer, or the root) to the best fit, so the
+ * caller can unlink it without a second descent. NULL if none fits. */
+static struct block** treap_lower_bound_link(struct block** root, size_t size) {
+  struct block** best = NULL;
+  struct block** link = root;
+  while (*link != NULL) {
+    if ((*link)->size >= size) {
+      best = link;
+      link = &(*link)->left;
+    } else {
+      link = &(*link)->right;
     }
   }
   return best;
@@ -290,7 +309,7 @@ static void bin_insert(struct arena* a, struct bin* bin, struct block* b) {
     bin->class_blocks++;
   } else {
     b->where = WHERE_TREE;
-    bin->tree = treap_insert(bin->tree, b);
+    treap_insert(&bin->tree, b);
   }
 }
 
@@ -308,7 +327,7 @@ static void bin_remove(struct arena* a, struct block* b) {
     if (bin->classes[c] == NULL) bin->class_mask &= ~((uint64_t)1 << c);
     bin->class_blocks--;
   } else {
-    bin->tree = treap_remove(bin->tree, b);
+    treap_remove(&bin->tree, b);
   }
   b->where = WHERE_NONE;
   b->bin = NULL;
@@ -360,7 +379,7 @@ static void bin_consolidate(struct arena* a, struct bin* bin) {
     b->where = WHERE_TREE;
     bin->free_bytes += b->size;
     a->cached_bytes += b->size;
-    bin->tree = treap_insert(bin->tree, b);
+    treap_insert(&bin->tree, b);
   }
 }
 
@@ -454,14 +473,25 @@ static struct block* bin_take(struct arena* a, struct bin* bin, size_t need, siz
     }
     need = csize;
   }
-  b = treap_lower_bound(bin->tree, need);
-  if (b == NULL && csize != 0) {
-    unsigned c = adr__pool_class_index(csize);
-    uint64_t larger = c + 1 < 64 ? bin->class_mask >> (c + 1) : 0;
-    if (larger != 0) b = bin->classes[c + 1 + (unsigned)__builtin_ctzll(larger)];
+  struct block** link = treap_lower_bound_link(&bin->tree, need);
+  if (link != NULL) {
+    /* Unlink through the link found (bin_remove would descend again). */
+    b = *link;
+    *link = treap_merge(b->left, b->right);
+    bin->free_bytes -= b->size;
+    a->cached_bytes -= b->size;
+    b->where = WHERE_NONE;
+    b->bin = NULL;
+    b->left = b->right = NULL;
+  } else {
+    if (csize != 0) {
+      unsigned c = adr__pool_class_index(csize);
+      uint64_t larger = c + 1 < 64 ? bin->class_mask >> (c + 1) : 0;
+      if (larger != 0) b = bin->classes[c + 1 + (unsigned)__builtin_ctzll(larger)];
+    }
+    if (b == NULL) return NULL;
+    bin_remove(a, b);
   }
-  if (b == NULL) return NULL;
-  bin_remove(a, b);
   if (b->size - need >= MIN_SPLIT) {
     struct block* r = block_new(a);
     if (r != NULL) {
