@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "vk_internal.h"
 
@@ -89,7 +90,7 @@ int vkb_error(struct adr_error* error, const char* op, VkResult r, const char* f
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
-    if (vkb_result_status(r) == 0 || vkb_result_name(r)[3] == '(')
+    if (vkb_result_status(r) == 0 || strchr(vkb_result_name(r), '(') != NULL)
       snprintf(error->message, sizeof(error->message), "[%s][" VKB_NAME "] %s (%d): %s: %s", op,
                vkb_result_name(r), (int)r, what, result_description(r));
     else
