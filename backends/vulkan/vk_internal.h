@@ -257,7 +257,8 @@ struct adr_backend_device {
   bool host_is_device;
   VkDeviceSize block_size;
   VkDeviceSize max_alloc;
-  VkDeviceSize atom; /* nonCoherentAtomSize */
+  VkDeviceSize atom;    /* nonCoherentAtomSize */
+  VkDeviceSize granule; /* allocation granularity: 64, or the atom if larger */
 
   /* Submission: one timeline semaphore counts every submission on the
    * queue; next_value is the last value handed out. */

@@ -350,8 +350,9 @@ static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size,
                     "VK_ERROR_OUT_OF_DEVICE_MEMORY: %" PRIu64
                     " bytes exceed the device's largest allocation (%" PRIu64 " bytes)",
                     (uint64_t)size, (uint64_t)dev->max_alloc);
-  VkDeviceSize need = align_up(size, VKB_GRANULE);
-  if (align < VKB_GRANULE) align = VKB_GRANULE;
+  VkDeviceSize granule = dev->granule;
+  VkDeviceSize need = align_up(size, granule);
+  if (align < granule) align = granule;
   struct vkb_range* spare[2] = {malloc(sizeof(struct vkb_range)), malloc(sizeof(struct vkb_range))};
   if (spare[0] == NULL || spare[1] == NULL) {
     free(spare[0]);
@@ -361,7 +362,7 @@ static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size,
   struct vkb_range* r = NULL;
   int st = 0;
   /* Room for the worst-case alignment padding too, or a dedicated block. */
-  if (need + (align > VKB_GRANULE ? align : 0) <= dev->block_size / 2) {
+  if (need + (align > granule ? align : 0) <= dev->block_size / 2) {
     for (struct vkb_block* b = dev->blocks; b != NULL && r == NULL; b = b->next)
       if (!b->dedicated) r = block_take(b, need, align, spare);
     if (r == NULL) {
@@ -375,7 +376,7 @@ static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size,
     }
   } else {
     struct vkb_block* b = NULL;
-    VkDeviceSize bsize = need + (align > VKB_GRANULE ? align : 0);
+    VkDeviceSize bsize = need + (align > granule ? align : 0);
     if (bsize > dev->max_alloc) bsize = need;
     st = block_create(dev, bsize, true, dev->alloc_types, dev->alloc_type_count, &b, op, error);
     if (st == 0) {
@@ -509,7 +510,7 @@ static VkMappedMemoryRange mapped_range(struct adr_backend_device* dev, struct v
                                         VkDeviceSize off, VkDeviceSize size) {
   VkDeviceSize atom = dev->atom ? dev->atom : 1;
   VkDeviceSize start = off / atom * atom;
-  VkDeviceSize end = align_up(off + size, atom);
+  VkDeviceSize end = (off + size + atom - 1) / atom * atom;
   VkMappedMemoryRange mr = {.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE,
                             .memory = b->memory,
                             .offset = start,
@@ -637,6 +638,14 @@ int vkb_memory_init(struct adr_backend_device* dev, struct adr_error* error) {
   if (bs > dev->max_alloc) bs = dev->max_alloc;
   dev->block_size = bs;
   dev->atom = dev->props.limits.nonCoherentAtomSize;
+  /* On memory that is not host-coherent, flushes and invalidations work in
+   * nonCoherentAtomSize units: no two allocations may share one, or an
+   * invalidate for one could drop another's unflushed host writes. */
+  dev->granule = VKB_GRANULE;
+  VkMemoryPropertyFlags af = dev->memprops.memoryTypes[dev->alloc_types[0]].propertyFlags;
+  if ((af & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) && !(af & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) &&
+      dev->atom > VKB_GRANULE && (dev->atom & (dev->atom - 1)) == 0)
+    dev->granule = dev->atom;
 
   VkMemoryPropertyFlags f = dev->memprops.memoryTypes[dev->alloc_types[0]].propertyFlags;
   dev->mapped_copies =
