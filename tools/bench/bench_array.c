@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Array rows (docs/arrays.md): per device, a deep copy round trip
+ * CPU -> device -> CPU of a table (int64, nullable utf8, list<int32>,
+ * struct<float64, bool>) against copying the same raw buffers with
+ * adr_copy in the same run; the host waits each deep copy performs; and
+ * the transfer stream with prefetch 2 against prefetch 0.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adr/adr.h"
+#include "adr/array.h"
+#include "bench.h"
+
+void bench_run_array(struct bench_ctx* ctx);
+
+/* ---- the raw buffers of a host tree ---------------------------------------- */
+
+struct raw_list {
+  const void* ptr[64];
+  size_t size[64];
+  void* dev[64];
+  void* back[64];
+  int n;
+};
+
+static void collect(const struct ArrowSchema* s, const struct ArrowArray* a, struct raw_list* l) {
+  struct adr_format f;
+  if (adr_format_parse(s->format, &f, NULL) != 0) return;
+  int64_t sizes[8];
+  if (a->n_buffers <= 8 &&
+      adr_format_buffer_sizes(&f, a->offset, a->length, a->n_buffers, sizes, NULL) == 0) {
+    for (int64_t i = 0; i < a->n_buffers && l->n < 64; i++) {
+      if (a->buffers[i] == NULL) continue;
+      int64_t n = sizes[i];
+      if (n == ADR_BUFFER_SIZE_DATA_DEPENDENT && f.layout == ADR_LAYOUT_VAR_BINARY) {
+        int64_t end = a->offset + a->length;
+        n = f.offset_bytes == 4 ? ((const int32_t*)a->buffers[1])[end]
+                                : ((const int64_t*)a->buffers[1])[end];
+      }
+      if (n <= 0) continue;
+      l->ptr[l->n] = a->buffers[i];
+      l->size[l->n++] = (size_t)n;
+    }
+  }
+  for (int64_t i = 0; i < a->n_children; i++) collect(s->children[i], a->children[i], l);
+}
+
+/* ---- timed bodies ------------------------------------------------------------ */
+
+struct trip {
+  struct adr_device* cpu;
+  struct adr_device* dev;
+  struct adr_stream* stream;
+  const struct ArrowSchema* schema;
+  const struct ArrowDeviceArray* host;
+  struct raw_list* raw;
+  int64_t bytes; /* useful bytes of the last round trip */
+  int64_t syncs_to, syncs_back;
+  int failed;
+};
+
+static void deep_fn(void* p) {
+  struct trip* t = p;
+  struct ArrowDeviceArray d, back;
+  struct adr_copy_stats s1 = {.struct_size = sizeof(s1)}, s2 = {.struct_size = sizeof(s2)};
+  struct adr_error err;
+  if (adr_device_array_deep_copy(t->schema, t->host, t->dev, t->stream, &d, &s1, &err) != 0) {
+    if (!t->failed) fprintf(stderr, "bench array: %s\n", err.message);
+    t->failed = 1;
+    return;
+  }
+  if (adr_device_array_deep_copy(t->schema, &d, t->cpu, t->stream, &back, &s2, &err) != 0) {
+    if (!t->failed) fprintf(stderr, "bench array: %s\n", err.message);
+    t->failed = 1;
+    adr_device_array_release(&d);
+    return;
+  }
+  t->bytes = s1.bytes + s2.bytes;
+  t->syncs_to = s1.host_syncs;
+  t->syncs_back = s2.host_syncs;
+  bench_sink(back.array.children);
+  adr_device_array_release(&back);
+  adr_device_array_release(&d);
+}
+
+static void raw_fn(void* p) {
+  struct trip* t = p;
+  struct raw_list* l = t->raw;
+  for (int i = 0; i < l->n; i++)
+    adr_copy(t->dev, l->dev[i], t->cpu, l->ptr[i], l->size[i], t->stream, NULL);
+  for (int i = 0; i < l->n; i++)
+    adr_copy(t->cpu, l->back[i], t->dev, l->dev[i], l->size[i], t->stream, NULL);
+  adr_stream_synchronize(t->stream, NULL);
+  bench_sink(l->back[0]);
+}
+
+/* ---- transfer stream ---------------------------------------------------------- */
+
+struct batches {
+  const struct ArrowDeviceArray* batch;
+  int left;
+};
+
+static void borrowed_release(struct ArrowArray* a) {
+  a->release = NULL;
+}
+
+/* Hands out the same host batch again and again, borrowed (no copy). */
+static int borrowed_next(void* ctx, struct ArrowDeviceArray* out, struct adr_error* error) {
+  (void)error;
+  struct batches* b = ctx;
+  if (b->left-- <= 0) return 0;
+  *out = *b->batch;
+  out->array.release = borrowed_release;
+  return 0;
+}
+
+struct xfer {
+  struct adr_device* dev;
+  const struct ArrowSchema* schema;
+  const struct ArrowDeviceArray* batch;
+  int n_batches;
+  int prefetch;
+  int failed;
+};
+
+static void xfer_fn(void* p) {
+  struct xfer* x = p;
+  struct adr_error err;
+  struct ArrowSchema s;
+  if (adr_schema_copy(x->schema, &s, &err) != 0) {
+    x->failed = 1;
+    return;
+  }
+  struct batches b = {x->batch, x->n_batches};
+  struct ArrowDeviceArrayStream src, t;
+  if (adr_device_array_stream_from_callback(&s, ARROW_DEVICE_CPU, borrowed_next, NULL, &b, &src,
+                                            &err) != 0 ||
+      adr_transfer_stream_init(&src, x->dev, x->prefetch, &t, &err) != 0) {
+    if (!x->failed) fprintf(stderr, "bench array: %s\n", err.message);
+    x->failed = 1;
+    if (s.release) s.release(&s);
+    if (src.release) src.release(&src);
+    return;
+  }
+  for (;;) {
+    struct ArrowDeviceArray a;
+    if (adr_device_array_stream_next(&t, &a, &err) != 0) {
+      x->failed = 1;
+      break;
+    }
+    if (a.array.release == NULL) break;
+    /* the consumer's use of the batch: it needs the data to be there */
+    adr_device_array_wait(&a, NULL, NULL);
+    adr_device_array_release(&a);
+  }
+  t.release(&t);
+}
+
+static void bench_device(struct bench_ctx* ctx, struct adr_device* cpu, struct adr_device* dev,
+                         const struct ArrowSchema* schema, const struct ArrowDeviceArray* host,
+                         int64_t rows) {
+  struct adr_error err;
+  double min_s = bench_quick(ctx) ? 0.05 : 0.3;
+  char group[64], label[64];
+  snprintf(group, sizeof(group), "array %s", adr_device_name(dev));
+  struct adr_stream* stream = NULL;
+  if (adr_stream_create(dev, &stream, &err) != 0) {
+    fprintf(stderr, "bench array: %s\n", err.message);
+    return;
+  }
+  struct raw_list* raw = calloc(1, sizeof(*raw));
+  if (raw == NULL) return;
+  collect(schema, &host->array, raw);
+  int ok = 1;
+  for (int i = 0; i < raw->n && ok; i++) {
+    ok = adr_alloc(dev, raw->size[i], 0, NULL, &raw->dev[i], &err) == 0 &&
+         adr_alloc(cpu, raw->size[i], 0, NULL, &raw->back[i], &err) == 0;
+  }
+  if (ok) {
+    struct trip t = {cpu, dev, stream, schema, host, raw, 0, 0, 0, 0};
+    double t_deep = bench_time(deep_fn, &t, min_s, 1);
+    double t_raw = bench_time(raw_fn, &t, min_s, 1);
+    if (!t.failed) {
+      snprintf(label, sizeof(label), "deep copy CPU->dev->CPU %lld rows", (long long)rows);
+      bench_report(ctx, group, label, (double)t.bytes / t_deep / 1e9,
+                   (double)t.bytes / t_raw / 1e9, "GB/s", "adr_copy of the raw buffers",
+                   BENCH_HIGHER_IS_BETTER);
+      bench_note(ctx, group, "host syncs, deep copy CPU->dev", (double)t.syncs_to, "waits");
+      bench_note(ctx, group, "host syncs, deep copy dev->CPU", (double)t.syncs_back, "waits");
+    }
+  } else {
+    fprintf(stderr, "bench array: %s\n", err.message);
+  }
+  for (int i = 0; i < raw->n; i++) {
+    if (raw->dev[i]) adr_free(dev, raw->dev[i], raw->size[i], NULL, NULL);
+    if (raw->back[i]) adr_free(cpu, raw->back[i], raw->size[i], NULL, NULL);
+  }
+  free(raw);
+  adr_stream_destroy(stream, NULL);
+
+  /* Transfer stream: 8 batches of a tenth of the table. */
+  struct ArrowSchema bs;
+  struct ArrowDeviceArray batch;
+  int64_t batch_rows = rows / 10 > 0 ? rows / 10 : 1;
+  if (adr_array_sample_table(batch_rows, &bs, &batch, &err) != 0) return;
+  struct adr_copy_stats st = {.struct_size = sizeof(st)};
+  struct ArrowDeviceArray probe;
+  if (adr_device_array_deep_copy(&bs, &batch, dev, NULL, &probe, &st, &err) == 0) {
+    adr_device_array_release(&probe);
+    struct xfer x0 = {dev, &bs, &batch, 8, 0, 0}, x2 = {dev, &bs, &batch, 8, 2, 0};
+    double t0 = bench_time(xfer_fn, &x0, min_s, 1);
+    double t2 = bench_time(xfer_fn, &x2, min_s, 1);
+    if (!x0.failed && !x2.failed) {
+      double bytes = 8.0 * (double)st.bytes;
+      snprintf(label, sizeof(label), "transfer stream prefetch 2, 8 x %lld rows",
+               (long long)batch_rows);
+      bench_report(ctx, group, label, bytes / t2 / 1e9, bytes / t0 / 1e9, "GB/s", "prefetch 0",
+                   BENCH_HIGHER_IS_BETTER);
+    }
+  }
+  adr_device_array_release(&batch);
+  bs.release(&bs);
+}
+
+void bench_run_array(struct bench_ctx* ctx) {
+  struct adr_error err;
+  struct adr_device* cpu;
+  if (adr_device_get(ARROW_DEVICE_CPU, 0, &cpu, &err) != 0) {
+    fprintf(stderr, "bench array: %s\n", err.message);
+    return;
+  }
+  int64_t rows = bench_quick(ctx) ? 1000000 : 10000000;
+  struct ArrowSchema schema;
+  struct ArrowDeviceArray host;
+  if (adr_array_sample_table(rows, &schema, &host, &err) != 0) {
+    fprintf(stderr, "bench array: %s\n", err.message);
+    return;
+  }
+  size_t count = 0;
+  adr_device_count(&count, NULL);
+  ArrowDeviceType done[16];
+  int n_done = 0;
+  for (size_t i = 0; i < count; i++) {
+    struct adr_device* dev;
+    if (adr_device_at(i, &dev, NULL) != 0) continue;
+    /* one device per device type: the first */
+    ArrowDeviceType type = adr_device_type(dev);
+    bool seen = false;
+    for (int k = 0; k < n_done; k++) seen |= done[k] == type;
+    if (seen || n_done == 16) continue;
+    done[n_done++] = type;
+    bench_device(ctx, cpu, dev, &schema, &host, rows);
+  }
+  adr_device_array_release(&host);
+  schema.release(&schema);
+}
