@@ -240,6 +240,56 @@ static void test_deep_copy_errors(void** state) {
   schema.release(&schema);
 }
 
+/* Between two backends (ADR_CONFORMANCE_PEER names the second device):
+ * CPU -> X -> PEER -> X -> CPU, each hop straight after the previous one. */
+static void test_cross_device(void** state) {
+  (void)state;
+  struct adr_error err;
+  struct adr_device* peer = NULL;
+  const char* spec = getenv("ADR_CONFORMANCE_PEER");
+  char name[32];
+  snprintf(name, sizeof(name), "%s", spec);
+  char* colon = strchr(name, ':');
+  int64_t id = 0;
+  if (colon) {
+    *colon = '\0';
+    id = atoll(colon + 1);
+  }
+  size_t count = 0;
+  ASSERT_OK(adr_device_count(&count, &err), &err);
+  peer = NULL;
+  for (size_t i = 0; i < count && peer == NULL; i++) {
+    struct adr_device* d;
+    ASSERT_OK(adr_device_at(i, &d, &err), &err);
+    const char* tn = adr_device_type_name(adr_device_type(d));
+    if (tn && strcmp(tn, name) == 0 && adr_device_id(d) == id) peer = d;
+  }
+  if (peer == NULL) fail_msg("peer device %s not found", spec);
+  print_message("  cross-device: %s <-> %s\n", adr_device_name(dut), adr_device_name(peer));
+  for (size_t i = 0; i < test_case_count; i++) {
+    struct ArrowSchema schema;
+    struct ArrowDeviceArray host, x, p, x2, back;
+    test_cases[i].build(&schema, &host);
+    struct adr_stream *sx, *sp;
+    ASSERT_OK(adr_stream_create(dut, &sx, &err), &err);
+    ASSERT_OK(adr_stream_create(peer, &sp, &err), &err);
+    ASSERT_OK(adr_device_array_deep_copy(&schema, &host, dut, sx, &x, NULL, &err), &err);
+    ASSERT_OK(adr_device_array_deep_copy(&schema, &x, peer, sp, &p, NULL, &err), &err);
+    ASSERT_OK(adr_device_array_deep_copy(&schema, &p, dut, sx, &x2, NULL, &err), &err);
+    ASSERT_OK(adr_device_array_deep_copy(&schema, &x2, test_cpu(), NULL, &back, NULL, &err), &err);
+    test_assert_equal(&schema, &host, &back);
+    test_assert_equal(&schema, &p, &host);
+    adr_device_array_release(&back);
+    adr_device_array_release(&x2);
+    adr_device_array_release(&p);
+    adr_device_array_release(&x);
+    adr_device_array_release(&host);
+    ASSERT_OK(adr_stream_destroy(sx, &err), &err);
+    ASSERT_OK(adr_stream_destroy(sp, &err), &err);
+    schema.release(&schema);
+  }
+}
+
 int main(void) {
   struct adr_error err;
   int st = adr_device_default(&dut, &err);
@@ -256,6 +306,10 @@ int main(void) {
       cmocka_unit_test(test_slice_string_bytes),
       cmocka_unit_test(test_host_sync_count),
       cmocka_unit_test(test_deep_copy_errors),
+      cmocka_unit_test(test_cross_device),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  const char* peer = getenv("ADR_CONFORMANCE_PEER");
+  size_t n = sizeof(tests) / sizeof(tests[0]);
+  if (peer == NULL || strcmp(peer, "cpu") == 0) n--; /* the cross test needs a peer */
+  return _cmocka_run_group_tests("array-roundtrip", tests, n, NULL, NULL);
 }
