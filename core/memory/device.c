@@ -207,13 +207,21 @@ const struct adr_allocator* adr_allocator_get(struct adr_device* device) {
 
 /* ---- the out-of-memory chain --------------------------------------------- */
 
-static size_t release_cache(struct adr_device* dev, const struct adr_allocator* h, bool wait) {
+/* The out-of-memory path's cache release. With stream-ordered backend
+ * allocation (cuMemFreeAsync ...) the memory given back returns to the
+ * driver only when the default stream reaches the free: wait for it here,
+ * the one place a host wait is acceptable. Returns whether a retry may
+ * find more memory. */
+static bool release_cache(struct adr_device* dev, const struct adr_allocator* h, bool wait) {
   struct adr__device_memory* m = dev->memory;
   size_t released = 0;
   if (m->pool != NULL) released += adr__pool_trim(m->pool, wait);
   int (*trim)(void*, struct adr_device*, size_t*, struct adr_error*) = handler_trim(h);
   if (trim != NULL && h != &pool_handler) trim(h->ctx, dev, &released, NULL);
-  return released;
+  bool synced = false;
+  if (wait && m->stream_ordered_alloc)
+    synced = dev->vt->stream_synchronize(dev->handle, dev->default_stream.handle, NULL) == 0;
+  return released != 0 || synced;
 }
 
 /* One attempt. The built-in pool is called directly when the caller can
@@ -236,7 +244,7 @@ int adr__memory_alloc(struct adr_device* dev, const struct adr_allocator* h, siz
   int st = try_alloc(dev, h, size, alignment, stream, out, out_cookie, e);
   if (st != ENOMEM) return st;
 
-  if (release_cache(dev, h, true) != 0) {
+  if (release_cache(dev, h, true)) {
     atomic_fetch_add_explicit(&m->oom_retries, 1, memory_order_relaxed);
     st = try_alloc(dev, h, size, alignment, stream, out, out_cookie, e);
     if (st != ENOMEM) return st;
@@ -248,6 +256,8 @@ int adr__memory_alloc(struct adr_device* dev, const struct adr_allocator* h, siz
       if (m->oom[i].fn(m->oom[i].ctx, dev, size, attempt) != 0) progress = true;
     pthread_rwlock_unlock(&m->oom_lock);
     if (!progress) break;
+    /* What the callbacks freed may sit in the pool: hand it back first. */
+    release_cache(dev, h, true);
     atomic_fetch_add_explicit(&m->oom_retries, 1, memory_order_relaxed);
     st = try_alloc(dev, h, size, alignment, stream, out, out_cookie, e);
     if (st != ENOMEM) return st;

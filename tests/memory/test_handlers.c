@@ -412,9 +412,19 @@ static void test_oom_chain_order(void** state) {
   struct adr_error err;
   assert_int_equal(adr_alloc(cpu, 1000, 0, NULL, &p, &err), ENOMEM);
   assert_int_equal(progress_twice_calls, 3);
-  assert_int_equal(f.trims, 1);
+  /* Released once before the callbacks, and again after each round that
+   * made progress (what they freed may sit in a cache). */
+  assert_int_equal(f.trims, 3);
   struct adr_memory_stats s1 = device_stats();
-  assert_int_equal(s1.oom_retries, s0.oom_retries + 2);
+  /* Two retries after the callbacks' progress, plus one after the first
+   * release when the backend's frees are stream-ordered (the chain then
+   * waits for the default stream, which may free memory). */
+  struct adr_device_info info;
+  memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  assert_int_equal(adr_device_info_get(cpu, &info, NULL), 0);
+  uint64_t first = (info.caps & ADR_CAP_STREAM_ORDERED_ALLOC) ? 1 : 0;
+  assert_int_equal(s1.oom_retries, s0.oom_retries + 2 + first);
   assert_int_equal(s1.oom_failures, s0.oom_failures + 1);
   assert_non_null(strstr(err.message, "injected failure"));
   assert_non_null(strstr(err.message, "oom retries"));
