@@ -265,6 +265,9 @@ struct adr_backend_device {
   pthread_mutex_t queue_lock;
   VkSemaphore timeline;
   uint64_t next_value;
+  /* The highest timeline value seen complete: checks against it need no
+   * Vulkan call. Only grows. */
+  _Atomic uint64_t completed;
 
   /* Memory: blocks, the address map (tsearch tree of live ranges keyed by
    * [addr, addr + user_size)), deferred frees. Guarded by mem_lock. */

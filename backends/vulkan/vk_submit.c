@@ -51,15 +51,24 @@ void vkb_barrier_host(struct adr_backend_device* dev, VkCommandBuffer cb) {
 
 /* ---- timeline -------------------------------------------------------------- */
 
+static void completed_raise(struct adr_backend_device* dev, uint64_t v) {
+  uint64_t cur = atomic_load_explicit(&dev->completed, memory_order_relaxed);
+  while (cur < v && !atomic_compare_exchange_weak_explicit(
+                        &dev->completed, &cur, v, memory_order_relaxed, memory_order_relaxed)) {
+  }
+}
+
 uint64_t vkb_timeline_value(struct adr_backend_device* dev) {
   uint64_t v = 0;
-  if (dev->fn.vkGetSemaphoreCounterValue(dev->device, dev->timeline, &v) != VK_SUCCESS) return 0;
+  if (dev->fn.vkGetSemaphoreCounterValue(dev->device, dev->timeline, &v) != VK_SUCCESS)
+    return atomic_load_explicit(&dev->completed, memory_order_relaxed);
+  completed_raise(dev, v);
   return v;
 }
 
 int vkb_timeline_wait(struct adr_backend_device* dev, uint64_t value, const char* op,
                       struct adr_error* error) {
-  if (value == 0) return 0;
+  if (value == 0 || value <= atomic_load_explicit(&dev->completed, memory_order_relaxed)) return 0;
   VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
                             .semaphoreCount = 1,
                             .pSemaphores = &dev->timeline,
@@ -67,6 +76,7 @@ int vkb_timeline_wait(struct adr_backend_device* dev, uint64_t value, const char
   VkResult r = dev->fn.vkWaitSemaphores(dev->device, &wi, UINT64_MAX);
   if (r != VK_SUCCESS)
     return vkb_error(error, op, r, "vkWaitSemaphores(timeline >= %" PRIu64 ")", value);
+  completed_raise(dev, value);
   return 0;
 }
 
@@ -76,11 +86,16 @@ int vkb_cmd_begin(struct adr_backend_stream* s, struct vkb_cmd* out, const char*
                   struct adr_error* error) {
   struct adr_backend_device* dev = s->dev;
   pthread_mutex_lock(&s->lock);
-  uint64_t done = vkb_timeline_value(dev);
+  /* A free command buffer: first against the cached completed value, then
+   * against a fresh one. */
   struct vkb_cb* slot = NULL;
-  for (uint32_t i = 0; i < s->cb_count && slot == NULL; i++) {
-    struct vkb_cb* c = &s->cbs[(s->cb_next + i) % s->cb_count];
-    if (c->value <= done) slot = c;
+  for (int pass = 0; pass < 2 && slot == NULL; pass++) {
+    uint64_t done = pass == 0 ? atomic_load_explicit(&dev->completed, memory_order_relaxed)
+                              : vkb_timeline_value(dev);
+    for (uint32_t i = 0; i < s->cb_count && slot == NULL; i++) {
+      struct vkb_cb* c = &s->cbs[(s->cb_next + i) % s->cb_count];
+      if (c->value <= done) slot = c;
+    }
   }
   if (slot == NULL && s->cb_count < VKB_MAX_COMMAND_BUFFERS) {
     VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
@@ -186,7 +201,8 @@ bool vkb_stream_idle(struct adr_backend_stream* s) {
   bool foreign = s->foreign_count > 0;
   pthread_mutex_unlock(&s->lock);
   if (foreign) return false;
-  return v == 0 || vkb_timeline_value(s->dev) >= v;
+  return v == 0 || v <= atomic_load_explicit(&s->dev->completed, memory_order_relaxed) ||
+         vkb_timeline_value(s->dev) >= v;
 }
 
 int vkb_stream_wait_idle(struct adr_backend_stream* s, const char* op, struct adr_error* error) {
@@ -444,7 +460,9 @@ int vkb_event_synchronize(struct adr_backend_device* dev, struct adr_backend_eve
 int vkb_event_query(struct adr_backend_device* dev, struct adr_backend_event* e,
                     struct adr_error* error) {
   if (e->kind == VKB_EVENT_FOREIGN) return foreign_status(dev, e, "adr_event_query", error);
-  if (e->value == 0) return 0;
+  if (e->value == 0 ||
+      e->value <= atomic_load_explicit(&e->source->completed, memory_order_relaxed))
+    return 0;
   return vkb_timeline_value(e->source) >= e->value ? 0 : EBUSY;
 }
 
