@@ -53,34 +53,32 @@ extern struct conf_globals g_conf;
  * the test with the status name and message unless it returns 0. Also
  * checks that a successful call left the error untouched. */
 #define CONF_ERR (&conf_err_)
-#define ASSERT_OK(call)                                                                   \
-  do {                                                                                    \
-    struct adr_error conf_err_;                                                           \
-    memcpy(conf_err_.message, CONF_UNTOUCHED, sizeof(CONF_UNTOUCHED));                    \
-    int conf_st_ = (call);                                                                \
-    if (conf_st_ != 0)                                                                    \
-      fail_msg("%s\n  returned %s (%d): %s", #call, adr_status_name(conf_st_), conf_st_, \
-               conf_err_.message);                                                        \
-    if (strcmp(conf_err_.message, CONF_UNTOUCHED) != 0)                                   \
-      fail_msg("%s\n  succeeded but wrote the error message: %s", #call,                  \
-               conf_err_.message);                                                        \
+#define ASSERT_OK(call)                                                                      \
+  do {                                                                                       \
+    struct adr_error conf_err_;                                                              \
+    memcpy(conf_err_.message, CONF_UNTOUCHED, sizeof(CONF_UNTOUCHED));                       \
+    int conf_st_ = (call);                                                                   \
+    if (conf_st_ != 0)                                                                       \
+      fail_msg("%s\n  returned %s (%d): %s", #call, adr_status_name(conf_st_), conf_st_,     \
+               conf_err_.message);                                                           \
+    if (strcmp(conf_err_.message, CONF_UNTOUCHED) != 0)                                      \
+      fail_msg("%s\n  succeeded but wrote the error message: %s", #call, conf_err_.message); \
   } while (0)
 
 /* Runs `call` (passing CONF_ERR) and requires status `want` (or `want2`,
  * when not 0) and a non-empty message that names operation `op` as
  * "[op]". */
-#define ASSERT_ERR2(call, want, want2, op)                                                  \
-  do {                                                                                      \
-    struct adr_error conf_err_;                                                             \
-    memset(conf_err_.message, 0, sizeof(conf_err_.message));                                \
-    int conf_st_ = (call);                                                                  \
+#define ASSERT_ERR2(call, want, want2, op)                                                    \
+  do {                                                                                        \
+    struct adr_error conf_err_;                                                               \
+    memset(conf_err_.message, 0, sizeof(conf_err_.message));                                  \
+    int conf_st_ = (call);                                                                    \
     conf_check_error(#call, conf_st_, (want), (want2), &conf_err_, (op), __FILE__, __LINE__); \
   } while (0)
 #define ASSERT_ERR(call, want, op) ASSERT_ERR2(call, want, 0, op)
 
 void conf_check_error(const char* expr, int status, int want, int want2,
-                      const struct adr_error* error, const char* op, const char* file,
-                      int line);
+                      const struct adr_error* error, const char* op, const char* file, int line);
 
 /* ---- deterministic data ------------------------------------------------- */
 
@@ -133,7 +131,9 @@ void conf_download(struct adr_device* dev, void* host, const void* dev_ptr, size
 int conf_teardown(void** state);
 
 /* Integer/ptr helpers. */
-static inline uintptr_t conf_addr(const void* p) { return (uintptr_t)p; }
+static inline uintptr_t conf_addr(const void* p) {
+  return (uintptr_t)p;
+}
 
 /* ---- the tests ---------------------------------------------------------- */
 

@@ -25,8 +25,7 @@ __attribute__((visibility("default"), used)) const char* __asan_default_options(
 /* ---- error checks ------------------------------------------------------- */
 
 void conf_check_error(const char* expr, int status, int want, int want2,
-                      const struct adr_error* error, const char* op, const char* file,
-                      int line) {
+                      const struct adr_error* error, const char* op, const char* file, int line) {
   if (status != want && (want2 == 0 || status != want2)) {
     fail_msg("%s:%d: %s\n  returned %s (%d), expected %s%s%s; message: %s", file, line, expr,
              adr_status_name(status), status, adr_status_name(want), want2 ? " or " : "",
@@ -40,8 +39,8 @@ void conf_check_error(const char* expr, int status, int want, int want2,
   char tag[96];
   snprintf(tag, sizeof(tag), "[%s]", op);
   if (strstr(error->message, tag) == NULL)
-    fail_msg("%s:%d: %s\n  error message does not name the operation %s: %s", file, line, expr,
-             tag, error->message);
+    fail_msg("%s:%d: %s\n  error message does not name the operation %s: %s", file, line, expr, tag,
+             error->message);
 }
 
 /* ---- data --------------------------------------------------------------- */
@@ -299,10 +298,11 @@ int main(void) {
             adr_device_name(g_conf.dev), adr_status_name(st), err.message);
     return 1;
   }
-  printf("adr-conformance: testing %s: %s (vendor \"%s\", backend \"%s\", driver \"%s\", "
-         "caps 0x%llx)\n",
-         adr_device_name(g_conf.dev), g_conf.info.name, g_conf.info.vendor, g_conf.info.backend,
-         g_conf.info.driver, (unsigned long long)g_conf.info.caps);
+  printf(
+      "adr-conformance: testing %s: %s (vendor \"%s\", backend \"%s\", driver \"%s\", "
+      "caps 0x%llx)\n",
+      adr_device_name(g_conf.dev), g_conf.info.name, g_conf.info.vendor, g_conf.info.backend,
+      g_conf.info.driver, (unsigned long long)g_conf.info.caps);
 
   const char* peer = getenv("ADR_CONFORMANCE_PEER");
   if (peer != NULL && peer[0] != '\0') {
@@ -359,25 +359,29 @@ int main(void) {
   if (g_conf.info.caps & ADR_CAP_HOST_ACCESSIBLE)
     tests[n++] = (struct CMUnitTest)T(test_host_accessible);
   else
-    printf("adr-conformance: not run: test_host_accessible (device lacks "
-           "ADR_CAP_HOST_ACCESSIBLE)\n");
+    printf(
+        "adr-conformance: not run: test_host_accessible (device lacks "
+        "ADR_CAP_HOST_ACCESSIBLE)\n");
   if (g_conf.dev != g_conf.cpu)
     tests[n++] = (struct CMUnitTest)T(test_stream_of_other_device);
   else
-    printf("adr-conformance: not run: test_stream_of_other_device (the device under test is "
-           "the CPU, whose streams it uses as another device's)\n");
+    printf(
+        "adr-conformance: not run: test_stream_of_other_device (the device under test is "
+        "the CPU, whose streams it uses as another device's)\n");
   if (g_conf.info.caps & ADR_CAP_IMPORT_NATIVE) {
     tests[n++] = (struct CMUnitTest)T(test_import_event);
     tests[n++] = (struct CMUnitTest)T(test_import_stream);
   } else {
-    printf("adr-conformance: not run: test_import_event, test_import_stream (device lacks "
-           "ADR_CAP_IMPORT_NATIVE)\n");
+    printf(
+        "adr-conformance: not run: test_import_event, test_import_stream (device lacks "
+        "ADR_CAP_IMPORT_NATIVE)\n");
   }
   if (g_conf.peer != NULL)
     tests[n++] = (struct CMUnitTest)T(test_peer_round_trip);
   else
-    printf("adr-conformance: not run: test_peer_round_trip (set ADR_CONFORMANCE_PEER=<device>, "
-           "e.g. cpu or opencl:0)\n");
+    printf(
+        "adr-conformance: not run: test_peer_round_trip (set ADR_CONFORMANCE_PEER=<device>, "
+        "e.g. cpu or opencl:0)\n");
 #undef T
 
   char group[160];

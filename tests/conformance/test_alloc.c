@@ -111,18 +111,14 @@ void test_alloc_size_overflow(void** state) {
   struct {
     size_t size, align;
   } cases[] = {
-      {SIZE_MAX, 0},
-      {SIZE_MAX, 4096},
-      {SIZE_MAX - 10, 4096},
-      {SIZE_MAX - 63, 64},
-      {SIZE_MAX / 2 + 1, 0},
-      {1, SIZE_MAX / 2 + 1}, /* a power of two no allocator can honour */
+      {SIZE_MAX, 0},         {SIZE_MAX, 4096},      {SIZE_MAX - 10, 4096}, {SIZE_MAX - 63, 64},
+      {SIZE_MAX / 2 + 1, 0}, {1, SIZE_MAX / 2 + 1}, /* a power of two no allocator can honour */
   };
   struct adr_stream* s = conf_stream_create(g_conf.dev);
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     void* p = NULL;
-    ASSERT_ERR2(adr_alloc(g_conf.dev, cases[i].size, cases[i].align, NULL, &p, CONF_ERR),
-                EOVERFLOW, ENOMEM, "adr_alloc");
+    ASSERT_ERR2(adr_alloc(g_conf.dev, cases[i].size, cases[i].align, NULL, &p, CONF_ERR), EOVERFLOW,
+                ENOMEM, "adr_alloc");
     ASSERT_ERR2(adr_alloc(g_conf.dev, cases[i].size, cases[i].align, s, &p, CONF_ERR), EOVERFLOW,
                 ENOMEM, "adr_alloc");
   }

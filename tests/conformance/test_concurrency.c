@@ -21,15 +21,15 @@ struct worker {
   char failure[1200];
 };
 
-#define WORKER_CHECK(w, call, what)                                                       \
-  do {                                                                                    \
-    struct adr_error werr_ = {{0}};                                                       \
-    int wst_ = (call);                                                                    \
-    if (wst_ != 0) {                                                                      \
-      snprintf((w)->failure, sizeof((w)->failure), "thread %u round %u: %s: %s (%s)",     \
-               (w)->index, round, what, adr_status_name(wst_), werr_.message);            \
-      goto out;                                                                           \
-    }                                                                                     \
+#define WORKER_CHECK(w, call, what)                                                               \
+  do {                                                                                            \
+    struct adr_error werr_ = {{0}};                                                               \
+    int wst_ = (call);                                                                            \
+    if (wst_ != 0) {                                                                              \
+      snprintf((w)->failure, sizeof((w)->failure), "thread %u round %u: %s: %s (%s)", (w)->index, \
+               round, what, adr_status_name(wst_), werr_.message);                                \
+      goto out;                                                                                   \
+    }                                                                                             \
   } while (0)
 #define WERR (&werr_)
 
@@ -74,8 +74,8 @@ static void* worker_main(void* arg) {
       uint8_t want = (i >= hole && i < hole + hole_len) ? 0xAB : conf_pattern_byte(seed, i);
       if (back[i] != want) {
         snprintf(w->failure, sizeof(w->failure),
-                 "thread %u round %u: byte %zu of %zu is 0x%02x, expected 0x%02x", w->index,
-                 round, i, n, back[i], want);
+                 "thread %u round %u: byte %zu of %zu is 0x%02x, expected 0x%02x", w->index, round,
+                 i, n, back[i], want);
         goto out;
       }
     }

@@ -8,9 +8,8 @@
 
 /* 1 byte, odd sizes around 64 and 4096, and sizes past the chunk sizes a
  * staged or pipelined copy is likely to use. */
-static const size_t g_sizes[] = {1,    7,          63,         64,          65,
-                                 1000, 4093,       4097,       65536 + 3,   CONF_MIB + 7,
-                                 9 * CONF_MIB + 5};
+static const size_t g_sizes[] = {
+    1, 7, 63, 64, 65, 1000, 4093, 4097, 65536 + 3, CONF_MIB + 7, 9 * CONF_MIB + 5};
 enum { NSIZES = sizeof(g_sizes) / sizeof(g_sizes[0]), GUARD = 64 };
 
 void test_copy_host_to_device(void** state) {
@@ -116,13 +115,11 @@ void test_copy_slices(void** state) {
       ASSERT_OK(adr_copy(g_conf.dev, d + off, g_conf.cpu, src, len, NULL, CONF_ERR));
       memset(h, 0, N);
       conf_download(g_conf.dev, h, d, N);
-      snprintf(what, sizeof(what), "bytes before a %zu-byte slice written at offset %zu", len,
-               off);
+      snprintf(what, sizeof(what), "bytes before a %zu-byte slice written at offset %zu", len, off);
       conf_expect_pattern(h, off, 1, what);
       snprintf(what, sizeof(what), "%zu-byte slice written at offset %zu", len, off);
       conf_expect_pattern(h + off, len, 2, what);
-      snprintf(what, sizeof(what), "bytes after a %zu-byte slice written at offset %zu", len,
-               off);
+      snprintf(what, sizeof(what), "bytes after a %zu-byte slice written at offset %zu", len, off);
       conf_expect_pattern_at(h + off + len, N - off - len, 1, off + len, what);
 
       /* middle of device -> middle of host */

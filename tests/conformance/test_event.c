@@ -72,8 +72,8 @@ static void conf_expect_query_0_or_busy(struct adr_event* e) {
   memcpy(err.message, CONF_UNTOUCHED, sizeof(CONF_UNTOUCHED));
   int st = adr_event_query(e, &err);
   if (st != 0 && st != EBUSY)
-    fail_msg("adr_event_query returned %s (%d): %s; expected OK or EBUSY", adr_status_name(st),
-             st, err.message);
+    fail_msg("adr_event_query returned %s (%d): %s; expected OK or EBUSY", adr_status_name(st), st,
+             err.message);
   /* EBUSY is an answer, not a failure: either way nothing need be written,
    * and 0 must leave the message alone. */
   if (st == 0 && strcmp(err.message, CONF_UNTOUCHED) != 0)

@@ -95,8 +95,7 @@ void test_import_stream(void** state) {
   ASSERT_OK(adr_stream_synchronize(s, CONF_ERR));
   conf_expect_pattern(back, n, 403, "stream used after its imported wrapper was destroyed");
 
-  ASSERT_ERR(adr_stream_import(g_conf.dev, NULL, &imported, CONF_ERR), EINVAL,
-             "adr_stream_import");
+  ASSERT_ERR(adr_stream_import(g_conf.dev, NULL, &imported, CONF_ERR), EINVAL, "adr_stream_import");
   ASSERT_ERR(adr_stream_import(g_conf.dev, native, NULL, CONF_ERR), EINVAL, "adr_stream_import");
 
   conf_stream_destroy(s);

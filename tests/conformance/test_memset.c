@@ -43,11 +43,11 @@ void test_memset_partial_and_middle(void** state) {
   struct {
     size_t off, len;
   } cases[] = {
-      {0, 100},      /* prefix */
-      {7, 4093},     /* middle, odd offset and length */
-      {4093, 1},     /* single byte */
-      {N - 33, 33},  /* suffix */
-      {1, N - 2},    /* everything but the first and last byte */
+      {0, 100},     /* prefix */
+      {7, 4093},    /* middle, odd offset and length */
+      {4093, 1},    /* single byte */
+      {N - 33, 33}, /* suffix */
+      {1, N - 2},   /* everything but the first and last byte */
   };
   uint8_t* d = conf_dev_alloc(g_conf.dev, N, 0, NULL);
   uint8_t* h = conf_host_alloc(N);

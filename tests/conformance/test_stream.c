@@ -60,8 +60,8 @@ void test_stream_queued_work(void** state) {
 
     conf_expect_pattern(back, hole, 60 + round, "stream work: bytes before the memset");
     conf_expect_bytes(back + hole, hole_len, 0xAB, "stream work: memset hole");
-    conf_expect_pattern_at(back + hole + hole_len, n - hole - hole_len, 60 + round,
-                           hole + hole_len, "stream work: bytes after the memset");
+    conf_expect_pattern_at(back + hole + hole_len, n - hole - hole_len, 60 + round, hole + hole_len,
+                           "stream work: bytes after the memset");
   }
   conf_stream_destroy(s);
   conf_host_free(back);
@@ -120,8 +120,7 @@ void test_stream_ordered_alloc_free(void** state) {
     conf_dev_free(g_conf.dev, d, n, s);
     ASSERT_OK(adr_stream_synchronize(s, CONF_ERR));
     conf_expect_bytes(back, 1, 0xAB, "stream-ordered allocation: first byte");
-    conf_expect_pattern_at(back + 1, n - 1, (uint32_t)i + 80, 1,
-                           "stream-ordered allocation: rest");
+    conf_expect_pattern_at(back + 1, n - 1, (uint32_t)i + 80, 1, "stream-ordered allocation: rest");
 
     /* Allocated on s, used and freed on s2 after an event. */
     d = conf_dev_alloc(g_conf.dev, n, 0, s);
