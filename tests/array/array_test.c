@@ -126,8 +126,8 @@ static void build_fixed(struct ArrowSchema* s, struct ArrowDeviceArray* out) {
   test_node(&a, 1, N_FIXED, 12, 5, 0);
   a.null_count = test_validity(&a, n, 5, 2, 5, 12);
   for (int64_t c = 0; c < N_FIXED; c++) {
-    char name[16];
-    snprintf(name, sizeof(name), "f%lld", (long long)c);
+    char name[32];
+    snprintf(name, sizeof(name), "f%d", (int)c);
     test_schema(s->children[c], fixed_formats[c], name, ARROW_FLAG_NULLABLE, 0);
     struct adr_format f;
     struct adr_error err;
