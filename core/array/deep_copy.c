@@ -44,6 +44,7 @@ struct copy_ctx {
   struct adr_device* dst_dev;
   struct adr_device* cpu;
   bool src_cpu;
+  bool direct; /* host-readable source, CPU destination: plain memcpy */
   bool whole;
   struct adr_stream* read_stream;
   struct adr_stream* copy_stream;
@@ -124,7 +125,7 @@ static int plan_build(struct copy_ctx* ctx, struct plan* p, const struct ArrowSc
 /* One read of n bytes at src into the staging buffer at `at`. */
 static int read_one(struct copy_ctx* ctx, int64_t at, const void* src, size_t n) {
   ctx->stats.size_reads++;
-  if (ctx->src_cpu) {
+  if (ctx->src_cpu || ctx->direct) {
     memcpy(ctx->staging + at, src, n);
     return 0;
   }
@@ -175,6 +176,10 @@ static int copy_buffer(struct copy_ctx* ctx, struct ArrowArray* out, int64_t i, 
   if (n <= 0) return 0;
   ctx->stats.copies++;
   ctx->stats.bytes += n;
+  if (ctx->direct) {
+    memcpy((unsigned char*)dst + dst_off, (const unsigned char*)src + src_off, (size_t)n);
+    return 0;
+  }
   return adr_copy(ctx->dst_dev, (unsigned char*)dst + dst_off, ctx->src_dev,
                   (const unsigned char*)src + src_off, (size_t)n, ctx->copy_stream, ctx->error);
 }
@@ -345,6 +350,20 @@ int adr__deep_copy(const char* op, const struct ArrowSchema* schema,
                         : adr_stream_default(ctx.src_dev);
   ctx.alloc_stream =
       adr_stream_device(ctx.copy_stream) == dst_device && !dst_cpu ? ctx.copy_stream : NULL;
+  /* To the CPU from memory the host may read (the CPU, pinned, managed,
+   * fine-grained SVM): once the source's event has completed, the copies are
+   * plain memcpy and the result is complete without a stream to wait for. */
+  if (dst_cpu) {
+    if (ctx.src_cpu) {
+      ctx.direct = true;
+    } else {
+      struct adr_device_info info;
+      memset(&info, 0, sizeof(info));
+      info.struct_size = sizeof(info);
+      ctx.direct = adr_device_info_get(ctx.src_dev, &info, NULL) == 0 &&
+                   (info.caps & ADR_CAP_HOST_ACCESSIBLE) != 0;
+    }
+  }
 
   struct plan root;
   memset(&root, 0, sizeof(root));
@@ -360,7 +379,13 @@ int adr__deep_copy(const char* op, const struct ArrowSchema* schema,
    * copy stream) wait on it first. */
   if (st == 0 && src->sync_event != NULL)
     st = adr_event_import(ctx.src_dev, src->sync_event, &src_event, error);
-  if (st == 0 && ctx.staging_size > 0) {
+  if (st == 0 && ctx.direct) {
+    if (src_event != NULL) {
+      ctx.stats.host_syncs++;
+      st = adr_event_synchronize(src_event, error);
+    }
+    if (st == 0) st = plan_reads(&ctx, &root);
+  } else if (st == 0 && ctx.staging_size > 0) {
     if (src_event != NULL) st = adr_stream_wait_event(ctx.read_stream, src_event, error);
     if (st == 0) st = plan_reads(&ctx, &root);
     if (st == 0 && !ctx.src_cpu) {
@@ -379,6 +404,7 @@ int adr__deep_copy(const char* op, const struct ArrowSchema* schema,
   }
   if (st == 0) st = plan_copy(&ctx, &root, &result);
   bool complete = stream == NULL || dst_cpu || adr_stream_device(ctx.copy_stream) != dst_device;
+  bool drained = ctx.direct; /* nothing was queued */
   struct adr_event* done = NULL;
   void* native = NULL;
   if (st == 0 && !complete) {
@@ -387,8 +413,8 @@ int adr__deep_copy(const char* op, const struct ArrowSchema* schema,
     if (st == 0) native = adr_event_native(done);
     if (st == 0 && native == NULL) complete = true;
   }
-  if (st == 0 && complete) st = host_sync_stream(&ctx, ctx.copy_stream);
-  if (st != 0) {
+  if (st == 0 && complete && !drained) st = host_sync_stream(&ctx, ctx.copy_stream);
+  if (st != 0 && !drained) {
     /* Drain queued copies before their memory goes. */
     adr_stream_synchronize(ctx.copy_stream, NULL);
     if (ctx.read_stream != ctx.copy_stream) adr_stream_synchronize(ctx.read_stream, NULL);
