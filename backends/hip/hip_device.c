@@ -33,6 +33,11 @@ int adr_hip_init(struct adr_error* error) {
                              ? adr_hip_rt.host->getenv(ADR_HIP_NO_ASYNC_ALLOC_ENV)
                              : NULL;
   adr_hip_rt.async_alloc_disabled = no_async != NULL && strcmp(no_async, "1") == 0;
+  st = adr_hip_parse_staging(adr_hip_rt.host != NULL && adr_hip_rt.host->getenv != NULL
+                                 ? adr_hip_rt.host->getenv(ADR_HIP_STAGING_ENV)
+                                 : NULL,
+                             error);
+  if (st != 0) return st;
 
   hipError_t init_err = adr_hip.hipInit(0);
   int n = 0;
@@ -113,6 +118,7 @@ static int open_device(ArrowDeviceType type, int64_t id, int ordinal, const char
                        struct adr_backend_device** out, struct adr_error* error) {
   struct adr_backend_device* dev = calloc(1, sizeof(*dev));
   if (dev == NULL) return adr_backend_error_set(error, ENOMEM, "[%s][hip] out of memory", op);
+  pthread_mutex_init(&dev->stage_lock, NULL);
   dev->type = type;
   dev->id = id;
   dev->ordinal = ordinal;
@@ -123,6 +129,7 @@ static int open_device(ArrowDeviceType type, int64_t id, int ordinal, const char
   if (st == 0 && (e = adr_hip.hipGetDeviceProperties(&dev->props, ordinal)) != hipSuccess)
     st = adr_hip_fail(error, op, e, "hipGetDeviceProperties");
   if (st != 0) {
+    pthread_mutex_destroy(&dev->stage_lock);
     free(dev);
     return st;
   }
@@ -154,8 +161,10 @@ int adr_hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_dev
 
 void adr_hip_device_close(struct adr_backend_device* dev) {
   if (dev == NULL) return;
+  adr_hip_set_device(dev, "device_close", NULL);
+  adr_hip_stage_release_all(dev);
+  pthread_mutex_destroy(&dev->stage_lock);
   if (dev->default_stream.stream != NULL && dev->default_stream.owned) {
-    adr_hip_set_device(dev, "device_close", NULL);
     adr_hip.hipStreamSynchronize(dev->default_stream.stream);
     adr_hip.hipStreamDestroy(dev->default_stream.stream);
   }
@@ -263,6 +272,12 @@ int adr_hip_device_properties(struct adr_backend_device* dev, adr_property_fn em
   emit(ctx, "compute_capability", buf);
   emit(ctx, "managed_memory", p->managedMemory ? "yes" : "no");
   emit(ctx, "can_map_host_memory", p->canMapHostMemory ? "yes" : "no");
+  if (adr_hip_rt.stage_threshold == 0)
+    snprintf(buf, sizeof(buf), "off");
+  else
+    snprintf(buf, sizeof(buf), "pageable copies >= %zu KiB, 2 x %zu KiB pinned",
+             adr_hip_rt.stage_threshold >> 10, adr_hip_rt.stage_chunk >> 10);
+  emit(ctx, "pageable_staging", buf);
   emit(ctx, "stream_ordered_alloc", dev->async_alloc ? "hipMallocAsync" : "no (hipMalloc/hipFree)");
   buf[0] = '\0';
   for (int q = 0; q < adr_hip_rt.device_count; q++) {

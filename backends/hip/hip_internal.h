@@ -107,6 +107,8 @@ struct adr_hip_runtime {
   int driver_version;        /* hipDriverGetVersion */
   int device_count;          /* ordinals 0..device_count-1 */
   bool async_alloc_disabled; /* ADR_HIP_NO_ASYNC_ALLOC=1 */
+  size_t stage_threshold;    /* pageable copies of at least this size are staged; 0 = never */
+  size_t stage_chunk;        /* bytes per pinned staging buffer */
   const struct adr_backend_host* host;
 };
 /* Written by init, read-only after. */
@@ -153,6 +155,14 @@ struct adr_backend_event {
   bool owned; /* false for imported events */
 };
 
+/* Two pinned buffers and an event guarding the reuse of each, for staged
+ * pageable copies; kept on a per-device free list. */
+struct adr_hip_stage {
+  struct adr_hip_stage* next;
+  void* buf[2];
+  hipEvent_t done[2];
+};
+
 struct adr_backend_device {
   ArrowDeviceType type; /* ARROW_DEVICE_ROCM or ARROW_DEVICE_ROCM_HOST */
   int64_t id;           /* adr id (= ordinal unless adopted) */
@@ -161,6 +171,8 @@ struct adr_backend_device {
   bool async_alloc; /* hipMallocAsync usable on this device */
   bool adopted;
   struct adr_backend_stream default_stream;
+  pthread_mutex_t stage_lock; /* guards stages */
+  struct adr_hip_stage* stages;
   adr_hip_props_t props;
 };
 
@@ -204,6 +216,11 @@ ADR_HIP_HIDDEN int adr_hip_host_register(struct adr_backend_device* dev, void* p
 ADR_HIP_HIDDEN int adr_hip_host_unregister(struct adr_backend_device* dev, void* ptr,
                                            struct adr_error* error);
 ADR_HIP_HIDDEN void adr_hip_memory_shutdown(void);
+/* Frees the device's staging buffers (device_close). */
+ADR_HIP_HIDDEN void adr_hip_stage_release_all(struct adr_backend_device* dev);
+/* Parses ADR_HIP_STAGING ("off" | size [":" size], size = digits with an
+ * optional K/M/G suffix) into adr_hip_rt; EINVAL naming the column. */
+ADR_HIP_HIDDEN int adr_hip_parse_staging(const char* text, struct adr_error* error);
 
 ADR_HIP_HIDDEN int adr_hip_stream_create(struct adr_backend_device* dev, uint32_t flags,
                                          struct adr_backend_stream** out, struct adr_error* error);

@@ -203,6 +203,203 @@ int adr_hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
   return 0;
 }
 
+/* ---- staged pageable copies --------------------------------------------
+ *
+ * A copy between pageable host memory and device memory is only as
+ * asynchronous as the runtime's own bounce buffer allows, one bounce at a
+ * time. At or above the threshold the backend stages it through two pinned
+ * buffers instead: the host memcpy of one chunk overlaps the transfer of
+ * the other, an event per buffer guarding its reuse. Host -> device returns
+ * once the source has been read (the last transfers are still queued);
+ * device -> host returns complete, as a copy to pageable memory does
+ * anyway. */
+
+static int parse_size(const char* text, size_t* pos, size_t* out) {
+  size_t i = *pos, v = 0;
+  if (text[i] < '0' || text[i] > '9') return -1;
+  while (text[i] >= '0' && text[i] <= '9') {
+    if (v > (SIZE_MAX - 9) / 10) return -1;
+    v = v * 10 + (size_t)(text[i++] - '0');
+  }
+  size_t mul = 1;
+  switch (text[i]) {
+    case 'k':
+    case 'K':
+      mul = (size_t)1 << 10;
+      i++;
+      break;
+    case 'm':
+    case 'M':
+      mul = (size_t)1 << 20;
+      i++;
+      break;
+    case 'g':
+    case 'G':
+      mul = (size_t)1 << 30;
+      i++;
+      break;
+    default:
+      break;
+  }
+  if (v > SIZE_MAX / mul) return -1;
+  *out = v * mul;
+  *pos = i;
+  return 0;
+}
+
+int adr_hip_parse_staging(const char* text, struct adr_error* error) {
+  adr_hip_rt.stage_threshold = (size_t)1 << 20;
+  adr_hip_rt.stage_chunk = (size_t)4 << 20;
+  if (text == NULL) return 0;
+  if (strcmp(text, "off") == 0) {
+    adr_hip_rt.stage_threshold = 0;
+    return 0;
+  }
+  size_t pos = 0, threshold = 0, chunk = adr_hip_rt.stage_chunk;
+  const char* expected = "a byte count (digits with an optional K, M or G) or \"off\"";
+  bool ok = parse_size(text, &pos, &threshold) == 0;
+  if (ok && text[pos] == ':') {
+    pos++;
+    expected = "a chunk size of at least 4K";
+    size_t start = pos;
+    ok = parse_size(text, &pos, &chunk) == 0 && chunk >= 4096;
+    if (!ok) pos = start;
+  }
+  if (ok && text[pos] != '\0') {
+    ok = false;
+    expected = "':' or the end";
+  }
+  if (!ok)
+    return adr_backend_error_set(error, EINVAL, "[init][hip] %s=\"%s\": column %zu: expected %s",
+                                 ADR_HIP_STAGING_ENV, text, pos + 1, expected);
+  adr_hip_rt.stage_threshold = threshold;
+  adr_hip_rt.stage_chunk = chunk;
+  return 0;
+}
+
+static void stage_destroy(struct adr_hip_stage* s) {
+  for (int i = 0; i < 2; i++) {
+    if (s->done[i] != NULL) {
+      adr_hip.hipEventSynchronize(s->done[i]);
+      adr_hip.hipEventDestroy(s->done[i]);
+    }
+    if (s->buf[i] != NULL) adr_hip.hipHostFree(s->buf[i]);
+  }
+  free(s);
+}
+
+/* A staging pair of `dev` (its ordinal is current). */
+static hipError_t stage_get(struct adr_backend_device* dev, struct adr_hip_stage** out) {
+  pthread_mutex_lock(&dev->stage_lock);
+  struct adr_hip_stage* s = dev->stages;
+  if (s != NULL) dev->stages = s->next;
+  pthread_mutex_unlock(&dev->stage_lock);
+  if (s != NULL) {
+    *out = s;
+    return hipSuccess;
+  }
+  s = calloc(1, sizeof(*s));
+  if (s == NULL) return hipErrorOutOfMemory;
+  hipError_t e = hipSuccess;
+  for (int i = 0; i < 2 && e == hipSuccess; i++) {
+    e = adr_hip.hipHostMalloc(&s->buf[i], adr_hip_rt.stage_chunk, hipHostMallocDefault);
+    if (e == hipSuccess) e = adr_hip.hipEventCreateWithFlags(&s->done[i], hipEventDisableTiming);
+  }
+  if (e != hipSuccess) {
+    stage_destroy(s);
+    return e;
+  }
+  *out = s;
+  return hipSuccess;
+}
+
+static void stage_put(struct adr_backend_device* dev, struct adr_hip_stage* s) {
+  pthread_mutex_lock(&dev->stage_lock);
+  s->next = dev->stages;
+  dev->stages = s;
+  pthread_mutex_unlock(&dev->stage_lock);
+}
+
+void adr_hip_stage_release_all(struct adr_backend_device* dev) {
+  pthread_mutex_lock(&dev->stage_lock);
+  struct adr_hip_stage* s = dev->stages;
+  dev->stages = NULL;
+  pthread_mutex_unlock(&dev->stage_lock);
+  while (s != NULL) {
+    struct adr_hip_stage* next = s->next;
+    stage_destroy(s);
+    s = next;
+  }
+}
+
+static hipError_t staged_h2d(struct adr_hip_stage* s, unsigned char* dst, const unsigned char* src,
+                             size_t size, hipStream_t stream) {
+  size_t chunk = adr_hip_rt.stage_chunk;
+  for (size_t off = 0, i = 0; off < size; off += chunk, i++) {
+    size_t len = size - off < chunk ? size - off : chunk;
+    int b = (int)(i & 1);
+    hipError_t e = adr_hip.hipEventSynchronize(s->done[b]);
+    if (e != hipSuccess) return e;
+    memcpy(s->buf[b], src + off, len);
+    e = adr_hip.hipMemcpyAsync(dst + off, s->buf[b], len, hipMemcpyHostToDevice, stream);
+    if (e == hipSuccess) e = adr_hip.hipEventRecord(s->done[b], stream);
+    if (e != hipSuccess) return e;
+  }
+  return hipSuccess;
+}
+
+/* Queues the transfer of chunk k into buffer k % 2. */
+static hipError_t d2h_issue(struct adr_hip_stage* s, size_t k, const unsigned char* src,
+                            size_t size, hipStream_t stream) {
+  size_t chunk = adr_hip_rt.stage_chunk, off = k * chunk;
+  size_t len = size - off < chunk ? size - off : chunk;
+  int b = (int)(k & 1);
+  hipError_t e = adr_hip.hipEventSynchronize(s->done[b]);
+  if (e == hipSuccess)
+    e = adr_hip.hipMemcpyAsync(s->buf[b], src + off, len, hipMemcpyDeviceToHost, stream);
+  if (e == hipSuccess) e = adr_hip.hipEventRecord(s->done[b], stream);
+  return e;
+}
+
+static hipError_t staged_d2h(struct adr_hip_stage* s, unsigned char* dst, const unsigned char* src,
+                             size_t size, hipStream_t stream) {
+  size_t chunk = adr_hip_rt.stage_chunk;
+  size_t n = (size + chunk - 1) / chunk;
+  hipError_t e = d2h_issue(s, 0, src, size, stream);
+  if (e == hipSuccess && n > 1) e = d2h_issue(s, 1, src, size, stream);
+  for (size_t k = 0; e == hipSuccess && k < n; k++) {
+    size_t off = k * chunk, len = size - off < chunk ? size - off : chunk;
+    int b = (int)(k & 1);
+    e = adr_hip.hipEventSynchronize(s->done[b]);
+    if (e != hipSuccess) break;
+    memcpy(dst + off, s->buf[b], len);
+    if (k + 2 < n) e = d2h_issue(s, k + 2, src, size, stream);
+  }
+  return e;
+}
+
+/* hipMemoryType values: runtimes before 6.0 numbered them Host 0, Device
+ * 1, Array 2, Unified 3; 6.0 and later Unregistered 0, Host 1, Device 2,
+ * Managed 3, Array 10, Unified 11. */
+static bool decode_type(int type, bool* out_device) {
+  if (adr_hip_runtime_major() >= 6) {
+    if (type == 0) return false;
+    *out_device = type != 1;
+    return true;
+  }
+  *out_device = type != 0;
+  return true;
+}
+
+/* Host memory the runtime does not know (neither pinned nor registered). */
+static bool is_pageable(const void* p) {
+  struct adr_hip_pointer_attributes attr;
+  memset(&attr, 0, sizeof(attr));
+  bool device = false;
+  return adr_hip.hipPointerGetAttributes(&attr, p) != hipSuccess ||
+         !decode_type(attr.type, &device);
+}
+
 static bool is_device_memory(const struct adr_backend_device* dev) {
   return dev != NULL && dev->type == ARROW_DEVICE_ROCM;
 }
@@ -220,6 +417,20 @@ int adr_hip_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backe
     fn = "hipMemcpyPeerAsync";
     e = adr_hip.hipMemcpyPeerAsync(dst, dst_dev->ordinal, src, src_dev->ordinal, size,
                                    stream->stream);
+  } else if ((dst_dev == NULL) != (src_dev == NULL) && adr_hip_rt.stage_threshold != 0 &&
+             size >= adr_hip_rt.stage_threshold && is_device_memory(dst_dev ? dst_dev : src_dev) &&
+             (dst_dev ? dst_dev : src_dev)->ordinal == stream->device->ordinal &&
+             is_pageable(dst_dev ? src : dst)) {
+    struct adr_hip_stage* stage = NULL;
+    fn = "staged pageable copy";
+    e = stage_get(stream->device, &stage);
+    if (e == hipSuccess) {
+      e = dst_dev ? staged_h2d(stage, dst, src, size, stream->stream)
+                  : staged_d2h(stage, dst, src, size, stream->stream);
+      /* After a failure a chunk may still be in flight without its event. */
+      if (e != hipSuccess) adr_hip.hipStreamSynchronize(stream->stream);
+      stage_put(stream->device, stage);
+    }
   } else {
     /* Pinned host memory (rocm_host) is host memory for the direction;
      * pageable host memory is handed to the runtime as it is, which stages
@@ -263,19 +474,6 @@ static bool in_registered(uintptr_t addr) {
     found = addr - registered[i].base < registered[i].size;
   pthread_mutex_unlock(&memory_lock);
   return found;
-}
-
-/* hipMemoryType values: runtimes before 6.0 numbered them Host 0, Device
- * 1, Array 2, Unified 3; 6.0 and later Unregistered 0, Host 1, Device 2,
- * Managed 3, Array 10, Unified 11. */
-static bool decode_type(int type, bool* out_device) {
-  if (adr_hip_runtime_major() >= 6) {
-    if (type == 0) return false;
-    *out_device = type != 1;
-    return true;
-  }
-  *out_device = type != 0;
-  return true;
 }
 
 int adr_hip_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,

@@ -47,6 +47,14 @@ extern "C" {
  * hipMalloc/hipFree. */
 #define ADR_HIP_NO_ASYNC_ALLOC_ENV "ADR_HIP_NO_ASYNC_ALLOC"
 
+/* Environment variable tuning how copies between pageable host memory and
+ * device memory are staged through two pinned buffers (so the host memcpy
+ * of one chunk overlaps the transfer of the other): "off", or
+ * "<threshold>[:<chunk>]" in bytes with optional K/M/G suffixes (chunk at
+ * least 4K). Default 1M:4M: copies of 1 MiB or more are staged in 4 MiB
+ * chunks. A malformed value makes the backend's init fail with EINVAL. */
+#define ADR_HIP_STAGING_ENV "ADR_HIP_STAGING"
+
 /* adr_device_adopt(ARROW_DEVICE_ROCM, &desc, ...): a device over HIP
  * ordinal `device` whose default stream is the application's `stream` (a
  * hipStream_t; NULL means adr creates a non-blocking stream of its own).

@@ -16,10 +16,12 @@
  *   main       two simulated devices (the default)
  *   visible    HIP_VISIBLE_DEVICES=1: one device, the simulator's second
  *   nodevice   ADR_SIM_DEVICES=0: unavailable with hipErrorNoDevice
+ *   badstaging ADR_HIP_STAGING=64K:1K: init rejected with EINVAL
  * The "main" cases also run with ADR_SIM_HIP_VERSION=5.2 (the older
  * hipMemoryType numbering), ADR_SIM_HIP_NO_MEMPOOL=1 (a runtime without
  * stream-ordered allocation) and ADR_HIP_NO_ASYNC_ALLOC=1 (the backend told
- * not to use it): the latter two take the hipMalloc path.
+ * not to use it): the latter two take the hipMalloc path; and with
+ * ADR_HIP_STAGING=off and =64K:16K.
  */
 /* clang-format off */
 #include <setjmp.h>
@@ -42,11 +44,12 @@
 #include <adr/adr.h>
 #include <adr/hip.h>
 
-#define DIRECT(X)                                                                              \
-  X(hipStreamCreateWithFlags)                                                                  \
-  X(hipStreamDestroy) X(hipStreamSynchronize) X(hipEventCreateWithFlags) X(hipEventDestroy)    \
-      X(hipEventRecord) X(hipEventSynchronize) X(hipEventQuery) X(hipMemsetAsync) X(hipMalloc) \
-          X(hipFree) X(hipSetDevice) X(hipLaunchHostFunc)
+#define DIRECT(X)                                                                         \
+  X(hipStreamCreateWithFlags)                                                             \
+  X(hipStreamDestroy)                                                                     \
+  X(hipStreamSynchronize) X(hipEventCreateWithFlags) X(hipEventDestroy) X(hipEventRecord) \
+      X(hipEventSynchronize) X(hipEventQuery) X(hipMemsetAsync) X(hipMalloc) X(hipFree)   \
+          X(hipSetDevice) X(hipLaunchHostFunc)
 
 static struct {
 #define FIELD(name) __typeof__(name)* name;
@@ -547,6 +550,89 @@ static void test_peer_copy(void** state) {
   free(h);
 }
 
+/* The staging the backend was configured with (ADR_HIP_STAGING as the
+ * registrations set it: unset, "off" or "<n>K:<n>K"). */
+static void staging_config(size_t* threshold, size_t* chunk) {
+  const char* v = getenv(ADR_HIP_STAGING_ENV);
+  *threshold = (size_t)1 << 20;
+  *chunk = (size_t)4 << 20;
+  if (v == NULL) return;
+  if (strcmp(v, "off") == 0) {
+    *threshold = 0;
+    return;
+  }
+  unsigned long t = 0, c = 0;
+  if (sscanf(v, "%luK:%luK", &t, &c) != 2) fail_msg("unexpected %s=%s", ADR_HIP_STAGING_ENV, v);
+  *threshold = (size_t)t << 10;
+  *chunk = (size_t)c << 10;
+}
+
+/* Pageable copies at or above the threshold go through the pinned staging
+ * buffers chunk by chunk (one hipMemcpyAsync per chunk); pinned memory and
+ * small copies go straight to hipMemcpyAsync. Data is checked both ways. */
+static void test_staged_copies(void** state) {
+  (void)state;
+  size_t threshold, chunk;
+  staging_config(&threshold, &chunk);
+  const size_t n = (size_t)9 << 20; /* 9 MiB: several chunks in every configuration */
+  unsigned char* src = malloc(n);
+  unsigned char* back = malloc(n);
+  assert_non_null(src);
+  assert_non_null(back);
+  for (size_t i = 0; i < n; i++) src[i] = (unsigned char)(i * 31 + (i >> 12));
+  unsigned char* d = dev_alloc(hip0, n);
+  size_t expect = threshold != 0 && n >= threshold ? (n + chunk - 1) / chunk : 1;
+
+  int before = H.calls("hipMemcpyAsync");
+  OK(adr_copy(hip0, d, cpu, src, n, NULL, &err));
+  assert_int_equal(H.calls("hipMemcpyAsync") - before, (int)expect);
+  memset(back, 0, n);
+  before = H.calls("hipMemcpyAsync");
+  OK(adr_copy(cpu, back, hip0, d, n, NULL, &err));
+  assert_int_equal(H.calls("hipMemcpyAsync") - before, (int)expect);
+  assert_memory_equal(back, src, n);
+
+  /* On a stream, source reused at once after an H2D returns. */
+  struct adr_stream* s = NULL;
+  OK(adr_stream_create(hip0, &s, &err));
+  OK(adr_copy(hip0, d, cpu, src, n, s, &err));
+  memset(src, 0, n);
+  OK(adr_stream_synchronize(s, &err));
+  OK(adr_copy(cpu, back, hip0, d, n, s, &err));
+  OK(adr_stream_synchronize(s, &err));
+  for (size_t i = 0; i < n; i++)
+    if (back[i] != (unsigned char)(i * 31 + (i >> 12))) fail_msg("staged data wrong at %zu", i);
+  OK(adr_stream_destroy(s, &err));
+
+  /* A small pageable copy is never staged. */
+  before = H.calls("hipMemcpyAsync");
+  OK(adr_copy(hip0, d, cpu, back, 1000, NULL, &err));
+  assert_int_equal(H.calls("hipMemcpyAsync") - before, 1);
+
+  /* Pinned memory is never staged. */
+  struct adr_device* host = get(ARROW_DEVICE_ROCM_HOST, 0);
+  unsigned char* pinned = dev_alloc(host, n);
+  before = H.calls("hipMemcpyAsync");
+  OK(adr_copy(hip0, d, host, pinned, n, NULL, &err));
+  assert_int_equal(H.calls("hipMemcpyAsync") - before, 1);
+  OK(adr_free(host, pinned, n, NULL, &err));
+  OK(adr_free(hip0, d, n, NULL, &err));
+  free(src);
+  free(back);
+}
+
+/* A malformed ADR_HIP_STAGING fails the backend's init with EINVAL naming
+ * the variable and the column. */
+static void test_bad_staging(void** state) {
+  (void)state;
+  struct adr_error e = {{0}};
+  struct adr_device* d = NULL;
+  assert_int_equal(adr_device_get(ARROW_DEVICE_ROCM, 0, &d, &e), ENODEV);
+  assert_non_null(strstr(e.message, "rejected"));
+  assert_non_null(strstr(e.message, "ADR_HIP_STAGING=\"64K:1K\": column 5"));
+  assert_non_null(strstr(e.message, "EINVAL"));
+}
+
 struct props {
   char gcn[64];
   char pci[64];
@@ -616,6 +702,10 @@ int main(int argc, char** argv) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_no_device)};
     return cmocka_run_group_tests_name("hip-sim-nodevice", tests, NULL, NULL);
   }
+  if (strcmp(mode, "badstaging") == 0) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_bad_staging)};
+    return cmocka_run_group_tests_name("hip-sim-badstaging", tests, NULL, NULL);
+  }
   if (load_direct() != 0) return 1;
   if (strcmp(mode, "visible") == 0) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_visible_devices)};
@@ -637,6 +727,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_alloc_path_and_failure),
       cmocka_unit_test(test_peer_copy),
       cmocka_unit_test(test_properties),
+      cmocka_unit_test(test_staged_copies),
   };
   return cmocka_run_group_tests_name("hip-sim", tests, setup_main, NULL);
 }
