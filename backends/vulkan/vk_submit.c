@@ -208,18 +208,16 @@ bool vkb_stream_idle(struct adr_backend_stream* s) {
 int vkb_stream_wait_idle(struct adr_backend_stream* s, const char* op, struct adr_error* error) {
   pthread_mutex_lock(&s->lock);
   bool foreign = s->foreign_count > 0;
+  uint64_t v = s->last_value > s->wait_value ? s->last_value : s->wait_value;
   pthread_mutex_unlock(&s->lock);
   if (foreign) {
     /* Pending waits on imported events: submit them (an empty command
      * buffer) so the timeline covers them. */
     struct vkb_cmd c;
     int st = vkb_cmd_begin(s, &c, op, error);
-    if (st == 0) st = vkb_cmd_submit(&c, NULL, op, error);
+    if (st == 0) st = vkb_cmd_submit(&c, &v, op, error);
     if (st != 0) return st;
   }
-  pthread_mutex_lock(&s->lock);
-  uint64_t v = s->last_value > s->wait_value ? s->last_value : s->wait_value;
-  pthread_mutex_unlock(&s->lock);
   return vkb_timeline_wait(s->dev, v, op, error);
 }
 

@@ -258,6 +258,7 @@ struct alloc_arg {
   struct adr_device* dev;
   struct vk_direct* d;
   size_t size;
+  uint32_t type; /* memory type for the vkAllocateMemory-only baseline */
   int failures;
 };
 
@@ -276,15 +277,36 @@ static void direct_alloc_fn(void* p) {
   buf_destroy(a->d, &b);
 }
 
+/* vkAllocateMemory + vkFreeMemory alone (no buffer), as the issue's
+ * baseline names it; the row above adds what an addressable buffer costs. */
+static void memory_only_fn(void* p) {
+  struct alloc_arg* a = p;
+  VkMemoryAllocateFlagsInfo fi = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+                                  .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
+  VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                              .pNext = &fi,
+                              .allocationSize = a->size,
+                              .memoryTypeIndex = a->type};
+  VkDeviceMemory m = VK_NULL_HANDLE;
+  if (vkAllocateMemory(a->d->device, &mai, NULL, &m) != VK_SUCCESS) a->failures++;
+  vkFreeMemory(a->d->device, m, NULL);
+}
+
 static void alloc_rows(struct bench_ctx* ctx, struct adr_device* dev, struct vk_direct* d) {
   static const size_t sizes[] = {4096, 1u << 20};
   for (size_t i = 0; i < 2; i++) {
     struct alloc_arg a = {.dev = dev, .d = d, .size = sizes[i]};
+    int type = find_type(d, ~0u, 0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    a.type = type < 0 ? 0 : (uint32_t)type;
     double t_adr = bench_time(adr_alloc_fn, &a, 0.1, 100);
     double t_vk = bench_time(direct_alloc_fn, &a, 0.1, 100);
+    double t_mem = bench_time(memory_only_fn, &a, 0.1, 100);
     char label[32];
-    bench_report(ctx, "vulkan alloc+free", size_label(sizes[i], label, sizeof(label)), t_adr * 1e9,
-                 t_vk * 1e9, "ns/op", "vkCreateBuffer+vkAllocateMemory", BENCH_LOWER_IS_BETTER);
+    size_label(sizes[i], label, sizeof(label));
+    bench_report(ctx, "vulkan alloc+free", label, t_adr * 1e9, t_vk * 1e9, "ns/op",
+                 "vkCreateBuffer+vkAllocateMemory+bind", BENCH_LOWER_IS_BETTER);
+    bench_report(ctx, "vulkan alloc+free", label, t_adr * 1e9, t_mem * 1e9, "ns/op",
+                 "vkAllocateMemory only", BENCH_LOWER_IS_BETTER);
     if (a.failures > 0) bench_note(ctx, "vulkan alloc+free", "failed calls", a.failures, "calls");
   }
 }
