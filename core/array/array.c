@@ -186,6 +186,7 @@ struct node_priv {
   struct ArrowArray* children;
   struct ArrowArray* dictionary;
   struct adr_event* event; /* export event, root only */
+  void* host_keep;         /* host memory a queued copy reads from (deep copy) */
 };
 
 static void node_release(struct ArrowArray* array) {
@@ -202,6 +203,7 @@ static void node_release(struct ArrowArray* array) {
   for (int64_t i = 0; i < array->n_buffers; i++)
     if (p->owned[i]) adr_free(p->device, (void*)p->buffers[i], p->sizes[i], NULL, NULL);
   if (p->event != NULL) adr_event_destroy(p->event, NULL);
+  free(p->host_keep);
   free(p->buffers);
   free(p->sizes);
   free(p->owned);
@@ -215,6 +217,12 @@ static void node_release(struct ArrowArray* array) {
 
 bool adr__array_node_is_owned(const struct ArrowArray* array) {
   return array != NULL && array->release == node_release;
+}
+
+void adr__array_node_keep(struct ArrowArray* array, void* host_memory) {
+  struct node_priv* p = array->private_data;
+  free(p->host_keep);
+  p->host_keep = host_memory;
 }
 
 void adr__array_node_set_event(struct ArrowArray* array, struct adr_event* event) {

@@ -71,6 +71,9 @@ ADR_INTERNAL int adr__deep_copy(const char* op, const struct ArrowSchema* schema
 /* Attaches an owned event to an adr-owned node made by adr_array_init:
  * its release waits for the event, frees the buffers, then destroys it. */
 ADR_INTERNAL void adr__array_node_set_event(struct ArrowArray* array, struct adr_event* event);
+/* Gives an adr-owned node a malloc'd host block to free at its release
+ * (after its tree's event): the source of a copy still queued. */
+ADR_INTERNAL void adr__array_node_keep(struct ArrowArray* array, void* host_memory);
 /* Whether `array` is a node made by adr_array_init. */
 ADR_INTERNAL bool adr__array_node_is_owned(const struct ArrowArray* array);
 

@@ -44,6 +44,7 @@ struct copy_ctx {
   struct adr_device* dst_dev;
   struct adr_device* cpu;
   bool src_cpu;
+  bool dst_cpu;
   bool direct; /* host-readable source, CPU destination: plain memcpy */
   bool whole;
   struct adr_stream* read_stream;
@@ -54,6 +55,15 @@ struct copy_ctx {
   struct adr_copy_stats stats;
   struct adr__path path;
   struct adr_error* error;
+  /* Offsets to rebase on the host once the copies completed (CPU
+   * destination): subtract `first` from `count` entries. */
+  struct fixup {
+    void* offsets;
+    int64_t count;
+    int64_t first;
+    int width;
+  }* fixups;
+  size_t n_fixups, cap_fixups;
 };
 
 static void plan_free(struct plan* p) {
@@ -200,6 +210,59 @@ static int copy_elements(struct copy_ctx* ctx, struct ArrowArray* out, int64_t i
   return copy_buffer(ctx, out, i, n, src, src_off, 0, n);
 }
 
+/* Rebases n offsets of a var-binary node by `first`. CPU destination: the
+ * output offsets (already copied, or queued) are fixed up on the host once
+ * the copies completed. CPU source, device destination: a rebased host
+ * copy is uploaded; the node keeps it until its release, as the upload may
+ * still be queued. */
+static int rebase_offsets(struct copy_ctx* ctx, struct ArrowArray* out,
+                          const struct ArrowArray* s, const struct adr_format* f, int64_t from,
+                          int64_t n, int64_t first) {
+  int w = f->offset_bytes;
+  if (ctx->dst_cpu) {
+    if (ctx->n_fixups == ctx->cap_fixups) {
+      size_t cap = ctx->cap_fixups ? 2 * ctx->cap_fixups : 16;
+      struct fixup* nf = realloc(ctx->fixups, cap * sizeof(*nf));
+      if (nf == NULL) return CFAIL(ctx, ENOMEM, "out of memory");
+      ctx->fixups = nf;
+      ctx->cap_fixups = cap;
+    }
+    ctx->fixups[ctx->n_fixups++] = (struct fixup){(void*)out->buffers[1], n, first, w};
+    return 0;
+  }
+  unsigned char* host = malloc((size_t)(n * w));
+  if (host == NULL) return CFAIL(ctx, ENOMEM, "out of memory");
+  const unsigned char* src = (const unsigned char*)s->buffers[1] + from * w;
+  for (int64_t i = 0; i < n; i++) {
+    if (w == 4) {
+      int32_t v;
+      memcpy(&v, src + 4 * i, 4);
+      v -= (int32_t)first;
+      memcpy(host + 4 * i, &v, 4);
+    } else {
+      int64_t v;
+      memcpy(&v, src + 8 * i, 8);
+      v -= first;
+      memcpy(host + 8 * i, &v, 8);
+    }
+  }
+  adr__array_node_keep(out, host);
+  return copy_buffer(ctx, out, 1, n * w, host, 0, 0, n * w);
+}
+
+static void apply_fixups(struct copy_ctx* ctx) {
+  for (size_t k = 0; k < ctx->n_fixups; k++) {
+    struct fixup* x = &ctx->fixups[k];
+    if (x->width == 4) {
+      int32_t* o = x->offsets;
+      for (int64_t i = 0; i < x->count; i++) o[i] -= (int32_t)x->first;
+    } else {
+      int64_t* o = x->offsets;
+      for (int64_t i = 0; i < x->count; i++) o[i] -= x->first;
+    }
+  }
+}
+
 static int plan_copy(struct copy_ctx* ctx, const struct plan* p, struct ArrowArray* out) {
   const struct ArrowArray* s = p->src;
   const struct adr_format* f = &p->f;
@@ -221,8 +284,6 @@ static int plan_copy(struct copy_ctx* ctx, const struct plan* p, struct ArrowArr
     case ADR_LAYOUT_VAR_BINARY: {
       st = copy_elements(ctx, out, 0, s->buffers[0], from, count, 1);
       if (st || s->buffers[1] == NULL) break;
-      st = copy_elements(ctx, out, 1, s->buffers[1], from, count + 1, 8 * f->offset_bytes);
-      if (st) break;
       int64_t first = staged_offset(ctx, p->read_at, f->offset_bytes);
       int64_t last = staged_offset(ctx, p->read_at + 8, f->offset_bytes);
       if (first < 0 || last < first) {
@@ -235,7 +296,22 @@ static int plan_copy(struct copy_ctx* ctx, const struct plan* p, struct ArrowArr
                    (long long)(last - first));
         break;
       }
-      st = copy_buffer(ctx, out, 2, last, s->buffers[2], first, first, last - first);
+      bool upload_rebased = first > 0 && ctx->src_cpu && !ctx->dst_cpu;
+      if (!upload_rebased) {
+        st = copy_elements(ctx, out, 1, s->buffers[1], from, count + 1, 8 * f->offset_bytes);
+        if (st) break;
+      }
+      if (first == 0 || (!ctx->dst_cpu && !ctx->src_cpu)) {
+        /* Device to device: the offsets keep their values (rebasing them
+         * would need a kernel), the data lands at the same positions. */
+        st = copy_buffer(ctx, out, 2, last, s->buffers[2], first, first, last - first);
+        break;
+      }
+      /* Only [first, last) crosses and the offsets are rebased to 0: on the
+       * host after the copy (CPU destination) or before it (CPU source). */
+      st = copy_buffer(ctx, out, 2, last - first, s->buffers[2], first, 0, last - first);
+      if (st) break;
+      st = rebase_offsets(ctx, out, s, f, from, count + 1, first);
       break;
     }
     case ADR_LAYOUT_BINARY_VIEW: {
@@ -332,6 +408,7 @@ int adr__deep_copy(const char* op, const struct ArrowSchema* schema,
   ctx.dst_dev = dst_device;
   ctx.src_cpu = src->device_type == ARROW_DEVICE_CPU;
   bool dst_cpu = adr_device_type(dst_device) == ARROW_DEVICE_CPU;
+  ctx.dst_cpu = dst_cpu;
   if (stream != NULL && adr_stream_device(stream) != dst_device &&
       adr_stream_device(stream) != ctx.src_dev)
     return adr__errorf(error, EINVAL, op, NULL, "stream belongs to %s, neither %s nor %s",
@@ -414,6 +491,7 @@ int adr__deep_copy(const char* op, const struct ArrowSchema* schema,
     if (st == 0 && native == NULL) complete = true;
   }
   if (st == 0 && complete && !drained) st = host_sync_stream(&ctx, ctx.copy_stream);
+  if (st == 0) apply_fixups(&ctx); /* CPU destination: the copies are complete */
   if (st != 0 && !drained) {
     /* Drain queued copies before their memory goes. */
     adr_stream_synchronize(ctx.copy_stream, NULL);
@@ -426,6 +504,7 @@ int adr__deep_copy(const char* op, const struct ArrowSchema* schema,
   }
   if (src_event != NULL) adr_event_destroy(src_event, NULL);
   free(ctx.staging);
+  free(ctx.fixups);
   plan_free(&root);
   if (st != 0) {
     if (result.release != NULL) result.release(&result);

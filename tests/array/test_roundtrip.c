@@ -144,6 +144,12 @@ static void test_slice_string_bytes(void** state) {
   /* validity 1 byte (r = 0), offsets 4 entries, data 30 bytes */
   assert_int_equal(stats.bytes, 1 + 4 * 4 + 30);
   ASSERT_OK(adr_device_array_deep_copy(&schema, &dev, test_cpu(), NULL, &back, NULL, &err), &err);
+  /* on the CPU the offsets are rebased: the data starts at byte 0 */
+  const int32_t* bo = back.array.buffers[1];
+  assert_int_equal(back.array.offset, 0);
+  assert_int_equal(bo[0], 0);
+  assert_int_equal(bo[3], 30);
+  assert_memory_equal(back.array.buffers[2], "012345678901234567890123456789", 30);
   test_assert_equal(&schema, &host, &back);
   adr_device_array_release(&back);
   adr_device_array_release(&dev);
