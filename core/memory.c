@@ -45,9 +45,11 @@ static int alloc_common(const char* op, struct adr_device* device,
     return adr__errorf(error, EINVAL, op, device->backend->name,
                        "alignment %zu is not a power of two", alignment);
   if (alignment < ADR_MIN_ALIGNMENT) alignment = ADR_MIN_ALIGNMENT;
-  if (size > SIZE_MAX - alignment || size > (size_t)INT64_MAX)
+  /* No object may exceed PTRDIFF_MAX bytes (pointer differences must be
+   * representable), so larger requests are refused here for every backend. */
+  if (alignment > (size_t)PTRDIFF_MAX || size > (size_t)PTRDIFF_MAX - alignment)
     return adr__errorf(error, EOVERFLOW, op, device->backend->name,
-                       "size %zu with alignment %zu overflows", size, alignment);
+                       "size %zu with alignment %zu exceeds PTRDIFF_MAX", size, alignment);
   int st = check_stream(op, device, stream, error);
   if (st) return st;
   struct adr__device_memory* m = device->memory;
