@@ -330,7 +330,9 @@ static int vk_init(struct adr_error* error) {
           vkb_g.validation == VKB_VALIDATION_OFF  ? "off"
           : vkb_g.validation == VKB_VALIDATION_ON ? "on"
                                                   : "fatal",
-          vkb_g.copy_mode == VKB_COPY_STAGING ? "staging" : "auto");
+          vkb_g.copy_mode == VKB_COPY_STAGING  ? "staging"
+          : vkb_g.copy_mode == VKB_COPY_MAPPED ? "mapped"
+                                               : "auto");
   return 0;
 }
 
@@ -584,11 +586,8 @@ static int vk_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_d
                     caps.props.deviceName, caps.reason);
   uint32_t family = 0;
   if (pick_family(in, pd, &family) != 0)
-    return vkb_fail(error, ENODEV, op,
-                    "vulkan:%" PRId64
-                    " (%s) is unusable: no queue family "
-                    "supports transfers",
-                    id, caps.props.deviceName);
+    return vkb_fail(error, ENODEV, op, "vulkan:%" PRId64 " (%s) is unusable: %s", id,
+                    caps.props.deviceName, "no queue family supports transfers");
 
   struct adr_backend_device* dev = device_alloc(id);
   if (dev == NULL) return vkb_fail(error, ENOMEM, op, "out of host memory");
