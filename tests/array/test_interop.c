@@ -123,6 +123,106 @@ static void test_raw_producer_adr_consumer(void** state) {
   free(busy);
 }
 
+/* A raw string producer: the offsets the deep copy must read to size its
+ * allocations are written by a copy queued behind a large one, over memory
+ * that first holds 0xff bytes (offsets of -1). Reading them before waiting
+ * on sync_event gives EINVAL or wrong data, not a pass. */
+struct raw_strings {
+  struct adr_device* dev;
+  void* offsets;
+  void* data;
+  struct adr_event* event;
+  const void* buffers[3];
+  int releases;
+};
+
+enum { NSTR = 2000 };
+
+static void raw_strings_release(struct ArrowArray* a) {
+  struct raw_strings* r = a->private_data;
+  if (r->event) {
+    adr_event_synchronize(r->event, NULL);
+    adr_event_destroy(r->event, NULL);
+  }
+  adr_free(r->dev, r->offsets, (NSTR + 1) * 4, NULL, NULL);
+  adr_free(r->dev, r->data, NSTR * 8, NULL, NULL);
+  r->releases++;
+  a->release = NULL;
+}
+
+static void test_raw_string_producer_sizes_after_event(void** state) {
+  (void)state;
+  struct adr_error err;
+  int32_t* offs = malloc((NSTR + 1) * 4);
+  char* data = malloc(NSTR * 8);
+  unsigned char* busy = malloc(BUSY);
+  assert_non_null(offs);
+  assert_non_null(data);
+  assert_non_null(busy);
+  memset(busy, 0x11, BUSY);
+  int32_t pos = 0;
+  for (int k = 0; k < NSTR; k++) {
+    offs[k] = pos;
+    pos += snprintf(data + pos, 8, "s%d", k);
+  }
+  offs[NSTR] = pos;
+  struct raw_strings r = {.dev = dut};
+  struct adr_stream* s;
+  ASSERT_OK(adr_stream_create(dut, &s, &err), &err);
+  void* busy_dev;
+  ASSERT_OK(adr_alloc(dut, (NSTR + 1) * 4, 0, NULL, &r.offsets, &err), &err);
+  ASSERT_OK(adr_alloc(dut, NSTR * 8, 0, NULL, &r.data, &err), &err);
+  ASSERT_OK(adr_alloc(dut, BUSY, 0, NULL, &busy_dev, &err), &err);
+  ASSERT_OK(adr_memset(dut, r.offsets, 0xff, (NSTR + 1) * 4, NULL, &err), &err);
+  ASSERT_OK(adr_copy(dut, busy_dev, test_cpu(), busy, BUSY, s, &err), &err);
+  ASSERT_OK(adr_copy(dut, r.offsets, test_cpu(), offs, (NSTR + 1) * 4, s, &err), &err);
+  ASSERT_OK(adr_copy(dut, r.data, test_cpu(), data, (size_t)pos, s, &err), &err);
+  struct ArrowDeviceArray a;
+  memset(&a, 0, sizeof(a));
+  if (adr_device_type(dut) != ARROW_DEVICE_CPU) {
+    ASSERT_OK(adr_event_create(dut, &r.event, &err), &err);
+    ASSERT_OK(adr_event_record(r.event, s, &err), &err);
+    a.sync_event = adr_event_native(r.event);
+  } else {
+    ASSERT_OK(adr_stream_synchronize(s, &err), &err);
+  }
+  r.buffers[1] = r.offsets;
+  r.buffers[2] = r.data;
+  a.array.length = NSTR;
+  a.array.n_buffers = 3;
+  a.array.buffers = r.buffers;
+  a.array.release = raw_strings_release;
+  a.array.private_data = &r;
+  a.device_type = adr_device_type(dut);
+  a.device_id = adr_device_type(dut) == ARROW_DEVICE_CPU ? -1 : adr_device_id(dut);
+  struct ArrowSchema schema;
+  test_schema(&schema, "u", "s", 0, 0);
+  /* straight away: device to device, then device to CPU */
+  struct ArrowDeviceArray d2, back;
+  ASSERT_OK(adr_device_array_deep_copy(&schema, &a, dut, s, &d2, NULL, &err), &err);
+  ASSERT_OK(adr_device_array_deep_copy(&schema, &a, test_cpu(), NULL, &back, NULL, &err), &err);
+  const int32_t* bo = back.array.buffers[1];
+  const char* bd = back.array.buffers[2];
+  for (int k = 0; k < NSTR; k++) {
+    char want[8];
+    int n = snprintf(want, sizeof(want), "s%d", k);
+    int32_t at = bo[back.array.offset + k];
+    if (bo[back.array.offset + k + 1] - at != n || memcmp(bd + at, want, (size_t)n) != 0)
+      fail_msg("string %d differs", k);
+  }
+  test_assert_equal(&schema, &back, &d2);
+  adr_device_array_release(&back);
+  adr_device_array_release(&d2);
+  adr_device_array_release(&a);
+  assert_int_equal(r.releases, 1);
+  ASSERT_OK(adr_free(dut, busy_dev, BUSY, NULL, &err), &err);
+  ASSERT_OK(adr_stream_destroy(s, &err), &err);
+  schema.release(&schema);
+  free(offs);
+  free(data);
+  free(busy);
+}
+
 /* ---- adr's export, consumed raw ----------------------------------------------- */
 
 static void test_adr_export_raw_consumer(void** state) {
@@ -233,6 +333,7 @@ int main(void) {
   fprintf(stderr, "device under test: %s\n", adr_device_name(dut));
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_raw_producer_adr_consumer),
+      cmocka_unit_test(test_raw_string_producer_sizes_after_event),
       cmocka_unit_test(test_adr_export_raw_consumer),
       cmocka_unit_test(test_export_foreign_array),
   };
