@@ -143,10 +143,17 @@ static int device_setup(struct adr_backend_device* dev, const char* op, struct a
   dev->alignment = ADR_MIN_ALIGNMENT;
   while (dev->alignment < align_bits / 8 && dev->alignment < (1u << 30)) dev->alignment *= 2;
 
-  /* An OpenCL 1.x device rejects the query: no SVM then. */
+  char version[128];
+  int minor = 0;
+  device_string(dev->device, CL_DEVICE_VERSION, version, sizeof(version));
+  if (sscanf(version, "OpenCL %d.%d", &dev->version_major, &minor) != 2) dev->version_major = 1;
+
+  /* SVM needs a 2.0+ device and loader; a 1.x driver behind a newer ICD
+   * loader must never see 2.0 calls (its dispatch slots may be empty). */
   cl_device_svm_capabilities svm = 0;
-  if (!ocl_loader_has_svm() || ocl.clGetDeviceInfo(dev->device, CL_DEVICE_SVM_CAPABILITIES,
-                                                   sizeof(svm), &svm, NULL) != CL_SUCCESS)
+  if (dev->version_major < 2 || !ocl_loader_has_svm() ||
+      ocl.clGetDeviceInfo(dev->device, CL_DEVICE_SVM_CAPABILITIES, sizeof(svm), &svm, NULL) !=
+          CL_SUCCESS)
     svm = 0;
   dev->svm_caps = svm;
   bool fine = (svm & CL_DEVICE_SVM_FINE_GRAIN_BUFFER) != 0;

@@ -123,6 +123,7 @@ struct adr_backend_device {
   bool host_unified; /* CL_DEVICE_HOST_UNIFIED_MEMORY */
   bool host_copy;    /* host<->device copies are a memcpy (SVM fine + switch) */
   uint32_t alignment;
+  int version_major; /* from CL_DEVICE_VERSION "OpenCL X.Y ..." */
   uint64_t global_mem;
   uint64_t max_alloc;
   int platform_index; /* -1 for an adopted device */

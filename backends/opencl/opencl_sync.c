@@ -26,7 +26,7 @@ int ocl_queue_create(struct adr_backend_device* dev, const char* op, cl_command_
                      struct adr_error* error) {
   cl_int rc = CL_SUCCESS;
   cl_command_queue q;
-  if (ocl.clCreateCommandQueueWithProperties != NULL) {
+  if (ocl.clCreateCommandQueueWithProperties != NULL && dev->version_major >= 2) {
     const cl_queue_properties props[] = {0};
     q = ocl.clCreateCommandQueueWithProperties(dev->context, dev->device, props, &rc);
   } else {
