@@ -83,6 +83,11 @@ static cl_int release_native(const struct ocl_alloc* a, struct adr_backend_strea
     if (rc == CL_SUCCESS) {
       ocl_stream_track(stream, ev);
       rc = ocl.clFlush(stream->queue);
+    } else {
+      /* Could not queue it: free it once the stream is done instead, so
+       * that the memory is not lost with its map entry. */
+      ocl.clFinish(stream->queue);
+      ocl.clSVMFree(owner->context, a->reservation);
     }
   } else {
     ocl.clSVMFree(owner->context, a->reservation);
@@ -166,6 +171,9 @@ int ocl_free(struct adr_backend_device* dev, void* ptr, size_t size,
   if (a.size != size)
     return ocl_errorf(error, EINVAL, op, "%p was allocated with %zu bytes, not %zu", ptr, a.size,
                       size);
+  if (stream->dev->context != dev->context)
+    return ocl_errorf(error, EINVAL, op, "the stream belongs to opencl:%lld, not to opencl:%lld",
+                      (long long)stream->dev->id, (long long)dev->id);
   if (ocl_addrmap_remove(&ocl_allocations, a.base, &a) != 0)
     return ocl_errorf(error, EINVAL, op, "%p was freed concurrently", ptr);
   cl_int rc = release_native(&a, stream);
