@@ -4,9 +4,9 @@
  *
  * Device ids: init lists every device of every platform, platforms in the
  * order clGetPlatformIDs returns them and, within a platform, devices in the
- * order clGetDeviceIDs(CL_DEVICE_TYPE_ALL) returns them. That order is fixed
- * by the ICD loader's vendor file order (ocl-icd sorts /etc/OpenCL/vendors)
- * and the driver, so ids are stable for a given installation. Adopted
+ * order clGetDeviceIDs(CL_DEVICE_TYPE_ALL) returns them. That order comes
+ * from the ICD loader's vendor files and the drivers, so ids are stable for
+ * a given installation (OCL_ICD_VENDORS pins the platform). Adopted
  * devices get ids after these (the core assigns them).
  *
  * Each opened device owns one cl_context over its single cl_device_id and
