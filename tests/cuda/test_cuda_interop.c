@@ -404,10 +404,18 @@ static unsigned char ordered_read(bool wait, unsigned char value) {
 static void test_sim_event_orders_two_streams(void** state) {
   (void)state;
   assert_int_equal(ordered_read(true, 0x42), 0x42);
+#if defined(__SANITIZE_THREAD__)
+  /* The case without the wait is a data race by design (the point is to
+   * read before the other stream writes); ThreadSanitizer reports exactly
+   * that, so it only runs in builds without it. */
+  fprintf(stderr, "test_sim_event_orders_two_streams: the no-wait half is not run under "
+                  "ThreadSanitizer\n");
+#else
   /* The same without the wait reads the old contents: the simulator really
    * runs the streams concurrently, so the positive case above means
    * something. */
   assert_int_equal(ordered_read(false, 0x43), 0x11);
+#endif
 }
 
 static void test_sim_freed_and_out_of_bounds(void** state) {

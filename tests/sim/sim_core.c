@@ -370,7 +370,8 @@ int sim_mem_alloc(int device, enum sim_mem_kind kind, size_t size, void** out) {
     if (rounded < size) rounded = SIZE_MAX;
     pthread_mutex_lock(&d->lock);
     uintptr_t slice_end = g.region + (uintptr_t)(device + 1) * SIM_DEVICE_SLICE;
-    bool fits = size <= d->props.memory_total - d->used && rounded != SIZE_MAX &&
+    uint64_t used = d->used;
+    bool fits = size <= d->props.memory_total - used && rounded != SIZE_MAX &&
                 rounded + SIM_GUARD <= slice_end - d->bump;
     if (fits) {
       a->base = d->bump;
@@ -380,8 +381,9 @@ int sim_mem_alloc(int device, enum sim_mem_kind kind, size_t size, void** out) {
     pthread_mutex_unlock(&d->lock);
     if (!fits) {
       free(a);
-      return fail(SIM_ERROR_OUT_OF_MEMORY, "device %d: %zu bytes do not fit (%" PRIu64 " of %" PRIu64 " in use)",
-                  device, size, d->used, d->props.memory_total);
+      return fail(SIM_ERROR_OUT_OF_MEMORY,
+                  "device %d: %zu bytes do not fit (%" PRIu64 " of %" PRIu64 " bytes in use)",
+                  device, size, used, d->props.memory_total);
     }
     a->backing = malloc(size);
     if (a->backing != NULL) memset(a->backing, SIM_FILL, size);
