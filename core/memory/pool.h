@@ -73,8 +73,9 @@ ADR_INTERNAL int adr__pool_create(const struct adr__pool_options* opts,
                                   const struct adr__pool_upstream* up,
                                   const struct adr__pool_sync* sync, struct adr__pool** out,
                                   struct adr_error* error);
-/* Returns every chunk upstream (outstanding allocations included) after
- * waiting for pending streams. Returns how many allocations were
+/* Returns every chunk upstream (outstanding allocations included) without
+ * waiting for any stream: the caller guarantees no queued work uses the
+ * memory (process exit, tests). Returns how many allocations were
  * outstanding. */
 ADR_INTERNAL size_t adr__pool_destroy(struct adr__pool* pool);
 
