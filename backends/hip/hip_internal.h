@@ -89,7 +89,9 @@ typedef hipDeviceProp_t adr_hip_props_t;
   X(hipDeviceEnablePeerAccess, hipError_t, (int peer, unsigned int flags), false)                  \
   X(hipMallocAsync, hipError_t, (void** ptr, size_t size, hipStream_t stream), false)              \
   X(hipFreeAsync, hipError_t, (void* ptr, hipStream_t stream), false)                              \
-  X(hipDeviceGetDefaultMemPool, hipError_t, (hipMemPool_t * pool, int device), false)
+  X(hipDeviceGetDefaultMemPool, hipError_t, (hipMemPool_t * pool, int device), false)              \
+  X(hipGetLastError, hipError_t, (void), false)                                                    \
+  X(hipPeekAtLastError, hipError_t, (void), false)
 
 struct adr_hip_api {
 #define ADR_HIP_FIELD(name, ret, params, required) ret(*name) params;

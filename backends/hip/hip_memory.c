@@ -391,13 +391,26 @@ static bool decode_type(int type, bool* out_device) {
   return true;
 }
 
+/* hipPointerGetAttributes for a pointer that may be unknown to the runtime.
+ * A failure there sets the thread's HIP "last error", which an application
+ * checking hipGetLastError after its own work would then see; it is cleared
+ * again when nothing was pending before the call. */
+static hipError_t query_attributes(struct adr_hip_pointer_attributes* attr, const void* p) {
+  memset(attr, 0, sizeof(*attr));
+  hipError_t pending =
+      adr_hip.hipPeekAtLastError != NULL ? adr_hip.hipPeekAtLastError() : hipSuccess;
+  hipError_t e = adr_hip.hipPointerGetAttributes(attr, p);
+  if (e != hipSuccess && pending == hipSuccess && adr_hip.hipGetLastError != NULL &&
+      adr_hip.hipPeekAtLastError != NULL)
+    adr_hip.hipGetLastError();
+  return e;
+}
+
 /* Host memory the runtime does not know (neither pinned nor registered). */
 static bool is_pageable(const void* p) {
   struct adr_hip_pointer_attributes attr;
-  memset(&attr, 0, sizeof(attr));
   bool device = false;
-  return adr_hip.hipPointerGetAttributes(&attr, p) != hipSuccess ||
-         !decode_type(attr.type, &device);
+  return query_attributes(&attr, p) != hipSuccess || !decode_type(attr.type, &device);
 }
 
 static bool is_device_memory(const struct adr_backend_device* dev) {
@@ -491,9 +504,8 @@ int adr_hip_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* o
     struct adr_hip_pointer_attributes attr;
     memset(&attr, 0, sizeof(attr));
     bool device = false;
-    if (adr_hip.hipPointerGetAttributes(&attr, ptr) == hipSuccess &&
-        decode_type(attr.type, &device) && attr.device >= 0 &&
-        attr.device < adr_hip_rt.device_count) {
+    if (query_attributes(&attr, ptr) == hipSuccess && decode_type(attr.type, &device) &&
+        attr.device >= 0 && attr.device < adr_hip_rt.device_count) {
       *out_type = device ? ARROW_DEVICE_ROCM : ARROW_DEVICE_ROCM_HOST;
       *out_id = attr.device;
       return 0;

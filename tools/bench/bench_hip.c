@@ -29,12 +29,13 @@
 
 void bench_run_hip(struct bench_ctx* ctx);
 
-#define HIP_FNS(X)                                                                           \
-  X(hipMalloc)                                                                               \
-  X(hipFree)                                                                                 \
-  X(hipMallocAsync) X(hipFreeAsync) X(hipMemcpyAsync) X(hipStreamSynchronize)                \
-      X(hipEventCreateWithFlags) X(hipEventDestroy) X(hipEventRecord) X(hipEventSynchronize) \
-          X(hipSetDevice) X(hipHostMalloc) X(hipHostFree)
+/* clang-format off */
+#define HIP_FNS(X)                                                                 \
+  X(hipMalloc) X(hipFree) X(hipMallocAsync) X(hipFreeAsync) X(hipMemcpyAsync)     \
+  X(hipStreamSynchronize) X(hipEventCreateWithFlags) X(hipEventDestroy)           \
+  X(hipEventRecord) X(hipEventSynchronize) X(hipSetDevice) X(hipHostMalloc)       \
+  X(hipHostFree)
+/* clang-format on */
 
 static struct {
 #define FIELD(name) __typeof__(name)* name;

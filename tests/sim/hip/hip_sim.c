@@ -50,10 +50,12 @@ void adr_sim_hip_alloc_fail(unsigned long long nth, int once);
 
 /* ---- call counters ------------------------------------------------------ */
 
-#define COUNTED(X)                                                                             \
-  X(hipSetDevice)                                                                              \
-  X(hipMalloc) X(hipMallocAsync) X(hipFree) X(hipFreeAsync) X(hipHostMalloc) X(hipMemcpyAsync) \
-      X(hipMemcpyPeerAsync) X(hipStreamWaitEvent) X(hipDeviceEnablePeerAccess) X(hipInit)
+/* clang-format off */
+#define COUNTED(X)                                                                  \
+  X(hipSetDevice) X(hipMalloc) X(hipMallocAsync) X(hipFree) X(hipFreeAsync)         \
+  X(hipHostMalloc) X(hipMemcpyAsync) X(hipMemcpyPeerAsync) X(hipStreamWaitEvent)    \
+  X(hipDeviceEnablePeerAccess) X(hipInit)
+/* clang-format on */
 
 enum counter_id {
 #define COUNTER_ENUM(name) counter_##name,
@@ -168,9 +170,31 @@ static hipError_t map(int st) {
   }
 }
 
+/* The thread's "last error" (hipGetLastError / hipPeekAtLastError): set by
+ * failures that come from the simulator core and by hipPointerGetAttributes
+ * on unknown memory (as the runtime does); argument checks the front end
+ * answers itself do not set it. */
+static _Thread_local hipError_t last_error;
+
+static hipError_t set_last(hipError_t e) {
+  if (e != hipSuccess) last_error = e;
+  return e;
+}
+
+hipError_t hipGetLastError(void) {
+  hipError_t e = last_error;
+  last_error = hipSuccess;
+  return e;
+}
+
+hipError_t hipPeekAtLastError(void) {
+  return last_error;
+}
+
 /* Logs the core's detail for a failure when ADR_SIM_VERBOSE=1, since HIP
  * has no channel for it. */
 static hipError_t result(int st, const char* fn) {
+  if (st != SIM_SUCCESS && st != SIM_ERROR_NOT_READY) set_last(map(st));
   if (st != SIM_SUCCESS) {
     const char* verbose = getenv("ADR_SIM_VERBOSE");
     if (verbose != NULL && strcmp(verbose, "1") == 0)
@@ -217,13 +241,14 @@ const char* hipGetErrorName(hipError_t e) {
 #define NAME(code) \
   case code:       \
     return #code;
-    NAME(hipSuccess)
-    NAME(hipErrorInvalidValue) NAME(hipErrorOutOfMemory) NAME(hipErrorNotInitialized)
-        NAME(hipErrorInvalidDevicePointer) NAME(hipErrorNoDevice) NAME(hipErrorInvalidDevice)
-            NAME(hipErrorInvalidHandle) NAME(hipErrorNotReady)
-                NAME(hipErrorHostMemoryAlreadyRegistered) NAME(hipErrorHostMemoryNotRegistered)
-                    NAME(hipErrorNotSupported) NAME(hipErrorPeerAccessAlreadyEnabled)
-                        NAME(hipErrorInvalidMemcpyDirection) NAME(hipErrorPeerAccessNotEnabled)
+    /* clang-format off */
+    NAME(hipSuccess) NAME(hipErrorInvalidValue) NAME(hipErrorOutOfMemory)
+    NAME(hipErrorNotInitialized) NAME(hipErrorInvalidDevicePointer) NAME(hipErrorNoDevice)
+    NAME(hipErrorInvalidDevice) NAME(hipErrorInvalidHandle) NAME(hipErrorNotReady)
+    NAME(hipErrorHostMemoryAlreadyRegistered) NAME(hipErrorHostMemoryNotRegistered)
+    NAME(hipErrorNotSupported) NAME(hipErrorPeerAccessAlreadyEnabled)
+    NAME(hipErrorInvalidMemcpyDirection) NAME(hipErrorPeerAccessNotEnabled)
+    /* clang-format on */
 #undef NAME
                             default : return "hipErrorUnknown";
   }
@@ -428,7 +453,7 @@ hipError_t hipPointerGetAttributes(hipPointerAttribute_t* attr, const void* ptr)
   struct sim_ptr_info info;
   int st = sim_ptr_query(ptr, &info);
   if (st != SIM_SUCCESS) return result(st, "hipPointerGetAttributes");
-  if (info.kind == SIM_MEM_NONE) return hipErrorInvalidValue;
+  if (info.kind == SIM_MEM_NONE) return set_last(hipErrorInvalidValue);
   bool v6 = runtime_version >= 60000000;
   int type;
   switch (info.kind) {
