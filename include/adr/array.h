@@ -405,8 +405,11 @@ struct adr_async_producer;
  * release; a non-zero return from on_schema / on_next_task is release
  * without on_error; cancel is idempotent and thread-safe and ends with
  * release. Each task's extract_data moves the batch out (NULL discards it)
- * and works once. adr_async_producer_join waits for the thread (after the
- * handler's release) and frees the producer. */
+ * and works once. adr_async_producer_join waits for the thread (which
+ * ends right after calling the handler's release: at the end of the
+ * stream, on an error, or after cancel) and frees the producer, including
+ * batches of tasks never extracted; extract_data after the join is
+ * invalid. ArrowAsyncProducer.release is a no-op (adr owns the object). */
 ADR_API int adr_async_producer_start(struct ArrowDeviceArrayStream* source,
                                      struct ArrowAsyncDeviceStreamHandler* handler,
                                      struct adr_async_producer** out,
