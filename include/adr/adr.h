@@ -377,4 +377,8 @@ ADR_API const char* adr_device_type_name(ArrowDeviceType type);
 }
 #endif
 
+/* Arrow device arrays: format parsing, export/import, validation, deep copy
+ * and device streams (it includes this header itself, hence last). */
+#include "adr/array.h"
+
 #endif /* ADR_ADR_H */
