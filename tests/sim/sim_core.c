@@ -17,7 +17,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#define SIM_DEVICE_SLICE ((uintptr_t)64 << 30) /* address space per device */
+#define SIM_REGION_SIZE ((uintptr_t)8 << 30) /* device address space reserved at a time */
+#define SIM_MAX_REGIONS 512
 #define SIM_DEVICE_ALIGN ((uintptr_t)512)
 #define SIM_GUARD ((uintptr_t)512) /* unmapped gap after each allocation */
 #define SIM_HOST_ALIGN ((size_t)4096)
@@ -77,8 +78,9 @@ struct alloc {
 
 struct device {
   struct sim_device_props props;
-  pthread_mutex_t lock; /* bump and used */
+  pthread_mutex_t lock; /* bump, region_end and used */
   uintptr_t bump;       /* next free device address */
+  uintptr_t region_end; /* end of the region bump is in */
   uint64_t used;        /* bytes of the budget in use */
 };
 
@@ -88,7 +90,13 @@ static struct {
   char message[512];
   int ndev;
   struct device dev[SIM_MAX_DEVICES];
-  uintptr_t region, region_end; /* reserved device address range */
+  /* Reserved, inaccessible ranges that device addresses come from; grown a
+   * region at a time (small reservations: valgrind refuses huge ones).
+   * Appended under the table's write lock, read under its read lock. */
+  struct {
+    uintptr_t start, end;
+  } regions[SIM_MAX_REGIONS];
+  size_t nregions;
 
   /* Allocation table: sorted by base, guarded by `table_lock`. */
   pthread_rwlock_t table_lock;
@@ -106,6 +114,11 @@ static struct {
   pthread_mutex_t handles_lock;
   struct sim_stream** streams;
   size_t nstreams, stream_cap;
+  /* Threads of streams that finished, to be joined (reap_zombies), and a
+   * signal for the exit-time drain. */
+  pthread_t* zombies;
+  size_t nzombies, zombie_cap;
+  pthread_cond_t stream_gone;
   struct sim_event** events;
   size_t nevents, event_cap;
 } g = {
@@ -113,6 +126,7 @@ static struct {
     .table_lock = PTHREAD_RWLOCK_INITIALIZER,
     .knob_lock = PTHREAD_MUTEX_INITIALIZER,
     .handles_lock = PTHREAD_MUTEX_INITIALIZER,
+    .stream_gone = PTHREAD_COND_INITIALIZER,
 };
 
 static bool parse_u64(const char* name, const char* text, uint64_t min, uint64_t max,
@@ -157,22 +171,10 @@ static void init_once(void) {
   }
   g.delay_us = (unsigned)delay;
   g.ndev = (int)ndev;
-  if (ndev > 0) {
-    size_t len = (size_t)ndev * SIM_DEVICE_SLICE;
-    void* r = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (r == MAP_FAILED) {
-      snprintf(g.message, sizeof(g.message), "cannot reserve %zu bytes of address space: %s",
-               len, strerror(errno));
-      g.status = SIM_ERROR_OUT_OF_MEMORY;
-      return;
-    }
-    g.region = (uintptr_t)r;
-    g.region_end = g.region + len;
-  }
   for (int i = 0; i < g.ndev; i++) {
     struct device* d = &g.dev[i];
     pthread_mutex_init(&d->lock, NULL);
-    d->bump = (g.region + (uintptr_t)i * SIM_DEVICE_SLICE + SIM_DEVICE_ALIGN);
+    d->bump = d->region_end = 0; /* the first allocation reserves a region */
     snprintf(d->props.name, sizeof(d->props.name), "adr simulated GPU %d", i);
     d->props.memory_total = mib << 20;
     d->props.pci_domain = 0;
@@ -288,7 +290,42 @@ static void table_remove(struct alloc* a) {
   }
 }
 
-static bool in_device_region(uintptr_t p) { return p >= g.region && p < g.region_end; }
+/* Table lock held (either mode). */
+static bool in_device_region(uintptr_t p) {
+  for (size_t i = 0; i < g.nregions; i++)
+    if (p >= g.regions[i].start && p < g.regions[i].end) return true;
+  return false;
+}
+
+/* Gives device `d` a fresh region of at least `need` bytes. d->lock held;
+ * takes the table lock (order: device lock, then table lock). */
+static bool grow_region(struct device* d, uintptr_t need) {
+  uintptr_t len = need + SIM_DEVICE_ALIGN > SIM_REGION_SIZE ? need + SIM_DEVICE_ALIGN : SIM_REGION_SIZE;
+  if (len < need) return false;
+  pthread_rwlock_wrlock(&g.table_lock);
+  bool room = g.nregions < SIM_MAX_REGIONS;
+  pthread_rwlock_unlock(&g.table_lock);
+  if (!room) return false;
+  void* r = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (r == MAP_FAILED) return false;
+  pthread_rwlock_wrlock(&g.table_lock);
+  room = g.nregions < SIM_MAX_REGIONS;
+  if (room) {
+    g.regions[g.nregions].start = (uintptr_t)r;
+    g.regions[g.nregions].end = (uintptr_t)r + len;
+    g.nregions++;
+  }
+  pthread_rwlock_unlock(&g.table_lock);
+  if (!room) {
+    munmap(r, len);
+    return false;
+  }
+  /* The region's first bytes stay unused so that no device address is the
+   * region's start: an address just below it is never "one past" another. */
+  d->bump = (uintptr_t)r + SIM_DEVICE_ALIGN;
+  d->region_end = (uintptr_t)r + len;
+  return true;
+}
 
 struct resolved {
   struct alloc* a; /* NULL for pageable host memory */
@@ -369,10 +406,10 @@ int sim_mem_alloc(int device, enum sim_mem_kind kind, size_t size, void** out) {
     size_t rounded = (size + SIM_DEVICE_ALIGN - 1) & ~(size_t)(SIM_DEVICE_ALIGN - 1);
     if (rounded < size) rounded = SIZE_MAX;
     pthread_mutex_lock(&d->lock);
-    uintptr_t slice_end = g.region + (uintptr_t)(device + 1) * SIM_DEVICE_SLICE;
     uint64_t used = d->used;
-    bool fits = size <= d->props.memory_total - used && rounded != SIZE_MAX &&
-                rounded + SIM_GUARD <= slice_end - d->bump;
+    bool fits = size <= d->props.memory_total - used && rounded <= SIZE_MAX - SIM_GUARD;
+    if (fits && rounded + SIM_GUARD > d->region_end - d->bump)
+      fits = grow_region(d, rounded + SIM_GUARD);
     if (fits) {
       a->base = d->bump;
       d->bump += rounded + SIM_GUARD;
@@ -492,14 +529,15 @@ int sim_mem_register(int device, void* ptr, size_t size) {
   if (st) return st;
   if (ptr == NULL || size == 0) return fail(SIM_ERROR_INVALID_VALUE, "NULL pointer or size 0");
   uintptr_t p = (uintptr_t)ptr;
-  if (in_device_region(p) || size > UINTPTR_MAX - p)
-    return fail(SIM_ERROR_INVALID_VALUE, "%p is not host memory", ptr);
+  if (size > UINTPTR_MAX - p) return fail(SIM_ERROR_INVALID_VALUE, "[%p, +%zu) wraps", ptr, size);
   struct alloc* a = calloc(1, sizeof(*a));
   if (a == NULL) return fail(SIM_ERROR_OUT_OF_MEMORY, "out of host memory");
   *a = (struct alloc){p, size, SIM_MEM_REGISTERED, device, A_LIVE, ptr, 0};
   pthread_rwlock_wrlock(&g.table_lock);
   ptrdiff_t i = table_floor(p + size - 1);
-  if (i >= 0 && g.allocs[i]->base + g.allocs[i]->size > p) {
+  if (in_device_region(p)) {
+    st = fail(SIM_ERROR_INVALID_VALUE, "%p is device memory, not host memory", ptr);
+  } else if (i >= 0 && g.allocs[i]->base + g.allocs[i]->size > p) {
     st = fail(SIM_ERROR_ALREADY_REGISTERED, "[%p, +%zu) overlaps known host memory at %p", ptr,
               size, (void*)g.allocs[i]->base);
   } else {
@@ -662,7 +700,25 @@ static void* stream_main(void* arg) {
    * stream is never freed under it. */
   pthread_mutex_lock(&g.handles_lock);
   handles_remove((void**)g.streams, &g.nstreams, s);
+  /* Queue this thread for joining (threads are joinable so that none is
+   * left running, or half-exited, when the process ends). Without room it
+   * detaches itself instead. */
+  bool queued = false;
+  if (g.nzombies == g.zombie_cap) {
+    size_t cap = g.zombie_cap ? g.zombie_cap * 2 : 16;
+    pthread_t* z = realloc(g.zombies, cap * sizeof(*z));
+    if (z != NULL) {
+      g.zombies = z;
+      g.zombie_cap = cap;
+    }
+  }
+  if (g.nzombies < g.zombie_cap) {
+    g.zombies[g.nzombies++] = pthread_self();
+    queued = true;
+  }
+  pthread_cond_broadcast(&g.stream_gone);
   pthread_mutex_unlock(&g.handles_lock);
+  if (!queued) pthread_detach(pthread_self());
   s->magic = 0;
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->work);
@@ -707,9 +763,48 @@ static int check_event(struct sim_event* e) {
   return ok ? SIM_SUCCESS : fail(SIM_ERROR_INVALID_HANDLE, "%p is not a live event", (void*)e);
 }
 
+/* Joins the threads of streams that have finished. */
+static void reap_zombies(void) {
+  pthread_mutex_lock(&g.handles_lock);
+  pthread_t* z = g.zombies;
+  size_t n = g.nzombies;
+  g.zombies = NULL;
+  g.nzombies = g.zombie_cap = 0;
+  pthread_mutex_unlock(&g.handles_lock);
+  for (size_t i = 0; i < n; i++) pthread_join(z[i], NULL);
+  free(z);
+}
+
+/* At exit (library destructors run after the application's atexit work,
+ * where backends destroy their streams): let every stream finish its queue
+ * and end, and join the threads, so no simulator thread outlives the
+ * process's last look at its memory. Gives up after ~5 s (a stream blocked
+ * in a host function that never returns). */
+__attribute__((destructor)) static void sim_fini(void) {
+  if (g.status != SIM_SUCCESS) return;
+  pthread_mutex_lock(&g.handles_lock);
+  for (size_t i = 0; i < g.nstreams; i++) {
+    struct sim_stream* s = g.streams[i];
+    pthread_mutex_lock(&s->lock);
+    s->destroying = true;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->lock);
+  }
+  struct timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += 5;
+  int rc = 0;
+  while (g.nstreams > 0 && rc == 0)
+    rc = pthread_cond_timedwait(&g.stream_gone, &g.handles_lock, &deadline);
+  bool drained = g.nstreams == 0;
+  pthread_mutex_unlock(&g.handles_lock);
+  if (drained) reap_zombies();
+}
+
 int sim_stream_create(int device, unsigned flags, struct sim_stream** out) {
   int st = check_device(device);
   if (st) return st;
+  reap_zombies();
   if (out == NULL) return fail(SIM_ERROR_INVALID_VALUE, "NULL output");
   struct sim_stream* s = calloc(1, sizeof(*s));
   if (s == NULL) return fail(SIM_ERROR_OUT_OF_MEMORY, "out of host memory");
@@ -722,11 +817,7 @@ int sim_stream_create(int device, unsigned flags, struct sim_stream** out) {
   pthread_mutex_lock(&g.handles_lock);
   st = handles_add((void***)&g.streams, &g.nstreams, &g.stream_cap, s);
   if (st == SIM_SUCCESS) {
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&s->thread, &attr, stream_main, s);
-    pthread_attr_destroy(&attr);
+    int rc = pthread_create(&s->thread, NULL, stream_main, s);
     if (rc != 0) {
       handles_remove((void**)g.streams, &g.nstreams, s);
       st = fail(SIM_ERROR_OUT_OF_MEMORY, "cannot start the stream thread: %s", strerror(rc));
