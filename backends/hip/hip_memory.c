@@ -132,8 +132,9 @@ int adr_hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
   const char* fn;
   bool async = false;
   if (dev->type == ARROW_DEVICE_ROCM_HOST) {
+    /* Portable: the pinned memory may be copied with any ordinal's streams. */
     fn = "hipHostMalloc";
-    e = adr_hip.hipHostMalloc(&raw, total, hipHostMallocDefault);
+    e = adr_hip.hipHostMalloc(&raw, total, hipHostMallocPortable);
   } else if (dev->async_alloc) {
     fn = "hipMallocAsync";
     async = true;
@@ -302,7 +303,7 @@ static hipError_t stage_get(struct adr_backend_device* dev, struct adr_hip_stage
   if (s == NULL) return hipErrorOutOfMemory;
   hipError_t e = hipSuccess;
   for (int i = 0; i < 2 && e == hipSuccess; i++) {
-    e = adr_hip.hipHostMalloc(&s->buf[i], adr_hip_rt.stage_chunk, hipHostMallocDefault);
+    e = adr_hip.hipHostMalloc(&s->buf[i], adr_hip_rt.stage_chunk, hipHostMallocPortable);
     if (e == hipSuccess) e = adr_hip.hipEventCreateWithFlags(&s->done[i], hipEventDisableTiming);
   }
   if (e != hipSuccess) {
