@@ -80,10 +80,50 @@ static void check_scaled(const uint32_t* in, const uint32_t* out, size_t n) {
       fail_msg("element %zu: got %u, expected %u", i, out[i], in[i] * 3u + 1u);
 }
 
+struct props {
+  char address_mode[32];
+  char copy_path[128];
+  int count;
+};
+
+static void collect(void* ctx, const char* key, const char* value) {
+  struct props* p = ctx;
+  p->count++;
+  if (strcmp(key, "address_mode") == 0)
+    snprintf(p->address_mode, sizeof(p->address_mode), "%s", value);
+  if (strcmp(key, "copy_path") == 0) snprintf(p->copy_path, sizeof(p->copy_path), "%s", value);
+}
+
+/* The mode asked for is the one in use, and adr-info's properties say so. */
 static void test_mode_is_the_configured_one(void** state) {
   (void)state;
   enum adr_opencl_address_mode want = ocl_test_expected_mode();
   if (want != 0) assert_int_equal(ocl_test_mode(dev), want);
+  struct props p;
+  memset(&p, 0, sizeof(p));
+  ASSERT_ADR(adr_device_properties(dev, collect, &p, OCL_ERR));
+  assert_true(p.count >= 10);
+  static const char* names[] = {"", "svm-fine", "svm-coarse", "buffer"};
+  assert_string_equal(p.address_mode, names[ocl_test_mode(dev)]);
+  const char* host_copy = getenv("ADR_OPENCL_HOST_COPY");
+  bool memcpy_path = ocl_test_mode(dev) == ADR_OPENCL_ADDRESS_SVM_FINE &&
+                     (host_copy == NULL || strcmp(host_copy, "0") != 0);
+  assert_int_equal(strstr(p.copy_path, "memcpy") != NULL, memcpy_path);
+  struct adr_device_info info = {.struct_size = sizeof(info)};
+  ASSERT_ADR(adr_device_info_get(dev, &info, OCL_ERR));
+  assert_int_equal((info.caps & ADR_CAP_HOST_ACCESSIBLE) != 0,
+                   ocl_test_mode(dev) == ADR_OPENCL_ADDRESS_SVM_FINE);
+  assert_int_equal((info.caps & ADR_CAP_DEVICE_ADDRESSES) != 0,
+                   ocl_test_mode(dev) != ADR_OPENCL_ADDRESS_BUFFER);
+  assert_true(info.alignment >= 64);
+}
+
+/* Beyond CL_DEVICE_MAX_MEM_ALLOC_SIZE: ENOMEM that says so. */
+static void test_too_large_allocation(void** state) {
+  (void)state;
+  void* p = NULL;
+  ASSERT_ADR_ERR(adr_alloc(dev, (size_t)1 << 46, 0, NULL, &p, OCL_ERR), ENOMEM,
+                 "CL_DEVICE_MAX_MEM_ALLOC_SIZE");
 }
 
 /* adr copy in on a stream, raw kernel on the stream's queue, adr copy out
@@ -188,6 +228,7 @@ int main(void) {
   ocl_test_devices(&dev, &cpu);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mode_is_the_configured_one),
+      cmocka_unit_test(test_too_large_allocation),
       cmocka_unit_test(test_kernel_on_adr_stream_at_offsets),
       cmocka_unit_test(test_kernel_on_default_queue),
       cmocka_unit_test(test_kernel_output_copied_device_to_device),
