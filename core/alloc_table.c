@@ -108,8 +108,7 @@ int adr__alloc_table_insert_data(struct adr__alloc_table* t, void* ptr, size_t s
   return 0;
 }
 
-int adr__alloc_table_remove(struct adr__alloc_table* t, void* ptr, size_t size,
-                            size_t* out_size) {
+int adr__alloc_table_remove(struct adr__alloc_table* t, void* ptr, size_t size, size_t* out_size) {
   return adr__alloc_table_remove_data(t, ptr, size, out_size, NULL, NULL);
 }
 

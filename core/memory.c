@@ -24,8 +24,8 @@ static inline struct adr_backend_stream* stream_handle(struct adr_device* dev,
 static int check_stream(const char* op, struct adr_device* dev, struct adr_stream* stream,
                         struct adr_error* error) {
   if (stream != NULL && stream->device != dev)
-    return adr__errorf(error, EINVAL, op, dev->backend->name,
-                       "stream belongs to %s, not to %s", stream->device->name, dev->name);
+    return adr__errorf(error, EINVAL, op, dev->backend->name, "stream belongs to %s, not to %s",
+                       stream->device->name, dev->name);
   return 0;
 }
 
@@ -97,8 +97,7 @@ int adr_alloc_with(struct adr_device* device, const struct adr_allocator* handle
  * makes the memory reusable accordingly. */
 int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_stream* stream,
              struct adr_error* error) {
-  if (device == NULL)
-    return adr__errorf(error, EINVAL, "adr_free", NULL, "device is NULL");
+  if (device == NULL) return adr__errorf(error, EINVAL, "adr_free", NULL, "device is NULL");
   if (ptr == NULL)
     return adr__errorf(error, EINVAL, "adr_free", device->backend->name, "ptr is NULL");
   int st = check_stream("adr_free", device, stream, error);
@@ -112,8 +111,7 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
                        "%p was not allocated on %s (or was already freed)", ptr, device->name);
   if (st == ERANGE)
     return adr__errorf(error, EINVAL, "adr_free", device->backend->name,
-                       "%p was allocated with size %zu, freed with size %zu", ptr, recorded,
-                       size);
+                       "%p was allocated with size %zu, freed with size %zu", ptr, recorded, size);
   st = adr__memory_free(device, handler, ptr, size ? size : 1, stream, cookie, error);
   if (st) {
     /* Nothing was freed: keep the allocation known. */
@@ -126,26 +124,26 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
 
 int adr_memset(struct adr_device* device, void* ptr, int value, size_t size,
                struct adr_stream* stream, struct adr_error* error) {
-  if (device == NULL)
-    return adr__errorf(error, EINVAL, "adr_memset", NULL, "device is NULL");
+  if (device == NULL) return adr__errorf(error, EINVAL, "adr_memset", NULL, "device is NULL");
   if (size == 0) return 0;
   if (ptr == NULL)
     return adr__errorf(error, EINVAL, "adr_memset", device->backend->name, "ptr is NULL");
   int st = check_stream("adr_memset", device, stream, error);
   if (st) return st;
-  st = ADR__DISPATCH(device, "adr_memset", "memset",
-                     device->vt->memset(device->handle, ptr, value, size,
-                                        stream_handle(device, stream), error),
-                     "ptr=%p value=%d size=%zu", ptr, value, size);
+  st = ADR__DISPATCH(
+      device, "adr_memset", "memset",
+      device->vt->memset(device->handle, ptr, value, size, stream_handle(device, stream), error),
+      "ptr=%p value=%d size=%zu", ptr, value, size);
   if (st == 0 && stream == NULL) st = sync_default("adr_memset", device, error);
   return st;
 }
 
-int adr_host_register(struct adr_device* device, void* ptr, size_t size,
-                      struct adr_error* error) {
+int adr_host_register(struct adr_device* device, void* ptr, size_t size, struct adr_error* error) {
   if (device == NULL || ptr == NULL || size == 0)
     return adr__errorf(error, EINVAL, "adr_host_register", NULL, "%s",
-                       device == NULL ? "device is NULL" : ptr == NULL ? "ptr is NULL" : "size is 0");
+                       device == NULL ? "device is NULL"
+                       : ptr == NULL  ? "ptr is NULL"
+                                      : "size is 0");
   if (!ADR__HAS_SLOT(device->vt, host_register))
     return adr__errorf(error, ENOTSUP, "adr_host_register", device->backend->name,
                        "the backend cannot page-lock host memory");

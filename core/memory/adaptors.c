@@ -56,8 +56,7 @@ void adr_memory_tag_set(const char* tag) {
 static int up_trim(struct adaptor* a, struct adr_device* dev, size_t* out_released,
                    struct adr_error* error) {
   const struct adr_allocator* up = a->up;
-  if (up->struct_size < offsetof(struct adr_allocator, trim) + sizeof(up->trim) ||
-      up->trim == NULL)
+  if (up->struct_size < offsetof(struct adr_allocator, trim) + sizeof(up->trim) || up->trim == NULL)
     return 0;
   return up->trim(up->ctx, dev, out_released, error);
 }
@@ -126,8 +125,8 @@ static int limit_free(void* ctx, struct adr_device* dev, void* ptr, size_t size,
 /* ---- tracking ------------------------------------------------------------ */
 
 static size_t record_hash(const void* ptr, const struct adr_device* dev) {
-  uint64_t h = ((uint64_t)(uintptr_t)ptr ^ ((uint64_t)(uintptr_t)dev << 17)) *
-               UINT64_C(0x9E3779B97F4A7C15);
+  uint64_t h =
+      ((uint64_t)(uintptr_t)ptr ^ ((uint64_t)(uintptr_t)dev << 17)) * UINT64_C(0x9E3779B97F4A7C15);
   return (size_t)(h >> 24);
 }
 
@@ -205,8 +204,7 @@ static int track_free(void* ctx, struct adr_device* dev, void* ptr, size_t size,
   pthread_mutex_unlock(&a->lock);
   if (rec == NULL)
     return adr__errorf(error, EINVAL, "adr_free", "tracking",
-                       "%p was not allocated on %s through this tracking adaptor", ptr,
-                       dev->name);
+                       "%p was not allocated on %s through this tracking adaptor", ptr, dev->name);
   if (rec->r.size != size) {
     pthread_mutex_lock(&a->lock);
     track_insert(a, rec); /* the bucket array holds it: cannot fail */
@@ -293,8 +291,8 @@ int adr_allocator_limit_create(const struct adr_allocator* upstream, uint64_t li
   return st;
 }
 
-int adr_allocator_tracking_create(const struct adr_allocator* upstream,
-                                  struct adr_allocator** out, struct adr_error* error) {
+int adr_allocator_tracking_create(const struct adr_allocator* upstream, struct adr_allocator** out,
+                                  struct adr_error* error) {
   return create(KIND_TRACK, "adr_allocator_tracking_create", upstream, out, error);
 }
 
@@ -312,8 +310,8 @@ static struct adaptor* adaptor_of(const char* op, const struct adr_allocator* h,
   return h->ctx;
 }
 
-int adr_allocator_stats_get(const struct adr_allocator* stats_adaptor,
-                            struct adr_memory_stats* out, struct adr_error* error) {
+int adr_allocator_stats_get(const struct adr_allocator* stats_adaptor, struct adr_memory_stats* out,
+                            struct adr_error* error) {
   int st;
   struct adaptor* a = adaptor_of("adr_allocator_stats_get", stats_adaptor, KIND_STATS, error, &st);
   if (a == NULL) return st;
@@ -328,9 +326,8 @@ int adr_allocator_stats_get(const struct adr_allocator* stats_adaptor,
   return 0;
 }
 
-int adr_allocator_tracking_list(const struct adr_allocator* tracking_adaptor,
-                                adr_allocation_fn fn, void* ctx, size_t* out_count,
-                                struct adr_error* error) {
+int adr_allocator_tracking_list(const struct adr_allocator* tracking_adaptor, adr_allocation_fn fn,
+                                void* ctx, size_t* out_count, struct adr_error* error) {
   int st;
   struct adaptor* a =
       adaptor_of("adr_allocator_tracking_list", tracking_adaptor, KIND_TRACK, error, &st);

@@ -60,10 +60,18 @@ static const struct {
   uint64_t scale;
 } units[] = {
     {"b", 1},
-    {"k", UINT64_C(1) << 10},   {"kib", UINT64_C(1) << 10}, {"kb", UINT64_C(1000)},
-    {"m", UINT64_C(1) << 20},   {"mib", UINT64_C(1) << 20}, {"mb", UINT64_C(1000000)},
-    {"g", UINT64_C(1) << 30},   {"gib", UINT64_C(1) << 30}, {"gb", UINT64_C(1000000000)},
-    {"t", UINT64_C(1) << 40},   {"tib", UINT64_C(1) << 40}, {"tb", UINT64_C(1000000000000)},
+    {"k", UINT64_C(1) << 10},
+    {"kib", UINT64_C(1) << 10},
+    {"kb", UINT64_C(1000)},
+    {"m", UINT64_C(1) << 20},
+    {"mib", UINT64_C(1) << 20},
+    {"mb", UINT64_C(1000000)},
+    {"g", UINT64_C(1) << 30},
+    {"gib", UINT64_C(1) << 30},
+    {"gb", UINT64_C(1000000000)},
+    {"t", UINT64_C(1) << 40},
+    {"tib", UINT64_C(1) << 40},
+    {"tb", UINT64_C(1000000000000)},
 };
 
 #define UNIT_LIST "a unit (B, K, KiB, KB, M, MiB, MB, G, GiB, GB, T, TiB, TB)"
@@ -72,8 +80,7 @@ static int parse_size(struct parser* p, uint64_t* out) {
   size_t start = p->pos;
   if (!isdigit((unsigned char)p->text[p->pos])) return fail(p, "a size (digits, then a unit)");
   long double value = 0;
-  while (isdigit((unsigned char)p->text[p->pos]))
-    value = value * 10 + (p->text[p->pos++] - '0');
+  while (isdigit((unsigned char)p->text[p->pos])) value = value * 10 + (p->text[p->pos++] - '0');
   if (p->text[p->pos] == '.') {
     p->pos++;
     if (!isdigit((unsigned char)p->text[p->pos])) return fail(p, "digits after '.'");
@@ -192,8 +199,8 @@ static int parse_option(struct parser* p, struct adr__alloc_config* c) {
   return 0;
 }
 
-int adr__alloc_config_parse(const char* variable, const char* text,
-                            struct adr__alloc_config* out, struct adr_error* error) {
+int adr__alloc_config_parse(const char* variable, const char* text, struct adr__alloc_config* out,
+                            struct adr_error* error) {
   memset(out, 0, sizeof(*out));
   out->use_pool = true;
   adr__pool_options_default(&out->pool);
@@ -231,8 +238,7 @@ static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 static struct adr__alloc_config config;
 
 static void read_config(void) {
-  config.status = adr__alloc_config_parse("ADR_ALLOC", getenv("ADR_ALLOC"), &config,
-                                          &config.error);
+  config.status = adr__alloc_config_parse("ADR_ALLOC", getenv("ADR_ALLOC"), &config, &config.error);
   if (config.status != 0) {
     /* Keep the message, drop whatever was half parsed. */
     struct adr_error e = config.error;

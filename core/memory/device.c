@@ -29,10 +29,10 @@ static struct adr_backend_stream* backend_stream(struct adr_device* dev,
 static int backend_alloc(void* ctx, struct adr_device* dev, size_t size, size_t alignment,
                          struct adr_stream* stream, void** out, struct adr_error* error) {
   (void)ctx;
-  int st = ADR__DISPATCH(dev, "adr_alloc", "alloc",
-                         dev->vt->alloc(dev->handle, size, alignment, backend_stream(dev, stream),
-                                        out, error),
-                         "size=%zu align=%zu", size, alignment);
+  int st = ADR__DISPATCH(
+      dev, "adr_alloc", "alloc",
+      dev->vt->alloc(dev->handle, size, alignment, backend_stream(dev, stream), out, error),
+      "size=%zu align=%zu", size, alignment);
   /* A NULL stream promises memory usable at once, everywhere. */
   if (st == 0 && stream == NULL && dev->memory != NULL && dev->memory->stream_ordered_alloc) {
     st = dev->vt->stream_synchronize(dev->handle, dev->default_stream.handle, error);
@@ -65,8 +65,7 @@ const struct adr_allocator* adr_allocator_backend(void) {
 
 static int pool_missing(struct adr_device* dev, struct adr_error* error) {
   return adr__errorf(error, ENOMEM, "adr_alloc", dev->backend->name,
-                     "ENOMEM: the pool of %s could not be created (out of host memory)",
-                     dev->name);
+                     "ENOMEM: the pool of %s could not be created (out of host memory)", dev->name);
 }
 
 static int pool_alloc(void* ctx, struct adr_device* dev, size_t size, size_t alignment,
@@ -109,8 +108,7 @@ const struct adr_allocator* adr_allocator_pool(void) {
 
 /* The pool's view of the device: chunks from the backend, events on the
  * device's streams (stream keys are struct adr_stream pointers). */
-static int up_alloc(void* ctx, size_t size, size_t alignment, void** out,
-                    struct adr_error* error) {
+static int up_alloc(void* ctx, size_t size, size_t alignment, void** out, struct adr_error* error) {
   return backend_alloc(NULL, ctx, size, alignment, NULL, out, error);
 }
 static void up_free(void* ctx, void* ptr, size_t size) {
@@ -143,15 +141,13 @@ static int ev_sync(void* ctx, void* ev) {
 
 /* ---- handler checks and selection ---------------------------------------- */
 
-int adr__allocator_check(const char* op, const struct adr_allocator* h,
-                         struct adr_error* error) {
+int adr__allocator_check(const char* op, const struct adr_allocator* h, struct adr_error* error) {
   if (h == NULL) return adr__errorf(error, EINVAL, op, NULL, "handler is NULL");
   if (h->struct_size < offsetof(struct adr_allocator, trim))
-    return adr__errorf(error, EINVAL, op, NULL,
-                       "handler '%s': struct_size %u is smaller than ABI version 1's %zu",
-                       h->struct_size >= offsetof(struct adr_allocator, ctx) && h->name ? h->name
-                                                                                        : "?",
-                       h->struct_size, offsetof(struct adr_allocator, trim));
+    return adr__errorf(
+        error, EINVAL, op, NULL, "handler '%s': struct_size %u is smaller than ABI version 1's %zu",
+        h->struct_size >= offsetof(struct adr_allocator, ctx) && h->name ? h->name : "?",
+        h->struct_size, offsetof(struct adr_allocator, trim));
   if (h->version != ADR_ALLOCATOR_VERSION)
     return adr__errorf(error, EINVAL, op, NULL, "handler '%s': unknown version %u (expected %d)",
                        h->name ? h->name : "?", h->version, ADR_ALLOCATOR_VERSION);
@@ -174,9 +170,9 @@ static struct adr__device_memory* state_of(const char* op, struct adr_device* de
     return NULL;
   }
   if (dev->memory == NULL) {
-    *status = adr__errorf(error, ENOMEM, op, dev->backend->name,
-                          "ENOMEM: no memory state for %s (out of host memory at creation)",
-                          dev->name);
+    *status =
+        adr__errorf(error, ENOMEM, op, dev->backend->name,
+                    "ENOMEM: no memory state for %s (out of host memory at creation)", dev->name);
     return NULL;
   }
   *status = 0;
@@ -227,8 +223,8 @@ static bool release_cache(struct adr_device* dev, const struct adr_allocator* h,
 /* One attempt. The built-in pool is called directly when the caller can
  * keep the block handle (no address-map lookup on the way back). */
 static int try_alloc(struct adr_device* dev, const struct adr_allocator* h, size_t size,
-                   size_t alignment, struct adr_stream* stream, void** out, void** out_cookie,
-                   struct adr_error* e) {
+                     size_t alignment, struct adr_stream* stream, void** out, void** out_cookie,
+                     struct adr_error* e) {
   if (h == &pool_handler && out_cookie != NULL && dev->memory->pool != NULL)
     return adr__pool_alloc_block(dev->memory->pool, size, alignment, stream, out, out_cookie, e);
   return h->alloc(h->ctx, dev, size, alignment, stream, out, e);
@@ -273,15 +269,14 @@ int adr__memory_alloc(struct adr_device* dev, const struct adr_allocator* h, siz
     adr_memory_stats_format(&stats, line, sizeof(line));
     adr__errorf(error, ENOMEM, "adr_alloc", dev->backend->name,
                 "ENOMEM: cannot allocate %s on %s through handler '%s' (%.400s); %s",
-                adr__format_bytes(size, sz, sizeof(sz)), dev->name, h->name ? h->name : "?",
-                inner, line);
+                adr__format_bytes(size, sz, sizeof(sz)), dev->name, h->name ? h->name : "?", inner,
+                line);
   }
   return ENOMEM;
 }
 
-int adr__memory_free(struct adr_device* dev, const struct adr_allocator* h, void* ptr,
-                     size_t size, struct adr_stream* stream, void* cookie,
-                     struct adr_error* error) {
+int adr__memory_free(struct adr_device* dev, const struct adr_allocator* h, void* ptr, size_t size,
+                     struct adr_stream* stream, void* cookie, struct adr_error* error) {
   if (cookie != NULL) return adr__pool_free_block(dev->memory->pool, cookie, size, stream, error);
   return h->free(h->ctx, dev, ptr, size, stream, error);
 }
@@ -297,8 +292,7 @@ int adr_oom_callback_add(struct adr_device* device, adr_oom_fn fn, void* ctx,
     if (m->oom[i].fn == fn && m->oom[i].ctx == ctx) {
       pthread_rwlock_unlock(&m->oom_lock);
       return adr__errorf(error, EEXIST, "adr_oom_callback_add", device->backend->name,
-                         "this callback and context are registered on %s already",
-                         device->name);
+                         "this callback and context are registered on %s already", device->name);
     }
   if (m->oom_count == m->oom_cap) {
     size_t ncap = m->oom_cap ? m->oom_cap * 2 : 4;
@@ -417,8 +411,7 @@ const char* adr_memory_stats_format(const struct adr_memory_stats* s, char* buf,
            adr__format_bytes(s->allocated_bytes.peak, ap, sizeof(ap)),
            (unsigned long long)s->allocated_count.peak,
            adr__format_bytes(s->reserved_bytes.current, r, sizeof(r)),
-           (unsigned long long)s->reserved_count.current,
-           s->reserved_count.current == 1 ? "" : "s",
+           (unsigned long long)s->reserved_count.current, s->reserved_count.current == 1 ? "" : "s",
            adr__format_bytes(s->reserved_bytes.peak, rp, sizeof(rp)),
            adr__format_bytes(s->cached_bytes, c, sizeof(c)),
            adr__format_bytes(s->largest_free_block, l, sizeof(l)),
@@ -470,8 +463,7 @@ void adr__memory_device_init(struct adr_device* dev) {
 
   const struct adr_allocator* h = cfg->use_pool ? &pool_handler : &backend_handler;
   size_t n = 0;
-  if (cfg->has_limit &&
-      adr_allocator_limit_create(h, cfg->limit, &m->default_stack[n], NULL) == 0)
+  if (cfg->has_limit && adr_allocator_limit_create(h, cfg->limit, &m->default_stack[n], NULL) == 0)
     h = m->default_stack[n++];
   if (cfg->track && adr_allocator_tracking_create(h, &m->default_stack[n], NULL) == 0)
     h = m->default_stack[n++];

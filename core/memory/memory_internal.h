@@ -81,7 +81,7 @@ struct adr__device_memory {
   struct adr_error error;
   bool stream_ordered_alloc; /* backend alloc/free are stream-ordered */
   _Atomic(const struct adr_allocator*) handler;
-  struct adr__pool* pool; /* the built-in pool; created with the state */
+  struct adr__pool* pool;                 /* the built-in pool; created with the state */
   struct adr_allocator* default_stack[2]; /* adaptors ADR_ALLOC stacked, owned */
   struct adr__counters counters;
   _Atomic uint64_t oom_retries;

@@ -105,8 +105,8 @@ struct arena {
   size_t nbins, capbins;
   struct bin* last_bin; /* last bin a free went to, checked first */
   struct chunk* chunks;
-  struct block* spare;   /* free metadata */
-  void** slabs;          /* metadata slabs, freed at destroy */
+  struct block* spare; /* free metadata */
+  void** slabs;        /* metadata slabs, freed at destroy */
   size_t nslabs, capslabs;
   uint32_t rng;
   /* statistics, under lock */
@@ -752,16 +752,15 @@ static struct arena* pick_arena(struct adr__pool* pool) {
 static void note_peak(_Atomic uint64_t* now, _Atomic uint64_t* peak, uint64_t add) {
   uint64_t v = atomic_fetch_add_explicit(now, add, memory_order_relaxed) + add;
   uint64_t p = atomic_load_explicit(peak, memory_order_relaxed);
-  while (v > p &&
-         !atomic_compare_exchange_weak_explicit(peak, &p, v, memory_order_relaxed,
-                                                memory_order_relaxed)) {
+  while (v > p && !atomic_compare_exchange_weak_explicit(peak, &p, v, memory_order_relaxed,
+                                                         memory_order_relaxed)) {
   }
 }
 
 /* Search order of bins for a request on `stream`: its own bin, the host
  * bin, then the other streams' (ordered after them with an event). */
-static struct block* arena_take(struct adr__pool* pool, struct arena* a, void* stream,
-                                size_t need, size_t csize) {
+static struct block* arena_take(struct adr__pool* pool, struct arena* a, void* stream, size_t need,
+                                size_t csize) {
   struct bin* own = bin_find(a, stream);
   struct block* b = NULL;
   if (own != NULL && own->free_bytes != 0) b = bin_take(a, own, need, csize);
@@ -781,8 +780,8 @@ static struct block* arena_take(struct adr__pool* pool, struct arena* a, void* s
   return b;
 }
 
-static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignment,
-                            void* stream, struct block** out, struct adr_error* error) {
+static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignment, void* stream,
+                            struct block** out, struct adr_error* error) {
   if (alignment < MIN_ALIGN) alignment = MIN_ALIGN;
   size_t pad = alignment - MIN_ALIGN;
   if (size > SIZE_MAX - pad - LARGE_GRANULE)
@@ -903,8 +902,8 @@ static int pool_release(struct adr__pool* pool, struct block* b, void* stream,
   return 0;
 }
 
-int adr__pool_alloc(struct adr__pool* pool, size_t size, size_t alignment, void* stream,
-                    void** out, struct adr_error* error) {
+int adr__pool_alloc(struct adr__pool* pool, size_t size, size_t alignment, void* stream, void** out,
+                    struct adr_error* error) {
   struct block* b = NULL;
   int st = pool_alloc_block(pool, size, alignment, stream, &b, error);
   if (st != 0) return st;
@@ -1016,8 +1015,7 @@ void adr__pool_stats_get(struct adr__pool* pool, struct adr__pool_stats* out) {
     pthread_mutex_unlock(&a->lock);
   }
   out->reserved_bytes_peak = atomic_load_explicit(&pool->reserved_peak, memory_order_relaxed);
-  out->reserved_count_peak =
-      atomic_load_explicit(&pool->reserved_count_peak, memory_order_relaxed);
+  out->reserved_count_peak = atomic_load_explicit(&pool->reserved_count_peak, memory_order_relaxed);
 }
 
 void adr__pool_stats_reset_peaks(struct adr__pool* pool) {

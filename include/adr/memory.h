@@ -68,8 +68,7 @@ struct adr_allocator {
                struct adr_stream* stream, void** out, struct adr_error* error);
   int (*free)(void* ctx, struct adr_device* device, void* ptr, size_t size,
               struct adr_stream* stream, struct adr_error* error);
-  int (*trim)(void* ctx, struct adr_device* device, size_t* out_released,
-              struct adr_error* error);
+  int (*trim)(void* ctx, struct adr_device* device, size_t* out_released, struct adr_error* error);
   void* reserved[4]; /* NULL */
 };
 
@@ -85,8 +84,7 @@ ADR_API const struct adr_allocator* adr_allocator_backend(void);
  * made before stay with their handler. EINVAL for a NULL or malformed
  * handler (struct_size too small, unknown version, no alloc or free). */
 ADR_API int adr_allocator_set(struct adr_device* device, const struct adr_allocator* handler,
-                              const struct adr_allocator** out_previous,
-                              struct adr_error* error);
+                              const struct adr_allocator** out_previous, struct adr_error* error);
 
 /* The handler later adr_alloc() calls on `device` use. */
 ADR_API const struct adr_allocator* adr_allocator_get(struct adr_device* device);

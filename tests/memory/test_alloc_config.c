@@ -95,8 +95,9 @@ static void test_malformed(void** state) {
   expect_error("pool:chunk=1K", "column 12: expected a chunk size from 4 KiB to 1 TiB");
   expect_error("none:max_cached=1G",
                "column 6: option 'max_cached' applies only to the pool handler");
-  expect_error("pool:limit=1G\x01", "column 14: expected ',' and an option, or the end, found "
-                                    "byte 0x01");
+  expect_error("pool:limit=1G\x01",
+               "column 14: expected ',' and an option, or the end, found "
+               "byte 0x01");
 }
 
 static void test_format_bytes(void** state) {

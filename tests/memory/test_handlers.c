@@ -38,8 +38,8 @@ static int setup(void** state) {
 struct faulty {
   const struct adr_allocator* up;
   int allocs, frees, trims;
-  int fail_next;      /* the next n allocations fail with ENOMEM */
-  int trim_releases;  /* what trim reports released (bytes) */
+  int fail_next;       /* the next n allocations fail with ENOMEM */
+  int trim_releases;   /* what trim reports released (bytes) */
   int fail_until_trim; /* fail until trim was called */
 };
 
@@ -338,8 +338,9 @@ static void test_limit_and_oom_callback(void** state) {
   struct adr_memory_stats s0 = device_stats();
   assert_int_equal(adr_alloc(cpu, 600 * KiB, 0, NULL, &b, &err), ENOMEM);
   /* The limit's counts, then the device's statistics. */
-  assert_non_null(strstr(err.message, "[adr_alloc][cpu] ENOMEM: cannot allocate 600 KiB on "
-                                      "cpu:0 through handler 'limit'"));
+  assert_non_null(strstr(err.message,
+                         "[adr_alloc][cpu] ENOMEM: cannot allocate 600 KiB on "
+                         "cpu:0 through handler 'limit'"));
   assert_non_null(strstr(err.message, "600 KiB in use in 1 allocations, limit 1 MiB"));
   assert_non_null(strstr(err.message, "allocated "));
   assert_non_null(strstr(err.message, "reserved "));

@@ -30,8 +30,7 @@ struct fake_up {
   size_t allocs, frees;
 };
 
-static int up_alloc(void* ctx, size_t size, size_t alignment, void** out,
-                    struct adr_error* error) {
+static int up_alloc(void* ctx, size_t size, size_t alignment, void** out, struct adr_error* error) {
   struct fake_up* u = ctx;
   pthread_mutex_lock(&u->lock);
   if (u->cap != 0 && u->outstanding_bytes + size > u->cap) {
@@ -578,8 +577,7 @@ static void test_random_model(void** state) {
   for (int i = 0; i < LIVE; i++)
     for (int j = i + 1; j < LIVE; j++)
       if (live[i].p && live[j].p)
-        assert_true(live[i].p + live[i].size <= live[j].p ||
-                    live[j].p + live[j].size <= live[i].p);
+        assert_true(live[i].p + live[i].size <= live[j].p || live[j].p + live[j].size <= live[i].p);
   char msg[256];
   if (adr__pool_check(f->pool, msg, sizeof(msg)) != 0) fail_msg("%s", msg);
   for (int i = 0; i < LIVE; i++)
@@ -588,7 +586,6 @@ static void test_random_model(void** state) {
   assert_int_equal(stats(f).reserved_bytes, 0);
   unmake(f);
 }
-
 
 /* Random operations over three streams and the host, with retirements and
  * trims, checking the pool's invariants after every step. */

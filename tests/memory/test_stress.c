@@ -55,15 +55,15 @@ static int check(const unsigned char* buf, size_t n, unsigned char seed) {
   return 0;
 }
 
-#define TRY(w, expr)                                                                    \
-  do {                                                                                  \
-    struct adr_error e_;                                                                \
-    int st_ = (expr);                                                                   \
-    if (st_ != 0) {                                                                     \
-      snprintf((w)->failure, sizeof((w)->failure), "%s: %.400s", #expr, e_.message);     \
-      goto out;                                                                         \
-    }                                                                                   \
-    (void)e_;                                                                           \
+#define TRY(w, expr)                                                                 \
+  do {                                                                               \
+    struct adr_error e_;                                                             \
+    int st_ = (expr);                                                                \
+    if (st_ != 0) {                                                                  \
+      snprintf((w)->failure, sizeof((w)->failure), "%s: %.400s", #expr, e_.message); \
+      goto out;                                                                      \
+    }                                                                                \
+    (void)e_;                                                                        \
   } while (0)
 
 static void* work(void* arg) {

@@ -46,9 +46,9 @@ struct workload {
   size_t max_size;
   size_t max_usage;
   uint64_t seed;
-  size_t ops;     /* out: operations done */
-  size_t failed;  /* out: allocations refused */
-  int status;     /* out: first unexpected error */
+  size_t ops;    /* out: operations done */
+  size_t failed; /* out: allocations refused */
+  int status;    /* out: first unexpected error */
 };
 
 struct live {
@@ -71,8 +71,8 @@ static int do_alloc(struct workload* w, size_t size, void** out) {
       return *out ? 0 : 12;
     }
     case USE_POOL:
-      return adr_alloc_with(w->dev, adr_allocator_pool(), size, 0, adr_stream_default(w->dev),
-                            out, NULL);
+      return adr_alloc_with(w->dev, adr_allocator_pool(), size, 0, adr_stream_default(w->dev), out,
+                            NULL);
     case USE_BACKEND:
       return adr_alloc_with(w->dev, adr_allocator_backend(), size, 0, adr_stream_default(w->dev),
                             out, NULL);
@@ -138,12 +138,19 @@ static void* run_workload(void* arg) {
 
 /* ns per operation over `threads` threads running the workload once. */
 static double measure_once(struct adr_device* dev, enum which which, size_t n, size_t max_size,
-                      size_t max_usage, int threads, int* status) {
+                           size_t max_usage, int threads, int* status) {
   struct workload w[2];
   pthread_t th[2];
   for (int t = 0; t < threads; t++) {
-    w[t] = (struct workload){dev,       which, n, max_size, max_usage / (size_t)threads,
-                             0x9E3779B97F4A7C15ull * (uint64_t)(t + 1), 0, 0, 0};
+    w[t] = (struct workload){dev,
+                             which,
+                             n,
+                             max_size,
+                             max_usage / (size_t)threads,
+                             0x9E3779B97F4A7C15ull * (uint64_t)(t + 1),
+                             0,
+                             0,
+                             0};
   }
   double t0 = bench_now();
   if (threads == 1) {
@@ -229,8 +236,8 @@ void bench_run_memory(struct bench_ctx* ctx) {
           double backend = measure(dev, USE_BACKEND, n, max_size, cap, threads, &st);
           backend_prev = backend;
           if (st != 0) {
-            fprintf(stderr, "adr-bench memory: %s %s: an allocation failed with %s\n", group,
-                    label, adr_status_name(st));
+            fprintf(stderr, "adr-bench memory: %s %s: an allocation failed with %s\n", group, label,
+                    adr_status_name(st));
           }
           bench_report(ctx, group, label, pool, backend, "ns/op", "backend alloc",
                        BENCH_LOWER_IS_BETTER);
