@@ -418,7 +418,7 @@ static void test_sim_event_orders_two_streams(void** state) {
 #endif
 }
 
-static void test_sim_freed_and_out_of_bounds(void** state) {
+static void test_sim_bad_pointers(void** state) {
   (void)state;
   const size_t n = 4 * KIB;
   unsigned char host[8192];
@@ -430,6 +430,14 @@ static void test_sim_freed_and_out_of_bounds(void** state) {
            "CUDA_ERROR_INVALID_VALUE");
   CT_FAILS(adr_memset(g_dev, (char*)p + 1, 0, n, NULL, CT_ERR), EINVAL, "[adr_memset]",
            "CUDA_ERROR_INVALID_VALUE");
+  if (g_dev1 != NULL) {
+    /* Memory of another device where peer access is not enabled. */
+    void* p1 = NULL;
+    CT_OK(adr_alloc_with(g_dev1, adr_allocator_backend(), n, 0, NULL, &p1, CT_ERR));
+    CT_FAILS(adr_memset(g_dev, p1, 0, n, NULL, CT_ERR), EINVAL, "[adr_memset]",
+             "CUDA_ERROR_INVALID_VALUE");
+    CT_OK(adr_free(g_dev1, p1, n, NULL, CT_ERR));
+  }
   CT_OK(adr_free(g_dev, p, n, NULL, CT_ERR));
   /* The driver freed it (backend allocator, no pool in between). */
   CT_FAILS(adr_copy(g_cpu, host, g_dev, p, 16, NULL, CT_ERR), EINVAL, "[adr_copy]",
@@ -537,7 +545,7 @@ int main(void) {
   }
   const struct CMUnitTest simulated[] = {
       cmocka_unit_test(test_sim_event_orders_two_streams),
-      cmocka_unit_test(test_sim_freed_and_out_of_bounds),
+      cmocka_unit_test(test_sim_bad_pointers),
       cmocka_unit_test(test_sim_alloc_failure),
       cmocka_unit_test(test_sim_staged_pageable),
   };
