@@ -248,7 +248,8 @@ int main(int argc, char** argv) {
       printf("      %-22s %s\n", "vendor", info.vendor);
       printf("      %-22s %s\n", "backend", info.backend);
       if (info.driver[0]) printf("      %-22s %s\n", "driver", info.driver);
-      printf("      %-22s %s total, %s free\n", "memory", total, freeb);
+      printf("      %-22s %s total, %s free\n", "memory", info.memory_total ? total : "unknown",
+             info.memory_free ? freeb : "unknown");
       printf("      %-22s ", "capabilities");
       print_caps(info.caps);
       printf("\n");
