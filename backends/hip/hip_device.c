@@ -26,6 +26,10 @@ static void version_text(int v, char* buf, size_t cap) {
   snprintf(buf, cap, "%d.%d.%d", v / 10000000, (v / 100000) % 100, v % 100000);
 }
 
+static void mark_exiting(void) {
+  atomic_store_explicit(&adr_hip_rt.exiting, true, memory_order_release);
+}
+
 int adr_hip_init(struct adr_error* error) {
   int st = adr_hip_library_load(adr_hip_rt.host, error);
   if (st != 0) return st;
@@ -68,6 +72,12 @@ int adr_hip_init(struct adr_error* error) {
     return adr_hip_fail(error, "init", init_err, what);
   }
   adr_hip_rt.device_count = n;
+  /* The runtime registered its exit-time teardown while it loaded; a
+   * handler registered now runs before it (exit handlers run in reverse). */
+  if (atexit(mark_exiting) != 0) {
+    return adr_backend_error_set(error, ENOMEM,
+                                 "[init][hip] cannot register the exit handler (atexit)");
+  }
   if (adr_hip_rt.host != NULL && adr_hip_rt.host->log != NULL)
     adr_hip_rt.host->log(ADR_LOG_INFO, "hip", "HIP runtime %s from %s: %d device%s", version,
                          adr_hip_rt.path, n, n == 1 ? "" : "s");
@@ -161,10 +171,11 @@ int adr_hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_dev
 
 void adr_hip_device_close(struct adr_backend_device* dev) {
   if (dev == NULL) return;
-  adr_hip_set_device(dev, "device_close", NULL);
+  bool live = !adr_hip_exiting();
+  if (live) adr_hip_set_device(dev, "device_close", NULL);
   adr_hip_stage_release_all(dev);
   pthread_mutex_destroy(&dev->stage_lock);
-  if (dev->default_stream.stream != NULL && dev->default_stream.owned) {
+  if (live && dev->default_stream.stream != NULL && dev->default_stream.owned) {
     adr_hip.hipStreamSynchronize(dev->default_stream.stream);
     adr_hip.hipStreamDestroy(dev->default_stream.stream);
   }

@@ -11,6 +11,7 @@
 #define ADR_HIP_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -111,10 +112,19 @@ struct adr_hip_runtime {
   bool async_alloc_disabled; /* ADR_HIP_NO_ASYNC_ALLOC=1 */
   size_t stage_threshold;    /* pageable copies of at least this size are staged; 0 = never */
   size_t stage_chunk;        /* bytes per pinned staging buffer */
+  /* Set by an exit handler registered after the runtime loaded, so it runs
+   * before the runtime's own exit-time teardown (and before the core closes
+   * devices): from then on the backend frees only its own memory and makes
+   * no runtime calls. */
+  _Atomic bool exiting;
   const struct adr_backend_host* host;
 };
 /* Written by init, read-only after. */
 extern ADR_HIP_HIDDEN struct adr_hip_runtime adr_hip_rt;
+
+static inline bool adr_hip_exiting(void) {
+  return atomic_load_explicit(&adr_hip_rt.exiting, memory_order_acquire);
+}
 
 /* Runtime major version (5, 6 ...) of the loaded library. */
 static inline int adr_hip_runtime_major(void) {

@@ -279,7 +279,7 @@ int adr_hip_parse_staging(const char* text, struct adr_error* error) {
 }
 
 static void stage_destroy(struct adr_hip_stage* s) {
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < 2 && !adr_hip_exiting(); i++) {
     if (s->done[i] != NULL) {
       adr_hip.hipEventSynchronize(s->done[i]);
       adr_hip.hipEventDestroy(s->done[i]);
