@@ -105,7 +105,8 @@ int cuda_init(struct adr_error* error) {
   if (r != CUDA_SUCCESS) return cuda_error(error, r, "init", "cuDeviceGetCount failed");
   if (n <= 0)
     return adr_backend_error_set(error, ENODEV,
-                                 "[init][" CUDA_BACKEND_NAME "] unavailable: the CUDA driver at %s "
+                                 "[init][" CUDA_BACKEND_NAME
+                                 "] unavailable: the CUDA driver at %s "
                                  "reports no device",
                                  cuda_api.path);
   g_device_count = n;
@@ -126,7 +127,8 @@ static bool served(ArrowDeviceType type) {
 int cuda_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
   if (!served(type))
     return adr_backend_error_set(error, EINVAL,
-                                 "[device_count][" CUDA_BACKEND_NAME "] EINVAL: device type %d is "
+                                 "[device_count][" CUDA_BACKEND_NAME
+                                 "] EINVAL: device type %d is "
                                  "not served by this backend",
                                  (int)type);
   *out = g_device_count;
@@ -137,7 +139,8 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
                      struct adr_error* error) {
   if (!served(type) || id < 0 || id >= g_device_count)
     return adr_backend_error_set(error, ENODEV,
-                                 "[device_open][" CUDA_BACKEND_NAME "] ENODEV: no device %lld of "
+                                 "[device_open][" CUDA_BACKEND_NAME
+                                 "] ENODEV: no device %lld of "
                                  "type %d (%d CUDA device(s))",
                                  (long long)id, (int)type, g_device_count);
   struct adr_backend_device* dev = calloc(1, sizeof(*dev));
@@ -152,8 +155,8 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
   CUresult r = cuda_api.cuDeviceGet(&dev->cu_dev, dev->ordinal);
   if (r == CUDA_SUCCESS) r = cuda_api.cuDevicePrimaryCtxRetain(&dev->ctx, dev->cu_dev);
   if (r != CUDA_SUCCESS) {
-    int st = cuda_error(error, r, "device_open", "CUDA device %d: cannot retain the primary context",
-                        dev->ordinal);
+    int st = cuda_error(error, r, "device_open",
+                        "CUDA device %d: cannot retain the primary context", dev->ordinal);
     pthread_mutex_destroy(&dev->stage_lock);
     pthread_mutex_destroy(&dev->align_lock);
     free(dev);
@@ -224,8 +227,7 @@ int cuda_device_info(struct adr_backend_device* dev, struct adr_device_info* out
   snprintf(out->driver, sizeof(out->driver), "CUDA driver %d.%d", cuda_api.driver_version / 1000,
            (cuda_api.driver_version % 1000) / 10);
   size_t total = 0, free_bytes = 0;
-  if (cuda_api.cuDeviceTotalMem(&total, dev->cu_dev) == CUDA_SUCCESS)
-    out->memory_total = total;
+  if (cuda_api.cuDeviceTotalMem(&total, dev->cu_dev) == CUDA_SUCCESS) out->memory_total = total;
   struct cuda_ctx_guard g;
   if (cuda_ctx_enter(dev, &g, "device_info", NULL) == 0) {
     size_t t2 = 0;
@@ -294,8 +296,8 @@ int cuda_device_properties(struct adr_backend_device* dev, adr_property_fn emit,
   emitf(emit, ctx, "memory", "%s",
         dev->type == ARROW_DEVICE_CUDA_HOST      ? "cuMemHostAlloc (portable pinned)"
         : dev->type == ARROW_DEVICE_CUDA_MANAGED ? "cuMemAllocManaged (global)"
-        : dev->mempools                         ? "cuMemAllocAsync (stream-ordered pool)"
-                                                : "cuMemAlloc");
+        : dev->mempools                          ? "cuMemAllocAsync (stream-ordered pool)"
+                                                 : "cuMemAlloc");
   emitf(emit, ctx, "context", "primary (retained)");
   if (cuda_config.stage_threshold == 0)
     emitf(emit, ctx, "pageable_staging", "off");
@@ -319,7 +321,8 @@ int cuda_device_native(struct adr_backend_device* dev, int kind, void** out,
       return 0;
     default:
       return adr_backend_error_set(error, ENOTSUP,
-                                   "[device_native][" CUDA_BACKEND_NAME "] ENOTSUP: no native "
+                                   "[device_native][" CUDA_BACKEND_NAME
+                                   "] ENOTSUP: no native "
                                    "handle of kind %d (CUDA has device, context and queue)",
                                    kind);
   }
@@ -338,7 +341,8 @@ int cuda_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_
     return cuda_error(error, r, "pointer_query", "cuPointerGetAttributes(%p)", ptr);
   if (mem_type == 0 || ordinal < 0 || ordinal >= g_device_count)
     return adr_backend_error_set(error, ENOENT,
-                                 "[pointer_query][" CUDA_BACKEND_NAME "] ENOENT: %p is not memory "
+                                 "[pointer_query][" CUDA_BACKEND_NAME
+                                 "] ENOENT: %p is not memory "
                                  "the CUDA driver knows",
                                  ptr);
   if (managed != 0)

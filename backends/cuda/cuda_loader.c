@@ -80,10 +80,10 @@ static int open_library(struct adr_error* error) {
     const char* why = dlerror();
     append(tried, sizeof(tried), "%s%s", i ? "; " : "", why ? why : names[i]);
   }
-  return adr_backend_error_set(error, ENODEV,
-                               "[init][" CUDA_BACKEND_NAME "] unavailable: %s not found (tried: %s)%s",
-                               override ? override : "libcuda.so.1", tried,
-                               override ? " (from " ADR_CUDA_ENV_DRIVER ")" : "");
+  return adr_backend_error_set(
+      error, ENODEV, "[init][" CUDA_BACKEND_NAME "] unavailable: %s not found (tried: %s)%s",
+      override ? override : "libcuda.so.1", tried,
+      override ? " (from " ADR_CUDA_ENV_DRIVER ")" : "");
 }
 
 /* dlsym into a function-pointer slot (ISO C has no void* -> function

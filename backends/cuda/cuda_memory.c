@@ -63,7 +63,8 @@ int cuda_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
     if (request < size) {
       cuda_ctx_leave(&g);
       return adr_backend_error_set(error, EOVERFLOW,
-                                   "[alloc][" CUDA_BACKEND_NAME "] EOVERFLOW: %zu bytes aligned to "
+                                   "[alloc][" CUDA_BACKEND_NAME
+                                   "] EOVERFLOW: %zu bytes aligned to "
                                    "%zu overflow",
                                    size, alignment);
     }
@@ -71,7 +72,8 @@ int cuda_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
   struct cuda_aligned* rec = NULL;
   if (alignment > natural && (rec = malloc(sizeof(*rec))) == NULL) {
     cuda_ctx_leave(&g);
-    return adr_backend_error_set(error, ENOMEM, "[alloc][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
+    return adr_backend_error_set(error, ENOMEM,
+                                 "[alloc][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
   }
   CUdeviceptr base = 0;
   CUresult r = raw_alloc(dev, request, stream, &base);
@@ -81,8 +83,8 @@ int cuda_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
     return cuda_error(error, r, "alloc", "%zu bytes on CUDA device %d (%s)", request, dev->ordinal,
                       dev->type == ARROW_DEVICE_CUDA_HOST      ? "cuMemHostAlloc"
                       : dev->type == ARROW_DEVICE_CUDA_MANAGED ? "cuMemAllocManaged"
-                      : dev->mempools                         ? "cuMemAllocAsync"
-                                                              : "cuMemAlloc");
+                      : dev->mempools                          ? "cuMemAllocAsync"
+                                                               : "cuMemAlloc");
   }
   cuda_ctx_leave(&g);
   uintptr_t p = (uintptr_t)base;
@@ -128,7 +130,8 @@ int cuda_free(struct adr_backend_device* dev, void* ptr, size_t size,
     CUresult r = raw_free(dev, (CUdeviceptr)base, stream);
     cuda_ctx_leave(&g);
     if (r != CUDA_SUCCESS)
-      st = cuda_error(error, r, "free", "%p (%zu bytes) on CUDA device %d", ptr, size, dev->ordinal);
+      st =
+          cuda_error(error, r, "free", "%p (%zu bytes) on CUDA device %d", ptr, size, dev->ordinal);
   }
   if (st != 0 && rec != NULL) {
     /* Nothing was freed: keep the record so a retry still finds the base. */

@@ -60,12 +60,18 @@ const char* cuda_result_name(CUresult r) {
       name != NULL)
     return name;
   switch (r) {
-    case CUDA_ERROR_STUB_LIBRARY: return "CUDA_ERROR_STUB_LIBRARY";
-    case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
-    case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
-    case CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER: return "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER";
-    case CUDA_ERROR_NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
-    default: return "CUDA_ERROR_UNRECOGNIZED";
+    case CUDA_ERROR_STUB_LIBRARY:
+      return "CUDA_ERROR_STUB_LIBRARY";
+    case CUDA_ERROR_NO_DEVICE:
+      return "CUDA_ERROR_NO_DEVICE";
+    case CUDA_ERROR_NOT_INITIALIZED:
+      return "CUDA_ERROR_NOT_INITIALIZED";
+    case CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER:
+      return "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER";
+    case CUDA_ERROR_NOT_FOUND:
+      return "CUDA_ERROR_NOT_FOUND";
+    default:
+      return "CUDA_ERROR_UNRECOGNIZED";
   }
 }
 

@@ -79,7 +79,8 @@ int cuda_stream_import(struct adr_backend_device* dev, void* native_stream,
                       native_stream);
   if (owner != dev->ctx)
     return adr_backend_error_set(error, EINVAL,
-                                 "[stream_import][" CUDA_BACKEND_NAME "] EINVAL: CUstream %p "
+                                 "[stream_import][" CUDA_BACKEND_NAME
+                                 "] EINVAL: CUstream %p "
                                  "belongs to another context than CUDA device %d's primary context",
                                  native_stream, dev->ordinal);
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
@@ -176,7 +177,8 @@ int cuda_event_import(struct adr_backend_device* dev, void* sync_event,
   CUevent ev = *(CUevent*)sync_event;
   if (ev == NULL)
     return adr_backend_error_set(error, EINVAL,
-                                 "[event_import][" CUDA_BACKEND_NAME "] EINVAL: sync_event points "
+                                 "[event_import][" CUDA_BACKEND_NAME
+                                 "] EINVAL: sync_event points "
                                  "to a NULL CUevent");
   /* A query validates the handle without waiting (NOT_READY is fine). */
   CUresult r = cuda_api.cuEventQuery(ev);

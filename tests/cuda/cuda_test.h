@@ -25,11 +25,11 @@
 
 #include <adr/adr.h>
 
-#define CT_OK(call)                                                                      \
-  do {                                                                                   \
-    struct adr_error ct_err_ = {{0}};                                                    \
-    int ct_st_ = (call);                                                                 \
-    if (ct_st_ != 0)                                                                     \
+#define CT_OK(call)                                                                       \
+  do {                                                                                    \
+    struct adr_error ct_err_ = {{0}};                                                     \
+    int ct_st_ = (call);                                                                  \
+    if (ct_st_ != 0)                                                                      \
       fail_msg("%s\n  returned %s: %s", #call, adr_status_name(ct_st_), ct_err_.message); \
   } while (0)
 #define CT_ERR (&ct_err_)
@@ -46,16 +46,16 @@ static inline void ct_check_fail(const char* expr, int status, int want,
     if (subs[i] != NULL && strstr(err->message, subs[i]) == NULL)
       fail_msg("%s\n  message lacks \"%s\": %s", expr, subs[i], err->message);
 }
-#define CT_FAILS(call, want, s1, s2)                               \
-  do {                                                             \
-    struct adr_error ct_err_ = {{0}};                              \
-    int ct_st_ = (call);                                           \
-    ct_check_fail(#call, ct_st_, (want), &ct_err_, (s1), (s2));    \
+#define CT_FAILS(call, want, s1, s2)                            \
+  do {                                                          \
+    struct adr_error ct_err_ = {{0}};                           \
+    int ct_st_ = (call);                                        \
+    ct_check_fail(#call, ct_st_, (want), &ct_err_, (s1), (s2)); \
   } while (0)
 
-#define CU_OK(call)                                                        \
-  do {                                                                     \
-    CUresult cu_r_ = (call);                                               \
+#define CU_OK(call)                                                                       \
+  do {                                                                                    \
+    CUresult cu_r_ = (call);                                                              \
     if (cu_r_ != CUDA_SUCCESS) fail_msg("%s\n  returned CUresult %d", #call, (int)cu_r_); \
   } while (0)
 

@@ -132,8 +132,8 @@ static void test_stream_import(void** state) {
     CU_OK(g_drv.StreamCreate(&other, CU_STREAM_NON_BLOCKING));
     CU_OK(g_drv.CtxPopCurrent(&popped));
     struct adr_stream* s1 = NULL;
-    CT_FAILS(adr_stream_import(g_dev, (void*)other, &s1, CT_ERR), EINVAL,
-             "[stream_import][cuda]", "another context");
+    CT_FAILS(adr_stream_import(g_dev, (void*)other, &s1, CT_ERR), EINVAL, "[stream_import][cuda]",
+             "another context");
     CU_OK(g_drv.StreamDestroy(other));
   }
   CT_OK(adr_free(g_dev, buf, n, NULL, CT_ERR));
@@ -408,8 +408,9 @@ static void test_sim_event_orders_two_streams(void** state) {
   /* The case without the wait is a data race by design (the point is to
    * read before the other stream writes); ThreadSanitizer reports exactly
    * that, so it only runs in builds without it. */
-  fprintf(stderr, "test_sim_event_orders_two_streams: the no-wait half is not run under "
-                  "ThreadSanitizer\n");
+  fprintf(stderr,
+          "test_sim_event_orders_two_streams: the no-wait half is not run under "
+          "ThreadSanitizer\n");
 #else
   /* The same without the wait reads the old contents: the simulator really
    * runs the streams concurrently, so the positive case above means
@@ -504,7 +505,8 @@ static void test_sim_staged_pageable(void** state) {
 }
 
 int main(void) {
-  bool require = getenv("ADR_CUDA_TEST_REQUIRE") && strcmp(getenv("ADR_CUDA_TEST_REQUIRE"), "1") == 0;
+  bool require =
+      getenv("ADR_CUDA_TEST_REQUIRE") && strcmp(getenv("ADR_CUDA_TEST_REQUIRE"), "1") == 0;
   struct adr_error err = {{0}};
   if (adr_device_get(ARROW_DEVICE_CUDA, 0, &g_dev, &err) != 0) {
     fprintf(stderr, "test_cuda_interop: no CUDA device: %s\n", err.message);
@@ -535,12 +537,13 @@ int main(void) {
       cmocka_unit_test(test_over_aligned),
   };
   int failed = cmocka_run_group_tests_name("cuda interop", common, NULL, NULL);
-  bool sim = g_drv.sim_delay != NULL && g_drv.sim_alloc_fail != NULL &&
-             g_drv.sim_live_allocations != NULL;
+  bool sim =
+      g_drv.sim_delay != NULL && g_drv.sim_alloc_fail != NULL && g_drv.sim_live_allocations != NULL;
   if (!sim) {
-    fprintf(stderr, "test_cuda_interop: real driver: the simulator-only group (stale data "
-                    "without a wait, freed/out-of-bounds pointers, allocation failure, staging "
-                    "counters) does not run\n");
+    fprintf(stderr,
+            "test_cuda_interop: real driver: the simulator-only group (stale data "
+            "without a wait, freed/out-of-bounds pointers, allocation failure, staging "
+            "counters) does not run\n");
     return failed ? 1 : 0;
   }
   const struct CMUnitTest simulated[] = {

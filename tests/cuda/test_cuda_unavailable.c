@@ -80,8 +80,9 @@ int main(void) {
   if (no_driver != NULL && strcmp(no_driver, "1") == 0) {
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib != NULL) {
-      fprintf(stderr, "test_cuda_unavailable: this machine has libcuda.so.1; the no-driver "
-                      "case cannot be tested here\n");
+      fprintf(stderr,
+              "test_cuda_unavailable: this machine has libcuda.so.1; the no-driver "
+              "case cannot be tested here\n");
       dlclose(lib);
       return 77;
     }

@@ -28,7 +28,9 @@
 
 static _Thread_local char t_message[512];
 
-const char* sim_last_message(void) { return t_message; }
+const char* sim_last_message(void) {
+  return t_message;
+}
 
 __attribute__((format(printf, 2, 3))) static int fail(int status, const char* fmt, ...) {
   va_list ap;
@@ -129,14 +131,14 @@ static struct {
     .stream_gone = PTHREAD_COND_INITIALIZER,
 };
 
-static bool parse_u64(const char* name, const char* text, uint64_t min, uint64_t max,
-                      uint64_t* out, const char** rest) {
+static bool parse_u64(const char* name, const char* text, uint64_t min, uint64_t max, uint64_t* out,
+                      const char** rest) {
   char* end = NULL;
   errno = 0;
   unsigned long long v = strtoull(text, &end, 10);
   if (end == text || errno != 0 || v < min || v > max || (rest == NULL && *end != '\0')) {
-    snprintf(g.message, sizeof(g.message), "%s=\"%s\": expected an integer in [%" PRIu64 ", %" PRIu64 "]",
-             name, text, min, max);
+    snprintf(g.message, sizeof(g.message),
+             "%s=\"%s\": expected an integer in [%" PRIu64 ", %" PRIu64 "]", name, text, min, max);
     return false;
   }
   if (rest) *rest = end;
@@ -162,8 +164,7 @@ static void init_once(void) {
     uint64_t nth = 0;
     if (!parse_u64("ADR_SIM_ALLOC_FAIL", s, 0, UINT64_MAX, &nth, &rest)) return;
     if (*rest != '\0' && strcmp(rest, ":once") != 0) {
-      snprintf(g.message, sizeof(g.message),
-               "ADR_SIM_ALLOC_FAIL=\"%s\": expected N or N:once", s);
+      snprintf(g.message, sizeof(g.message), "ADR_SIM_ALLOC_FAIL=\"%s\": expected N or N:once", s);
       return;
     }
     g.fail_nth = nth;
@@ -203,7 +204,9 @@ static int check_init(void) {
   return SIM_SUCCESS;
 }
 
-int sim_device_count(void) { return check_init() == SIM_SUCCESS ? g.ndev : 0; }
+int sim_device_count(void) {
+  return check_init() == SIM_SUCCESS ? g.ndev : 0;
+}
 
 const struct sim_device_props* sim_device_props(int device) {
   if (check_init() != SIM_SUCCESS || device < 0 || device >= g.ndev) return NULL;
@@ -238,7 +241,9 @@ void sim_alloc_fail_set(uint64_t nth, int once) {
   pthread_mutex_unlock(&g.knob_lock);
 }
 
-void sim_delay_set(unsigned microseconds) { g.delay_us = microseconds; }
+void sim_delay_set(unsigned microseconds) {
+  g.delay_us = microseconds;
+}
 
 static bool knob_fails(void) {
   pthread_mutex_lock(&g.knob_lock);
@@ -300,7 +305,8 @@ static bool in_device_region(uintptr_t p) {
 /* Gives device `d` a fresh region of at least `need` bytes. d->lock held;
  * takes the table lock (order: device lock, then table lock). */
 static bool grow_region(struct device* d, uintptr_t need) {
-  uintptr_t len = need + SIM_DEVICE_ALIGN > SIM_REGION_SIZE ? need + SIM_DEVICE_ALIGN : SIM_REGION_SIZE;
+  uintptr_t len =
+      need + SIM_DEVICE_ALIGN > SIM_REGION_SIZE ? need + SIM_DEVICE_ALIGN : SIM_REGION_SIZE;
   if (len < need) return false;
   pthread_rwlock_wrlock(&g.table_lock);
   bool room = g.nregions < SIM_MAX_REGIONS;
@@ -899,7 +905,9 @@ static void drain_streams(int device) {
   pthread_mutex_unlock(&g.handles_lock);
 }
 
-static void drain_all_streams(void) { drain_streams(-1); }
+static void drain_all_streams(void) {
+  drain_streams(-1);
+}
 
 int sim_device_synchronize(int device) {
   int st = check_device(device);
@@ -946,8 +954,8 @@ int sim_memcpy_async(void* dst, const void* src, size_t size, int allow_peer,
       return fail(SIM_ERROR_WRONG_DEVICE, "destination %p is memory of device %d, stream is on %d",
                   dst, rd.device, s->device);
     if (rs.kind == SIM_MEM_DEVICE && rs.device != s->device)
-      return fail(SIM_ERROR_WRONG_DEVICE, "source %p is memory of device %d, stream is on %d",
-                  src, rs.device, s->device);
+      return fail(SIM_ERROR_WRONG_DEVICE, "source %p is memory of device %d, stream is on %d", src,
+                  rs.device, s->device);
   }
   struct item* it = new_item(IT_COPY);
   if (it == NULL) return fail(SIM_ERROR_OUT_OF_MEMORY, "out of host memory");

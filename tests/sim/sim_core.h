@@ -63,18 +63,18 @@ extern "C" {
  * hipError_t); sim_status_name() gives the core's name for logs. */
 enum sim_status {
   SIM_SUCCESS = 0,
-  SIM_ERROR_INVALID_VALUE = 1,    /* bad argument (NULL out pointer, bad flags) */
-  SIM_ERROR_OUT_OF_MEMORY = 2,    /* budget exceeded or ADR_SIM_ALLOC_FAIL */
-  SIM_ERROR_NOT_INITIALIZED = 3,  /* sim_init not called / failed */
-  SIM_ERROR_INVALID_DEVICE = 4,   /* device ordinal out of range */
-  SIM_ERROR_INVALID_HANDLE = 5,   /* unknown or destroyed stream/event */
-  SIM_ERROR_NOT_READY = 6,        /* stream/event query: work pending */
-  SIM_ERROR_UNKNOWN_POINTER = 7,  /* device-range address never allocated */
-  SIM_ERROR_FREED_POINTER = 8,    /* address of a freed allocation */
-  SIM_ERROR_OUT_OF_BOUNDS = 9,    /* range runs past the end of its allocation */
-  SIM_ERROR_WRONG_DEVICE = 10,    /* memory of another device where not allowed */
+  SIM_ERROR_INVALID_VALUE = 1,       /* bad argument (NULL out pointer, bad flags) */
+  SIM_ERROR_OUT_OF_MEMORY = 2,       /* budget exceeded or ADR_SIM_ALLOC_FAIL */
+  SIM_ERROR_NOT_INITIALIZED = 3,     /* sim_init not called / failed */
+  SIM_ERROR_INVALID_DEVICE = 4,      /* device ordinal out of range */
+  SIM_ERROR_INVALID_HANDLE = 5,      /* unknown or destroyed stream/event */
+  SIM_ERROR_NOT_READY = 6,           /* stream/event query: work pending */
+  SIM_ERROR_UNKNOWN_POINTER = 7,     /* device-range address never allocated */
+  SIM_ERROR_FREED_POINTER = 8,       /* address of a freed allocation */
+  SIM_ERROR_OUT_OF_BOUNDS = 9,       /* range runs past the end of its allocation */
+  SIM_ERROR_WRONG_DEVICE = 10,       /* memory of another device where not allowed */
   SIM_ERROR_ALREADY_REGISTERED = 11, /* host range overlaps a registered/pinned one */
-  SIM_ERROR_NOT_REGISTERED = 12,  /* unregister of a range never registered */
+  SIM_ERROR_NOT_REGISTERED = 12,     /* unregister of a range never registered */
   SIM_ERROR_NOT_SUPPORTED = 13,
 };
 
@@ -97,11 +97,11 @@ int sim_device_count(void);
 
 /* Fixed description of a device. Valid for the life of the process. */
 struct sim_device_props {
-  char name[64];             /* "adr simulated GPU 0" */
-  uint64_t memory_total;     /* bytes (the budget) */
+  char name[64];         /* "adr simulated GPU 0" */
+  uint64_t memory_total; /* bytes (the budget) */
   int pci_domain, pci_bus, pci_device;
-  unsigned char uuid[16];    /* stable per ordinal */
-  int cc_major, cc_minor;    /* "compute capability" a front end may report */
+  unsigned char uuid[16]; /* stable per ordinal */
+  int cc_major, cc_minor; /* "compute capability" a front end may report */
   int multiprocessors;
 };
 /* NULL for an ordinal out of range. */

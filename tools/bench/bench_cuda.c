@@ -72,12 +72,24 @@ static void adr_fn(void* p) {
   int st = 0;
   void* tmp = NULL;
   switch (a->op) {
-    case H2D_PINNED: st = adr_copy(a->dev, a->dev_a, a->host, a->pinned, a->size, NULL, NULL); break;
-    case D2H_PINNED: st = adr_copy(a->host, a->pinned, a->dev, a->dev_a, a->size, NULL, NULL); break;
-    case H2D_PAGEABLE: st = adr_copy(a->dev, a->dev_a, a->cpu, a->pageable, a->size, NULL, NULL); break;
-    case D2H_PAGEABLE: st = adr_copy(a->cpu, a->pageable, a->dev, a->dev_a, a->size, NULL, NULL); break;
-    case D2D: st = adr_copy(a->dev, a->dev_b, a->dev, a->dev_a, a->size, NULL, NULL); break;
-    case PEER: st = adr_copy(a->dev1, a->peer_buf, a->dev, a->dev_a, a->size, NULL, NULL); break;
+    case H2D_PINNED:
+      st = adr_copy(a->dev, a->dev_a, a->host, a->pinned, a->size, NULL, NULL);
+      break;
+    case D2H_PINNED:
+      st = adr_copy(a->host, a->pinned, a->dev, a->dev_a, a->size, NULL, NULL);
+      break;
+    case H2D_PAGEABLE:
+      st = adr_copy(a->dev, a->dev_a, a->cpu, a->pageable, a->size, NULL, NULL);
+      break;
+    case D2H_PAGEABLE:
+      st = adr_copy(a->cpu, a->pageable, a->dev, a->dev_a, a->size, NULL, NULL);
+      break;
+    case D2D:
+      st = adr_copy(a->dev, a->dev_b, a->dev, a->dev_a, a->size, NULL, NULL);
+      break;
+    case PEER:
+      st = adr_copy(a->dev1, a->peer_buf, a->dev, a->dev_a, a->size, NULL, NULL);
+      break;
     case ALLOC:
       st = adr_alloc(a->dev, a->size, 0, NULL, &tmp, NULL);
       if (st == 0) st = adr_free(a->dev, tmp, a->size, NULL, NULL);
@@ -105,8 +117,12 @@ static void direct_fn(void* p) {
       r = d->DtoHAsync(a->pinned, da, a->size, a->cs);
       if (r == CUDA_SUCCESS) r = d->StreamSynchronize(a->cs);
       break;
-    case H2D_PAGEABLE: r = d->HtoD(da, a->pageable, a->size); break;
-    case D2H_PAGEABLE: r = d->DtoH(a->pageable, da, a->size); break;
+    case H2D_PAGEABLE:
+      r = d->HtoD(da, a->pageable, a->size);
+      break;
+    case D2H_PAGEABLE:
+      r = d->DtoH(a->pageable, da, a->size);
+      break;
     case D2D:
       r = d->DtoDAsync(db, da, a->size, a->cs);
       if (r == CUDA_SUCCESS) r = d->StreamSynchronize(a->cs);
@@ -153,8 +169,8 @@ static void row(struct bench_ctx* ctx, struct arg* a, const char* what, const ch
     return;
   }
   if (bandwidth)
-    bench_report(ctx, group, label, (double)a->size / t_adr / 1e9,
-                 (double)a->size / t_direct / 1e9, "GB/s", baseline, BENCH_HIGHER_IS_BETTER);
+    bench_report(ctx, group, label, (double)a->size / t_adr / 1e9, (double)a->size / t_direct / 1e9,
+                 "GB/s", baseline, BENCH_HIGHER_IS_BETTER);
   else
     bench_report(ctx, group, label, t_adr * 1e6, t_direct * 1e6, "us/op", baseline,
                  BENCH_LOWER_IS_BETTER);
@@ -184,13 +200,15 @@ void bench_run_cuda(struct bench_ctx* ctx) {
   }
   struct drv d;
   bool ok = bind(lib, "cuMemcpyHtoDAsync_v2", &d.HtoDAsync) &&
-            bind(lib, "cuMemcpyDtoHAsync_v2", &d.DtoHAsync) && bind(lib, "cuMemcpyHtoD_v2", &d.HtoD) &&
-            bind(lib, "cuMemcpyDtoH_v2", &d.DtoH) && bind(lib, "cuMemcpyDtoDAsync_v2", &d.DtoDAsync) &&
+            bind(lib, "cuMemcpyDtoHAsync_v2", &d.DtoHAsync) &&
+            bind(lib, "cuMemcpyHtoD_v2", &d.HtoD) && bind(lib, "cuMemcpyDtoH_v2", &d.DtoH) &&
+            bind(lib, "cuMemcpyDtoDAsync_v2", &d.DtoDAsync) &&
             bind(lib, "cuMemcpyPeerAsync", &d.PeerAsync) &&
             bind(lib, "cuStreamSynchronize", &d.StreamSynchronize) &&
             bind(lib, "cuStreamCreate", &d.StreamCreate) &&
-            bind(lib, "cuStreamDestroy_v2", &d.StreamDestroy) && bind(lib, "cuMemAlloc_v2", &d.MemAlloc) &&
-            bind(lib, "cuMemFree_v2", &d.MemFree) && bind(lib, "cuCtxPushCurrent_v2", &d.CtxPushCurrent) &&
+            bind(lib, "cuStreamDestroy_v2", &d.StreamDestroy) &&
+            bind(lib, "cuMemAlloc_v2", &d.MemAlloc) && bind(lib, "cuMemFree_v2", &d.MemFree) &&
+            bind(lib, "cuCtxPushCurrent_v2", &d.CtxPushCurrent) &&
             bind(lib, "cuCtxPopCurrent_v2", &d.CtxPopCurrent);
   bool pools = bind(lib, "cuMemAllocAsync", &d.MemAllocAsync) &&
                bind(lib, "cuMemFreeAsync", &d.MemFreeAsync);

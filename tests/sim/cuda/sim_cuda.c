@@ -59,16 +59,26 @@ static _Thread_local int t_depth;
 
 static CUresult from_sim(int st) {
   switch (st) {
-    case SIM_SUCCESS: return CUDA_SUCCESS;
-    case SIM_ERROR_OUT_OF_MEMORY: return CUDA_ERROR_OUT_OF_MEMORY;
-    case SIM_ERROR_NOT_INITIALIZED: return CUDA_ERROR_NOT_INITIALIZED;
-    case SIM_ERROR_INVALID_DEVICE: return CUDA_ERROR_INVALID_DEVICE;
-    case SIM_ERROR_INVALID_HANDLE: return CUDA_ERROR_INVALID_HANDLE;
-    case SIM_ERROR_NOT_READY: return CUDA_ERROR_NOT_READY;
-    case SIM_ERROR_ALREADY_REGISTERED: return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-    case SIM_ERROR_NOT_REGISTERED: return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
-    case SIM_ERROR_NOT_SUPPORTED: return CUDA_ERROR_NOT_SUPPORTED;
-    default: return CUDA_ERROR_INVALID_VALUE; /* pointers, bounds, wrong device */
+    case SIM_SUCCESS:
+      return CUDA_SUCCESS;
+    case SIM_ERROR_OUT_OF_MEMORY:
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    case SIM_ERROR_NOT_INITIALIZED:
+      return CUDA_ERROR_NOT_INITIALIZED;
+    case SIM_ERROR_INVALID_DEVICE:
+      return CUDA_ERROR_INVALID_DEVICE;
+    case SIM_ERROR_INVALID_HANDLE:
+      return CUDA_ERROR_INVALID_HANDLE;
+    case SIM_ERROR_NOT_READY:
+      return CUDA_ERROR_NOT_READY;
+    case SIM_ERROR_ALREADY_REGISTERED:
+      return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    case SIM_ERROR_NOT_REGISTERED:
+      return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    case SIM_ERROR_NOT_SUPPORTED:
+      return CUDA_ERROR_NOT_SUPPORTED;
+    default:
+      return CUDA_ERROR_INVALID_VALUE; /* pointers, bounds, wrong device */
   }
 }
 
@@ -80,9 +90,10 @@ static CUresult ret(const char* fn, CUresult r, const char* why) {
 #define RET_SIM(st) ret(__func__, from_sim(st), sim_last_message())
 #define RET(r, why) ret(__func__, (r), (why))
 
-#define CHECK_INIT()                                                              \
-  do {                                                                            \
-    if (g.init_result != CUDA_SUCCESS) return RET(CUDA_ERROR_NOT_INITIALIZED, "cuInit not called"); \
+#define CHECK_INIT()                                               \
+  do {                                                             \
+    if (g.init_result != CUDA_SUCCESS)                             \
+      return RET(CUDA_ERROR_NOT_INITIALIZED, "cuInit not called"); \
   } while (0)
 
 struct err_entry {
@@ -93,7 +104,8 @@ struct err_entry {
 
 /* The codes this driver returns, plus the common ones callers print. */
 static const struct err_entry k_errors[] = {
-#define E(code, text) {code, #code, text}
+#define E(code, text) \
+  { code, #code, text }
     E(CUDA_SUCCESS, "no error"),
     E(CUDA_ERROR_INVALID_VALUE, "invalid argument"),
     E(CUDA_ERROR_OUT_OF_MEMORY, "out of memory"),
@@ -110,7 +122,8 @@ static const struct err_entry k_errors[] = {
     E(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered"),
     E(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
       "part or all of the requested memory range is already mapped"),
-    E(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "pointer does not correspond to a registered memory region"),
+    E(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
+      "pointer does not correspond to a registered memory region"),
     E(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "peer access is already enabled"),
     E(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "peer access is not supported between these two devices"),
     E(CUDA_ERROR_NOT_SUPPORTED, "operation not supported"),
@@ -187,7 +200,9 @@ static CUresult check_device(CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
-static CUcontext current(void) { return t_depth > 0 ? t_stack[t_depth - 1] : NULL; }
+static CUcontext current(void) {
+  return t_depth > 0 ? t_stack[t_depth - 1] : NULL;
+}
 
 static bool ctx_valid(CUcontext c) {
   if (c < &g_ctx[0] || c >= &g_ctx[SIM_MAX_DEVICES]) return false;
@@ -277,20 +292,47 @@ CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevi
   if (check_device(dev)) return RET(CUDA_ERROR_INVALID_DEVICE, "bad device");
   const struct sim_device_props* p = sim_device_props(dev);
   switch (attrib) {
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = p->cc_major; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = p->cc_minor; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = p->multiprocessors; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *pi = p->pci_bus; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *pi = p->pci_device; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: *pi = p->pci_domain; break;
-    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *pi = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: *pi = 1; break;
-    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: *pi = 1; break;
-    case CU_DEVICE_ATTRIBUTE_INTEGRATED: *pi = 0; break;
-    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: *pi = 1; break;
-    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: *pi = 2; break;
-    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *pi = g.no_mempool ? 0 : 1; break;
-    default: return RET(CUDA_ERROR_INVALID_VALUE, "attribute not modelled by the simulator");
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      *pi = p->cc_major;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      *pi = p->cc_minor;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      *pi = p->multiprocessors;
+      break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
+      *pi = p->pci_bus;
+      break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
+      *pi = p->pci_device;
+      break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
+      *pi = p->pci_domain;
+      break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+      *pi = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+      *pi = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+      *pi = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_INTEGRATED:
+      *pi = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+      *pi = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
+      *pi = 2;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+      *pi = g.no_mempool ? 0 : 1;
+      break;
+    default:
+      return RET(CUDA_ERROR_INVALID_VALUE, "attribute not modelled by the simulator");
   }
   return CUDA_SUCCESS;
 }
@@ -427,7 +469,8 @@ CUresult CUDAAPI cuMemGetInfo(size_t* free_bytes, size_t* total) {
 }
 
 static CUresult alloc_kind(enum sim_mem_kind kind, void** out, size_t size, const char* fn) {
-  if (g.init_result != CUDA_SUCCESS) return ret(fn, CUDA_ERROR_NOT_INITIALIZED, "cuInit not called");
+  if (g.init_result != CUDA_SUCCESS)
+    return ret(fn, CUDA_ERROR_NOT_INITIALIZED, "cuInit not called");
   if (out == NULL) return ret(fn, CUDA_ERROR_INVALID_VALUE, "NULL");
   int dev;
   CUresult r = current_device(&dev);
@@ -528,15 +571,16 @@ CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCoun
   struct sim_stream* s;
   CUresult r = resolve_stream(hStream, &s);
   if (r) return RET(r, "bad stream");
-  return RET_SIM(sim_memcpy_async((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, ByteCount,
-                                  1, s));
+  return RET_SIM(
+      sim_memcpy_async((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, ByteCount, 1, s));
 }
 
 /* The typed and synchronous variants (adr-bench's direct baselines). The
  * synchronous ones run on the current context's built-in stream and wait. */
 static CUresult copy_on(void* dst, const void* src, size_t n, CUstream h, bool wait,
                         const char* fn) {
-  if (g.init_result != CUDA_SUCCESS) return ret(fn, CUDA_ERROR_NOT_INITIALIZED, "cuInit not called");
+  if (g.init_result != CUDA_SUCCESS)
+    return ret(fn, CUDA_ERROR_NOT_INITIALIZED, "cuInit not called");
   struct sim_stream* s;
   CUresult r = resolve_stream(h, &s);
   if (r) return ret(fn, r, "bad stream or no current context");
@@ -575,8 +619,8 @@ static CUresult check_owner(CUdeviceptr p, size_t n, CUcontext ctx) {
 }
 
 CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext,
-                                   CUdeviceptr srcDevice, CUcontext srcContext,
-                                   size_t ByteCount, CUstream hStream) {
+                                   CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount,
+                                   CUstream hStream) {
   CHECK_INIT();
   CUresult r = check_owner(dstDevice, ByteCount, dstContext);
   if (r) return RET(r, "destination does not belong to dstContext");
@@ -715,8 +759,9 @@ static CUresult pointer_attribute(void* data, CUpointer_attribute a, CUdeviceptr
       *(CUcontext*)data = valid ? &g_ctx[info->device] : NULL;
       break;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-      *(unsigned int*)data = !valid ? 0u : host ? (unsigned)CU_MEMORYTYPE_HOST
-                                                : (unsigned)CU_MEMORYTYPE_DEVICE;
+      *(unsigned int*)data = !valid ? 0u
+                             : host ? (unsigned)CU_MEMORYTYPE_HOST
+                                    : (unsigned)CU_MEMORYTYPE_DEVICE;
       break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
       *(CUdeviceptr*)data = valid ? ptr : 0;
@@ -748,15 +793,14 @@ static CUresult pointer_attribute(void* data, CUpointer_attribute a, CUdeviceptr
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes,
-                                        CUpointer_attribute* attributes, void** data,
-                                        CUdeviceptr ptr) {
+CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute* attributes,
+                                        void** data, CUdeviceptr ptr) {
   CHECK_INIT();
   if (numAttributes == 0 || attributes == NULL || data == NULL)
     return RET(CUDA_ERROR_INVALID_VALUE, "bad arguments");
   struct sim_ptr_info info = {SIM_MEM_NONE, -1, NULL, 0, 0};
-  bool valid = sim_ptr_query((void*)(uintptr_t)ptr, &info) == SIM_SUCCESS &&
-               info.kind != SIM_MEM_NONE;
+  bool valid =
+      sim_ptr_query((void*)(uintptr_t)ptr, &info) == SIM_SUCCESS && info.kind != SIM_MEM_NONE;
   for (unsigned i = 0; i < numAttributes; i++) {
     if (data[i] == NULL) return RET(CUDA_ERROR_INVALID_VALUE, "NULL data slot");
     CUresult r = pointer_attribute(data[i], attributes[i], ptr, &info, valid);
@@ -765,8 +809,7 @@ CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes,
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute,
-                                       CUdeviceptr ptr) {
+CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
   CHECK_INIT();
   if (data == NULL) return RET(CUDA_ERROR_INVALID_VALUE, "NULL");
   struct sim_ptr_info info = {SIM_MEM_NONE, -1, NULL, 0, 0};
@@ -785,7 +828,8 @@ struct proc {
 };
 
 static const struct proc k_procs[] = {
-#define P(name, fn, version) {name, version, (void*)&fn}
+#define P(name, fn, version) \
+  { name, version, (void*)&fn }
     P("cuInit", cuInit, 2000),
     P("cuDriverGetVersion", cuDriverGetVersion, 2020),
     P("cuGetErrorName", cuGetErrorName, 6000),
@@ -843,8 +887,8 @@ static const struct proc k_procs[] = {
 #undef P
 };
 
-CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
-                                  cuuint64_t flags, CUdriverProcAddressQueryResult* symbolStatus) {
+CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
+                                  CUdriverProcAddressQueryResult* symbolStatus) {
   if (symbol == NULL || pfn == NULL) return RET(CUDA_ERROR_INVALID_VALUE, "NULL");
   if (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
                             CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
@@ -869,8 +913,14 @@ CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersio
 void adr_sim_cuda_alloc_fail(unsigned long long nth, int once);
 void adr_sim_cuda_delay(unsigned microseconds);
 unsigned long long adr_sim_cuda_live_allocations(void);
-void adr_sim_cuda_alloc_fail(unsigned long long nth, int once) { sim_alloc_fail_set(nth, once); }
-void adr_sim_cuda_delay(unsigned microseconds) { sim_delay_set(microseconds); }
-unsigned long long adr_sim_cuda_live_allocations(void) { return sim_live_allocations(); }
+void adr_sim_cuda_alloc_fail(unsigned long long nth, int once) {
+  sim_alloc_fail_set(nth, once);
+}
+void adr_sim_cuda_delay(unsigned microseconds) {
+  sim_delay_set(microseconds);
+}
+unsigned long long adr_sim_cuda_live_allocations(void) {
+  return sim_live_allocations();
+}
 
 #pragma GCC visibility pop
