@@ -505,8 +505,8 @@ static int claim_for_free(void* ptr, enum sim_mem_kind kind, struct alloc** out)
     st = fail(kind == SIM_MEM_REGISTERED ? SIM_ERROR_NOT_REGISTERED : SIM_ERROR_INVALID_VALUE,
               "%p is not an allocation of the simulated driver", ptr);
   else if (st == SIM_SUCCESS && r.a->base != (uintptr_t)ptr)
-    st = fail(SIM_ERROR_INVALID_VALUE, "%p is inside, not at the start of, the allocation at %p",
-              ptr, (void*)r.a->base);
+    st = fail(kind == SIM_MEM_REGISTERED ? SIM_ERROR_NOT_REGISTERED : SIM_ERROR_INVALID_VALUE,
+              "%p is inside, not at the start of, the allocation at %p", ptr, (void*)r.a->base);
   else if (st == SIM_SUCCESS &&
            !(r.kind == kind || (kind == SIM_MEM_DEVICE && r.kind == SIM_MEM_MANAGED)))
     st = fail(kind == SIM_MEM_REGISTERED ? SIM_ERROR_NOT_REGISTERED : SIM_ERROR_INVALID_VALUE,
