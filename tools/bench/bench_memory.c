@@ -220,6 +220,9 @@ void bench_run_memory(struct bench_ctx* ctx) {
           /* The first run warms the pool to the workload's size, as RMM's
            * pool is warm after its first iteration; best of the runs. */
           double pool = measure(dev, USE_POOL, n, max_size, cap, threads, &st);
+          /* Give the pool's cache back before the baselines run, so they do
+           * not compete with gigabytes the pool holds. */
+          adr_memory_trim(dev, NULL, NULL);
           char label[64];
           snprintf(label, sizeof(label), "%zuk %zuMiB %dT", n / 1000, sizes[si], threads);
           /* A native allocator at milliseconds per call would take many
