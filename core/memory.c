@@ -147,7 +147,9 @@ int adr_host_register(struct adr_device* device, void* ptr, size_t size, struct 
   if (!ADR__HAS_SLOT(device->vt, host_register))
     return adr__errorf(error, ENOTSUP, "adr_host_register", device->backend->name,
                        "the backend cannot page-lock host memory");
-  return device->vt->host_register(device->handle, ptr, size, error);
+  return ADR__DISPATCH(device, "adr_host_register", "host_register",
+                       device->vt->host_register(device->handle, ptr, size, error), "ptr=%p size=%zu",
+                       ptr, size);
 }
 
 int adr_host_unregister(struct adr_device* device, void* ptr, struct adr_error* error) {
@@ -157,5 +159,6 @@ int adr_host_unregister(struct adr_device* device, void* ptr, struct adr_error* 
   if (!ADR__HAS_SLOT(device->vt, host_unregister))
     return adr__errorf(error, ENOTSUP, "adr_host_unregister", device->backend->name,
                        "the backend cannot page-lock host memory");
-  return device->vt->host_unregister(device->handle, ptr, error);
+  return ADR__DISPATCH(device, "adr_host_unregister", "host_unregister",
+                       device->vt->host_unregister(device->handle, ptr, error), "ptr=%p", ptr);
 }

@@ -448,7 +448,8 @@ int adr_device_native(struct adr_device* device, int kind, void** out, struct ad
   if (!ADR__HAS_SLOT(device->vt, device_native))
     return adr__errorf(error, ENOTSUP, "adr_device_native", device->backend->name,
                        "the backend exposes no native handles");
-  return device->vt->device_native(device->handle, kind, out, error);
+  return ADR__DISPATCH(device, "adr_device_native", "device_native",
+                       device->vt->device_native(device->handle, kind, out, error), "kind=%d", kind);
 }
 
 int adr_device_properties(struct adr_device* device, adr_property_fn emit, void* ctx,
@@ -459,7 +460,8 @@ int adr_device_properties(struct adr_device* device, adr_property_fn emit, void*
   if (!ADR__HAS_SLOT(device->vt, device_properties))
     return adr__errorf(error, ENOTSUP, "adr_device_properties", device->backend->name,
                        "the backend describes no properties");
-  return device->vt->device_properties(device->handle, emit, ctx, error);
+  return ADR__DISPATCH(device, "adr_device_properties", "device_properties",
+                       device->vt->device_properties(device->handle, emit, ctx, error), "%s", "");
 }
 
 int adr_device_adopt(ArrowDeviceType type, const void* native_desc, struct adr_device** out,

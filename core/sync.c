@@ -69,7 +69,9 @@ int adr_stream_import(struct adr_device* device, void* native_stream, struct adr
                        "the backend cannot wrap native streams");
   struct adr_stream* s = calloc(1, sizeof(*s));
   if (s == NULL) return adr__errorf(error, ENOMEM, "adr_stream_import", BACKEND(device), "out of memory");
-  int st = device->vt->stream_import(device->handle, native_stream, &s->handle, error);
+  int st = ADR__DISPATCH(device, "adr_stream_import", "stream_import",
+                         device->vt->stream_import(device->handle, native_stream, &s->handle, error),
+                         "native=%p", native_stream);
   if (st) {
     free(s);
     return st;
@@ -177,7 +179,9 @@ int adr_event_import(struct adr_device* device, void* sync_event, struct adr_eve
                        "the backend cannot wrap native events");
   struct adr_event* e = calloc(1, sizeof(*e));
   if (e == NULL) return adr__errorf(error, ENOMEM, "adr_event_import", BACKEND(device), "out of memory");
-  int st = device->vt->event_import(device->handle, sync_event, &e->handle, error);
+  int st = ADR__DISPATCH(device, "adr_event_import", "event_import",
+                         device->vt->event_import(device->handle, sync_event, &e->handle, error),
+                         "sync_event=%p", sync_event);
   if (st) {
     free(e);
     return st;

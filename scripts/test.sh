@@ -2,7 +2,7 @@
 # Builds adr twice and runs every test suite in both builds:
 #   build-ci    plain, warnings are errors
 #   build-san   AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer)
-# then the core and CPU suites under ThreadSanitizer. Suites whose hardware
+# then the core, CPU and memory suites under ThreadSanitizer. Suites whose hardware
 # is absent (gpu) exit 77 and are reported as SKIP.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,5 +27,5 @@ run build-san
 
 [ -d build-tsan ] || CC=clang meson setup build-tsan -Db_sanitize=thread -Db_lundef=false \
   -Dopencl=disabled -Dvulkan=disabled -Dcuda=disabled -Dhip=disabled >/dev/null
-run build-tsan core cpu
+run build-tsan core cpu memory
 echo "test.sh: all suites passed in the plain, ASan/UBSan and TSan builds"

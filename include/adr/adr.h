@@ -218,9 +218,12 @@ ADR_API int adr_alloc(struct adr_device* device, size_t size, size_t alignment,
                       struct adr_stream* stream, void** out, struct adr_error* error);
 
 /* Frees memory from adr_alloc on the same device; `size` must be the size it
- * was allocated with. With a stream, the memory is released once the work
- * queued on that stream before the call has completed. EINVAL (nothing
- * freed) for a pointer this device did not allocate or a wrong size. */
+ * was allocated with. With a stream, the memory is reused or released only
+ * after the work queued on that stream before the call has completed (no
+ * host wait). With a NULL stream the caller guarantees that no queued work
+ * still uses the memory (synchronise first); adr does not wait. EINVAL
+ * (nothing freed) for a pointer this device did not allocate or a wrong
+ * size. */
 ADR_API int adr_free(struct adr_device* device, void* ptr, size_t size,
                      struct adr_stream* stream, struct adr_error* error);
 
