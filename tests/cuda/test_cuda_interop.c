@@ -85,7 +85,7 @@ static void test_event_export_import(void** state) {
   /* A NULL CUevent behind the pointer is refused. */
   CUevent none = NULL;
   struct adr_event* bad = NULL;
-  CT_FAILS(adr_event_import(g_dev, &none, &bad, CT_ERR), EINVAL, "[event_import][cuda]",
+  CT_FAILS(adr_event_import(g_dev, &none, &bad, CT_ERR), EINVAL, "[adr_event_import][cuda]",
            "NULL CUevent");
 
   CT_OK(adr_event_destroy(ev, CT_ERR));
@@ -132,7 +132,7 @@ static void test_stream_import(void** state) {
     CU_OK(g_drv.StreamCreate(&other, CU_STREAM_NON_BLOCKING));
     CU_OK(g_drv.CtxPopCurrent(&popped));
     struct adr_stream* s1 = NULL;
-    CT_FAILS(adr_stream_import(g_dev, (void*)other, &s1, CT_ERR), EINVAL, "[stream_import][cuda]",
+    CT_FAILS(adr_stream_import(g_dev, (void*)other, &s1, CT_ERR), EINVAL, "[adr_stream_import][cuda]",
              "another context");
     CU_OK(g_drv.StreamDestroy(other));
   }
@@ -162,7 +162,7 @@ static void test_native_handles(void** state) {
   assert_non_null(v);
   assert_ptr_equal(v, adr_stream_native(adr_stream_default(g_dev)));
   CT_FAILS(adr_device_native(g_dev, ADR_NATIVE_PLATFORM, &v, CT_ERR), ENOTSUP,
-           "[device_native][cuda]", "kind 4");
+           "[adr_device_native][cuda]", "kind 4");
 }
 
 /* Every adr call leaves the calling thread's current context as it was. */
@@ -303,10 +303,10 @@ static void test_host_register(void** state) {
   CT_OK(adr_copy(g_dev, d, g_cpu, buf, n, NULL, CT_ERR));
   CT_OK(adr_copy(g_cpu, back, g_dev, d, n, NULL, CT_ERR));
   ct_expect(back, n, 11, "copy through registered memory");
-  CT_FAILS(adr_host_register(g_dev, buf, n, CT_ERR), EEXIST, "[host_register][cuda]",
+  CT_FAILS(adr_host_register(g_dev, buf, n, CT_ERR), EEXIST, "[adr_host_register][cuda]",
            "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED");
   CT_OK(adr_host_unregister(g_dev, buf, CT_ERR));
-  CT_FAILS(adr_host_unregister(g_dev, buf, CT_ERR), ENOENT, "[host_unregister][cuda]",
+  CT_FAILS(adr_host_unregister(g_dev, buf, CT_ERR), ENOENT, "[adr_host_unregister][cuda]",
            "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED");
   CT_OK(adr_free(g_dev, d, n, NULL, CT_ERR));
   free(buf);
