@@ -442,6 +442,8 @@ static int foreign_status(struct adr_backend_device* dev, struct adr_backend_eve
 int vkb_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* e,
                           struct adr_error* error) {
   static const char op[] = "adr_event_synchronize";
+  /* After the exit handler destroyed the devices all work has completed. */
+  if (vkb_exited()) return 0;
   if (e->kind != VKB_EVENT_FOREIGN) return vkb_timeline_wait(e->source, e->value, op, error);
   /* A foreign VkEvent has no timeline value; poll with a growing sleep
    * (1 us to 1 ms), never a busy spin. */
@@ -457,6 +459,7 @@ int vkb_event_synchronize(struct adr_backend_device* dev, struct adr_backend_eve
 
 int vkb_event_query(struct adr_backend_device* dev, struct adr_backend_event* e,
                     struct adr_error* error) {
+  if (vkb_exited()) return 0;
   if (e->kind == VKB_EVENT_FOREIGN) return foreign_status(dev, e, "adr_event_query", error);
   if (e->value == 0 ||
       e->value <= atomic_load_explicit(&e->source->completed, memory_order_relaxed))
