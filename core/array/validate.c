@@ -72,7 +72,7 @@ int adr__validate_structure(const char* op, const struct ArrowSchema* schema,
                     (long long)sizes[i]);
   } else {
     if (end > 0 && array->buffers[1] == NULL)
-      return FAIL("views buffer is NULL but must hold %lld bytes", (long long)end * 16);
+      return FAIL("views buffer is NULL but must hold %lld views of 16 bytes", (long long)end);
     if (array->n_buffers > 3 && array->buffers[array->n_buffers - 1] == NULL)
       return FAIL("variadic buffer sizes buffer is NULL with %lld variadic buffers",
                   (long long)(array->n_buffers - 3));
