@@ -143,103 +143,82 @@ static int parse_device_spec(struct parser* p, struct adr__device_spec* spec) {
   return 0;
 }
 
-static int grow(void** items, size_t* cap, size_t count, size_t elem) {
-  if (count < *cap) return 0;
-  size_t ncap = *cap ? *cap * 2 : 4;
-  void* n = realloc(*items, ncap * elem);
-  if (n == NULL) return ENOMEM;
-  *items = n;
-  *cap = ncap;
+static int parse_backend_rule(struct parser* p, void* item) {
+  struct adr__backend_rule* r = item;
+  if (p->text[p->pos] == '!') {
+    r->negated = true;
+    p->pos++;
+    skip_ws(p);
+  }
+  if (p->text[p->pos] == '*' && !r->negated) {
+    p->pos++;
+    strcpy(r->name, "*");
+    return 0;
+  }
+  return parse_name(p, r->name, sizeof(r->name),
+                    r->negated ? "a backend name after '!'"
+                               : "a backend name (cpu, cuda, hip, opencl, vulkan ...), '!name' "
+                                 "or '*'");
+}
+
+static int parse_device_item(struct parser* p, void* item) {
+  return parse_device_spec(p, item);
+}
+
+/* list = ws item ws { "," ws item ws }: the shape both variables share.
+ * Items are `elem` bytes each, zeroed before parse_item fills them. */
+static int parse_list(const char* variable, const char* text, size_t elem,
+                      int (*parse_item)(struct parser*, void*), struct adr__selector** out,
+                      struct adr_error* error) {
+  struct parser p = {variable, text, 0, error};
+  char* items = NULL;
+  size_t count = 0, cap = 0;
+  int st = 0;
+  for (;;) {
+    skip_ws(&p);
+    if (count == cap) {
+      size_t ncap = cap ? cap * 2 : 4;
+      char* grown = realloc(items, ncap * elem);
+      if (grown == NULL) {
+        st = adr_error_set(error, ENOMEM, "%s: out of memory", variable);
+        break;
+      }
+      items = grown;
+      cap = ncap;
+    }
+    memset(items + count * elem, 0, elem);
+    if ((st = parse_item(&p, items + count * elem)) != 0) break;
+    count++;
+    skip_ws(&p);
+    if (p.text[p.pos] == ',') {
+      p.pos++;
+      continue;
+    }
+    if (p.text[p.pos] != '\0') st = fail(&p, "',' or end of text");
+    break;
+  }
+  struct adr__selector* sel = st ? NULL : calloc(1, sizeof(*sel));
+  if (st == 0 && sel == NULL) st = adr_error_set(error, ENOMEM, "%s: out of memory", variable);
+  if (st) {
+    free(items);
+    return st;
+  }
+  sel->count = count;
+  sel->u.devices = (struct adr__device_spec*)(void*)items; /* same pointer for either member */
+  *out = sel;
   return 0;
 }
 
 int adr__parse_device_list(const char* variable, const char* text, struct adr__selector** out,
                            struct adr_error* error) {
-  struct parser p = {variable, text, 0, error};
-  struct adr__device_spec* specs = NULL;
-  size_t count = 0, cap = 0;
-  int st = 0;
-  for (;;) {
-    skip_ws(&p);
-    if ((st = grow((void**)&specs, &cap, count, sizeof(*specs))) != 0) {
-      st = adr_error_set(error, ENOMEM, "%s: out of memory", variable);
-      break;
-    }
-    if ((st = parse_device_spec(&p, &specs[count])) != 0) break;
-    count++;
-    skip_ws(&p);
-    if (p.text[p.pos] == ',') {
-      p.pos++;
-      continue;
-    }
-    if (p.text[p.pos] != '\0') st = fail(&p, "',' or end of text");
-    break;
-  }
-  if (st) {
-    free(specs);
-    return st;
-  }
-  struct adr__selector* sel = calloc(1, sizeof(*sel));
-  if (sel == NULL) {
-    free(specs);
-    return adr_error_set(error, ENOMEM, "%s: out of memory", variable);
-  }
-  sel->count = count;
-  sel->u.devices = specs;
-  *out = sel;
-  return 0;
+  return parse_list(variable, text, sizeof(struct adr__device_spec), parse_device_item, out,
+                    error);
 }
 
 int adr__parse_backend_list(const char* variable, const char* text, struct adr__selector** out,
                             struct adr_error* error) {
-  struct parser p = {variable, text, 0, error};
-  struct adr__backend_rule* rules = NULL;
-  size_t count = 0, cap = 0;
-  int st = 0;
-  for (;;) {
-    skip_ws(&p);
-    if ((st = grow((void**)&rules, &cap, count, sizeof(*rules))) != 0) {
-      st = adr_error_set(error, ENOMEM, "%s: out of memory", variable);
-      break;
-    }
-    struct adr__backend_rule* r = &rules[count];
-    memset(r, 0, sizeof(*r));
-    if (p.text[p.pos] == '!') {
-      r->negated = true;
-      p.pos++;
-      skip_ws(&p);
-    }
-    if (p.text[p.pos] == '*' && !r->negated) {
-      p.pos++;
-      strcpy(r->name, "*");
-    } else if ((st = parse_name(&p, r->name, sizeof(r->name),
-                                r->negated ? "a backend name after '!'"
-                                           : "a backend name (cpu, cuda, hip, opencl, vulkan "
-                                             "...), '!name' or '*'")) != 0) {
-      break;
-    }
-    count++;
-    skip_ws(&p);
-    if (p.text[p.pos] == ',') {
-      p.pos++;
-      continue;
-    }
-    if (p.text[p.pos] != '\0') st = fail(&p, "',' or end of text");
-    break;
-  }
-  if (st) {
-    free(rules);
-    return st;
-  }
-  struct adr__selector* sel = calloc(1, sizeof(*sel));
-  if (sel == NULL) {
-    free(rules);
-    return adr_error_set(error, ENOMEM, "%s: out of memory", variable);
-  }
-  sel->count = count;
-  sel->u.rules = rules;
-  *out = sel;
-  return 0;
+  return parse_list(variable, text, sizeof(struct adr__backend_rule), parse_backend_rule, out,
+                    error);
 }
 
 void adr__selector_free(struct adr__selector* sel) {
