@@ -11,7 +11,7 @@
  *
  * Locking: each stream has a mutex guarding its queue and counters; each
  * event has a mutex guarding its recorded/completed counters; the range
- * table (for pointer_query) has its own. No lock is held while a task runs
+ * map (for pointer_query) has its own rwlock. No lock is held while a task runs
  * and no two locks are ever held at once, so there is no lock order to get
  * wrong.
  */
@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "adr/backend.h"
+#include "range_map.h"
 
 #define CPU_NAME "cpu"
 
@@ -224,68 +225,13 @@ static int cpu_device_properties(struct adr_backend_device* dev, adr_property_fn
 
 /* ---- address ranges (pointer_query) ---------------------------------------- */
 
-/* Live allocations as a sorted array of [start, end) ranges: O(log n)
- * lookup; insertion and removal move the tail, which stays cheap because
- * the core's caching pool hands the backend few, large blocks. */
-struct range {
-  uintptr_t start, end;
-};
-static pthread_mutex_t ranges_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct range* ranges;
-static size_t n_ranges, cap_ranges;
-
-/* Index of the first range whose start is greater than p. */
-static size_t ranges_upper(uintptr_t p) {
-  size_t lo = 0, hi = n_ranges;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (ranges[mid].start <= p)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
-static int ranges_insert(uintptr_t start, size_t size) {
-  pthread_mutex_lock(&ranges_lock);
-  if (n_ranges == cap_ranges) {
-    size_t cap = cap_ranges ? cap_ranges * 2 : 64;
-    struct range* r = realloc(ranges, cap * sizeof(*r));
-    if (r == NULL) {
-      pthread_mutex_unlock(&ranges_lock);
-      return ENOMEM;
-    }
-    ranges = r;
-    cap_ranges = cap;
-  }
-  size_t i = ranges_upper(start);
-  memmove(&ranges[i + 1], &ranges[i], (n_ranges - i) * sizeof(*ranges));
-  ranges[i].start = start;
-  ranges[i].end = start + size;
-  n_ranges++;
-  pthread_mutex_unlock(&ranges_lock);
-  return 0;
-}
-
-static void ranges_remove(uintptr_t start) {
-  pthread_mutex_lock(&ranges_lock);
-  size_t i = ranges_upper(start);
-  if (i > 0 && ranges[i - 1].start == start) {
-    memmove(&ranges[i - 1], &ranges[i], (n_ranges - i) * sizeof(*ranges));
-    n_ranges--;
-  }
-  pthread_mutex_unlock(&ranges_lock);
-}
+/* Live allocations, so pointer_query answers for any address inside one. */
+static struct adr_range_map ranges = ADR_RANGE_MAP_INIT(struct adr_range);
 
 static int cpu_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
                              struct adr_error* error) {
-  uintptr_t p = (uintptr_t)ptr;
-  pthread_mutex_lock(&ranges_lock);
-  size_t i = ranges_upper(p);
-  bool found = i > 0 && p < ranges[i - 1].end;
-  pthread_mutex_unlock(&ranges_lock);
-  if (!found)
+  struct adr_range r;
+  if (adr_range_map_find(&ranges, (uintptr_t)ptr, 0, &r) != 0)
     return adr_backend_error_set(error, ENOENT,
                                  "[pointer_query][cpu] ENOENT: %p is not in a CPU allocation", ptr);
   *out_type = ARROW_DEVICE_CPU;
@@ -294,11 +240,7 @@ static int cpu_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t
 }
 
 static void cpu_shutdown(void) {
-  pthread_mutex_lock(&ranges_lock);
-  free(ranges);
-  ranges = NULL;
-  n_ranges = cap_ranges = 0;
-  pthread_mutex_unlock(&ranges_lock);
+  adr_range_map_clear(&ranges);
 }
 
 /* ---- memory -------------------------------------------------------------- */
@@ -313,7 +255,8 @@ static int cpu_alloc(struct adr_backend_device* dev, size_t size, size_t alignme
     return adr_backend_error_set(error, ENOMEM,
                                  "[alloc][cpu] ENOMEM: cannot allocate %zu bytes aligned to %zu",
                                  size, alignment);
-  if (ranges_insert((uintptr_t)p, size) != 0) {
+  struct adr_range r = {(uintptr_t)p, size};
+  if (adr_range_map_insert(&ranges, &r) != 0) {
     free(p);
     return adr_backend_error_set(error, ENOMEM,
                                  "[alloc][cpu] ENOMEM: cannot record the allocation's range");
@@ -326,7 +269,7 @@ static int cpu_free(struct adr_backend_device* dev, void* ptr, size_t size,
                     struct adr_backend_stream* stream, struct adr_error* error) {
   (void)dev;
   (void)size;
-  ranges_remove((uintptr_t)ptr);
+  adr_range_map_remove(&ranges, (uintptr_t)ptr, NULL);
   struct task t = {.kind = TASK_FREE, .dst = ptr};
   return submit(stream, &t, "free", error);
 }

@@ -10,9 +10,9 @@
  * application allocated with HIP directly is identified with
  * hipPointerGetAttributes instead.
  *
- * Locking: one mutex guards the map and the list of registered host
- * ranges; it is held only for the bookkeeping, never across a runtime
- * call. Allocation through adr's caching layer reaches this file only on a
+ * Locking: the map (backends/common/range_map.h) has its own rwlock and
+ * one mutex guards the list of registered host ranges; neither is held
+ * across a runtime call. Allocation through adr's caching layer reaches this file only on a
  * cache miss.
  */
 #include <errno.h>
@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "hip_internal.h"
+#include "range_map.h"
 
 struct allocation {
   uintptr_t base; /* address handed out */
@@ -37,74 +38,17 @@ struct host_range {
   size_t size;
 };
 
+/* The allocations this backend made, by address (its own rwlock). */
+static struct adr_range_map allocations = ADR_RANGE_MAP_INIT(struct allocation);
+
+/* Host ranges registered with hipHostRegister, under memory_lock. */
 static pthread_mutex_t memory_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct allocation* allocations; /* sorted by base */
-static size_t allocation_count, allocation_cap;
 static struct host_range* registered;
 static size_t registered_count, registered_cap;
 
-/* Index of the first allocation with base > addr. Lock held. */
-static size_t upper_bound(uintptr_t addr) {
-  size_t lo = 0, hi = allocation_count;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (allocations[mid].base <= addr)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
-static int map_insert(const struct allocation* a) {
-  pthread_mutex_lock(&memory_lock);
-  if (allocation_count == allocation_cap) {
-    size_t cap = allocation_cap ? allocation_cap * 2 : 64;
-    struct allocation* grown = realloc(allocations, cap * sizeof(*grown));
-    if (grown == NULL) {
-      pthread_mutex_unlock(&memory_lock);
-      return ENOMEM;
-    }
-    allocations = grown;
-    allocation_cap = cap;
-  }
-  size_t i = upper_bound(a->base);
-  memmove(&allocations[i + 1], &allocations[i], (allocation_count - i) * sizeof(*allocations));
-  allocations[i] = *a;
-  allocation_count++;
-  pthread_mutex_unlock(&memory_lock);
-  return 0;
-}
-
-/* Removes the allocation starting exactly at `base` into *out. */
-static bool map_remove(uintptr_t base, struct allocation* out) {
-  pthread_mutex_lock(&memory_lock);
-  size_t i = upper_bound(base);
-  bool found = i > 0 && allocations[i - 1].base == base;
-  if (found) {
-    *out = allocations[i - 1];
-    memmove(&allocations[i - 1], &allocations[i], (allocation_count - i) * sizeof(*allocations));
-    allocation_count--;
-  }
-  pthread_mutex_unlock(&memory_lock);
-  return found;
-}
-
-/* The allocation containing addr, if any. */
-static bool map_find(uintptr_t addr, struct allocation* out) {
-  pthread_mutex_lock(&memory_lock);
-  size_t i = upper_bound(addr);
-  bool found = i > 0 && addr - allocations[i - 1].base < allocations[i - 1].size;
-  if (found) *out = allocations[i - 1];
-  pthread_mutex_unlock(&memory_lock);
-  return found;
-}
-
 void adr_hip_memory_shutdown(void) {
+  adr_range_map_clear(&allocations);
   pthread_mutex_lock(&memory_lock);
-  free(allocations);
-  allocations = NULL;
-  allocation_count = allocation_cap = 0;
   free(registered);
   registered = NULL;
   registered_count = registered_cap = 0;
@@ -151,7 +95,7 @@ int adr_hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
   }
   uintptr_t base = ((uintptr_t)raw + extra) & ~(uintptr_t)(alignment > natural ? alignment - 1 : 0);
   struct allocation a = {base, size, raw, dev->type, dev->id, async};
-  if (map_insert(&a) != 0) {
+  if (adr_range_map_insert(&allocations, &a) != 0) {
     if (dev->type == ARROW_DEVICE_ROCM_HOST)
       adr_hip.hipHostFree(raw);
     else if (async)
@@ -167,12 +111,12 @@ int adr_hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
 int adr_hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
                  struct adr_backend_stream* stream, struct adr_error* error) {
   struct allocation a;
-  if (!map_remove((uintptr_t)ptr, &a))
+  if (adr_range_map_remove(&allocations, (uintptr_t)ptr, &a) != 0)
     return adr_backend_error_set(error, EINVAL,
                                  "[free][hip] %p was not allocated by the HIP backend", ptr);
   if (a.type != dev->type || a.id != dev->id || a.size != size) {
     /* Put it back: nothing is freed on error. */
-    map_insert(&a);
+    adr_range_map_insert(&allocations, &a);
     return adr_backend_error_set(
         error, EINVAL,
         "[free][hip] %p is a %zu-byte allocation of %s:%" PRId64 ", not %zu bytes of %s:%" PRId64,
@@ -180,7 +124,7 @@ int adr_hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
   }
   int st = adr_hip_set_device(dev, "free", error);
   if (st != 0) {
-    map_insert(&a);
+    adr_range_map_insert(&allocations, &a);
     return st;
   }
   hipError_t e;
@@ -198,7 +142,7 @@ int adr_hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
   if (e != hipSuccess) {
     /* The runtime still owns the memory; keep the record so a retry and
      * pointer queries stay consistent. */
-    map_insert(&a);
+    adr_range_map_insert(&allocations, &a);
     return adr_hip_fail(error, "free", e, fn);
   }
   return 0;
@@ -494,7 +438,7 @@ int adr_hip_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* o
                           struct adr_error* error) {
   uintptr_t addr = (uintptr_t)ptr;
   struct allocation a;
-  if (map_find(addr, &a)) {
+  if (adr_range_map_find(&allocations, addr, 0, &a) == 0) {
     *out_type = a.type;
     *out_id = a.id;
     return 0;
