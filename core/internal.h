@@ -52,8 +52,17 @@ struct adr__config {
   struct adr__selector* device_list;     /* ADR_DEVICE, NULL = unset */
   char* plugin_path;                     /* ADR_PLUGIN_PATH (secure), may be NULL */
 };
+/* Read only after adr__ensure_init returned 0 (or through adr__config(),
+ * which calls it): before the configuration is published, its fields are
+ * empty. */
 ADR_INTERNAL const struct adr__config* adr__config(void);
+/* Reads and publishes the environment on first success. EINVAL (a
+ * malformed variable) is sticky; any other status (ENOMEM) is not: nothing
+ * is published and the next call reads again. */
 ADR_INTERNAL int adr__ensure_init(struct adr_error* error);
+/* Whether the process runs with elevated privileges (AT_SECURE: setuid,
+ * setgid or file capabilities), i.e. whether secure_getenv returns NULL. */
+ADR_INTERNAL bool adr__elevated(void);
 
 /* ---- selector (selector.c) ---------------------------------------------- */
 

@@ -8,7 +8,13 @@
  * tree. Libraries are opened RTLD_NOW | RTLD_LOCAL (an unresolved symbol
  * fails here, not at the first call) and never closed. Every outcome is
  * recorded in the backend's state and reason for adr-info. All functions
- * here run with the registry lock held.
+ * here run with the registry lock held (adr_backend_allow_elevated takes
+ * it itself).
+ *
+ * Elevated processes (setuid/setgid, file capabilities): backends see no
+ * environment variable (host_getenv), and the backends whose vendor stack
+ * does not protect itself there load only on the application's opt-in
+ * (elevated_opt_in below).
  */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -35,8 +41,34 @@ static void host_log(int level, const char* backend, const char* fmt, ...) {
   adr__log(level, backend, "%s", line);
 }
 
+/* Variables a backend asked for that an elevated process hid from it, so
+ * each is reported once (backends may read a variable per device). */
+static pthread_mutex_t hidden_mutex = PTHREAD_MUTEX_INITIALIZER;
+static char hidden_names[32][64];
+static size_t hidden_count;
+
+static void report_hidden(const char* name) {
+  pthread_mutex_lock(&hidden_mutex);
+  bool seen = false;
+  for (size_t i = 0; i < hidden_count && !seen; i++) seen = strcmp(hidden_names[i], name) == 0;
+  if (!seen && hidden_count < sizeof(hidden_names) / sizeof(hidden_names[0]))
+    snprintf(hidden_names[hidden_count++], sizeof(hidden_names[0]), "%s", name);
+  pthread_mutex_unlock(&hidden_mutex);
+  if (!seen)
+    adr__log(ADR_LOG_WARN, "loader", "%s ignored: the process runs with elevated privileges", name);
+}
+
+/* Every backend variable is read with secure_getenv: the core cannot tell
+ * which of a (possibly third-party) backend's variables names a file or a
+ * library (ADR_OPENCL_LIBRARY, ADR_CUDA_DRIVER, ADR_HIP_LIBRARY, the layer
+ * ADR_VULKAN_VALIDATION loads), so in an elevated process none is seen.
+ * Only adr's own names are reported: a backend may look at a vendor
+ * variable just to word a message. */
 static const char* host_getenv(const char* name) {
-  return secure_getenv(name);
+  const char* value = secure_getenv(name);
+  if (value == NULL && name != NULL && strncmp(name, "ADR_", 4) == 0 && getenv(name) != NULL)
+    report_hidden(name);
+  return value;
 }
 
 static int host_log_level(void) {
@@ -92,8 +124,8 @@ const char* adr__loader_search_path(void) {
   size_t n = 0;
   if (c->plugin_path != NULL) n += (size_t)snprintf(path, sizeof(path), "%s", c->plugin_path);
   if (core_dir()[0] != '\0' && n < sizeof(path))
-    n += (size_t)snprintf(path + n, sizeof(path) - n, "%s%s/adr/backends", n ? ":" : "",
-                          core_dir());
+    n +=
+        (size_t)snprintf(path + n, sizeof(path) - n, "%s%s/adr/backends", n ? ":" : "", core_dir());
   if (running_from_build_tree() && n < sizeof(path))
     snprintf(path + n, sizeof(path) - n, "%s%s/backends/<name>", n ? ":" : "", ADR_BUILD_ROOT);
   return path;
@@ -153,11 +185,11 @@ static void reject(struct adr__backend* b, int state, const char* fmt, ...) {
 }
 
 /* The slots without which a backend cannot work at all. */
-#define ADR__REQUIRED_SLOTS(X)                                                             \
-  X(init) X(device_count) X(device_open) X(device_close) X(device_info) X(alloc) X(free) \
-  X(copy) X(memset) X(stream_create) X(stream_destroy) X(stream_synchronize)           \
-  X(event_create) X(event_destroy) X(event_record) X(event_wait) X(event_synchronize)  \
-  X(event_query) X(event_native)
+#define ADR__REQUIRED_SLOTS(X)                                                                     \
+  X(init)                                                                                          \
+  X(device_count) X(device_open) X(device_close) X(device_info) X(alloc) X(free) X(copy) X(memset) \
+      X(stream_create) X(stream_destroy) X(stream_synchronize) X(event_create) X(event_destroy)    \
+          X(event_record) X(event_wait) X(event_synchronize) X(event_query) X(event_native)
 
 static bool validate_table(struct adr__backend* b, const struct adr_backend* vt) {
   if (vt->abi_major != ADR_BACKEND_ABI_MAJOR) {
@@ -177,10 +209,10 @@ static bool validate_table(struct adr__backend* b, const struct adr_backend* vt)
            vt->device_type_count, ADR_MAX_DEVICE_TYPES);
     return false;
   }
-#define ADR__CHECK_SLOT(slot)                                                        \
-  if (vt->slot == NULL) {                                                            \
-    reject(b, ADR_BACKEND_REJECTED, "required slot '%s' is NULL", #slot);            \
-    return false;                                                                    \
+#define ADR__CHECK_SLOT(slot)                                             \
+  if (vt->slot == NULL) {                                                 \
+    reject(b, ADR_BACKEND_REJECTED, "required slot '%s' is NULL", #slot); \
+    return false;                                                         \
   }
   ADR__REQUIRED_SLOTS(ADR__CHECK_SLOT)
 #undef ADR__CHECK_SLOT
@@ -193,8 +225,84 @@ static bool validate_table(struct adr__backend* b, const struct adr_backend* vt)
   return true;
 }
 
+/* In-tree backends whose vendor stack reads files and libraries named by
+ * the environment without checking for elevation (the Vulkan loader does
+ * check: it uses secure_getenv, so vulkan loads everywhere). In an elevated
+ * process they load only after adr_backend_allow_elevated; the docs
+ * (docs/environment.md and each README) give the same table. */
+static const struct {
+  const char* name;
+  const char* why;
+} elevated_opt_in[] = {
+    {"opencl",
+     "the OpenCL ICD loader takes driver libraries and directories from the environment "
+     "(OCL_ICD_VENDORS, OPENCL_VENDOR_PATH, OPENCL_LAYERS) and PoCL its cache directory "
+     "(POCL_CACHE_DIR), without checking for elevation"},
+    {"cuda",
+     "libcuda takes a library to load and a cache directory from the environment "
+     "(CUDA_INJECTION64_PATH, CUDA_CACHE_PATH), without checking for elevation"},
+    {"hip",
+     "the HIP runtime takes tool libraries and a log file from the environment "
+     "(HSA_TOOLS_LIB, ROCP_TOOL_LIBRARIES, AMD_LOG_LEVEL_FILE), without checking for elevation"},
+};
+#define ADR__OPT_IN_COUNT (sizeof(elevated_opt_in) / sizeof(elevated_opt_in[0]))
+/* Registry lock held for both. decided: a load was attempted, so an
+ * opt-in now would come too late. */
+static bool opted_in[ADR__OPT_IN_COUNT];
+static bool decided[ADR__OPT_IN_COUNT];
+
+static int opt_in_index(const char* name) {
+  for (size_t i = 0; i < ADR__OPT_IN_COUNT; i++)
+    if (strcmp(elevated_opt_in[i].name, name) == 0) return (int)i;
+  return -1;
+}
+
+/* Whether the elevation policy keeps `b` out; records the decision. */
+static bool refused_when_elevated(struct adr__backend* b) {
+  int i = b->in_manifest ? opt_in_index(b->name) : -1;
+  if (i < 0) return false;
+  decided[i] = true;
+  if (opted_in[i] || !adr__elevated()) return false;
+  b->state = ADR_BACKEND_EXCLUDED;
+  snprintf(b->reason, sizeof(b->reason),
+           "not loaded in an elevated process: %s; opt in with "
+           "adr_backend_allow_elevated(\"%s\")",
+           elevated_opt_in[i].why, b->name);
+  adr__log(ADR_LOG_INFO, "loader", "backend '%s' excluded: %s", b->name, b->reason);
+  return true;
+}
+
+int adr_backend_allow_elevated(const char* name, struct adr_error* error) {
+  static const char op[] = "adr_backend_allow_elevated";
+  if (name == NULL) return adr__errorf(error, EINVAL, op, NULL, "name is NULL");
+  int i = opt_in_index(name);
+  if (i < 0) {
+    if (strcmp(name, "cpu") == 0 || strcmp(name, "vulkan") == 0) return 0;
+    return adr__errorf(error, EINVAL, op, NULL,
+                       "unknown backend '%s': the in-tree backends are cpu, cuda, hip, opencl "
+                       "and vulkan (third-party backends come only from ADR_PLUGIN_PATH, which "
+                       "an elevated process ignores)",
+                       name);
+  }
+  pthread_mutex_lock(adr__registry_lock());
+  bool too_late = decided[i] && !opted_in[i];
+  if (!too_late) opted_in[i] = true;
+  pthread_mutex_unlock(adr__registry_lock());
+  if (too_late)
+    return adr__errorf(error, EBUSY, op, NULL,
+                       "backend '%s' was already needed, so whether it loads is decided; call "
+                       "this before the first call that needs the backend",
+                       name);
+  adr__log(ADR_LOG_INFO, "loader",
+           "backend '%s' may load in an elevated process (application "
+           "opt-in)",
+           name);
+  return 0;
+}
+
 void adr__loader_load(struct adr__backend* b) {
   if (b->state != ADR_BACKEND_NOT_LOADED) return;
+  if (refused_when_elevated(b)) return;
   char tried[2048] = "";
   if (!find_library(b, tried, sizeof(tried))) {
     b->state = ADR_BACKEND_ABSENT;
@@ -223,7 +331,8 @@ void adr__loader_load(struct adr__backend* b) {
            msg ? msg : "not exported");
     return;
   }
-  const struct adr_backend* vt = query(ADR_BACKEND_ABI_MAJOR, ADR_BACKEND_ABI_MINOR, &host_services);
+  const struct adr_backend* vt =
+      query(ADR_BACKEND_ABI_MAJOR, ADR_BACKEND_ABI_MINOR, &host_services);
   if (vt == NULL) {
     reject(b, ADR_BACKEND_REJECTED, "%s refused host ABI %u.%u", ADR_BACKEND_QUERY_SYMBOL,
            ADR_BACKEND_ABI_MAJOR, ADR_BACKEND_ABI_MINOR);
@@ -231,8 +340,8 @@ void adr__loader_load(struct adr__backend* b) {
   }
   if (!validate_table(b, vt)) return;
   if (b->in_manifest && strcmp(vt->name, b->name) != 0)
-    adr__log(ADR_LOG_WARN, "loader", "%s calls itself '%s'; registered as '%s'", b->path,
-             vt->name, b->name);
+    adr__log(ADR_LOG_WARN, "loader", "%s calls itself '%s'; registered as '%s'", b->path, vt->name,
+             b->name);
   /* The minor in use is the smaller of the two sides'. */
   const uint32_t host_minor = ADR_BACKEND_ABI_MINOR;
   b->abi_minor = vt->abi_minor < host_minor ? vt->abi_minor : host_minor;

@@ -372,6 +372,31 @@ ADR_API int adr_backend_info_get(size_t index, struct adr_backend_info* out,
 /* The backend search path as a colon-separated list, in order. Static. */
 ADR_API const char* adr_backend_search_path(void);
 
+/* Elevated processes (setuid/setgid or file capabilities: AT_SECURE, where
+ * secure_getenv returns NULL). There, no environment variable may name a
+ * file or a library, and the in-tree backends whose vendor stack takes
+ * files or libraries from the environment without checking for elevation
+ * (opencl, cuda and hip; see docs/environment.md) are not loaded: they
+ * are listed as ADR_BACKEND_EXCLUDED with the reason, and adr_device_get
+ * on their types is ENODEV naming it. cpu and vulkan load as usual.
+ *
+ * adr_backend_allow_elevated lets backend `name` ("opencl", "cuda" or
+ * "hip") load in an elevated process all the same: the application takes
+ * on that the vendor loader then honours its environment (clear it first
+ * if that matters). There is no environment variable for this, on purpose.
+ * In a process that is not elevated the call only records the choice, so
+ * a program behaves the same whether or not it runs elevated.
+ *
+ * Call it before the first call that needs the backend (adr_device_get of
+ * one of its types, a default device naming it, adr_device_count,
+ * adr_backends_load_all ...). Returns 0 (also for "cpu" and "vulkan",
+ * which need no opt-in, and when called again for the same backend);
+ * EBUSY when the backend was already needed without the opt-in, so its
+ * state is decided (nothing changes); EINVAL for NULL or an unknown name.
+ * `name` is only read during the call. Thread-safe; it takes the registry
+ * lock. */
+ADR_API int adr_backend_allow_elevated(const char* name, struct adr_error* error);
+
 /* Names for device types: "cpu", "cuda", "cuda_host", "hip", "opencl" ...;
  * NULL for an unknown type. */
 ADR_API const char* adr_device_type_name(ArrowDeviceType type);
