@@ -85,7 +85,9 @@ ADR_API int adr_error_set(struct adr_error* error, int status, const char* fmt, 
  * and prepares the registry. Optional: every other function initialises
  * implicitly on first use. Idempotent and thread-safe; the environment is
  * read once, so a malformed variable is reported by every call that needs
- * it (same status, same message). Loads no backend. */
+ * it (same status, same message). Any other failure while reading it
+ * (ENOMEM) is not kept: the next call reads the environment again. Loads
+ * no backend. */
 ADR_API int adr_init(struct adr_error* error);
 
 /* "0.1.0" */
