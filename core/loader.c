@@ -185,11 +185,13 @@ static void reject(struct adr__backend* b, int state, const char* fmt, ...) {
 }
 
 /* The slots without which a backend cannot work at all. */
-#define ADR__REQUIRED_SLOTS(X)                                                                     \
-  X(init)                                                                                          \
-  X(device_count) X(device_open) X(device_close) X(device_info) X(alloc) X(free) X(copy) X(memset) \
-      X(stream_create) X(stream_destroy) X(stream_synchronize) X(event_create) X(event_destroy)    \
-          X(event_record) X(event_wait) X(event_synchronize) X(event_query) X(event_native)
+/* clang-format off */
+#define ADR__REQUIRED_SLOTS(X)                                                             \
+  X(init) X(device_count) X(device_open) X(device_close) X(device_info) X(alloc) X(free) \
+  X(copy) X(memset) X(stream_create) X(stream_destroy) X(stream_synchronize)           \
+  X(event_create) X(event_destroy) X(event_record) X(event_wait) X(event_synchronize)  \
+  X(event_query) X(event_native)
+/* clang-format on */
 
 static bool validate_table(struct adr__backend* b, const struct adr_backend* vt) {
   if (vt->abi_major != ADR_BACKEND_ABI_MAJOR) {
@@ -293,10 +295,7 @@ int adr_backend_allow_elevated(const char* name, struct adr_error* error) {
                        "backend '%s' was already needed, so whether it loads is decided; call "
                        "this before the first call that needs the backend",
                        name);
-  adr__log(ADR_LOG_INFO, "loader",
-           "backend '%s' may load in an elevated process (application "
-           "opt-in)",
-           name);
+  adr__log(ADR_LOG_INFO, "loader", "backend '%s' may load in an elevated process (opt-in)", name);
   return 0;
 }
 
