@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
     snprintf(block, sizeof(block), "%.*s", (int)(len < sizeof(block) ? len : sizeof(block) - 1),
              leak);
     names_adr = strstr(block, "adr_schema_init") != NULL || strstr(block, "/libadr.so") != NULL;
+    if (names_adr) printf("%s\n", block);
   }
   if (!names_adr) return fail("no direct leak in the report names libadr (adr_schema_init)");
   printf("test_leak_visible: OK: adr's leak reported with the vendor suppressions active\n");
