@@ -201,3 +201,12 @@ size_t adr_test_resident_count(void) {
 const char* adr_test_resident_name(size_t index) {
   return index < pinned_count ? pinned[index] : NULL;
 }
+
+/* ThreadSanitizer's built-in defaults for every test executable, so a test
+ * whose environment sets no TSAN_OPTIONS (the vulkan suite's, say) still
+ * stops at the first report and uses the vendor suppressions; TSAN_OPTIONS
+ * is applied after these and wins. Unused in other builds. */
+__attribute__((visibility("default"), used)) const char* __tsan_default_options(void);
+const char* __tsan_default_options(void) {
+  return "halt_on_error=1:allocator_may_return_null=1:suppressions=" ADR_TEST_TSAN_SUPP;
+}
