@@ -26,7 +26,13 @@ run build-ci
   -Db_lundef=false >/dev/null
 run build-san
 
-[ -d build-tsan ] || CC=clang meson setup build-tsan -Db_sanitize=thread -Db_lundef=false >/dev/null
+# Every backend (a build-tsan configured by an older test.sh had them disabled).
+tsan_backends=(-Dopencl=auto -Dvulkan=auto -Dcuda=auto -Dhip=auto)
+if [ -d build-tsan ]; then
+  meson configure build-tsan "${tsan_backends[@]}" >/dev/null
+else
+  CC=clang meson setup build-tsan -Db_sanitize=thread -Db_lundef=false "${tsan_backends[@]}" >/dev/null
+fi
 SECONDS=0
 run build-tsan core cpu memory opencl vulkan array conformance cuda-sim hip-sim
 echo "test.sh: ThreadSanitizer suites took ${SECONDS} s"
