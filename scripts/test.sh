@@ -2,7 +2,8 @@
 # Builds adr twice and runs every test suite in both builds:
 #   build-ci    plain, warnings are errors
 #   build-san   AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer)
-# then the core, CPU and memory suites under ThreadSanitizer. Suites whose hardware
+# then the core, CPU and memory suites under ThreadSanitizer, then the libFuzzer
+# targets against an instrumented core (build-fuzz). Suites whose hardware
 # is absent (gpu) exit 77 and are reported as SKIP.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,4 +29,13 @@ run build-san
 [ -d build-tsan ] || CC=clang meson setup build-tsan -Db_sanitize=thread -Db_lundef=false \
   -Dopencl=disabled -Dvulkan=disabled -Dcuda=disabled -Dhip=disabled >/dev/null
 run build-tsan core cpu memory
-echo "test.sh: all suites passed in the plain, ASan/UBSan and TSan builds"
+# The libFuzzer targets, linked against a core instrumented for coverage
+# (-Dfuzzing=true, clang, ASan/UBSan), 3 s each from tests/fuzz/corpus.
+# Only the fuzz targets and the CPU backend are built in this directory.
+[ -d build-fuzz ] || CC=clang meson setup build-fuzz -Dwerror=true -Dfuzzing=true \
+  -Db_sanitize=address,undefined -Db_lundef=false -Dtools=false \
+  -Dopencl=disabled -Dvulkan=disabled -Dcuda=disabled -Dhip=disabled >/dev/null
+meson compile -C build-fuzz adr_cpu fuzz_format_libfuzzer fuzz_validate_libfuzzer \
+  fuzz_validate_full_libfuzzer fuzz_env_libfuzzer >/dev/null
+meson test -C build-fuzz --no-rebuild --num-processes "$jobs" --print-errorlogs --suite fuzz
+echo "test.sh: all suites passed in the plain, ASan/UBSan, TSan and libFuzzer builds"
