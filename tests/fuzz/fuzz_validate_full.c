@@ -319,6 +319,26 @@ static bool build(struct reader* r, struct arena* ar, int depth, const char* for
   return true;
 }
 
+/* ADR_FUZZ_DUMP=1: the tree an input builds, and the statuses, on stderr
+ * (to read a crash input or check what a seed exercises). */
+static bool dumping(void) {
+  static int d = -1;
+  if (d < 0) d = getenv("ADR_FUZZ_DUMP") != NULL;
+  return d;
+}
+
+static void dump(const struct ArrowSchema* s, const struct ArrowArray* a, int depth) {
+  fprintf(stderr, "%*s%s len %lld off %lld nulls %lld n_buffers %lld%s", 2 * depth, "", s->format,
+          (long long)a->length, (long long)a->offset, (long long)a->null_count,
+          (long long)a->n_buffers, a->buffers == NULL ? " buffers=NULL" : "");
+  for (int64_t i = 0; a->buffers != NULL && i < a->n_buffers; i++)
+    fprintf(stderr, " b%lld=%s", (long long)i, a->buffers[i] ? "set" : "NULL");
+  fprintf(stderr, "\n");
+  for (int64_t i = 0; i < a->n_children && i < s->n_children; i++)
+    dump(s->children[i], a->children[i], depth + 1);
+  if (s->dictionary != NULL && a->dictionary != NULL) dump(s->dictionary, a->dictionary, depth + 1);
+}
+
 static void fail(const char* what, int st, const struct adr_error* err) {
   fprintf(stderr, "%s: status %d: %s\n", what, st, err->message);
   abort();
@@ -340,9 +360,11 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (st != 0 && (st != EINVAL || err.message[0] == 0)) fail("structure", st, &err);
     int full = EINVAL;
     if (st == 0) {
+      if (dumping()) dump(s, &d->array, 0);
       err.message[0] = '\0';
       full = adr_device_array_validate(s, d, ADR_VALIDATE_FULL, &err);
       if (full != 0 && (full != EINVAL || err.message[0] == 0)) fail("full", full, &err);
+      if (dumping()) fprintf(stderr, "full validation: %d %s\n", full, full ? err.message : "");
     }
     if (st == 0) {
       struct adr_device* cpu;
@@ -373,18 +395,24 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 }
 
 const char* const fuzz_seeds[] = {
-    /* int32 with validity */
+    /* map<null, int32> of 3 maps holding 3 entries, keys with buffers ==
+     * NULL: full validation says "map keys contain nulls" (it used to read
+     * keys->buffers[0]); run with ADR_FUZZ_DUMP=1 to see the tree */
+    "\x01\x1a\x00\x03\xff\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+    "\x01\x01\x01\x03"
+    "\x00\x00\x03\xff\x03\x01\x08\x00\x00\x03\x00\x05\x00\xff\x01\x00\x00\x00\x02\x00\x00\x00\x03"
+    "\x00\x00\x00\x03",
+    /* the same map without entries: valid */
+    "\x01\x1a\x00\x03\xff\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+    "\x00\x00\x00\x00\x00\x03\x00\x00\x00\x03\x01\x08\x00\x00\x00\x03\x00\x05\x00\x00\x03",
+    /* mixed trees (a run-end array, a map of null children, ...) */
     "\x05\x05\x00\x08\x0f\xf0\x11\x22\x33\x44\x55\x66\x77\x88\x99\xaa\xbb\xcc\xdd\xee\xff\x01"
     "\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x03",
-    /* map whose keys are of the null type, buffers NULL */
     "\x00\x1a\x00\x04\x01\x01\x02\x03\x02\x01\x03\x08\x00\x00\x03\x0b\x00\x00\x06\x03\x00\x05\x03",
-    /* a struct of a null column with NULL buffers and a string column */
     "\x00\x19\x00\x03\x07\x03\x09\x00\x00\x03\x00\x0c\x00\x01\x02\x03\x04\x05\x06\x07\x61\x62"
     "\x63\x64\x65\x66\x67\x68\x01\x02\x03\x04\x03",
-    /* run-end encoded */
     "\x00\x1d\x00\x03\x03\x00\x00\x02\x01\x02\x03\x04\x05\x06\x03\x00\x00\x05\x01\x02\x03\x04"
     "\x05\x06\x07\x08\x03\x01\x02\x01",
-    /* dictionary-encoded int8 of strings */
     "\x20\x04\x00\x06\x01\x02\x03\x04\x05\x06\x03\x00\x0c\x00\x04\x01\x01\x02\x02\x00\x03\x01"
     "\x02\x03\x01\x02\x03",
     NULL,
