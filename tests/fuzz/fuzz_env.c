@@ -444,14 +444,16 @@ static void disagree(const char* var, const char* text, const char* what) {
 static void check(const char* var, const char* text, bool (*agrees)(const char*, unsigned),
                   const char* what) {
   if (agrees(text, RELAX_NONE)) return;
-  if (!strict())
-    for (unsigned set = 1; set < (1u << N_RELAX); set++)
-      if (agrees(text, set)) return;
-  char msg[256];
-  snprintf(msg, sizeof(msg), "%s%s", what,
-           strict() ? " (ADR_FUZZ_STRICT: known disagreements count)" : "");
+  unsigned known = 0;
+  for (unsigned set = 1; set < (1u << N_RELAX) && known == 0; set++)
+    if (agrees(text, set)) known = set;
+  if (known != 0 && !strict()) return;
+  char msg[512];
+  int n = snprintf(msg, sizeof(msg), "%s", what);
+  for (int k = 0; k < N_RELAX && n > 0 && (size_t)n < sizeof(msg); k++)
+    if (known & (1u << k))
+      n += snprintf(msg + n, sizeof(msg) - (size_t)n, " (known: %s)", relax_names[k]);
   disagree(var, text, msg);
-  (void)relax_names;
 }
 
 static bool rejected_well(int st, const struct adr_error* e, const char* var) {
