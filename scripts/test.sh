@@ -3,7 +3,8 @@
 #   build-ci    plain, warnings are errors
 #   build-san   AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer)
 # then every threaded suite under ThreadSanitizer (build-tsan, clang), vendor
-# drivers included (their internal reports are listed in tests/tsan.supp).
+# drivers included (their internal reports are listed in tests/tsan.supp),
+# then the libFuzzer targets against an instrumented core (build-fuzz).
 # Suites whose hardware is absent (gpu) exit 77 and are reported as SKIP.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,4 +37,13 @@ fi
 SECONDS=0
 run build-tsan core cpu memory opencl vulkan array conformance cuda-sim hip-sim
 echo "test.sh: ThreadSanitizer suites took ${SECONDS} s"
-echo "test.sh: all suites passed in the plain, ASan/UBSan and TSan builds"
+# The libFuzzer targets, linked against a core instrumented for coverage
+# (-Dfuzzing=true, clang, ASan/UBSan), 3 s each from tests/fuzz/corpus.
+# Only the fuzz targets and the CPU backend are built in this directory.
+[ -d build-fuzz ] || CC=clang meson setup build-fuzz -Dwerror=true -Dfuzzing=true \
+  -Db_sanitize=address,undefined -Db_lundef=false -Dtools=false \
+  -Dopencl=disabled -Dvulkan=disabled -Dcuda=disabled -Dhip=disabled >/dev/null
+meson compile -C build-fuzz adr_cpu fuzz_format_libfuzzer fuzz_validate_libfuzzer \
+  fuzz_validate_full_libfuzzer fuzz_env_libfuzzer >/dev/null
+meson test -C build-fuzz --no-rebuild --num-processes "$jobs" --print-errorlogs --suite fuzz
+echo "test.sh: all suites passed in the plain, ASan/UBSan, TSan and libFuzzer builds"

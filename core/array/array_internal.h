@@ -63,9 +63,8 @@ ADR_INTERNAL int adr__validate_data(const char* op, const struct ArrowSchema* sc
  * [0, offset + length) and keeps offsets and lengths as they are (used by
  * full validation and comparison so indices in messages match the source). */
 ADR_INTERNAL int adr__deep_copy(const char* op, const struct ArrowSchema* schema,
-                                const struct ArrowDeviceArray* src,
-                                struct adr_device* dst_device, struct adr_stream* stream,
-                                bool whole, struct ArrowDeviceArray* out,
+                                const struct ArrowDeviceArray* src, struct adr_device* dst_device,
+                                struct adr_stream* stream, bool whole, struct ArrowDeviceArray* out,
                                 struct adr_copy_stats* stats, struct adr_error* error);
 
 /* Attaches an owned event to an adr-owned node made by adr_array_init:
@@ -79,6 +78,13 @@ ADR_INTERNAL bool adr__array_node_is_owned(const struct ArrowArray* array);
 
 /* Deepest nesting accepted by the recursive walkers. */
 #define ADR__MAX_DEPTH 64
+
+/* Whether buffer 0 of a layout is a validity bitmap (NULL: all valid). */
+static inline bool adr__has_validity(enum adr_layout l) {
+  return l == ADR_LAYOUT_FIXED || l == ADR_LAYOUT_VAR_BINARY || l == ADR_LAYOUT_BINARY_VIEW ||
+         l == ADR_LAYOUT_LIST || l == ADR_LAYOUT_LIST_VIEW || l == ADR_LAYOUT_FIXED_LIST ||
+         l == ADR_LAYOUT_STRUCT;
+}
 
 /* Buffer i of an array as bytes. */
 static inline const uint8_t* adr__buf(const struct ArrowArray* a, int64_t i) {

@@ -35,8 +35,8 @@ static bool differ(struct cmp_ctx* c, int64_t index, const char* fmt, ...) {
 }
 
 /* Bytes of element i of a var-binary or view array. */
-static const uint8_t* value_bytes(const struct ArrowArray* a, const struct adr_format* f,
-                                  int64_t i, int64_t* out_len) {
+static const uint8_t* value_bytes(const struct ArrowArray* a, const struct adr_format* f, int64_t i,
+                                  int64_t* out_len) {
   if (f->layout == ADR_LAYOUT_VAR_BINARY) {
     int64_t s = adr__offset_at(a, 1, f->offset_bytes, i);
     *out_len = adr__offset_at(a, 1, f->offset_bytes, i + 1) - s;
@@ -54,10 +54,14 @@ static const uint8_t* value_bytes(const struct ArrowArray* a, const struct adr_f
 
 static int64_t int_at(const void* data, int bits, bool is_signed, int64_t i) {
   switch (bits) {
-    case 8: return is_signed ? (int64_t)((const int8_t*)data)[i] : (int64_t)((const uint8_t*)data)[i];
-    case 16: return is_signed ? (int64_t)((const int16_t*)data)[i] : (int64_t)((const uint16_t*)data)[i];
-    case 32: return is_signed ? (int64_t)((const int32_t*)data)[i] : (int64_t)((const uint32_t*)data)[i];
-    default: return ((const int64_t*)data)[i];
+    case 8:
+      return is_signed ? (int64_t)((const int8_t*)data)[i] : (int64_t)((const uint8_t*)data)[i];
+    case 16:
+      return is_signed ? (int64_t)((const int16_t*)data)[i] : (int64_t)((const uint16_t*)data)[i];
+    case 32:
+      return is_signed ? (int64_t)((const int32_t*)data)[i] : (int64_t)((const uint32_t*)data)[i];
+    default:
+      return ((const int64_t*)data)[i];
   }
 }
 
@@ -66,8 +70,10 @@ static int64_t run_index(const struct ArrowArray* re, int bits, int64_t i) {
   int64_t lo = 0, hi = re->length - 1;
   while (lo < hi) {
     int64_t mid = lo + (hi - lo) / 2;
-    if (int_at(re->buffers[1], bits, true, re->offset + mid) > i) hi = mid;
-    else lo = mid + 1;
+    if (int_at(re->buffers[1], bits, true, re->offset + mid) > i)
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   return lo;
 }
@@ -96,8 +102,7 @@ static bool elem_equal(struct cmp_ctx* c, const struct ArrowSchema* schema,
   adr_format_parse(schema->format, &f, NULL);
   if (f.layout == ADR_LAYOUT_NULL) return true;
   bool va = adr__valid(a, &f, ia), vb = adr__valid(b, &f, ib);
-  if (va != vb)
-    return differ(c, logical, "%s != %s", va ? "value" : "null", vb ? "value" : "null");
+  if (va != vb) return differ(c, logical, "%s != %s", va ? "value" : "null", vb ? "value" : "null");
   if (!va) return true;
   if (schema->dictionary != NULL) {
     bool sg = f.type == ADR_TYPE_INT8 || f.type == ADR_TYPE_INT16 || f.type == ADR_TYPE_INT32 ||
@@ -116,8 +121,7 @@ static bool elem_equal(struct cmp_ctx* c, const struct ArrowSchema* schema,
     case ADR_LAYOUT_FIXED: {
       if (f.bit_width == 1) {
         bool x = adr__bit(adr__buf(a, 1), ia), y = adr__bit(adr__buf(b, 1), ib);
-        return x == y ||
-               differ(c, logical, "%s != %s", x ? "true" : "false", y ? "true" : "false");
+        return x == y || differ(c, logical, "%s != %s", x ? "true" : "false", y ? "true" : "false");
       }
       int64_t w = f.bit_width / 8;
       const uint8_t* x = adr__buf(a, 1) + ia * w;
@@ -137,8 +141,8 @@ static bool elem_equal(struct cmp_ctx* c, const struct ArrowSchema* schema,
       const uint8_t* x = value_bytes(a, &f, ia, &la);
       const uint8_t* y = value_bytes(b, &f, ib, &lb);
       if (la == lb && (la == 0 || memcmp(x, y, (size_t)la) == 0)) return true;
-      return differ(c, logical, "\"%.*s\" != \"%.*s\"", (int)(la < 40 ? la : 40),
-                    (const char*)x, (int)(lb < 40 ? lb : 40), (const char*)y);
+      return differ(c, logical, "\"%.*s\" != \"%.*s\"", (int)(la < 40 ? la : 40), (const char*)x,
+                    (int)(lb < 40 ? lb : 40), (const char*)y);
     }
     case ADR_LAYOUT_LIST:
     case ADR_LAYOUT_LIST_VIEW: {
@@ -196,8 +200,11 @@ static int to_host(const struct ArrowSchema* schema, const struct ArrowDeviceArr
   struct adr__path root;
   adr__path_root(&root);
   if (in == NULL) return adr__errorf(error, EINVAL, op, NULL, "array is NULL");
+  /* The walk below follows offsets, type ids and run ends: only data that
+   * passed full validation is walked. */
   if (in->device_type == ARROW_DEVICE_CPU) {
     int st = adr__validate_structure(op, schema, &in->array, &root, 0, error);
+    if (st == 0) st = adr__validate_data(op, schema, &in->array, &root, error);
     if (st) return st;
     *out = &in->array;
     return 0;
@@ -206,6 +213,8 @@ static int to_host(const struct ArrowSchema* schema, const struct ArrowDeviceArr
   int st = adr_device_get(ARROW_DEVICE_CPU, 0, &cpu, error);
   if (st) return st;
   st = adr__deep_copy(op, schema, in, cpu, NULL, true, tmp, NULL, error);
+  if (st) return st;
+  st = adr__validate_data(op, schema, &tmp->array, &root, error);
   if (st) return st;
   *out = &tmp->array;
   return 0;
@@ -331,8 +340,8 @@ int adr_array_sample_table(int64_t rows, struct ArrowSchema* out_schema,
   if (!st) st = adr_array_alloc_buffer(tags, 1, (n + 1) * 4, NULL, (void**)&tag_offsets, error);
   if (!st) st = adr_array_init(cpu, 2, 0, tags->children[0], error);
   if (!st)
-    st = adr_array_alloc_buffer(tags->children[0], 1, (size_t)n_tags * 4, NULL,
-                                (void**)&tag_values, error);
+    st = adr_array_alloc_buffer(tags->children[0], 1, (size_t)n_tags * 4, NULL, (void**)&tag_values,
+                                error);
   if (!st) st = adr_array_init(cpu, 1, 2, point, error);
   if (!st) st = adr_array_init(cpu, 2, 0, point->children[0], error);
   if (!st) st = adr_array_alloc_buffer(point->children[0], 1, n * 8, NULL, (void**)&xs, error);

@@ -56,13 +56,15 @@ struct copy_ctx {
   struct adr__path path;
   struct adr_error* error;
   /* Offsets to rebase on the host once the copies completed (CPU
-   * destination): subtract `first` from `count` entries. */
+   * destination): subtract `first` from entries [skip, count) and zero
+   * the `skip` entries before the node's slice. */
   struct fixup {
     void* offsets;
     int64_t count;
+    int64_t skip;
     int64_t first;
     int width;
-  }* fixups;
+  } * fixups;
   size_t n_fixups, cap_fixups;
 };
 
@@ -89,9 +91,12 @@ static int plan_build(struct copy_ctx* ctx, struct plan* p, const struct ArrowSc
   p->read_at = -1;
   if (adr_format_parse(schema->format, &p->f, ctx->error) != 0) return EINVAL;
   const struct adr_format* f = &p->f;
-  if (f->layout == ADR_LAYOUT_NULL) p->r = ctx->whole ? start : 0;
-  else if (f->layout == ADR_LAYOUT_RUN_END || ctx->whole) p->r = start;
-  else p->r = start & 7;
+  if (f->layout == ADR_LAYOUT_NULL)
+    p->r = ctx->whole ? start : 0;
+  else if (f->layout == ADR_LAYOUT_RUN_END || ctx->whole)
+    p->r = start;
+  else
+    p->r = start & 7;
   if (f->layout == ADR_LAYOUT_VAR_BINARY && src->buffers[1] != NULL) {
     p->read_at = ctx->staging_size;
     ctx->staging_size += 2 * 8;
@@ -139,8 +144,7 @@ static int read_one(struct copy_ctx* ctx, int64_t at, const void* src, size_t n)
     memcpy(ctx->staging + at, src, n);
     return 0;
   }
-  return adr_copy(ctx->cpu, ctx->staging + at, ctx->src_dev, src, n, ctx->read_stream,
-                  ctx->error);
+  return adr_copy(ctx->cpu, ctx->staging + at, ctx->src_dev, src, n, ctx->read_stream, ctx->error);
 }
 
 static int plan_reads(struct copy_ctx* ctx, const struct plan* p) {
@@ -150,12 +154,12 @@ static int plan_reads(struct copy_ctx* ctx, const struct plan* p) {
     if (p->f.layout == ADR_LAYOUT_VAR_BINARY) {
       int64_t ob = p->f.offset_bytes;
       const unsigned char* offs = s->buffers[1];
-      st = read_one(ctx, p->read_at, offs + (p->start - p->r) * ob, (size_t)ob);
-      if (st == 0)
-        st = read_one(ctx, p->read_at + 8, offs + (p->start + p->len) * ob, (size_t)ob);
+      /* The node's own first offset, not the one at start - r: entries
+       * before the slice are not the array's and may hold anything. */
+      st = read_one(ctx, p->read_at, offs + p->start * ob, (size_t)ob);
+      if (st == 0) st = read_one(ctx, p->read_at + 8, offs + (p->start + p->len) * ob, (size_t)ob);
     } else {
-      st = read_one(ctx, p->read_at, s->buffers[s->n_buffers - 1],
-                    (size_t)(s->n_buffers - 3) * 8);
+      st = read_one(ctx, p->read_at, s->buffers[s->n_buffers - 1], (size_t)(s->n_buffers - 3) * 8);
     }
   }
   if (p->children != NULL)
@@ -196,8 +200,8 @@ static int copy_buffer(struct copy_ctx* ctx, struct ArrowArray* out, int64_t i, 
 
 /* Copies elements [from, from + count) of a buffer of `width_bits` bits
  * per element; an absent buffer (validity without nulls) stays absent. */
-static int copy_elements(struct copy_ctx* ctx, struct ArrowArray* out, int64_t i,
-                         const void* src, int64_t from, int64_t count, int64_t width_bits) {
+static int copy_elements(struct copy_ctx* ctx, struct ArrowArray* out, int64_t i, const void* src,
+                         int64_t from, int64_t count, int64_t width_bits) {
   if (src == NULL) return 0;
   int64_t src_off, n;
   if (width_bits == 1) {
@@ -210,14 +214,17 @@ static int copy_elements(struct copy_ctx* ctx, struct ArrowArray* out, int64_t i
   return copy_buffer(ctx, out, i, n, src, src_off, 0, n);
 }
 
-/* Rebases n offsets of a var-binary node by `first`. CPU destination: the
+/* Rebases n offsets of a var-binary node by `first`; the `skip` entries
+ * before the node's slice (alignment padding, not the array's: they may
+ * hold anything) become 0, so the result is monotonic and nothing is
+ * computed from them. CPU destination: the
  * output offsets (already copied, or queued) are fixed up on the host once
  * the copies completed. CPU source, device destination: a rebased host
  * copy is uploaded; the node keeps it until its release, as the upload may
  * still be queued. */
-static int rebase_offsets(struct copy_ctx* ctx, struct ArrowArray* out,
-                          const struct ArrowArray* s, const struct adr_format* f, int64_t from,
-                          int64_t n, int64_t first) {
+static int rebase_offsets(struct copy_ctx* ctx, struct ArrowArray* out, const struct ArrowArray* s,
+                          const struct adr_format* f, int64_t from, int64_t n, int64_t skip,
+                          int64_t first) {
   int w = f->offset_bytes;
   if (ctx->dst_cpu) {
     if (ctx->n_fixups == ctx->cap_fixups) {
@@ -227,22 +234,23 @@ static int rebase_offsets(struct copy_ctx* ctx, struct ArrowArray* out,
       ctx->fixups = nf;
       ctx->cap_fixups = cap;
     }
-    ctx->fixups[ctx->n_fixups++] = (struct fixup){(void*)out->buffers[1], n, first, w};
+    ctx->fixups[ctx->n_fixups++] = (struct fixup){(void*)out->buffers[1], n, skip, first, w};
     return 0;
   }
   unsigned char* host = malloc((size_t)(n * w));
   if (host == NULL) return CFAIL(ctx, ENOMEM, "out of memory");
   const unsigned char* src = (const unsigned char*)s->buffers[1] + from * w;
-  for (int64_t i = 0; i < n; i++) {
+  memset(host, 0, (size_t)(skip * w));
+  for (int64_t i = skip; i < n; i++) {
     if (w == 4) {
       int32_t v;
       memcpy(&v, src + 4 * i, 4);
-      v -= (int32_t)first;
+      v = (int32_t)((uint32_t)v - (uint32_t)first); /* wraps, never UB, on bad data */
       memcpy(host + 4 * i, &v, 4);
     } else {
       int64_t v;
       memcpy(&v, src + 8 * i, 8);
-      v -= first;
+      v = (int64_t)((uint64_t)v - (uint64_t)first);
       memcpy(host + 8 * i, &v, 8);
     }
   }
@@ -255,10 +263,14 @@ static void apply_fixups(struct copy_ctx* ctx) {
     struct fixup* x = &ctx->fixups[k];
     if (x->width == 4) {
       int32_t* o = x->offsets;
-      for (int64_t i = 0; i < x->count; i++) o[i] -= (int32_t)x->first;
+      for (int64_t i = 0; i < x->skip; i++) o[i] = 0;
+      for (int64_t i = x->skip; i < x->count; i++)
+        o[i] = (int32_t)((uint32_t)o[i] - (uint32_t)x->first);
     } else {
       int64_t* o = x->offsets;
-      for (int64_t i = 0; i < x->count; i++) o[i] -= x->first;
+      for (int64_t i = 0; i < x->skip; i++) o[i] = 0;
+      for (int64_t i = x->skip; i < x->count; i++)
+        o[i] = (int64_t)((uint64_t)o[i] - (uint64_t)x->first);
     }
   }
 }
@@ -272,6 +284,9 @@ static int plan_copy(struct copy_ctx* ctx, const struct plan* p, struct ArrowArr
   out->offset = p->r;
   bool same = p->start == s->offset && p->len == s->length;
   out->null_count = same || s->null_count == 0 ? s->null_count : -1;
+  /* No validity buffer means every element is valid (docs/arrays.md), so a
+   * null_count of -1 (unknown) becomes the 0 it stands for. */
+  if (adr__has_validity(f->layout) && s->buffers[0] == NULL) out->null_count = 0;
   const int64_t from = p->start - p->r, count = p->r + p->len;
   switch (f->layout) {
     case ADR_LAYOUT_NULL:
@@ -311,7 +326,7 @@ static int plan_copy(struct copy_ctx* ctx, const struct plan* p, struct ArrowArr
        * host after the copy (CPU destination) or before it (CPU source). */
       st = copy_buffer(ctx, out, 2, last - first, s->buffers[2], first, 0, last - first);
       if (st) break;
-      st = rebase_offsets(ctx, out, s, f, from, count + 1, first);
+      st = rebase_offsets(ctx, out, s, f, from, count + 1, p->r, first);
       break;
     }
     case ADR_LAYOUT_BINARY_VIEW: {
@@ -327,15 +342,15 @@ static int plan_copy(struct copy_ctx* ctx, const struct plan* p, struct ArrowArr
           break;
         }
         if (size > 0 && s->buffers[2 + v] == NULL) {
-          st = CFAIL(ctx, EINVAL, "variadic buffer %lld is NULL but has size %lld",
-                     (long long)v, (long long)size);
+          st = CFAIL(ctx, EINVAL, "variadic buffer %lld is NULL but has size %lld", (long long)v,
+                     (long long)size);
           break;
         }
         st = copy_buffer(ctx, out, 2 + v, size, s->buffers[2 + v], 0, 0, size);
       }
       if (st == 0)
-        st = copy_buffer(ctx, out, s->n_buffers - 1, nvar * 8, s->buffers[s->n_buffers - 1], 0,
-                         0, nvar * 8);
+        st = copy_buffer(ctx, out, s->n_buffers - 1, nvar * 8, s->buffers[s->n_buffers - 1], 0, 0,
+                         nvar * 8);
       break;
     }
     case ADR_LAYOUT_LIST:
@@ -345,10 +360,8 @@ static int plan_copy(struct copy_ctx* ctx, const struct plan* p, struct ArrowArr
       break;
     case ADR_LAYOUT_LIST_VIEW:
       st = copy_elements(ctx, out, 0, s->buffers[0], from, count, 1);
-      if (st == 0)
-        st = copy_elements(ctx, out, 1, s->buffers[1], from, count, 8 * f->offset_bytes);
-      if (st == 0)
-        st = copy_elements(ctx, out, 2, s->buffers[2], from, count, 8 * f->offset_bytes);
+      if (st == 0) st = copy_elements(ctx, out, 1, s->buffers[1], from, count, 8 * f->offset_bytes);
+      if (st == 0) st = copy_elements(ctx, out, 2, s->buffers[2], from, count, 8 * f->offset_bytes);
       break;
     case ADR_LAYOUT_FIXED_LIST:
     case ADR_LAYOUT_STRUCT:
@@ -395,7 +408,9 @@ int adr__deep_copy(const char* op, const struct ArrowSchema* schema,
     return adr__errorf(error, EINVAL, op, NULL, "out_stats->struct_size is not set");
   if (src == NULL || dst_device == NULL || out == NULL)
     return adr__errorf(error, EINVAL, op, NULL, "%s is NULL",
-                       src == NULL ? "src" : dst_device == NULL ? "dst_device" : "out");
+                       src == NULL          ? "src"
+                       : dst_device == NULL ? "dst_device"
+                                            : "out");
   if (!adr__device_type_known(src->device_type))
     return adr__path_error(error, EINVAL, op, &ctx.path, "unknown device_type %d",
                            (int)src->device_type);
@@ -415,13 +430,16 @@ int adr__deep_copy(const char* op, const struct ArrowSchema* schema,
                        adr_device_name(adr_stream_device(stream)), adr_device_name(dst_device),
                        adr_device_name(ctx.src_dev));
   if (ctx.src_cpu && src->sync_event != NULL)
-    return adr__path_error(error, EINVAL, op, &ctx.path,
-                           "a CPU array must not carry a sync_event");
+    return adr__path_error(error, EINVAL, op, &ctx.path, "a CPU array must not carry a sync_event");
   /* One stream orders every copy. */
-  if (stream != NULL) ctx.copy_stream = stream;
-  else if (!dst_cpu) ctx.copy_stream = adr_stream_default(dst_device);
-  else if (!ctx.src_cpu) ctx.copy_stream = adr_stream_default(ctx.src_dev);
-  else ctx.copy_stream = adr_stream_default(dst_device);
+  if (stream != NULL)
+    ctx.copy_stream = stream;
+  else if (!dst_cpu)
+    ctx.copy_stream = adr_stream_default(dst_device);
+  else if (!ctx.src_cpu)
+    ctx.copy_stream = adr_stream_default(ctx.src_dev);
+  else
+    ctx.copy_stream = adr_stream_default(dst_device);
   ctx.read_stream = adr_stream_device(ctx.copy_stream) == ctx.src_dev
                         ? ctx.copy_stream
                         : adr_stream_default(ctx.src_dev);
@@ -517,19 +535,18 @@ int adr__deep_copy(const char* op, const struct ArrowSchema* schema,
   out->device_id = dst_cpu ? -1 : adr_device_id(dst_device);
   out->sync_event = native;
   if (stats != NULL) {
-    uint32_t size = stats->struct_size < sizeof(*stats) ? stats->struct_size
-                                                         : (uint32_t)sizeof(*stats);
+    uint32_t size =
+        stats->struct_size < sizeof(*stats) ? stats->struct_size : (uint32_t)sizeof(*stats);
     ctx.stats.struct_size = size;
     memcpy(stats, &ctx.stats, size);
   }
   return 0;
 }
 
-int adr_device_array_deep_copy(const struct ArrowSchema* schema,
-                               const struct ArrowDeviceArray* src,
+int adr_device_array_deep_copy(const struct ArrowSchema* schema, const struct ArrowDeviceArray* src,
                                struct adr_device* dst_device, struct adr_stream* stream,
                                struct ArrowDeviceArray* out, struct adr_copy_stats* out_stats,
                                struct adr_error* error) {
-  return adr__deep_copy("adr_device_array_deep_copy", schema, src, dst_device, stream, false,
-                        out, out_stats, error);
+  return adr__deep_copy("adr_device_array_deep_copy", schema, src, dst_device, stream, false, out,
+                        out_stats, error);
 }

@@ -15,12 +15,6 @@ static bool is_integer(enum adr_type t) {
   return t >= ADR_TYPE_INT8 && t <= ADR_TYPE_UINT64;
 }
 
-static bool has_validity(enum adr_layout l) {
-  return l == ADR_LAYOUT_FIXED || l == ADR_LAYOUT_VAR_BINARY || l == ADR_LAYOUT_BINARY_VIEW ||
-         l == ADR_LAYOUT_LIST || l == ADR_LAYOUT_LIST_VIEW || l == ADR_LAYOUT_FIXED_LIST ||
-         l == ADR_LAYOUT_STRUCT;
-}
-
 #define FAIL(...) adr__path_error(error, EINVAL, op, path, __VA_ARGS__)
 
 int adr__validate_structure(const char* op, const struct ArrowSchema* schema,
@@ -53,20 +47,21 @@ int adr__validate_structure(const char* op, const struct ArrowSchema* schema,
   if (array->n_buffers > (int64_t)1 << 30) return FAIL("too many buffers");
   if (array->n_buffers > 0 && array->buffers == NULL)
     return FAIL("buffers is NULL with n_buffers %lld", (long long)array->n_buffers);
-  if (has_validity(f.layout) && array->buffers[0] == NULL && array->null_count > 0)
+  if (adr__has_validity(f.layout) && array->buffers[0] == NULL && array->null_count > 0)
     return FAIL("null_count %lld but no validity buffer", (long long)array->null_count);
   if ((f.layout == ADR_LAYOUT_SPARSE_UNION || f.layout == ADR_LAYOUT_DENSE_UNION ||
        f.layout == ADR_LAYOUT_RUN_END) &&
       array->null_count > 0)
-    return FAIL("%s arrays have no validity; null_count must be 0, not %lld",
-                adr_type_name(f.type), (long long)array->null_count);
+    return FAIL("%s arrays have no validity; null_count must be 0, not %lld", adr_type_name(f.type),
+                (long long)array->null_count);
   if (!view) {
     int64_t sizes[8];
-    int st = adr_format_buffer_sizes(&f, array->offset, array->length, array->n_buffers, sizes,
-                                     NULL);
-    if (st != 0) return FAIL("buffer sizes overflow int64 (offset %lld, length %lld)",
-                             (long long)array->offset, (long long)array->length);
-    for (int64_t i = has_validity(f.layout) ? 1 : 0; i < array->n_buffers; i++)
+    int st =
+        adr_format_buffer_sizes(&f, array->offset, array->length, array->n_buffers, sizes, NULL);
+    if (st != 0)
+      return FAIL("buffer sizes overflow int64 (offset %lld, length %lld)",
+                  (long long)array->offset, (long long)array->length);
+    for (int64_t i = adr__has_validity(f.layout) ? 1 : 0; i < array->n_buffers; i++)
       if (sizes[i] > 0 && end > 0 && array->buffers[i] == NULL)
         return FAIL("buffer %lld is NULL but must hold %lld bytes", (long long)i,
                     (long long)sizes[i]);
@@ -105,8 +100,8 @@ int adr__validate_structure(const char* op, const struct ArrowSchema* schema,
     case ADR_LAYOUT_SPARSE_UNION:
       for (int64_t i = 0; i < array->n_children; i++)
         if (array->children[i]->length < end)
-          return FAIL("children[%lld] has length %lld, needs offset + length = %lld",
-                      (long long)i, (long long)array->children[i]->length, (long long)end);
+          return FAIL("children[%lld] has length %lld, needs offset + length = %lld", (long long)i,
+                      (long long)array->children[i]->length, (long long)end);
       break;
     case ADR_LAYOUT_RUN_END: {
       struct adr_format rf;
@@ -146,15 +141,15 @@ int adr__validate_structure(const char* op, const struct ArrowSchema* schema,
     return FAIL("dictionary indices must be an integer type, not %s", adr_type_name(f.type));
   for (int64_t i = 0; i < array->n_children; i++) {
     size_t mark = adr__path_push_child(path, i);
-    int st = adr__validate_structure(op, schema->children[i], array->children[i], path,
-                                     depth + 1, error);
+    int st = adr__validate_structure(op, schema->children[i], array->children[i], path, depth + 1,
+                                     error);
     adr__path_pop(path, mark);
     if (st) return st;
   }
   if (array->dictionary != NULL) {
     size_t mark = adr__path_push_name(path, "dictionary");
-    int st = adr__validate_structure(op, schema->dictionary, array->dictionary, path,
-                                     depth + 1, error);
+    int st =
+        adr__validate_structure(op, schema->dictionary, array->dictionary, path, depth + 1, error);
     adr__path_pop(path, mark);
     if (st) return st;
   }
@@ -214,13 +209,26 @@ static int64_t count_nulls(const uint8_t* bits, int64_t from, int64_t n) {
   return nulls;
 }
 
+/* Nulls of a structurally valid node as its own layout records them: every
+ * element of a null-type array (which has no buffers, and may have
+ * buffers == NULL), the bitmap's zeros where there is a validity buffer, 0
+ * without one (a NULL validity buffer means all valid) and for unions and
+ * run-end arrays (their nulls live in their children). */
+static int64_t node_nulls(const struct ArrowSchema* schema, const struct ArrowArray* array) {
+  struct adr_format f;
+  if (adr_format_parse(schema->format, &f, NULL) != 0) return 0;
+  if (f.layout == ADR_LAYOUT_NULL) return array->length;
+  if (!adr__has_validity(f.layout) || array->buffers[0] == NULL) return 0;
+  return count_nulls(adr__buf(array, 0), array->offset, array->length);
+}
+
 int adr__validate_data(const char* op, const struct ArrowSchema* schema,
                        const struct ArrowArray* array, struct adr__path* path,
                        struct adr_error* error) {
   struct adr_format f;
   if (adr_format_parse(schema->format, &f, NULL) != 0) return FAIL("bad format");
   const int64_t off = array->offset, len = array->length, end = off + len;
-  if (has_validity(f.layout) && array->buffers[0] != NULL && array->null_count >= 0) {
+  if (adr__has_validity(f.layout) && array->buffers[0] != NULL && array->null_count >= 0) {
     int64_t nulls = count_nulls(adr__buf(array, 0), off, len);
     if (nulls != array->null_count)
       return FAIL("null_count %lld but the validity bitmap has %lld nulls",
@@ -256,10 +264,15 @@ int adr__validate_data(const char* op, const struct ArrowSchema* schema,
       int64_t nvar = array->n_buffers - 3;
       const int64_t* vsizes =
           nvar > 0 ? (const int64_t*)array->buffers[array->n_buffers - 1] : NULL;
-      for (int64_t v = 0; v < nvar; v++)
+      for (int64_t v = 0; v < nvar; v++) {
         if (vsizes[v] < 0)
           return FAIL("variadic buffer %lld has negative size %lld", (long long)v,
                       (long long)vsizes[v]);
+        /* as the deep copy, which copies every variadic buffer whole */
+        if (vsizes[v] > 0 && array->buffers[2 + v] == NULL)
+          return FAIL("variadic buffer %lld is NULL but has size %lld", (long long)v,
+                      (long long)vsizes[v]);
+      }
       for (int64_t i = off; i < end; i++) {
         if (!adr__valid(array, &f, i)) continue;
         const uint8_t* vb = adr__buf(array, 1) + 16 * i;
@@ -304,12 +317,9 @@ int adr__validate_data(const char* op, const struct ArrowSchema* schema,
       if (last > clen)
         return FAIL("last offset %lld beyond the child's length %lld", (long long)last,
                     (long long)clen);
-      if (f.type == ADR_TYPE_MAP) {
-        const struct ArrowArray* keys = array->children[0]->children[0];
-        if (keys->buffers[0] != NULL &&
-            count_nulls(adr__buf(keys, 0), keys->offset, keys->length) != 0)
-          return FAIL("map keys contain nulls");
-      }
+      if (f.type == ADR_TYPE_MAP &&
+          node_nulls(schema->children[0]->children[0], array->children[0]->children[0]) != 0)
+        return FAIL("map keys contain nulls");
       break;
     }
     case ADR_LAYOUT_LIST_VIEW: {
@@ -353,9 +363,12 @@ int adr__validate_data(const char* op, const struct ArrowSchema* schema,
       int64_t prev = 0;
       for (int64_t k = 0; k < re->length; k++) {
         int64_t i = re->offset + k, v;
-        if (w == 2) v = ((const int16_t*)re->buffers[1])[i];
-        else if (w == 4) v = ((const int32_t*)re->buffers[1])[i];
-        else v = ((const int64_t*)re->buffers[1])[i];
+        if (w == 2)
+          v = ((const int16_t*)re->buffers[1])[i];
+        else if (w == 4)
+          v = ((const int32_t*)re->buffers[1])[i];
+        else
+          v = ((const int64_t*)re->buffers[1])[i];
         if (v <= prev)
           return FAIL("run ends not strictly increasing at run %lld (%lld after %lld)",
                       (long long)k, (long long)v, (long long)prev);
@@ -379,9 +392,15 @@ int adr__validate_data(const char* op, const struct ArrowSchema* schema,
       if (!adr__valid(array, &f, i)) continue;
       int64_t idx;
       switch (w) {
-        case 1: idx = is_signed ? (int64_t)((const int8_t*)d)[i] : (int64_t)((const uint8_t*)d)[i]; break;
-        case 2: idx = is_signed ? (int64_t)((const int16_t*)d)[i] : (int64_t)((const uint16_t*)d)[i]; break;
-        case 4: idx = is_signed ? (int64_t)((const int32_t*)d)[i] : (int64_t)((const uint32_t*)d)[i]; break;
+        case 1:
+          idx = is_signed ? (int64_t)((const int8_t*)d)[i] : (int64_t)((const uint8_t*)d)[i];
+          break;
+        case 2:
+          idx = is_signed ? (int64_t)((const int16_t*)d)[i] : (int64_t)((const uint16_t*)d)[i];
+          break;
+        case 4:
+          idx = is_signed ? (int64_t)((const int32_t*)d)[i] : (int64_t)((const uint32_t*)d)[i];
+          break;
         default: {
           uint64_t u = ((const uint64_t*)d)[i];
           idx = (!is_signed && u > INT64_MAX) ? -1 : (int64_t)u;
@@ -408,8 +427,8 @@ int adr__validate_data(const char* op, const struct ArrowSchema* schema,
 }
 
 int adr_device_array_validate(const struct ArrowSchema* schema,
-                              const struct ArrowDeviceArray* array,
-                              enum adr_validate_level level, struct adr_error* error) {
+                              const struct ArrowDeviceArray* array, enum adr_validate_level level,
+                              struct adr_error* error) {
   const char* op = "adr_device_array_validate";
   struct adr__path root;
   adr__path_root(&root);

@@ -328,7 +328,9 @@ ADR_API int adr_device_array_deep_copy(const struct ArrowSchema* schema,
  * run-end-encoded arrays by logical value, views by content). Offsets,
  * slicing and buffer layout may differ. *out_equal receives the answer;
  * when false and out_difference is not NULL it receives where they differ
- * ("children[1][5]: \"ab\" != \"ac\""). */
+ * ("children[1][5]: \"ab\" != \"ac\""). Both arrays are validated fully
+ * first (ADR_VALIDATE_FULL): an invalid one is EINVAL with the validator's
+ * message, never compared. */
 ADR_API int adr_device_array_equal(const struct ArrowSchema* schema,
                                    const struct ArrowDeviceArray* a,
                                    const struct ArrowDeviceArray* b, bool* out_equal,

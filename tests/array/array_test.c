@@ -37,20 +37,24 @@ void* test_buffer(struct ArrowArray* a, int64_t i, size_t size, const void* data
   void* p = NULL;
   ASSERT_OK(adr_array_alloc_buffer(a, i, size, NULL, &p, &err), &err);
   if (size > 0) {
-    if (data != NULL) memcpy(p, data, size);
-    else memset(p, 0, size);
+    if (data != NULL)
+      memcpy(p, data, size);
+    else
+      memset(p, 0, size);
   }
   return p;
 }
 
-int64_t test_validity(struct ArrowArray* a, int64_t n, int null_every, int null_phase,
-                      int64_t from, int64_t count) {
+int64_t test_validity(struct ArrowArray* a, int64_t n, int null_every, int null_phase, int64_t from,
+                      int64_t count) {
   uint8_t* bits = test_buffer(a, 0, (size_t)(n + 7) / 8, NULL);
   int64_t nulls = 0;
   for (int64_t k = 0; k < n; k++) {
     bool is_null = null_every > 0 && k % null_every == null_phase;
-    if (!is_null) bits[k / 8] |= (uint8_t)(1u << (k % 8));
-    else if (k >= from && k < from + count) nulls++;
+    if (!is_null)
+      bits[k / 8] |= (uint8_t)(1u << (k % 8));
+    else if (k >= from && k < from + count)
+      nulls++;
   }
   return nulls;
 }
@@ -70,8 +74,10 @@ void test_strings(struct ArrowArray* out, const char* const* values, int64_t n, 
   char* data = test_buffer(out, 2, (size_t)total, NULL);
   int64_t pos = 0;
   for (int64_t k = 0; k < n; k++) {
-    if (large) ((int64_t*)offs)[k] = pos;
-    else ((int32_t*)offs)[k] = (int32_t)pos;
+    if (large)
+      ((int64_t*)offs)[k] = pos;
+    else
+      ((int32_t*)offs)[k] = (int32_t)pos;
     if (values[k] != NULL) {
       bits[k / 8] |= (uint8_t)(1u << (k % 8));
       size_t len = strlen(values[k]);
@@ -81,8 +87,10 @@ void test_strings(struct ArrowArray* out, const char* const* values, int64_t n, 
       nulls++;
     }
   }
-  if (large) ((int64_t*)offs)[n] = pos;
-  else ((int32_t*)offs)[n] = (int32_t)pos;
+  if (large)
+    ((int64_t*)offs)[n] = pos;
+  else
+    ((int32_t*)offs)[n] = (int32_t)pos;
   out->null_count = nulls;
 }
 
@@ -105,17 +113,46 @@ void test_assert_equal(const struct ArrowSchema* s, const struct ArrowDeviceArra
 /* ---- the catalogue ---------------------------------------------------------- */
 
 static const char* const words[] = {
-    "alpha", NULL, "", "gamma-delta", "\xc3\xa9t\xc3\xa9", "a much longer string value here",
-    "x", NULL, "zz", "0123456789012", "eleven", "twelve!", "", "\xe2\x82\xac", "fifteen",
-    "sixteen-16", "s17", NULL, "eighteen", "nineteen", "twenty", "twenty-one", "22", "23",
-    "twenty-four", "25", "twenty-six", "27", "twenty-eight", "29",
+    "alpha",
+    NULL,
+    "",
+    "gamma-delta",
+    "\xc3\xa9t\xc3\xa9",
+    "a much longer string value here",
+    "x",
+    NULL,
+    "zz",
+    "0123456789012",
+    "eleven",
+    "twelve!",
+    "",
+    "\xe2\x82\xac",
+    "fifteen",
+    "sixteen-16",
+    "s17",
+    NULL,
+    "eighteen",
+    "nineteen",
+    "twenty",
+    "twenty-one",
+    "22",
+    "23",
+    "twenty-four",
+    "25",
+    "twenty-six",
+    "27",
+    "twenty-eight",
+    "29",
 };
 #define N_WORDS ((int64_t)(sizeof(words) / sizeof(words[0])))
 
 static const char* const fixed_formats[] = {
-    "b",    "c",   "C",   "s",   "S",   "i",   "I",   "l",   "L",   "e",    "f",
-    "g",    "d:9,2,32", "d:18,3,64", "d:38,10", "d:76,5,256", "w:3", "tdD", "tdm", "tts", "ttm",
-    "ttu",  "ttn", "tss:", "tsu:Europe/Paris", "tDs", "tDn", "tiM", "tiD", "tin",
+    "b",          "c",   "C",        "s",         "S",
+    "i",          "I",   "l",        "L",         "e",
+    "f",          "g",   "d:9,2,32", "d:18,3,64", "d:38,10",
+    "d:76,5,256", "w:3", "tdD",      "tdm",       "tts",
+    "ttm",        "ttu", "ttn",      "tss:",      "tsu:Europe/Paris",
+    "tDs",        "tDn", "tiM",      "tiD",       "tin",
 };
 #define N_FIXED ((int64_t)(sizeof(fixed_formats) / sizeof(fixed_formats[0])))
 
@@ -215,9 +252,12 @@ static void build_views(struct ArrowSchema* s, struct ArrowDeviceArray* out) {
   test_buffer(sv, 4, sizeof(sizes), sizes);
   uint8_t* views = test_buffer(sv, 1, (size_t)n * 16, NULL);
   for (int64_t k = 0; k < n; k++) {
-    if (k % 3 == 0) put_view(views + 16 * k, "short", 0, 0);
-    else if (k % 3 == 1) put_view(views + 16 * k, "this one is long enough", 0, 0);
-    else put_view(views + 16 * k, b1, 1, 0);
+    if (k % 3 == 0)
+      put_view(views + 16 * k, "short", 0, 0);
+    else if (k % 3 == 1)
+      put_view(views + 16 * k, "this one is long enough", 0, 0);
+    else
+      put_view(views + 16 * k, b1, 1, 0);
   }
   /* and one view into the middle of buffer 0 */
   put_view(views + 16 * 5, "and this second one too", 0, 24);
@@ -468,13 +508,107 @@ static void build_empty(struct ArrowSchema* s, struct ArrowDeviceArray* out) {
   test_export(&a, out);
 }
 
+/* A node with no buffers at all and, as the C data interface allows when
+ * n_buffers is 0, buffers == NULL (the node's own release does not use
+ * the field). */
+static void no_buffers(struct ArrowArray* out, int64_t length, int64_t offset) {
+  test_node(out, 0, 0, length, offset, length);
+  out->buffers = NULL;
+}
+
+/* map<utf8, null>: entries whose values have no buffers. */
+static void build_map_null_values(struct ArrowSchema* s, struct ArrowDeviceArray* out) {
+  test_schema(s, "+m", "map", ARROW_FLAG_NULLABLE, 1);
+  test_schema(s->children[0], "+s", "entries", 0, 2);
+  test_schema(s->children[0]->children[0], "u", "key", 0, 0);
+  test_schema(s->children[0]->children[1], "n", "value", ARROW_FLAG_NULLABLE, 0);
+  const int64_t n = 9;
+  struct ArrowArray a;
+  test_node(&a, 2, 1, n - 3, 3, 0);
+  a.null_count = test_validity(&a, n, 5, 4, 3, n - 3);
+  int32_t* o = test_buffer(&a, 1, (size_t)(n + 1) * 4, NULL);
+  int32_t pos = 0;
+  for (int64_t k = 0; k < n; k++) {
+    o[k] = pos;
+    pos += (int32_t)(k % 3);
+  }
+  o[n] = pos;
+  struct ArrowArray* e = a.children[0];
+  test_node(e, 1, 2, pos, 0, 0);
+  const char* keys[] = {"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"};
+  test_strings(e->children[0], keys, pos, 0, false);
+  no_buffers(e->children[1], pos, 0);
+  test_export(&a, out);
+}
+
+/* map<null, int32> with no entries (keys of the null type are nulls, so a
+ * valid one has none): keys without buffers, maps null or empty. */
+static void build_map_null_keys(struct ArrowSchema* s, struct ArrowDeviceArray* out) {
+  test_schema(s, "+m", "map", ARROW_FLAG_NULLABLE, 1);
+  test_schema(s->children[0], "+s", "entries", 0, 2);
+  test_schema(s->children[0]->children[0], "n", "key", 0, 0);
+  test_schema(s->children[0]->children[1], "i", "value", ARROW_FLAG_NULLABLE, 0);
+  const int64_t n = 12;
+  struct ArrowArray a;
+  test_node(&a, 2, 1, n - 2, 2, 0);
+  a.null_count = test_validity(&a, n, 3, 0, 2, n - 2);
+  test_buffer(&a, 1, (size_t)(n + 1) * 4, NULL); /* all offsets 0 */
+  struct ArrowArray* e = a.children[0];
+  test_node(e, 1, 2, 0, 0, 0);
+  no_buffers(e->children[0], 0, 0);
+  test_node(e->children[1], 2, 0, 0, 0, 0); /* NULL buffers are allowed at length 0 */
+  test_export(&a, out);
+}
+
+/* No validity buffers with null_count -1 (unknown), which reads as "no
+ * nulls" (docs/arrays.md), at every level: the struct itself, int32,
+ * utf8, list; and a null column with buffers == NULL; sliced. */
+static void build_validity_absent(struct ArrowSchema* s, struct ArrowDeviceArray* out) {
+  test_schema(s, "+s", "", ARROW_FLAG_NULLABLE, 4);
+  test_schema(s->children[0], "i", "i", ARROW_FLAG_NULLABLE, 0);
+  test_schema(s->children[1], "u", "u", ARROW_FLAG_NULLABLE, 0);
+  test_schema(s->children[2], "+l", "l", ARROW_FLAG_NULLABLE, 1);
+  test_schema(s->children[2]->children[0], "i", "item", ARROW_FLAG_NULLABLE, 0);
+  test_schema(s->children[3], "n", "n", ARROW_FLAG_NULLABLE, 0);
+  const int64_t n = 21;
+  struct ArrowArray a;
+  test_node(&a, 1, 4, n - 11, 11, -1); /* r = 3 after a sliced copy */
+  struct ArrowArray* i = a.children[0];
+  test_node(i, 2, 0, n, 0, -1);
+  int32_t* v = test_buffer(i, 1, (size_t)n * 4, NULL);
+  for (int64_t k = 0; k < n; k++) v[k] = (int32_t)(k * k - 50);
+  struct ArrowArray* u = a.children[1];
+  test_node(u, 3, 0, n, 0, -1);
+  int32_t* uo = test_buffer(u, 1, (size_t)(n + 1) * 4, NULL);
+  char* ud = test_buffer(u, 2, (size_t)n, NULL);
+  for (int64_t k = 0; k <= n; k++) uo[k] = (int32_t)k;
+  for (int64_t k = 0; k < n; k++) ud[k] = (char)('a' + k % 26);
+  struct ArrowArray* l = a.children[2];
+  test_node(l, 2, 1, n, 0, -1);
+  int32_t* lo = test_buffer(l, 1, (size_t)(n + 1) * 4, NULL);
+  for (int64_t k = 0; k <= n; k++) lo[k] = (int32_t)(2 * k);
+  test_int32s(l->children[0], 2 * n, 7, 0, 0);
+  no_buffers(a.children[3], n, 0);
+  test_export(&a, out);
+}
+
 const struct test_case test_cases[] = {
-    {"fixed-width", build_fixed},   {"null", build_null},
-    {"strings", build_strings},     {"string-sliced", build_string_sliced},
-    {"views", build_views},         {"lists", build_lists},
-    {"map", build_map},             {"unions", build_unions},
-    {"dictionary", build_dictionary}, {"run-end-encoded", build_ree},
-    {"nested", build_nested},       {"sample", build_sample},
-    {"sample-sliced", build_sample_sliced}, {"empty", build_empty},
+    {"fixed-width", build_fixed},
+    {"null", build_null},
+    {"strings", build_strings},
+    {"string-sliced", build_string_sliced},
+    {"views", build_views},
+    {"lists", build_lists},
+    {"map", build_map},
+    {"unions", build_unions},
+    {"dictionary", build_dictionary},
+    {"run-end-encoded", build_ree},
+    {"nested", build_nested},
+    {"sample", build_sample},
+    {"sample-sliced", build_sample_sliced},
+    {"empty", build_empty},
+    {"map-null-values", build_map_null_values},
+    {"map-null-keys", build_map_null_keys},
+    {"validity-absent", build_validity_absent},
 };
 const size_t test_case_count = sizeof(test_cases) / sizeof(test_cases[0]);

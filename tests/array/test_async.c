@@ -18,8 +18,8 @@
 /* ---- a batch source ---------------------------------------------------------- */
 
 struct source {
-  int n;          /* batches before the end; -1 endless */
-  int fail_at;    /* -1 never */
+  int n;       /* batches before the end; -1 endless */
+  int fail_at; /* -1 never */
   int produced;
 };
 
@@ -53,9 +53,9 @@ static void make_source(struct source* s, int n, int fail_at, struct ArrowDevice
 struct th {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int in_callback;        /* > 0 while one of ours runs */
-  bool overlapped;        /* a callback started while another ran */
-  bool after_release;     /* a callback came after release */
+  int in_callback;    /* > 0 while one of ours runs */
+  bool overlapped;    /* a callback started while another ran */
+  bool after_release; /* a callback came after release */
   bool schema_first;
   bool producer_set;
   int schema_calls, task_calls, null_tasks, error_calls, release_calls;
@@ -103,8 +103,8 @@ static int th_on_schema(struct ArrowAsyncDeviceStreamHandler* self, struct Arrow
   return t->fail_schema;
 }
 
-static int th_on_next_task(struct ArrowAsyncDeviceStreamHandler* self,
-                           struct ArrowAsyncTask* task, const char* metadata) {
+static int th_on_next_task(struct ArrowAsyncDeviceStreamHandler* self, struct ArrowAsyncTask* task,
+                           const char* metadata) {
   (void)metadata;
   struct th* t = self->private_data;
   th_enter(t);
@@ -126,8 +126,10 @@ static int th_on_next_task(struct ArrowAsyncDeviceStreamHandler* self,
       adr_device_array_release(&a);
     }
     t->second_extract = task->extract_data(task, &a);
-    if (k == t->fail_task_at) rc = ECANCELED;
-    else if (t->request_per_task > 0) self->producer->request(self->producer, t->request_per_task);
+    if (k == t->fail_task_at)
+      rc = ECANCELED;
+    else if (t->request_per_task > 0)
+      self->producer->request(self->producer, t->request_per_task);
   }
   th_leave(t);
   return rc;
@@ -393,8 +395,8 @@ struct raw_producer {
   pthread_cond_t cv;
   int64_t requested;
   int cancels;
-  int batches;  /* to deliver */
-  int fail_at;  /* on_error at this batch, -1 never */
+  int batches; /* to deliver */
+  int fail_at; /* on_error at this batch, -1 never */
   int discarded;
   int delivered;
 };
@@ -422,7 +424,8 @@ static int raw_extract(struct ArrowAsyncTask* task, struct ArrowDeviceArray* out
   struct adr_error err;
   if (adr_array_sample_table(20 + r->delivered, &s, &a, &err) != 0) return ENOMEM;
   s.release(&s);
-  if (out != NULL) *out = a;
+  if (out != NULL)
+    *out = a;
   else {
     adr_device_array_release(&a);
     r->discarded++;
@@ -624,6 +627,47 @@ static void test_adr_to_adr(void** state) {
   adr_async_producer_join(p); /* returns: the producer saw the cancel */
 }
 
+/* Arrays with buffer-less children (buffers == NULL) and absent validity
+ * from adr's producer to adr's consumer. */
+static void test_adr_to_adr_no_buffers(void** state) {
+  (void)state;
+  struct adr_error err;
+  const char* names[] = {"map-null-values", "map-null-keys", "validity-absent"};
+  for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++) {
+    const struct test_case* tc = NULL;
+    for (size_t i = 0; i < test_case_count; i++)
+      if (strcmp(test_cases[i].name, names[n]) == 0) tc = &test_cases[i];
+    assert_non_null(tc);
+    struct ArrowSchema schema, ref_schema, tmp;
+    struct ArrowDeviceArray arrays[2], ref;
+    tc->build(&schema, &arrays[0]);
+    tc->build(&tmp, &arrays[1]);
+    tmp.release(&tmp);
+    tc->build(&ref_schema, &ref);
+    struct ArrowDeviceArrayStream src, st;
+    ASSERT_OK(adr_device_array_stream_from_arrays(&schema, arrays, 2, ARROW_DEVICE_CPU, &src, &err),
+              &err);
+    struct ArrowAsyncDeviceStreamHandler h;
+    ASSERT_OK(adr_async_consumer_init(ARROW_DEVICE_CPU, 2, &h, &st, &err), &err);
+    struct adr_async_producer* p = start(&src, &h);
+    for (int k = 0; k < 2; k++) {
+      struct ArrowDeviceArray b;
+      ASSERT_OK(adr_device_array_stream_next(&st, &b, &err), &err);
+      assert_non_null(b.array.release);
+      ASSERT_OK(adr_device_array_validate(&ref_schema, &b, ADR_VALIDATE_FULL, &err), &err);
+      test_assert_equal(&ref_schema, &ref, &b);
+      adr_device_array_release(&b);
+    }
+    struct ArrowDeviceArray end;
+    ASSERT_OK(adr_device_array_stream_next(&st, &end, &err), &err);
+    assert_null(end.array.release);
+    st.release(&st);
+    adr_async_producer_join(p);
+    adr_device_array_release(&ref);
+    ref_schema.release(&ref_schema);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_producer_full_stream),
@@ -638,6 +682,7 @@ int main(void) {
       cmocka_unit_test(test_consumer_early_release_cancels),
       cmocka_unit_test(test_consumer_refuses_wrong_device),
       cmocka_unit_test(test_adr_to_adr),
+      cmocka_unit_test(test_adr_to_adr_no_buffers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

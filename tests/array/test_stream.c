@@ -75,9 +75,9 @@ static void test_from_arrays_errors_and_early_release(void** state) {
   tmp.release(&tmp);
   struct ArrowDeviceArrayStream st;
   /* wrong device type: nothing moved */
-  assert_int_equal(adr_device_array_stream_from_arrays(&schema, arrays, 2, ARROW_DEVICE_CUDA, &st,
-                                                       &err),
-                   EINVAL);
+  assert_int_equal(
+      adr_device_array_stream_from_arrays(&schema, arrays, 2, ARROW_DEVICE_CUDA, &st, &err),
+      EINVAL);
   assert_non_null(strstr(err.message, "arrays[0] is on device type 1, not 2"));
   assert_non_null(schema.release);
   assert_non_null(arrays[1].array.release);
@@ -170,8 +170,8 @@ static int wrong_type_next(struct ArrowDeviceArrayStream* self, struct ArrowDevi
 static void test_consumer_checks_device_type(void** state) {
   (void)state;
   struct adr_error err;
-  struct ArrowDeviceArrayStream st = {
-      .device_type = ARROW_DEVICE_OPENCL, .get_next = wrong_type_next};
+  struct ArrowDeviceArrayStream st = {.device_type = ARROW_DEVICE_OPENCL,
+                                      .get_next = wrong_type_next};
   st.release = (void (*)(struct ArrowDeviceArrayStream*))1; /* never called */
   struct ArrowDeviceArray b;
   assert_int_equal(adr_device_array_stream_next(&st, &b, &err), EPROTO);
@@ -211,8 +211,10 @@ static void transfer_case(int prefetch) {
     assert_int_equal(b.device_type, adr_device_type(dut));
     if (k == 0) {
       /* While the consumer holds batch 0, the worker copies ahead. */
-      if (prefetch > 0) assert_int_equal(wait_until_produced(&c, 1 + prefetch), 1 + prefetch);
-      else assert_int_equal(c.produced, 1);
+      if (prefetch > 0)
+        assert_int_equal(wait_until_produced(&c, 1 + prefetch), 1 + prefetch);
+      else
+        assert_int_equal(c.produced, 1);
     }
     struct ArrowSchema s;
     struct ArrowDeviceArray ref;
@@ -282,6 +284,49 @@ static void test_transfer_error_and_early_release(void** state) {
   pthread_mutex_destroy(&c.mu);
 }
 
+/* Arrays with buffer-less children (buffers == NULL) and absent validity
+ * through the transfer stream to the device under test and back. */
+static void test_transfer_no_buffers(void** state) {
+  (void)state;
+  struct adr_error err;
+  const char* names[] = {"map-null-values", "map-null-keys", "validity-absent"};
+  for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++) {
+    const struct test_case* tc = NULL;
+    for (size_t i = 0; i < test_case_count; i++)
+      if (strcmp(test_cases[i].name, names[n]) == 0) tc = &test_cases[i];
+    assert_non_null(tc);
+    struct ArrowSchema schema, ref_schema;
+    struct ArrowDeviceArray arrays[2], ref;
+    tc->build(&schema, &arrays[0]);
+    tc->build(&ref_schema, &arrays[1]);
+    ref_schema.release(&ref_schema);
+    tc->build(&ref_schema, &ref);
+    struct ArrowDeviceArrayStream src, t;
+    ASSERT_OK(adr_device_array_stream_from_arrays(&schema, arrays, 2, ARROW_DEVICE_CPU, &src, &err),
+              &err);
+    ASSERT_OK(adr_transfer_stream_init(&src, dut, 1, &t, &err), &err);
+    for (int k = 0; k < 2; k++) {
+      struct ArrowDeviceArray b, back;
+      ASSERT_OK(adr_device_array_stream_next(&t, &b, &err), &err);
+      assert_non_null(b.array.release);
+      assert_int_equal(b.device_type, adr_device_type(dut));
+      ASSERT_OK(adr_device_array_validate(&ref_schema, &b, ADR_VALIDATE_FULL, &err), &err);
+      test_assert_equal(&ref_schema, &ref, &b);
+      ASSERT_OK(adr_device_array_deep_copy(&ref_schema, &b, test_cpu(), NULL, &back, NULL, &err),
+                &err);
+      test_assert_equal(&ref_schema, &ref, &back);
+      adr_device_array_release(&back);
+      adr_device_array_release(&b);
+    }
+    struct ArrowDeviceArray end;
+    ASSERT_OK(adr_device_array_stream_next(&t, &end, &err), &err);
+    assert_null(end.array.release);
+    t.release(&t);
+    adr_device_array_release(&ref);
+    ref_schema.release(&ref_schema);
+  }
+}
+
 int main(void) {
   struct adr_error err;
   if (adr_device_default(&dut, &err) != 0) {
@@ -298,6 +343,7 @@ int main(void) {
       cmocka_unit_test(test_transfer_prefetch0),
       cmocka_unit_test(test_transfer_prefetch2),
       cmocka_unit_test(test_transfer_error_and_early_release),
+      cmocka_unit_test(test_transfer_no_buffers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

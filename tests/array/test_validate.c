@@ -147,7 +147,8 @@ static void test_data_errors(void** state) {
   expect_invalid(&s, &a, ADR_VALIDATE_FULL, "children[2]: offsets not monotonic at 6");
   lo[6] = 12;
   lo[8] = 17;
-  expect_invalid(&s, &a, ADR_VALIDATE_FULL, "children[2]: last offset 17 beyond the child's length 16");
+  expect_invalid(&s, &a, ADR_VALIDATE_FULL,
+                 "children[2]: last offset 17 beyond the child's length 16");
   lo[8] = 16;
   so[3] = 9;
   expect_invalid(&s, &a, ADR_VALIDATE_FULL, "children[1]: offsets not monotonic at 3");
@@ -157,7 +158,8 @@ static void test_data_errors(void** state) {
   expect_invalid(&s, &a, ADR_VALIDATE_FULL, "children[1]: invalid UTF-8 in value 3 at byte 1");
   sd[4] = saved;
   i->null_count = 0;
-  expect_invalid(&s, &a, ADR_VALIDATE_FULL, "children[0]: null_count 0 but the validity bitmap has 3 nulls");
+  expect_invalid(&s, &a, ADR_VALIDATE_FULL,
+                 "children[0]: null_count 0 but the validity bitmap has 3 nulls");
   i->null_count = 3;
   ASSERT_OK(adr_device_array_validate(&s, &a, ADR_VALIDATE_FULL, &err), &err);
   /* a slice: indices are logical */
@@ -202,10 +204,12 @@ static void test_union_ree_view_dict_errors(void** state) {
       expect_invalid(&s, &a, ADR_VALIDATE_FULL, "array: run ends not strictly increasing at run 2");
       ends[2] = 6;
       ends[4] = 11;
-      expect_invalid(&s, &a, ADR_VALIDATE_FULL, "run ends cover 11 values, the array needs offset + length = 12");
+      expect_invalid(&s, &a, ADR_VALIDATE_FULL,
+                     "run ends cover 11 values, the array needs offset + length = 12");
       ends[4] = 12;
       root->children[1]->length = 4;
-      expect_invalid(&s, &a, ADR_VALIDATE_STRUCTURE, "run ends child has length 5, more than the values' 4");
+      expect_invalid(&s, &a, ADR_VALIDATE_STRUCTURE,
+                     "run ends child has length 5, more than the values' 4");
       root->children[1]->length = 5;
     } else if (strcmp(name, "views") == 0) {
       uint8_t* views = (uint8_t*)root->children[0]->buffers[1];
@@ -216,7 +220,8 @@ static void test_union_ree_view_dict_errors(void** state) {
       memcpy(views + 16 * 1 + 8, &bad, 4);
       bad = 40;
       memcpy(views + 16 * 1 + 12, &bad, 4);
-      expect_invalid(&s, &a, ADR_VALIDATE_FULL, "children[0]: view 1 range [40, 63) outside buffer 0");
+      expect_invalid(&s, &a, ADR_VALIDATE_FULL,
+                     "children[0]: view 1 range [40, 63) outside buffer 0");
       bad = 0;
       memcpy(views + 16 * 1 + 12, &bad, 4);
       views[16 * 1 + 4] = 'X';
@@ -225,19 +230,23 @@ static void test_union_ree_view_dict_errors(void** state) {
     } else if (strcmp(name, "dictionary") == 0) {
       int8_t* idx = (int8_t*)root->children[0]->buffers[1];
       idx[3] = 6;
-      expect_invalid(&s, &a, ADR_VALIDATE_FULL, "children[0]: dictionary index 6 at 3 outside the dictionary of length 6");
+      expect_invalid(&s, &a, ADR_VALIDATE_FULL,
+                     "children[0]: dictionary index 6 at 3 outside the dictionary of length 6");
       idx[3] = 3;
       struct ArrowArray* dv = root->children[0]->dictionary;
       ((int32_t*)dv->buffers[1])[3] = 100;
-      expect_invalid(&s, &a, ADR_VALIDATE_FULL, "children[0].dictionary: offsets not monotonic at 2");
+      expect_invalid(&s, &a, ADR_VALIDATE_FULL,
+                     "children[0].dictionary: offsets not monotonic at 2");
     } else if (strcmp(name, "lists") == 0) {
       struct ArrowArray* lv = root->children[2];
       int32_t* sizes = (int32_t*)lv->buffers[2];
       sizes[1] = 9; /* offset (16-1)%7 = 1, size 9 > 9 - 1 */
-      expect_invalid(&s, &a, ADR_VALIDATE_FULL, "children[2]: list view 1 (offset 1, size 9) outside the child's length 9");
+      expect_invalid(&s, &a, ADR_VALIDATE_FULL,
+                     "children[2]: list view 1 (offset 1, size 9) outside the child's length 9");
       sizes[1] = 1;
       root->children[4]->children[0]->length = 10;
-      expect_invalid(&s, &a, ADR_VALIDATE_STRUCTURE, "children[4]: fixed-size list child has length 10, needs 48");
+      expect_invalid(&s, &a, ADR_VALIDATE_STRUCTURE,
+                     "children[4]: fixed-size list child has length 10, needs 48");
       root->children[4]->children[0]->length = 48;
     } else if (strcmp(name, "map") == 0) {
       struct ArrowArray* keys = root->children[0]->children[0];
@@ -255,6 +264,86 @@ static void test_union_ree_view_dict_errors(void** state) {
     adr_device_array_release(&a);
     s.release(&s);
   }
+}
+
+/* Children without buffers (buffers == NULL, n_buffers 0) on every path
+ * that reads buffers: map keys of the null type hold nulls, so full
+ * validation refuses a map that has entries (it used to read
+ * keys->buffers[0]), the comparison refuses it with the same message, the
+ * deep copy (which needs only the structure) copies it. */
+static void test_map_null_keys(void** state) {
+  (void)state;
+  struct adr_error err;
+  struct ArrowSchema s;
+  test_schema(&s, "+m", "map", 0, 1);
+  test_schema(s.children[0], "+s", "entries", 0, 2);
+  test_schema(s.children[0]->children[0], "n", "key", 0, 0);
+  test_schema(s.children[0]->children[1], "i", "value", ARROW_FLAG_NULLABLE, 0);
+  struct ArrowArray a;
+  test_node(&a, 2, 1, 2, 0, 0);
+  int32_t* o = test_buffer(&a, 1, 3 * 4, NULL);
+  o[1] = 1;
+  o[2] = 3;
+  struct ArrowArray* e = a.children[0];
+  test_node(e, 1, 2, 3, 0, 0);
+  test_node(e->children[0], 0, 0, 3, 0, 3);
+  e->children[0]->buffers = NULL;
+  test_int32s(e->children[1], 3, 1, 0, 0);
+  struct ArrowDeviceArray d;
+  test_export(&a, &d);
+  ASSERT_OK(adr_device_array_validate(&s, &d, ADR_VALIDATE_STRUCTURE, &err), &err);
+  expect_invalid(&s, &d, ADR_VALIDATE_FULL, "array: map keys contain nulls");
+  bool eq = true;
+  assert_int_equal(adr_device_array_equal(&s, &d, &d, &eq, NULL, &err), EINVAL);
+  assert_non_null(strstr(err.message, "[adr_device_array_equal] array: map keys contain nulls"));
+  struct ArrowDeviceArray copy;
+  ASSERT_OK(adr_device_array_deep_copy(&s, &d, test_cpu(), NULL, &copy, NULL, &err), &err);
+  assert_int_equal(copy.array.children[0]->children[0]->length, 3);
+  expect_invalid(&s, &copy, ADR_VALIDATE_FULL, "array: map keys contain nulls");
+  adr_device_array_release(&copy);
+  /* without entries the same map is valid */
+  o[1] = o[2] = 0;
+  e->length = e->children[0]->length = e->children[1]->length = 0;
+  e->children[0]->null_count = 0;
+  ASSERT_OK(adr_device_array_validate(&s, &d, ADR_VALIDATE_FULL, &err), &err);
+  test_assert_equal(&s, &d, &d);
+  adr_device_array_release(&d);
+  s.release(&s);
+}
+
+/* A NULL validity buffer means "all valid" (docs/arrays.md): with
+ * null_count 0 or -1 (unknown) the array is valid for both validation
+ * levels and the deep copy, whose copy says null_count 0; with a positive
+ * null_count both refuse it with one message. */
+static void test_absent_validity(void** state) {
+  (void)state;
+  struct adr_error err;
+  struct ArrowSchema s;
+  test_schema(&s, "i", "i", ARROW_FLAG_NULLABLE, 0);
+  struct ArrowArray a;
+  test_node(&a, 2, 0, 6, 2, -1);
+  int32_t* v = test_buffer(&a, 1, 8 * 4, NULL);
+  for (int k = 0; k < 8; k++) v[k] = k * 10;
+  struct ArrowDeviceArray d;
+  test_export(&a, &d);
+  ASSERT_OK(adr_device_array_validate(&s, &d, ADR_VALIDATE_STRUCTURE, &err), &err);
+  ASSERT_OK(adr_device_array_validate(&s, &d, ADR_VALIDATE_FULL, &err), &err);
+  struct ArrowDeviceArray copy;
+  ASSERT_OK(adr_device_array_deep_copy(&s, &d, test_cpu(), NULL, &copy, NULL, &err), &err);
+  assert_null(copy.array.buffers[0]);
+  assert_int_equal(copy.array.null_count, 0);
+  assert_int_equal(copy.array.length, 6);
+  assert_int_equal(((const int32_t*)copy.array.buffers[1])[copy.array.offset], 20);
+  ASSERT_OK(adr_device_array_validate(&s, &copy, ADR_VALIDATE_FULL, &err), &err);
+  test_assert_equal(&s, &d, &copy);
+  adr_device_array_release(&copy);
+  d.array.null_count = 2;
+  expect_invalid(&s, &d, ADR_VALIDATE_STRUCTURE, "array: null_count 2 but no validity buffer");
+  assert_int_equal(adr_device_array_deep_copy(&s, &d, test_cpu(), NULL, &copy, NULL, &err), EINVAL);
+  assert_non_null(strstr(
+      err.message, "[adr_device_array_deep_copy] array: null_count 2 but no validity buffer"));
+  adr_device_array_release(&d);
+  s.release(&s);
 }
 
 /* Deep nesting is refused, not a stack overflow. */
@@ -291,11 +380,10 @@ static void test_depth_limit(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_catalogue_valid),
-      cmocka_unit_test(test_structure_errors),
-      cmocka_unit_test(test_data_errors),
-      cmocka_unit_test(test_union_ree_view_dict_errors),
-      cmocka_unit_test(test_depth_limit),
+      cmocka_unit_test(test_catalogue_valid), cmocka_unit_test(test_structure_errors),
+      cmocka_unit_test(test_data_errors),     cmocka_unit_test(test_union_ree_view_dict_errors),
+      cmocka_unit_test(test_depth_limit),     cmocka_unit_test(test_map_null_keys),
+      cmocka_unit_test(test_absent_validity),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -132,8 +132,8 @@ static void test_stream_import(void** state) {
     CU_OK(g_drv.StreamCreate(&other, CU_STREAM_NON_BLOCKING));
     CU_OK(g_drv.CtxPopCurrent(&popped));
     struct adr_stream* s1 = NULL;
-    CT_FAILS(adr_stream_import(g_dev, (void*)other, &s1, CT_ERR), EINVAL, "[adr_stream_import][cuda]",
-             "another context");
+    CT_FAILS(adr_stream_import(g_dev, (void*)other, &s1, CT_ERR), EINVAL,
+             "[adr_stream_import][cuda]", "another context");
     CU_OK(g_drv.StreamDestroy(other));
   }
   CT_OK(adr_free(g_dev, buf, n, NULL, CT_ERR));
@@ -175,7 +175,11 @@ static void run_some_adr_work(void) {
   CT_OK(adr_event_create(g_dev, &e, CT_ERR));
   CT_OK(adr_memset(g_dev, p, 1, 4 * KIB, s, CT_ERR));
   CT_OK(adr_event_record(e, s, CT_ERR));
+  /* The memset runs on s; the copy below runs on the default stream, which
+   * is not ordered after s: wait for the event before reading p. */
+  CT_OK(adr_event_synchronize(e, CT_ERR));
   CT_OK(adr_copy(g_cpu, host, g_dev, p, sizeof(host), NULL, CT_ERR));
+  for (size_t i = 0; i < sizeof(host); i++) assert_int_equal(host[i], 1);
   struct adr_device_info info = {.struct_size = sizeof(info)};
   CT_OK(adr_device_info_get(g_dev, &info, CT_ERR));
   CT_OK(adr_event_destroy(e, CT_ERR));

@@ -2,10 +2,13 @@
  *
  * A stand-in for libFuzzer's main where it is not available (gcc builds):
  * runs the target on the files named on the command line, or, without
- * arguments, on random mutations of the seeds for ADR_FUZZ_SECONDS seconds
- * (default 2) from the seed ADR_FUZZ_SEED (default 1), so a CI run is
- * bounded and reproducible. Prints the number of inputs run.
+ * arguments, on every file of the directory ADR_FUZZ_CORPUS (the checked-in
+ * seeds and crash regressions), then on random mutations of the seeds for
+ * ADR_FUZZ_SECONDS seconds (default 2) from the seed ADR_FUZZ_SEED
+ * (default 1), so a CI run is bounded and reproducible. Prints the number
+ * of inputs run.
  */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +47,29 @@ static int run_file(const char* path) {
   return 0;
 }
 
+/* Every regular file of `dir`, in directory order; -1 when it cannot be read. */
+static long run_corpus(const char* dir) {
+  DIR* d = opendir(dir);
+  if (d == NULL) {
+    perror(dir);
+    return -1;
+  }
+  long n = 0;
+  struct dirent* e;
+  char path[4096];
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    if (run_file(path) != 0) {
+      closedir(d);
+      return -1;
+    }
+    n++;
+  }
+  closedir(d);
+  return n;
+}
+
 int main(int argc, char** argv) {
   if (argc > 1) {
     int rc = 0;
@@ -59,6 +85,16 @@ int main(int argc, char** argv) {
   while (fuzz_seeds[n_seeds] != NULL) n_seeds++;
   uint8_t buf[512];
   long runs = 0;
+  const char* corpus = getenv("ADR_FUZZ_CORPUS");
+  if (corpus != NULL) {
+    long n = run_corpus(corpus);
+    if (n <= 0) {
+      fprintf(stderr, "ADR_FUZZ_CORPUS=%s: %s\n", corpus, n == 0 ? "empty" : "unreadable");
+      return 1;
+    }
+    fprintf(stderr, "%ld corpus files, no crash\n", n);
+    runs += n;
+  }
   double end = now() + seconds;
   for (size_t i = 0; i < n_seeds; i++, runs++)
     LLVMFuzzerTestOneInput((const uint8_t*)fuzz_seeds[i], strlen(fuzz_seeds[i]));

@@ -1,0 +1,586 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Fuzz target: the environment grammars (ADR_DEVICE, ADR_BACKENDS,
+ * ADR_ALLOC, ADR_LOG), each checked against a reference parser written
+ * here, independently, from the EBNF in docs/environment.md. The first
+ * input byte picks the grammar, the rest (up to a NUL) is the value.
+ *
+ * Differential: the library and the reference must agree on accept or
+ * reject, and on accept on the parsed result; a rejection must be EINVAL
+ * with a message that names the variable. Disagreements the harness
+ * already knows (listed in `known` below and reported in the issue) are
+ * tolerated unless ADR_FUZZ_STRICT=1, so long runs go on looking for new
+ * ones; each is recognised by re-running the reference with one relaxation
+ * that reproduces the library's behaviour, never by matching inputs.
+ *
+ * The ADR_LOG parser is static in core/env.c: the file is compiled into
+ * this harness with adr__log_configure replaced by a stub that records the
+ * result instead of opening a file (its other external symbols are
+ * renamed so they do not clash with the static core's copy).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define adr__log_configure fuzz_log_configure
+#define adr__config fuzz_env_config
+#define adr__ensure_init fuzz_env_ensure_init
+#define adr_init fuzz_env_init
+#define adr_version fuzz_env_version
+#include "../../core/env.c"
+#undef adr__log_configure
+
+#include "fuzz.h"
+#include "memory_internal.h"
+
+static int logged_level;
+static char logged_file[512];
+static bool logged_has_file;
+
+void fuzz_log_configure(int level, const char* file_path) {
+  logged_level = level;
+  logged_has_file = file_path != NULL;
+  snprintf(logged_file, sizeof(logged_file), "%s", file_path ? file_path : "");
+}
+
+/* ---- known disagreements (relaxations of the reference) --------------- */
+
+enum relax {
+  RELAX_NONE = 0,
+  /* ADR_ALLOC: decimal sizes computed in long double and truncated
+   * ("limit=0.72KB" gives 719, not 720); the memory helper's fix */
+  RELAX_FLOAT_DECIMALS = 1 << 0,
+  /* ADR_ALLOC: 18446744073709551615 (UINT64_MAX) refused, "below 16 EiB" */
+  RELAX_NO_UINT64_MAX = 1 << 1,
+  /* ADR_ALLOC: option names case-insensitive (the grammar says so only of
+   * the handler and the units) */
+  RELAX_OPTION_CASE = 1 << 2,
+  /* ADR_DEVICE: id 1000000 accepted (the grammar says "below 1000000") */
+  RELAX_ID_1000000 = 1 << 3,
+  /* ADR_DEVICE / ADR_BACKENDS: names longer than 63 characters refused
+   * (the grammar has no limit) */
+  RELAX_NAME_63 = 1 << 4,
+};
+static const char* const relax_names[] = {
+    "ADR_ALLOC decimal sizes in floating point", "ADR_ALLOC refuses UINT64_MAX",
+    "ADR_ALLOC option names case-insensitive",   "ADR_DEVICE accepts id 1000000",
+    "names longer than 63 characters refused",
+};
+#define N_RELAX 5
+
+/* ---- reference: shared pieces ------------------------------------------ */
+
+struct ref {
+  const char* s;
+  size_t i;
+  unsigned relax;
+};
+
+static bool is_letter(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+static bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+static void ws(struct ref* r) {
+  while (r->s[r->i] == ' ' || r->s[r->i] == '\t') r->i++;
+}
+/* letter { letter | digit | "_" } into out (as written); false if absent. */
+static bool name(struct ref* r, char* out, size_t cap) {
+  if (!is_letter(r->s[r->i])) return false;
+  size_t n = 0;
+  while (is_letter(r->s[r->i]) || is_digit(r->s[r->i]) || r->s[r->i] == '_') {
+    if (n + 1 < cap) out[n] = r->s[r->i];
+    n++;
+    r->i++;
+  }
+  if ((r->relax & RELAX_NAME_63) && n > 63) return false;
+  out[n < cap ? n : cap - 1] = '\0';
+  return true;
+}
+static bool ieq(const char* a, const char* b) {
+  for (; *a && *b; a++, b++)
+    if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return false;
+  return *a == *b;
+}
+
+/* ---- ADR_DEVICE ---------------------------------------------------------- */
+
+struct ref_device {
+  ArrowDeviceType type; /* 0: "*" */
+  int64_t id;           /* -1: "*" */
+};
+
+static const struct {
+  const char* name;
+  ArrowDeviceType type;
+} ref_types[] = {
+    {"cpu", ARROW_DEVICE_CPU},
+    {"cuda", ARROW_DEVICE_CUDA},
+    {"cuda_host", ARROW_DEVICE_CUDA_HOST},
+    {"cuda_managed", ARROW_DEVICE_CUDA_MANAGED},
+    {"hip", ARROW_DEVICE_ROCM},
+    {"hip_host", ARROW_DEVICE_ROCM_HOST},
+    {"opencl", ARROW_DEVICE_OPENCL},
+    {"vulkan", ARROW_DEVICE_VULKAN},
+    {"metal", ARROW_DEVICE_METAL},
+    {"vpi", ARROW_DEVICE_VPI},
+    {"ext_dev", ARROW_DEVICE_EXT_DEV},
+    {"oneapi", ARROW_DEVICE_ONEAPI},
+    {"webgpu", ARROW_DEVICE_WEBGPU},
+    {"hexagon", ARROW_DEVICE_HEXAGON},
+    {"rocm", ARROW_DEVICE_ROCM},
+    {"rocm_host", ARROW_DEVICE_ROCM_HOST},
+};
+
+static bool ref_device_spec(struct ref* r, struct ref_device* d) {
+  if (r->s[r->i] == '*') {
+    r->i++;
+    d->type = 0;
+    d->id = -1;
+    return true;
+  }
+  char n[256];
+  if (!name(r, n, sizeof(n))) return false;
+  d->type = 0;
+  for (size_t k = 0; k < sizeof(ref_types) / sizeof(ref_types[0]); k++)
+    if (ieq(n, ref_types[k].name)) d->type = ref_types[k].type;
+  if (d->type == 0) return false;
+  size_t save = r->i;
+  ws(r);
+  if (r->s[r->i] != ':') {
+    r->i = save;
+    d->id = 0;
+    return true;
+  }
+  r->i++;
+  ws(r);
+  if (r->s[r->i] == '*') {
+    r->i++;
+    d->id = -1;
+    return true;
+  }
+  if (!is_digit(r->s[r->i])) return false;
+  int64_t id = 0;
+  while (is_digit(r->s[r->i])) {
+    if (id <= 1000000) id = id * 10 + (r->s[r->i] - '0');
+    r->i++;
+  }
+  if (id >= 1000000 && !((r->relax & RELAX_ID_1000000) && id == 1000000)) return false;
+  d->id = id;
+  return true;
+}
+
+/* Returns the number of specs, -1 when rejected. */
+static int ref_device_list(const char* s, unsigned relax, struct ref_device* out, int cap) {
+  struct ref r = {s, 0, relax};
+  int n = 0;
+  for (;;) {
+    ws(&r);
+    struct ref_device d;
+    if (!ref_device_spec(&r, &d)) return -1;
+    if (n < cap) out[n] = d;
+    n++;
+    ws(&r);
+    if (s[r.i] == ',') {
+      r.i++;
+      continue;
+    }
+    return s[r.i] == '\0' ? n : -1;
+  }
+}
+
+/* ---- ADR_BACKENDS -------------------------------------------------------- */
+
+struct ref_rule {
+  char name[256];
+  bool negated;
+};
+
+static int ref_backend_list(const char* s, unsigned relax, struct ref_rule* out, int cap) {
+  struct ref r = {s, 0, relax};
+  int n = 0;
+  for (;;) {
+    ws(&r);
+    struct ref_rule rule = {"", false};
+    if (s[r.i] == '*') {
+      r.i++;
+      strcpy(rule.name, "*");
+    } else {
+      if (s[r.i] == '!') {
+        rule.negated = true;
+        r.i++;
+        ws(&r);
+      }
+      if (!name(&r, rule.name, sizeof(rule.name))) return -1;
+    }
+    if (n < cap) out[n] = rule;
+    n++;
+    ws(&r);
+    if (s[r.i] == ',') {
+      r.i++;
+      continue;
+    }
+    return s[r.i] == '\0' ? n : -1;
+  }
+}
+
+/* ---- ADR_LOG ------------------------------------------------------------- */
+
+struct ref_log {
+  int level;
+  const char* file; /* NULL: none */
+};
+
+static bool ref_log(const char* s, struct ref_log* out) {
+  static const char* const levels[] = {"error", "warn", "info", "debug", "trace"};
+  out->level = -1;
+  out->file = NULL;
+  size_t n = 0;
+  for (int k = 0; k < 5; k++) {
+    size_t l = strlen(levels[k]);
+    if (strncmp(s, levels[k], l) == 0 && (s[l] == '\0' || s[l] == ',')) {
+      out->level = k;
+      n = l;
+    }
+  }
+  if (out->level < 0) return false;
+  if (s[n] == '\0') return true;
+  /* "," "file=" path, the path being the rest (at least one character) */
+  if (strncmp(s + n, ",file=", 6) != 0 || s[n + 6] == '\0') return false;
+  out->file = s + n + 6;
+  return true;
+}
+
+/* ---- ADR_ALLOC ----------------------------------------------------------- */
+
+/* size = digit { digit } [ "." digit { digit } ] [ unit ], exact:
+ * value = digits * scale / 10^fraction_digits, truncated. */
+static bool ref_size(struct ref* r, uint64_t* out, bool* out_fraction) {
+  if (!is_digit(r->s[r->i])) return false;
+  size_t int_start = r->i;
+  while (is_digit(r->s[r->i])) r->i++;
+  size_t int_end = r->i, frac_start = r->i, frac_end = r->i;
+  *out_fraction = false;
+  if (r->s[r->i] == '.') {
+    r->i++;
+    if (!is_digit(r->s[r->i])) return false;
+    frac_start = r->i;
+    while (is_digit(r->s[r->i])) r->i++;
+    frac_end = r->i;
+    *out_fraction = true;
+  }
+  static const struct {
+    const char* u;
+    uint64_t scale;
+  } units[] = {{"B", 1},
+               {"K", 1ull << 10},
+               {"KiB", 1ull << 10},
+               {"KB", 1000ull},
+               {"M", 1ull << 20},
+               {"MiB", 1ull << 20},
+               {"MB", 1000000ull},
+               {"G", 1ull << 30},
+               {"GiB", 1ull << 30},
+               {"GB", 1000000000ull},
+               {"T", 1ull << 40},
+               {"TiB", 1ull << 40},
+               {"TB", 1000000000000ull}};
+  uint64_t scale = 1;
+  if (is_letter(r->s[r->i])) {
+    char u[8];
+    size_t n = 0;
+    while (is_letter(r->s[r->i])) {
+      if (n + 1 >= sizeof(u)) return false;
+      u[n++] = r->s[r->i++];
+    }
+    u[n] = '\0';
+    bool found = false;
+    for (size_t k = 0; k < sizeof(units) / sizeof(units[0]); k++)
+      if (ieq(u, units[k].u)) {
+        scale = units[k].scale;
+        found = true;
+      }
+    if (!found) return false;
+  }
+  const uint64_t max = (r->relax & RELAX_NO_UINT64_MAX) ? UINT64_MAX - 1 : UINT64_MAX;
+  if ((r->relax & RELAX_FLOAT_DECIMALS) && *out_fraction) {
+    /* the library's known behaviour: long double, truncated */
+    long double v = 0, f = 0.1L;
+    for (size_t k = int_start; k < int_end; k++) v = v * 10 + (r->s[k] - '0');
+    for (size_t k = frac_start; k < frac_end; k++, f /= 10) v += f * (r->s[k] - '0');
+    v *= scale;
+    if (v >= 18446744073709551615.0L) return false;
+    *out = (uint64_t)v;
+    return true;
+  }
+  /* exact: integer digits * scale + floor(0.fraction digits * scale). The
+   * fraction is folded from its last digit: floor((d * scale + x) / 10) =
+   * floor((d * scale + floor(x)) / 10) for an integer d * scale. */
+  unsigned __int128 m = 0;
+  for (size_t k = int_start; k < int_end; k++) {
+    m = m * 10 + (unsigned)(r->s[k] - '0');
+    if (m > UINT64_MAX) return false; /* and so is the value */
+  }
+  unsigned __int128 q = 0;
+  for (size_t k = frac_end; k > frac_start; k--)
+    q = ((unsigned)(r->s[k - 1] - '0') * scale + q) / 10;
+  unsigned __int128 v = m * scale + q;
+  if (v > max) return false;
+  *out = (uint64_t)v;
+  return true;
+}
+
+static bool ref_word_is(struct ref* r, const char* w, bool any_case) {
+  size_t n = strlen(w);
+  for (size_t k = 0; k < n; k++) {
+    char c = r->s[r->i + k];
+    if (c == '\0') return false;
+    if (any_case ? tolower((unsigned char)c) != w[k] : c != w[k]) return false;
+  }
+  char after = r->s[r->i + n];
+  /* the next token after a name is '=', ',', ':' or the end */
+  if (is_letter(after) || is_digit(after) || after == '_') return false;
+  r->i += n;
+  return true;
+}
+
+struct ref_alloc {
+  bool use_pool;
+  struct adr__pool_options pool;
+  bool has_limit;
+  uint64_t limit;
+  bool track;
+};
+
+static bool ref_alloc(const char* s, unsigned relax, struct ref_alloc* c) {
+  memset(c, 0, sizeof(*c));
+  c->use_pool = true;
+  adr__pool_options_default(&c->pool);
+  if (s[0] == '\0') return true; /* empty: as unset */
+  struct ref r = {s, 0, relax};
+  if (ref_word_is(&r, "pool", true))
+    c->use_pool = true;
+  else if (ref_word_is(&r, "backend", true) || ref_word_is(&r, "none", true))
+    c->use_pool = false;
+  else
+    return false;
+  if (s[r.i] == '\0') return true;
+  if (s[r.i] != ':') return false;
+  r.i++;
+  bool any_case = relax & RELAX_OPTION_CASE;
+  for (;;) {
+    uint64_t v;
+    bool fr;
+    if (ref_word_is(&r, "track", any_case)) {
+      c->track = true;
+    } else if (ref_word_is(&r, "arenas", any_case)) {
+      if (!c->use_pool || s[r.i] != '=') return false;
+      r.i++;
+      if (!is_digit(s[r.i])) return false;
+      unsigned long n = 0;
+      while (is_digit(s[r.i])) {
+        if (n <= 16) n = n * 10 + (unsigned long)(s[r.i] - '0');
+        r.i++;
+      }
+      if (n < 1 || n > 16) return false;
+      c->pool.arenas = (unsigned)n;
+    } else {
+      int which;
+      if (ref_word_is(&r, "max_cached", any_case))
+        which = 0;
+      else if (ref_word_is(&r, "release_threshold", any_case))
+        which = 1;
+      else if (ref_word_is(&r, "chunk", any_case))
+        which = 2;
+      else if (ref_word_is(&r, "limit", any_case))
+        which = 3;
+      else
+        return false;
+      if (which != 3 && !c->use_pool) return false;
+      if (s[r.i] != '=') return false;
+      r.i++;
+      if (!ref_size(&r, &v, &fr)) return false;
+      (void)fr;
+      if (which == 0)
+        c->pool.max_cached = (size_t)v;
+      else if (which == 1)
+        c->pool.release_threshold = (size_t)v;
+      else if (which == 2) {
+        if (v < 4096 || v > (1ull << 40)) return false;
+        c->pool.chunk_size = (size_t)v;
+      } else {
+        c->has_limit = true;
+        c->limit = v;
+      }
+    }
+    if (s[r.i] == '\0') return true;
+    if (s[r.i] != ',') return false;
+    r.i++;
+  }
+}
+
+/* ---- the differential ----------------------------------------------------- */
+
+static bool strict(void) {
+  static int s = -1;
+  if (s < 0) {
+    const char* e = getenv("ADR_FUZZ_STRICT");
+    s = e != NULL && e[0] == '1';
+  }
+  return s;
+}
+
+static void disagree(const char* var, const char* text, const char* what) {
+  fprintf(stderr, "%s=\"%s\": %s\n", var, text, what);
+  abort();
+}
+
+/* A disagreement: tolerated when one relaxation of the reference explains
+ * it (and not in strict mode), otherwise fatal. */
+static void check(const char* var, const char* text, bool (*agrees)(const char*, unsigned),
+                  const char* what) {
+  if (agrees(text, RELAX_NONE)) return;
+  unsigned known = 0;
+  for (unsigned set = 1; set < (1u << N_RELAX) && known == 0; set++)
+    if (agrees(text, set)) known = set;
+  if (known != 0 && !strict()) return;
+  char msg[512];
+  int n = snprintf(msg, sizeof(msg), "%s", what);
+  for (int k = 0; k < N_RELAX && n > 0 && (size_t)n < sizeof(msg); k++)
+    if (known & (1u << k))
+      n += snprintf(msg + n, sizeof(msg) - (size_t)n, " (known: %s)", relax_names[k]);
+  disagree(var, text, msg);
+}
+
+static bool rejected_well(int st, const struct adr_error* e, const char* var) {
+  return st == EINVAL && strstr(e->message, var) != NULL;
+}
+
+static bool device_agrees(const char* text, unsigned relax) {
+  struct adr__selector* sel = NULL;
+  struct adr_error e;
+  e.message[0] = '\0';
+  int st = adr__parse_device_list("ADR_DEVICE", text, &sel, &e);
+  struct ref_device want[64];
+  int n = ref_device_list(text, relax, want, 64);
+  bool ok;
+  if (n < 0) {
+    ok = st != 0 && rejected_well(st, &e, "ADR_DEVICE");
+  } else {
+    ok = st == 0 && sel->count == (size_t)n;
+    for (int k = 0; ok && k < n && k < 64; k++)
+      ok = sel->u.devices[k].type == want[k].type && sel->u.devices[k].id == want[k].id;
+  }
+  if (st != 0 && st != EINVAL && st != ENOMEM) disagree("ADR_DEVICE", text, "bad status");
+  adr__selector_free(sel);
+  return ok;
+}
+
+static bool backends_agree(const char* text, unsigned relax) {
+  struct adr__selector* sel = NULL;
+  struct adr_error e;
+  e.message[0] = '\0';
+  int st = adr__parse_backend_list("ADR_BACKENDS", text, &sel, &e);
+  struct ref_rule* want = malloc(64 * sizeof(*want));
+  if (want == NULL) abort();
+  int n = ref_backend_list(text, relax, want, 64);
+  bool ok;
+  if (n < 0) {
+    ok = st != 0 && rejected_well(st, &e, "ADR_BACKENDS");
+  } else {
+    ok = st == 0 && sel->count == (size_t)n;
+    /* names compare without case: the library lowers them (the grammar is
+     * silent on case for backend names) */
+    for (int k = 0; ok && k < n && k < 64; k++)
+      ok = sel->u.rules[k].negated == want[k].negated && ieq(sel->u.rules[k].name, want[k].name);
+  }
+  free(want);
+  adr__selector_free(sel);
+  return ok;
+}
+
+static bool log_agrees(const char* text, unsigned relax) {
+  (void)relax;
+  if (text[0] == '\0') return true; /* the library treats empty as unset */
+  struct adr_error e;
+  e.message[0] = '\0';
+  logged_level = -1;
+  logged_has_file = false;
+  int st = parse_log(text, &e);
+  struct ref_log want;
+  if (!ref_log(text, &want)) return st != 0 && rejected_well(st, &e, "ADR_LOG");
+  return st == 0 && logged_level == want.level && logged_has_file == (want.file != NULL) &&
+         (want.file == NULL || strcmp(logged_file, want.file) == 0);
+}
+
+static bool alloc_agrees(const char* text, unsigned relax) {
+  struct adr__alloc_config got;
+  struct adr_error e;
+  e.message[0] = '\0';
+  int st = adr__alloc_config_parse("ADR_ALLOC", text, &got, &e);
+  struct ref_alloc want;
+  if (!ref_alloc(text, relax, &want)) return st != 0 && rejected_well(st, &e, "ADR_ALLOC");
+  if (st != 0) return false;
+  return got.use_pool == want.use_pool && got.pool.max_cached == want.pool.max_cached &&
+         got.pool.release_threshold == want.pool.release_threshold &&
+         got.pool.chunk_size == want.pool.chunk_size && got.pool.arenas == want.pool.arenas &&
+         got.has_limit == want.has_limit && got.limit == want.limit && got.track == want.track;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0 || size > 300) return 0;
+  char text[300];
+  memcpy(text, data + 1, size - 1);
+  text[size - 1] = '\0'; /* the value ends at the first NUL, as in environ */
+  switch (data[0] % 4) {
+    case 0:
+      check("ADR_DEVICE", text, device_agrees, "library and reference disagree");
+      break;
+    case 1:
+      check("ADR_BACKENDS", text, backends_agree, "library and reference disagree");
+      break;
+    case 2:
+      check("ADR_ALLOC", text, alloc_agrees, "library and reference disagree");
+      break;
+    default:
+      check("ADR_LOG", text, log_agrees, "library and reference disagree");
+      break;
+  }
+  return 0;
+}
+
+const char* const fuzz_seeds[] = {
+    "0cuda:1,hip:0,cpu",
+    "0 opencl : * , vulkan",
+    "0*",
+    "0CUDA_Host:12",
+    "0rocm_host:999999",
+    "0cuda:x",
+    "0metal:1000000",
+    "1cpu,opencl",
+    "1!vulkan",
+    "1 ! cuda , * ",
+    "1cuda,!cuda",
+    "1!*",
+    "2pool",
+    "2none",
+    "2pool:max_cached=2GiB,release_threshold=8GiB",
+    "2backend:limit=512MiB,track",
+    "2pool:max_cached=2XB",
+    "2none:max_cached=1G",
+    "2backend:limit=0.72KB",
+    "2pool:chunk=4K,arenas=16",
+    "2pool:limit=18446744073709551615",
+    "2POOL:TRACK",
+    "2pool:limit=1.5",
+    "3error",
+    "3trace,file=/tmp/x,y",
+    "3warn,",
+    "3loud",
+    "3debug,file=",
+    NULL,
+};
