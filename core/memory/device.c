@@ -459,7 +459,11 @@ void adr__memory_device_init(struct adr_device* dev) {
 
   struct adr__pool_upstream up = {dev, up_alloc, up_free};
   struct adr__pool_sync sync = {dev, ev_create, ev_destroy, ev_record, ev_wait, ev_query, ev_sync};
-  if (adr__pool_create(&cfg->pool, &up, &sync, &m->pool, NULL) != 0) m->pool = NULL;
+  /* The CPU device's chunks are plain host memory that only adr's own
+   * (instrumented) code and the application touch: poisoned for ASan. */
+  struct adr__pool_options opts = cfg->pool;
+  opts.poison = dev->type == ARROW_DEVICE_CPU;
+  if (adr__pool_create(&opts, &up, &sync, &m->pool, NULL) != 0) m->pool = NULL;
 
   const struct adr_allocator* h = cfg->use_pool ? &pool_handler : &backend_handler;
   size_t n = 0;

@@ -47,10 +47,17 @@ struct adr__pool_sync {
 };
 
 struct adr__pool_options {
-  size_t max_cached;        /* cap on free bytes kept; SIZE_MAX = no cap */
-  size_t release_threshold; /* reserved bytes above which free chunks go back; SIZE_MAX */
-  size_t chunk_size;        /* smallest growth step (bytes); 0 = 2 MiB */
-  unsigned arenas;          /* independent shards; 0 = one per CPU (max 16) */
+  /* Cap on the free bytes kept (256 MiB by default; SIZE_MAX = no cap) and
+   * on the reserved bytes (CUDA's cudaMemPoolAttrReleaseThreshold: the
+   * reservation the pool may hold; SIZE_MAX by default). A free that leaves
+   * the pool over either gives fully free chunks back at once. */
+  size_t max_cached;
+  size_t release_threshold;
+  size_t chunk_size; /* smallest growth step (bytes); 0 = 2 MiB */
+  unsigned arenas;   /* independent shards; 0 = one per CPU (max 16) */
+  /* The chunks are host memory adr's own code may touch: in an
+   * AddressSanitizer build, poison what is not allocated. */
+  bool poison;
 };
 
 struct adr__pool_stats {
