@@ -14,12 +14,22 @@
  * (the fast path); a miss consolidates them into the treap, coalescing
  * address-neighbours of the same bin, before the pool grows.
  *
- * Stream order. A request on stream S looks in S's bin, then the host bin,
- * then other streams' bins. A block from stream T's bin is handed to S only
- * after S waits (device-side) on T's bin event, recorded on T when the block
- * is stolen, so it covers every free queued on T so far; the free path itself
- * records nothing and never waits. A host request (NULL stream) takes a
- * block of T's bin only once that event has completed.
+ * Stream order. A stream's frees go to its active bin; a batch of them is
+ * sealed (the bin takes no more frees and one event is recorded on the
+ * stream, covering all of them) every SEAL_BYTES freed and when a request
+ * wants them. A request on stream S looks in S's own bins, then the host
+ * bin, then other streams' bins: S waits (device-side) on a sealed bin's
+ * event before it uses a block of it; the free path never waits. A host
+ * request (NULL stream) moves sealed bins whose event has completed to the
+ * host bin (queried, never waited for); a completed event stays completed,
+ * so memory freed on any stream becomes the host's once the stream got
+ * there (re-recording one event per bin, as before, made the host see only
+ * just-recorded events, and the pool grew without bound).
+ *
+ * Cap. max_cached bounds the free bytes kept (256 MiB by default): a free
+ * that leaves the pool above it (or above release_threshold reserved)
+ * gives fully free host-bin chunks back at once, backing off when it
+ * cannot get under.
  *
  * Concurrency. No lock is shared by all threads on the hot path. The pool
  * has up to 16 arenas, each with its own mutex, bins and chunks; a thread
@@ -142,8 +152,9 @@ struct arena {
   uint64_t reserved_bytes, reserved_count, reserved_bytes_total, reserved_count_total;
   uint64_t cached_bytes;
   _Atomic uint64_t cached_pub; /* cached_bytes, for other arenas' cap checks */
-  unsigned collect_skip;       /* frees before the next attempt to trim to the cap */
+  unsigned collect_skip;       /* frees before the next attempt to trim to the cap, */
   unsigned collect_backoff;
+  uint64_t collect_retry_at; /* or once cached_bytes reaches this */
   uint64_t hits, misses, stream_waits, trimmed;
   uint64_t allocated_bytes, allocated_count;
 };
@@ -1061,12 +1072,13 @@ static int pool_release(struct adr__pool* pool, struct block* b, void* stream,
   }
   /* Over the cap: give fully free chunks back now. An attempt that cannot
    * get under it (fragmentation, streams still behind) backs off for a
-   * growing number of frees, so the free path stays O(1) amortised. */
+   * growing number of frees (4 to 256) unless another chunk_size was freed
+   * meanwhile, so the free path stays O(1) amortised. */
   struct chunk* released = NULL;
   size_t bytes = 0;
   if ((pool->opts.max_cached != SIZE_MAX || pool->opts.release_threshold != SIZE_MAX) &&
       over_limits(pool, a)) {
-    if (a->collect_skip > 0) {
+    if (a->collect_skip > 0 && a->cached_bytes < a->collect_retry_at) {
       a->collect_skip--;
     } else {
       released = arena_collect(pool, a, false, over_limits, &bytes);
@@ -1075,6 +1087,7 @@ static int pool_release(struct adr__pool* pool, struct block* b, void* stream,
                              : a->collect_backoff >= MAX_BACKOFF ? MAX_BACKOFF
                                                                  : a->collect_backoff * 2;
         a->collect_skip = a->collect_backoff;
+        a->collect_retry_at = a->cached_bytes + pool->opts.chunk_size;
       } else {
         a->collect_backoff = 0;
       }

@@ -2,7 +2,9 @@
  *
  * The caching pool (pool.c): a per-device cache of memory taken from an
  * upstream allocator, with size classes for small blocks, a best-fit treap
- * for large ones, splitting and coalescing, and stream-ordered reuse.
+ * for large ones, splitting and coalescing, stream-ordered reuse, a cap on
+ * what it caches and, in AddressSanitizer builds, poisoning of what it has
+ * not handed out (host memory only, opts.poison).
  *
  * The pool knows neither devices nor backends: it allocates chunks through
  * `struct adr__pool_upstream` and orders reuse across streams through

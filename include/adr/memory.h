@@ -73,7 +73,10 @@ struct adr_allocator {
 };
 
 /* The built-in caching pool: one pool per device, configured by ADR_ALLOC.
- * Static; never destroyed. */
+ * Memory freed on a stream is reused by any stream or the host once that
+ * stream has reached the free; the pool keeps at most max_cached free
+ * bytes (256 MiB by default) and gives the excess back to the backend at
+ * the free (docs/memory.md). Static; never destroyed. */
 ADR_API const struct adr_allocator* adr_allocator_pool(void);
 
 /* The built-in plain allocator: the backend's alloc/free slots. Static. */
