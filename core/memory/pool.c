@@ -26,7 +26,8 @@
  * there (re-recording one event per bin, as before, made the host see only
  * just-recorded events, and the pool grew without bound).
  *
- * Cap. max_cached bounds the free bytes kept (256 MiB by default): a free
+ * Cap. max_cached bounds the free bytes kept (by default an eighth of the
+ * device's memory, 256 MiB to 4 GiB): a free
  * that leaves the pool above it (or above release_threshold reserved)
  * gives fully free host-bin chunks back at once, backing off when it
  * cannot get under.
@@ -63,7 +64,8 @@
 #define MAX_PENDING 16u              /* sealed bins per stream waiting for their event */
 #define MAX_BACKOFF 256u             /* frees between failed attempts to trim to the cap */
 #define SEAL_BYTES ((size_t)1 << 20) /* a stream's frees sealed per batch */
-#define DEFAULT_MAX_CACHED ((size_t)256 << 20)
+#define MIN_DEFAULT_CACHED ((size_t)256 << 20)
+#define MAX_DEFAULT_CACHED ((size_t)4 << 30)
 
 /* AddressSanitizer's manual poisoning, in sanitizer builds only: free and
  * not yet allocated memory of host-accessible pools is poisoned, so an
@@ -115,6 +117,7 @@ struct chunk {
   uintptr_t base;
   size_t size;
   struct block* first; /* the block at base: never absorbed by a merge */
+  size_t used;         /* bytes of its blocks handed out; 0 = fully free */
   struct chunk* next;
   struct chunk* prev;
 };
@@ -155,6 +158,7 @@ struct arena {
   unsigned collect_skip;       /* frees before the next attempt to trim to the cap, */
   unsigned collect_backoff;
   uint64_t collect_retry_at; /* or once cached_bytes reaches this */
+  size_t free_chunks;        /* chunks with used == 0 */
   uint64_t hits, misses, stream_waits, trimmed;
   uint64_t allocated_bytes, allocated_count;
 };
@@ -648,30 +652,47 @@ static void bin_release_to_host(struct adr__pool* pool, struct arena* a, struct 
   bin->spare = true;
 }
 
-/* Releases fully free chunks of the host bin while `excess` says so, after
- * moving there what streams have reached (waiting for them with wait).
- * Returns the chunks unlinked (their memory still to be given back). */
+/* Whether every block of a fully free chunk may go back: each sits in the
+ * host bin, or in a bin whose stream reached it (moved to the host bin
+ * now; waiting for it with wait). */
+static bool chunk_ready(struct adr__pool* pool, struct arena* a, struct chunk* c, bool wait) {
+  struct bin* hostbin = a->bins[0];
+  struct block* b = c->first;
+  while (b != NULL) {
+    if (b->bin == hostbin) {
+      b = b->next_phys;
+      continue;
+    }
+    if (!bin_settle(pool, a, b->bin, wait)) return false;
+    b = c->first; /* the move coalesced: walk again (the first block stays) */
+  }
+  return true;
+}
+
+/* Releases fully free chunks (found by their `used` count, so the cost is
+ * the number of chunks, not of blocks) while `excess` says so. Returns the
+ * chunks unlinked (their memory still to be given back). */
 static struct chunk* arena_collect(struct adr__pool* pool, struct arena* a, bool wait,
                                    bool (*excess)(struct adr__pool*, struct arena*),
                                    size_t* out_bytes) {
   struct chunk* out = NULL;
   *out_bytes = 0;
-  for (size_t i = 1; i < a->nbins; i++)
-    if (a->bins[i]->free_bytes != 0) bin_settle(pool, a, a->bins[i], wait);
-  struct bin* hostbin = a->bins[0];
-  if (hostbin->class_blocks != 0) bin_consolidate(a, hostbin);
-  for (struct chunk* c = a->chunks; c != NULL;) {
+  for (struct chunk* c = a->chunks; c != NULL && a->free_chunks != 0;) {
     struct chunk* next = c->next;
     if (excess != NULL && !excess(pool, a)) break;
-    struct block* first = c->first;
-    if (first->where != WHERE_NONE && first->size == c->size && first->bin == hostbin) {
-      bin_remove(a, first);
-      block_release(a, first);
+    if (c->used == 0 && chunk_ready(pool, a, c, wait)) {
+      for (struct block* b = c->first; b != NULL;) {
+        struct block* n = b->next_phys;
+        bin_remove(a, b);
+        block_release(a, b);
+        b = n;
+      }
       if (c->prev)
         c->prev->next = c->next;
       else
         a->chunks = c->next;
       if (c->next) c->next->prev = c->prev;
+      a->free_chunks--;
       a->reserved_bytes -= c->size;
       a->reserved_count--;
       a->trimmed += c->size;
@@ -788,8 +809,15 @@ static struct block* map_remove(struct adr__pool* pool, uintptr_t ptr, size_t si
 
 /* ---- public (internal) API ----------------------------------------------- */
 
+size_t adr__pool_default_max_cached(uint64_t memory_total) {
+  uint64_t v = memory_total / 8;
+  if (v < MIN_DEFAULT_CACHED) v = MIN_DEFAULT_CACHED;
+  if (v > MAX_DEFAULT_CACHED) v = MAX_DEFAULT_CACHED;
+  return (size_t)v;
+}
+
 void adr__pool_options_default(struct adr__pool_options* opts) {
-  opts->max_cached = DEFAULT_MAX_CACHED;
+  opts->max_cached = ADR__POOL_MAX_CACHED_AUTO;
   opts->release_threshold = SIZE_MAX;
   opts->chunk_size = 0;
   opts->arenas = 0;
@@ -802,6 +830,8 @@ int adr__pool_create(const struct adr__pool_options* opts, const struct adr__poo
   struct adr__pool* pool = calloc(1, sizeof(*pool));
   if (pool == NULL) return adr_error_set(error, ENOMEM, "[pool] out of host memory");
   pool->opts = *opts;
+  if (pool->opts.max_cached == ADR__POOL_MAX_CACHED_AUTO)
+    pool->opts.max_cached = adr__pool_default_max_cached(0);
   if (pool->opts.chunk_size == 0) pool->opts.chunk_size = GROW_GRANULE;
   pool->opts.chunk_size = align_up(pool->opts.chunk_size, 4096);
   unsigned n = opts->arenas;
@@ -1013,6 +1043,7 @@ static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignmen
     c->next = a->chunks;
     if (a->chunks) a->chunks->prev = c;
     a->chunks = c;
+    a->free_chunks++;
     a->reserved_bytes += grow;
     a->reserved_count++;
     a->reserved_bytes_total += grow;
@@ -1028,6 +1059,8 @@ static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignmen
     bin_insert(a, a->bins[0], whole);
     b = bin_take(a, a->bins[0], need, csize);
   }
+  if (b->chunk->used == 0) a->free_chunks--;
+  b->chunk->used += b->size;
   b->user = align_up(b->addr, alignment);
   b->user_size = size;
   b->stream = stream;
@@ -1054,6 +1087,8 @@ static int pool_release(struct adr__pool* pool, struct block* b, void* stream,
   }
   a->allocated_bytes -= b->user_size;
   a->allocated_count--;
+  b->chunk->used -= b->size;
+  if (b->chunk->used == 0) a->free_chunks++;
   if (stream != NULL)
     a->last_bin = bin;
   else
@@ -1077,7 +1112,7 @@ static int pool_release(struct adr__pool* pool, struct block* b, void* stream,
   struct chunk* released = NULL;
   size_t bytes = 0;
   if ((pool->opts.max_cached != SIZE_MAX || pool->opts.release_threshold != SIZE_MAX) &&
-      over_limits(pool, a)) {
+      a->free_chunks != 0 && over_limits(pool, a)) {
     if (a->collect_skip > 0 && a->cached_bytes < a->collect_retry_at) {
       a->collect_skip--;
     } else {
@@ -1217,6 +1252,7 @@ void adr__pool_stats_get(struct adr__pool* pool, struct adr__pool_stats* out) {
     }
     pthread_mutex_unlock(&a->lock);
   }
+  out->max_cached = pool->opts.max_cached == SIZE_MAX ? UINT64_MAX : pool->opts.max_cached;
   out->reserved_bytes_peak = atomic_load_explicit(&pool->reserved_peak, memory_order_relaxed);
   out->reserved_count_peak = atomic_load_explicit(&pool->reserved_count_peak, memory_order_relaxed);
 }
@@ -1259,6 +1295,13 @@ int adr__pool_check(struct adr__pool* pool, char* msg, size_t size) {
             st = EPROTO;
           }
         }
+      }
+      size_t used = 0;
+      for (struct block* b = c->first; b != NULL; b = b->next_phys)
+        if (b->where == WHERE_NONE) used += b->size;
+      if (st == 0 && used != c->used) {
+        snprintf(msg, size, "arena %u: chunk used %zu, blocks handed out %zu", i, c->used, used);
+        st = EPROTO;
       }
       if (st == 0 && at != c->base + c->size) {
         snprintf(msg, size, "arena %u: blocks do not cover their chunk", i);

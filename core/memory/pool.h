@@ -49,11 +49,12 @@ struct adr__pool_sync {
 };
 
 struct adr__pool_options {
-  /* Cap on the free bytes kept (256 MiB by default; SIZE_MAX = no cap) and
+  /* Cap on the free bytes kept (by default 1/8 of the device's memory,
+   * from 256 MiB to 4 GiB; SIZE_MAX = no cap) and
    * on the reserved bytes (CUDA's cudaMemPoolAttrReleaseThreshold: the
    * reservation the pool may hold; SIZE_MAX by default). A free that leaves
    * the pool over either gives fully free chunks back at once. */
-  size_t max_cached;
+  size_t max_cached; /* ADR__POOL_MAX_CACHED_AUTO: adr__pool_default_max_cached(0) */
   size_t release_threshold;
   size_t chunk_size; /* smallest growth step (bytes); 0 = 2 MiB */
   unsigned arenas;   /* independent shards; 0 = one per CPU (max 16) */
@@ -69,7 +70,13 @@ struct adr__pool_stats {
   uint64_t largest_free_block;
   uint64_t cache_hits, cache_misses, stream_waits, trimmed_bytes;
   uint64_t allocated_bytes, allocated_count; /* outstanding, as handed out */
+  uint64_t max_cached;                       /* the cap in force (UINT64_MAX: none) */
 };
+
+/* max_cached's default: "an eighth of the device" (from memory_total, bytes;
+ * 0 = unknown), at least 256 MiB, at most 4 GiB; 256 MiB when unknown. */
+#define ADR__POOL_MAX_CACHED_AUTO (SIZE_MAX - 1)
+ADR_INTERNAL size_t adr__pool_default_max_cached(uint64_t memory_total);
 
 struct adr__pool;
 

@@ -38,8 +38,12 @@ static void test_defaults(void** state) {
   assert_true(c.use_pool);
   assert_false(c.has_limit);
   assert_false(c.track);
-  /* docs/memory.md: 256 MiB cached at most, no release threshold. */
-  assert_int_equal(c.pool.max_cached, (size_t)256 << 20);
+  /* docs/memory.md: the cap follows the device's memory; no threshold. */
+  assert_int_equal(c.pool.max_cached, ADR__POOL_MAX_CACHED_AUTO);
+  assert_int_equal(adr__pool_default_max_cached(0), (size_t)256 << 20);
+  assert_int_equal(adr__pool_default_max_cached((uint64_t)1 << 30), (size_t)256 << 20);
+  assert_int_equal(adr__pool_default_max_cached((uint64_t)16 << 30), (size_t)2 << 30);
+  assert_int_equal(adr__pool_default_max_cached((uint64_t)80 << 30), (size_t)4 << 30);
   assert_int_equal(c.pool.release_threshold, SIZE_MAX);
   c = parse_ok("");
   assert_true(c.use_pool);

@@ -549,13 +549,20 @@ static void test_max_cached_cap(void** state) {
   unmake(f);
 }
 
-/* The default cap is 256 MiB (documented in docs/memory.md). */
+/* Without a device's memory size the default cap is 256 MiB
+ * (docs/memory.md). */
 static void test_default_cap(void** state) {
   (void)state;
+  struct fixture* f = make(NULL);
+  assert_int_equal(stats(f).max_cached, 256 * MiB);
+  unmake(f);
   struct adr__pool_options o;
   adr__pool_options_default(&o);
-  assert_int_equal(o.max_cached, 256 * MiB);
   assert_int_equal(o.release_threshold, SIZE_MAX);
+  o.max_cached = SIZE_MAX;
+  f = make(&o);
+  assert_int_equal(stats(f).max_cached, UINT64_MAX);
+  unmake(f);
 }
 
 static void test_retire_stream(void** state) {
