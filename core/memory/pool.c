@@ -132,7 +132,8 @@ struct bin {
   bool spare;
   bool complete;  /* sealed and its event has completed */
   void* event;    /* kept for reuse when the bin becomes a spare */
-  size_t seal_at; /* active: free_bytes at which a free seals it */
+  size_t seal_at; /* active: free_bytes at which a free seals it, */
+  bool wanted;    /* once the host or another stream looked for its blocks */
   uint64_t class_mask;
   struct block* classes[ADR__POOL_CLASS_COUNT];
   struct block* tree;
@@ -459,7 +460,7 @@ static struct bin* bin_new(struct adr__pool* pool, struct arena* a, void* stream
     if (r->free_bytes == 0 && (r->spare || (r->sealed && bin_complete(pool, r, false)))) {
       if (a->last_bin == r) a->last_bin = NULL;
       r->stream = stream;
-      r->spare = r->sealed = r->complete = false;
+      r->spare = r->sealed = r->complete = r->wanted = false;
       r->seal_at = SEAL_BYTES;
       return r;
     }
@@ -503,6 +504,7 @@ static bool bin_seal(struct adr__pool* pool, struct arena* a, struct bin* bin) {
   }
   bin->sealed = true;
   bin->complete = false;
+  fresh->wanted = bin->wanted;
   if (a->last_bin == bin) a->last_bin = fresh;
   return true;
 }
@@ -961,8 +963,9 @@ static struct block* arena_take(struct adr__pool* pool, struct arena* a, void* s
   /* bins[] may grow (a seal makes a fresh bin): index, do not cache. */
   for (size_t i = 1; b == NULL && i < a->nbins; i++) {
     struct bin* other = a->bins[i];
-    if (other->stream == stream || other->free_bytes == 0 || !bin_fits(other, need, csize))
-      continue;
+    if (other->stream == stream || other->free_bytes == 0) continue;
+    if (!other->sealed) other->wanted = true;
+    if (!bin_fits(other, need, csize)) continue;
     if (stream == NULL ? bin_settle(pool, a, other, false)
                        : bin_order_after(pool, a, other, stream))
       b = bin_take(a, stream == NULL ? a->bins[0] : other, need, csize);
@@ -1097,11 +1100,13 @@ static int pool_release(struct adr__pool* pool, struct block* b, void* stream,
     bin_insert(a, bin, b);
   else
     bin_insert_coalesce(a, bin, b);
-  /* Every SEAL_BYTES freed on a stream, seal its batch (one event record)
-   * unless an older batch is still pending: by the time the host runs out,
-   * the stream has usually reached it, so the host can reuse it without
-   * waiting. Otherwise the host would find only just-recorded events. */
-  if (stream != NULL && pool->has_sync && bin->free_bytes >= bin->seal_at) {
+  /* Every SEAL_BYTES freed on a stream whose memory others have looked
+   * for, seal its batch (one event record) unless an older batch is still
+   * pending: by the time the host runs out, the stream has usually reached
+   * it, so the host can reuse it without waiting (otherwise it would find
+   * only just-recorded events). A stream that reuses its own frees never
+   * pays for a record. */
+  if (stream != NULL && bin->wanted && pool->has_sync && bin->free_bytes >= bin->seal_at) {
     bin->seal_at = bin->free_bytes + SEAL_BYTES;
     if (stream_pending(pool, a, stream) == 0) bin_seal(pool, a, bin);
   }
