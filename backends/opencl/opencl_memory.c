@@ -176,6 +176,15 @@ int ocl_free(struct adr_backend_device* dev, void* ptr, size_t size,
                       (long long)stream->dev->id, (long long)dev->id);
   if (ocl_addrmap_remove(&ocl_allocations, a.base, &a) != 0)
     return ocl_errorf(error, EINVAL, op, "%p was freed concurrently", ptr);
+  /* The core passes the default stream for a free with a NULL stream (the
+   * caller guarantees no queued work uses the memory) and for the pool
+   * giving chunks back (adr_memory_trim, the cap): when adr has nothing
+   * pending there, release at once. A queued clEnqueueSVMFree is carried
+   * out whenever the driver gets to it (PoCL: hundreds of milliseconds for
+   * 2 GiB, or not before the queue is next waited for), so memory freed
+   * on the host's behalf was not back in the system when adr_free or
+   * adr_memory_trim returned. */
+  if (stream == &dev->default_stream && ocl_stream_idle(stream)) stream = NULL;
   cl_int rc = release_native(&a, stream);
   if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "releasing %p failed", ptr);
   return 0;

@@ -8,6 +8,7 @@
  *             | "chunk=" size | "arenas=" count       (pool only)
  *             | "limit=" size | "track"
  *   size      = digits [ "." digits ] [ unit ]        unit: B K KiB KB M MiB MB G GiB GB T TiB TB
+ *               (exact, fractions of a byte round up, at most 2^64 - 1)
  *
  * Like the selector's, every error names the variable, the 1-based column
  * and what was expected there. The variable is read once, at the first
@@ -76,19 +77,29 @@ static const struct {
 
 #define UNIT_LIST "a unit (B, K, KiB, KB, M, MiB, MB, G, GiB, GB, T, TiB, TB)"
 
+#define SIZE_MAX_TEXT "a size of at most 18446744073709551615 bytes (16 EiB - 1)"
+
+/* Exact: integer arithmetic only, so "0.72KB" is 720 bytes, not 719. A
+ * fraction of a byte rounds up ("0.5B" is 1 byte, "1.0001KiB" 1025): a
+ * size is never smaller than written. Anything up to 2^64 - 1 bytes is
+ * accepted; larger is an error naming that maximum. */
 static int parse_size(struct parser* p, uint64_t* out) {
   size_t start = p->pos;
   if (!isdigit((unsigned char)p->text[p->pos])) return fail(p, "a size (digits, then a unit)");
-  long double value = 0;
-  while (isdigit((unsigned char)p->text[p->pos])) value = value * 10 + (p->text[p->pos++] - '0');
+  uint64_t whole = 0;
+  bool overflow = false;
+  while (isdigit((unsigned char)p->text[p->pos])) {
+    unsigned d = (unsigned)(p->text[p->pos++] - '0');
+    overflow |= __builtin_mul_overflow(whole, 10, &whole);
+    overflow |= __builtin_add_overflow(whole, d, &whole);
+  }
+  size_t frac = 0, frac_len = 0;
   if (p->text[p->pos] == '.') {
     p->pos++;
     if (!isdigit((unsigned char)p->text[p->pos])) return fail(p, "digits after '.'");
-    long double f = 0.1L;
-    while (isdigit((unsigned char)p->text[p->pos])) {
-      value += f * (p->text[p->pos++] - '0');
-      f /= 10;
-    }
+    frac = p->pos;
+    while (isdigit((unsigned char)p->text[p->pos])) p->pos++;
+    frac_len = p->pos - frac;
   }
   uint64_t scale = 1;
   if (isalpha((unsigned char)p->text[p->pos])) {
@@ -114,12 +125,24 @@ static int parse_size(struct parser* p, uint64_t* out) {
       return fail(p, UNIT_LIST);
     }
   }
-  value *= scale;
-  if (value >= 18446744073709551615.0L) {
-    p->pos = start;
-    return fail(p, "a size below 16 EiB");
+  /* scale * 0.d1d2...dk, from the last digit: c = floor((d * scale + c) /
+   * 10) at each step gives the floor exactly (c never exceeds scale), and
+   * a non-zero remainder anywhere means the value is not whole. */
+  uint64_t carry = 0;
+  bool inexact = false;
+  for (size_t i = frac_len; i-- > 0;) {
+    uint64_t t = (uint64_t)(p->text[frac + i] - '0') * scale + carry;
+    inexact |= t % 10 != 0;
+    carry = t / 10;
   }
-  *out = (uint64_t)value;
+  uint64_t value;
+  overflow |= __builtin_mul_overflow(whole, scale, &value);
+  overflow |= __builtin_add_overflow(value, carry + (inexact ? 1 : 0), &value);
+  if (overflow) {
+    p->pos = start;
+    return fail(p, SIZE_MAX_TEXT);
+  }
+  *out = value;
   return 0;
 }
 
@@ -181,7 +204,7 @@ static int parse_option(struct parser* p, struct adr__alloc_config* c) {
   }
   st = parse_size(p, &v);
   if (st) return st;
-  if (v > SIZE_MAX) v = SIZE_MAX;
+  if (v > SIZE_MAX) v = SIZE_MAX; /* the cap and threshold: nothing is larger */
   if (strcmp(name, "max_cached") == 0) {
     c->pool.max_cached = (size_t)v;
   } else if (strcmp(name, "release_threshold") == 0) {

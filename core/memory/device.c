@@ -380,6 +380,7 @@ int adr_memory_stats_get(struct adr_device* device, struct adr_memory_stats* out
     s.cache_misses = p.cache_misses;
     s.stream_waits = p.stream_waits;
     s.trimmed_bytes = p.trimmed_bytes;
+    s.max_cached = p.max_cached;
   }
   s.oom_retries = atomic_load_explicit(&m->oom_retries, memory_order_relaxed);
   s.oom_failures = atomic_load_explicit(&m->oom_failures, memory_order_relaxed);
@@ -459,7 +460,13 @@ void adr__memory_device_init(struct adr_device* dev) {
 
   struct adr__pool_upstream up = {dev, up_alloc, up_free};
   struct adr__pool_sync sync = {dev, ev_create, ev_destroy, ev_record, ev_wait, ev_query, ev_sync};
-  if (adr__pool_create(&cfg->pool, &up, &sync, &m->pool, NULL) != 0) m->pool = NULL;
+  /* The CPU device's chunks are plain host memory that only adr's own
+   * (instrumented) code and the application touch: poisoned for ASan. */
+  struct adr__pool_options opts = cfg->pool;
+  opts.poison = dev->type == ARROW_DEVICE_CPU;
+  if (opts.max_cached == ADR__POOL_MAX_CACHED_AUTO)
+    opts.max_cached = adr__pool_default_max_cached(info.memory_total);
+  if (adr__pool_create(&opts, &up, &sync, &m->pool, NULL) != 0) m->pool = NULL;
 
   const struct adr_allocator* h = cfg->use_pool ? &pool_handler : &backend_handler;
   size_t n = 0;

@@ -14,12 +14,23 @@
  * (the fast path); a miss consolidates them into the treap, coalescing
  * address-neighbours of the same bin, before the pool grows.
  *
- * Stream order. A request on stream S looks in S's bin, then the host bin,
- * then other streams' bins. A block from stream T's bin is handed to S only
- * after S waits (device-side) on T's bin event, recorded on T when the block
- * is stolen, so it covers every free queued on T so far; the free path itself
- * records nothing and never waits. A host request (NULL stream) takes a
- * block of T's bin only once that event has completed.
+ * Stream order. A stream's frees go to its active bin; a batch of them is
+ * sealed (the bin takes no more frees and one event is recorded on the
+ * stream, covering all of them) every SEAL_BYTES freed and when a request
+ * wants them. A request on stream S looks in S's own bins, then the host
+ * bin, then other streams' bins: S waits (device-side) on a sealed bin's
+ * event before it uses a block of it; the free path never waits. A host
+ * request (NULL stream) moves sealed bins whose event has completed to the
+ * host bin (queried, never waited for); a completed event stays completed,
+ * so memory freed on any stream becomes the host's once the stream got
+ * there (re-recording one event per bin, as before, made the host see only
+ * just-recorded events, and the pool grew without bound).
+ *
+ * Cap. max_cached bounds the free bytes kept (by default an eighth of the
+ * device's memory, 256 MiB to 4 GiB): a free
+ * that leaves the pool above it (or above release_threshold reserved)
+ * gives fully free host-bin chunks back at once, backing off when it
+ * cannot get under.
  *
  * Concurrency. No lock is shared by all threads on the hot path. The pool
  * has up to 16 arenas, each with its own mutex, bins and chunks; a thread
@@ -50,6 +61,32 @@
 #define MAP_SHARDS 64u
 #define MAX_ARENAS 16u
 #define BLOCKS_PER_SLAB 256u
+#define MAX_PENDING 16u              /* sealed bins per stream waiting for their event */
+#define MAX_BACKOFF 256u             /* frees between failed attempts to trim to the cap */
+#define SEAL_BYTES ((size_t)1 << 20) /* a stream's frees sealed per batch */
+#define MIN_DEFAULT_CACHED ((size_t)256 << 20)
+#define MAX_DEFAULT_CACHED ((size_t)4 << 30)
+
+/* AddressSanitizer's manual poisoning, in sanitizer builds only: free and
+ * not yet allocated memory of host-accessible pools is poisoned, so an
+ * overrun of a pool allocation is reported as it would be for malloc. */
+#if defined(__SANITIZE_ADDRESS__)
+#define POOL_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define POOL_ASAN 1
+#endif
+#endif
+#ifdef POOL_ASAN
+#include <sanitizer/asan_interface.h>
+#define POISON(pool, addr, size) \
+  ((pool)->opts.poison ? ASAN_POISON_MEMORY_REGION((void*)(addr), (size)) : (void)0)
+#define UNPOISON(pool, addr, size) \
+  ((pool)->opts.poison ? ASAN_UNPOISON_MEMORY_REGION((void*)(addr), (size)) : (void)0)
+#else
+#define POISON(pool, addr, size) ((void)(pool), (void)(addr), (void)(size))
+#define UNPOISON(pool, addr, size) ((void)(pool), (void)(addr), (void)(size))
+#endif
 
 enum { WHERE_NONE = 0, WHERE_CLASS = 1, WHERE_TREE = 2 };
 
@@ -80,17 +117,23 @@ struct chunk {
   uintptr_t base;
   size_t size;
   struct block* first; /* the block at base: never absorbed by a merge */
+  size_t used;         /* bytes of its blocks handed out; 0 = fully free */
   struct chunk* next;
   struct chunk* prev;
 };
 
+/* Bins: bins[0] is the host bin; the others are, for one stream, its
+ * active bin (takes the stream's frees) and its sealed bins (take no more
+ * frees; their event, recorded when sealed, covers all their blocks), or
+ * spares (empty, stream NULL, reusable). */
 struct bin {
-  void* stream; /* NULL: host bin (index 0) or a retired stream's */
-  bool retired;
-  void* event;
-  bool recorded; /* event recorded since the bin's last free, see dirty */
-  bool dirty;    /* a block was freed into the bin after the last record */
-  bool complete; /* the recorded event has completed */
+  void* stream; /* NULL: the host bin or a spare */
+  bool sealed;
+  bool spare;
+  bool complete;  /* sealed and its event has completed */
+  void* event;    /* kept for reuse when the bin becomes a spare */
+  size_t seal_at; /* active: free_bytes at which a free seals it, */
+  bool wanted;    /* once the host or another stream looked for its blocks */
   uint64_t class_mask;
   struct block* classes[ADR__POOL_CLASS_COUNT];
   struct block* tree;
@@ -103,7 +146,7 @@ struct arena {
   struct adr__pool* pool;
   struct bin** bins; /* bins[0] is the host bin */
   size_t nbins, capbins;
-  struct bin* last_bin; /* last bin a free went to, checked first */
+  struct bin* last_bin; /* active bin the last stream free went to, checked first */
   struct chunk* chunks;
   struct block* spare; /* free metadata */
   void** slabs;        /* metadata slabs, freed at destroy */
@@ -112,6 +155,11 @@ struct arena {
   /* statistics, under lock */
   uint64_t reserved_bytes, reserved_count, reserved_bytes_total, reserved_count_total;
   uint64_t cached_bytes;
+  _Atomic uint64_t cached_pub; /* cached_bytes, for other arenas' cap checks */
+  unsigned collect_skip;       /* frees before the next attempt to trim to the cap, */
+  unsigned collect_backoff;
+  uint64_t collect_retry_at; /* or once cached_bytes reaches this */
+  size_t free_chunks;        /* chunks with used == 0 */
   uint64_t hits, misses, stream_waits, trimmed;
   uint64_t allocated_bytes, allocated_count;
 };
@@ -137,6 +185,9 @@ struct adr__pool {
   _Atomic uint64_t reserved_count_now;
   _Atomic uint64_t reserved_count_peak;
 };
+
+static void bin_migrate_to_host(struct adr__pool* pool, struct arena* a, struct bin* bin);
+static void bin_release_to_host(struct adr__pool* pool, struct arena* a, struct bin* bin);
 
 /* ---- size classes -------------------------------------------------------- */
 
@@ -387,20 +438,30 @@ static struct bin* bin_find(struct arena* a, void* stream) {
   if (stream == NULL) return a->bins[0];
   if (a->last_bin != NULL && a->last_bin->stream == stream) return a->last_bin;
   for (size_t i = 1; i < a->nbins; i++)
-    if (a->bins[i]->stream == stream) return a->bins[i];
+    if (a->bins[i]->stream == stream && !a->bins[i]->sealed) return a->bins[i];
   return NULL;
 }
 
-static struct bin* bin_get(struct arena* a, void* stream) {
-  struct bin* bin = bin_find(a, stream);
-  if (bin != NULL) return bin;
-  /* Reuse an empty retired bin before growing the array. */
+/* Whether a sealed bin's event has completed; with wait, waits for it. */
+static bool bin_complete(struct adr__pool* pool, struct bin* bin, bool wait) {
+  if (bin->complete) return true;
+  int st = pool->sync.event_query(pool->sync.ctx, bin->event);
+  if (st != 0 && wait) st = pool->sync.event_synchronize(pool->sync.ctx, bin->event);
+  if (st == 0) bin->complete = true;
+  return bin->complete;
+}
+
+/* A bin for `stream`'s later frees: a spare, or an empty sealed bin whose
+ * event has completed (re-recording a pending event may block on some
+ * backends), else a new one. NULL when out of host memory. */
+static struct bin* bin_new(struct adr__pool* pool, struct arena* a, void* stream) {
   for (size_t i = 1; i < a->nbins; i++) {
     struct bin* r = a->bins[i];
-    if (r->retired && r->free_bytes == 0) {
+    if (r->free_bytes == 0 && (r->spare || (r->sealed && bin_complete(pool, r, false)))) {
+      if (a->last_bin == r) a->last_bin = NULL;
       r->stream = stream;
-      r->retired = false;
-      r->recorded = r->dirty = r->complete = false;
+      r->spare = r->sealed = r->complete = r->wanted = false;
+      r->seal_at = SEAL_BYTES;
       return r;
     }
   }
@@ -411,47 +472,94 @@ static struct bin* bin_get(struct arena* a, void* stream) {
     a->bins = n;
     a->capbins = ncap;
   }
-  bin = calloc(1, sizeof(*bin));
+  struct bin* bin = calloc(1, sizeof(*bin));
   if (bin == NULL) return NULL;
   bin->stream = stream;
+  bin->seal_at = SEAL_BYTES;
   a->bins[a->nbins++] = bin;
   return bin;
 }
 
-/* Records the bin's event on its stream if blocks were freed into it since
- * the last record, so the event covers every block the bin holds. */
-static bool bin_record(struct adr__pool* pool, struct bin* bin) {
-  if (bin->recorded && !bin->dirty) return true;
+static struct bin* bin_get(struct adr__pool* pool, struct arena* a, void* stream) {
+  struct bin* bin = bin_find(a, stream);
+  return bin != NULL ? bin : bin_new(pool, a, stream);
+}
+
+/* Seals the active bin of a stream: records the bin's event on the stream,
+ * so the event covers every block in it, and gives the stream a fresh
+ * active bin for later frees. A sealed bin takes no more frees, so its
+ * event's completion tells for good that the stream reached all of them.
+ * False (nothing changed) if that cannot be done now. */
+static bool bin_seal(struct adr__pool* pool, struct arena* a, struct bin* bin) {
   if (bin->event == NULL && pool->sync.event_create(pool->sync.ctx, &bin->event) != 0) {
     bin->event = NULL;
     return false;
   }
-  if (pool->sync.event_record(pool->sync.ctx, bin->event, bin->stream) != 0) return false;
-  bin->recorded = true;
-  bin->dirty = false;
+  struct bin* fresh = bin_new(pool, a, bin->stream);
+  if (fresh == NULL) return false;
+  if (pool->sync.event_record(pool->sync.ctx, bin->event, bin->stream) != 0) {
+    fresh->stream = NULL;
+    fresh->spare = true;
+    return false;
+  }
+  bin->sealed = true;
   bin->complete = false;
+  fresh->wanted = bin->wanted;
+  if (a->last_bin == bin) a->last_bin = fresh;
   return true;
 }
 
-/* Whether blocks of `bin` may be used by the host now; with wait, blocks
- * until they may. */
-static bool bin_host_ready(struct adr__pool* pool, struct bin* bin, bool wait) {
-  if (bin->stream == NULL || !pool->has_sync) return true;
-  if (!bin_record(pool, bin)) return false;
-  if (bin->complete) return true;
-  int st = pool->sync.event_query(pool->sync.ctx, bin->event);
-  if (st != 0 && wait) st = pool->sync.event_synchronize(pool->sync.ctx, bin->event);
-  if (st == 0) bin->complete = true;
-  return bin->complete;
+/* Sealed bins of `stream` still holding blocks whose event has not
+ * completed (those found complete go to the host bin on the way). */
+static unsigned stream_pending(struct adr__pool* pool, struct arena* a, void* stream) {
+  unsigned n = 0;
+  for (size_t i = 1; i < a->nbins; i++) {
+    struct bin* s = a->bins[i];
+    if (s->sealed && s->stream == stream && s->free_bytes != 0) {
+      if (bin_complete(pool, s, false))
+        bin_release_to_host(pool, a, s);
+      else
+        n++;
+    }
+  }
+  return n;
 }
 
-/* Orders `stream` (NULL: the host) after the frees queued on bin's stream,
- * without blocking the host. False if that cannot be done now. */
+/* For the host: moves the blocks of `bin` (a stream's active or sealed
+ * bin) to the host bin if the stream has reached their frees; without
+ * wait, never blocks. An active bin is sealed first, unless a sealed bin
+ * of its stream is still pending (then its newer frees cannot be reached
+ * either: events on one stream complete in order). */
+static bool bin_settle(struct adr__pool* pool, struct arena* a, struct bin* bin, bool wait) {
+  if (!pool->has_sync) {
+    bin_migrate_to_host(pool, a, bin);
+    if (bin->sealed) {
+      bin->stream = NULL;
+      bin->sealed = false;
+      bin->spare = true;
+    }
+    return true;
+  }
+  if (!bin->sealed) {
+    if (stream_pending(pool, a, bin->stream) != 0 && !wait) return false;
+    if (!bin_seal(pool, a, bin)) return false;
+  }
+  if (!bin_complete(pool, bin, wait)) return false;
+  bin_release_to_host(pool, a, bin);
+  return true;
+}
+
+/* Orders `stream` after the frees queued on another stream's bin, without
+ * blocking the host: seals an active bin (at most MAX_PENDING sealed bins
+ * per stream wait for their event) and makes `stream` wait on the event
+ * device-side. False if that cannot be done now. */
 static bool bin_order_after(struct adr__pool* pool, struct arena* a, struct bin* bin,
                             void* stream) {
-  if (stream == NULL) return bin_host_ready(pool, bin, false);
-  if (bin->stream == NULL || !pool->has_sync) return true;
-  if (!bin_record(pool, bin)) return false;
+  if (!pool->has_sync) return true;
+  if (!bin->sealed) {
+    if (stream_pending(pool, a, bin->stream) >= MAX_PENDING) return false;
+    if (!bin_seal(pool, a, bin)) return false;
+  }
   if (bin->complete) return true;
   if (pool->sync.event_wait(pool->sync.ctx, bin->event, stream) != 0) return false;
   a->stream_waits++;
@@ -521,43 +629,72 @@ static size_t bin_largest(const struct bin* bin) {
 }
 
 /* Moves every block of a bin whose stream has reached its frees into the
- * host bin, coalescing, so chunks split across bins can become whole. */
-static void bin_migrate_to_host(struct arena* a, struct bin* bin) {
+ * host bin, coalescing, so chunks split across bins can become whole. The
+ * blocks are poisoned now: no queued work uses them any more. */
+static void bin_migrate_to_host(struct adr__pool* pool, struct arena* a, struct bin* bin) {
   struct bin* hostbin = a->bins[0];
   if (bin == hostbin) return;
   if (bin->class_blocks != 0) bin_consolidate(a, bin);
   while (bin->tree != NULL) {
     struct block* b = bin->tree;
     bin_remove(a, b);
+    POISON(pool, b->addr, b->size);
     bin_insert_coalesce(a, hostbin, b);
   }
+  (void)pool;
 }
 
-/* Releases fully free chunks of ready bins while `excess` says so. Returns
- * the chunks unlinked (their memory still to be given back). */
+/* A sealed bin whose event completed: its blocks to the host bin, the bin
+ * becomes a spare (it keeps its event object for reuse). */
+static void bin_release_to_host(struct adr__pool* pool, struct arena* a, struct bin* bin) {
+  bin_migrate_to_host(pool, a, bin);
+  if (a->last_bin == bin) a->last_bin = NULL;
+  bin->stream = NULL;
+  bin->sealed = bin->complete = false;
+  bin->spare = true;
+}
+
+/* Whether every block of a fully free chunk may go back: each sits in the
+ * host bin, or in a bin whose stream reached it (moved to the host bin
+ * now; waiting for it with wait). */
+static bool chunk_ready(struct adr__pool* pool, struct arena* a, struct chunk* c, bool wait) {
+  struct bin* hostbin = a->bins[0];
+  struct block* b = c->first;
+  while (b != NULL) {
+    if (b->bin == hostbin) {
+      b = b->next_phys;
+      continue;
+    }
+    if (!bin_settle(pool, a, b->bin, wait)) return false;
+    b = c->first; /* the move coalesced: walk again (the first block stays) */
+  }
+  return true;
+}
+
+/* Releases fully free chunks (found by their `used` count, so the cost is
+ * the number of chunks, not of blocks) while `excess` says so. Returns the
+ * chunks unlinked (their memory still to be given back). */
 static struct chunk* arena_collect(struct adr__pool* pool, struct arena* a, bool wait,
                                    bool (*excess)(struct adr__pool*, struct arena*),
                                    size_t* out_bytes) {
   struct chunk* out = NULL;
   *out_bytes = 0;
-  for (size_t i = 1; i < a->nbins; i++)
-    if (a->bins[i]->free_bytes != 0 && bin_host_ready(pool, a->bins[i], wait))
-      bin_migrate_to_host(a, a->bins[i]);
-  for (size_t i = 0; i < a->nbins; i++)
-    if (a->bins[i]->class_blocks != 0) bin_consolidate(a, a->bins[i]);
-  for (struct chunk* c = a->chunks; c != NULL;) {
+  for (struct chunk* c = a->chunks; c != NULL && a->free_chunks != 0;) {
     struct chunk* next = c->next;
     if (excess != NULL && !excess(pool, a)) break;
-    struct block* first = c->first;
-    if (first->where != WHERE_NONE && first->size == c->size &&
-        bin_host_ready(pool, first->bin, wait)) {
-      bin_remove(a, first);
-      block_release(a, first);
+    if (c->used == 0 && chunk_ready(pool, a, c, wait)) {
+      for (struct block* b = c->first; b != NULL;) {
+        struct block* n = b->next_phys;
+        bin_remove(a, b);
+        block_release(a, b);
+        b = n;
+      }
       if (c->prev)
         c->prev->next = c->next;
       else
         a->chunks = c->next;
       if (c->next) c->next->prev = c->prev;
+      a->free_chunks--;
       a->reserved_bytes -= c->size;
       a->reserved_count--;
       a->trimmed += c->size;
@@ -569,22 +706,37 @@ static struct chunk* arena_collect(struct adr__pool* pool, struct arena* a, bool
     }
     c = next;
   }
+  atomic_store_explicit(&a->cached_pub, a->cached_bytes, memory_order_relaxed);
   return out;
 }
 
 static void chunks_give_back(struct adr__pool* pool, struct chunk* list) {
   while (list != NULL) {
     struct chunk* next = list->next;
+    UNPOISON(pool, list->base, list->size);
     pool->up.free(pool->up.ctx, (void*)list->base, list->size);
     free(list);
     list = next;
   }
 }
 
+/* Whether the pool holds more than its options allow: reserved bytes over
+ * release_threshold, or cached bytes over max_cached. The cached check
+ * costs one comparison while this arena holds at most its share of the
+ * cap; beyond that it sums every arena's published figure. */
 static bool over_limits(struct adr__pool* pool, struct arena* a) {
-  size_t share_cached = pool->opts.max_cached / pool->narenas;
-  size_t share_reserved = pool->opts.release_threshold / pool->narenas;
-  return a->cached_bytes > share_cached || a->reserved_bytes > share_reserved;
+  if (pool->opts.release_threshold != SIZE_MAX &&
+      atomic_load_explicit(&pool->reserved_now, memory_order_relaxed) >
+          pool->opts.release_threshold)
+    return true;
+  if (pool->opts.max_cached == SIZE_MAX || a->cached_bytes <= pool->opts.max_cached / pool->narenas)
+    return false;
+  uint64_t total = 0;
+  for (unsigned i = 0; i < pool->narenas; i++)
+    total += &pool->arenas[i] == a
+                 ? a->cached_bytes
+                 : atomic_load_explicit(&pool->arenas[i].cached_pub, memory_order_relaxed);
+  return total > pool->opts.max_cached;
 }
 
 /* ---- address map --------------------------------------------------------- */
@@ -659,11 +811,19 @@ static struct block* map_remove(struct adr__pool* pool, uintptr_t ptr, size_t si
 
 /* ---- public (internal) API ----------------------------------------------- */
 
+size_t adr__pool_default_max_cached(uint64_t memory_total) {
+  uint64_t v = memory_total / 8;
+  if (v < MIN_DEFAULT_CACHED) v = MIN_DEFAULT_CACHED;
+  if (v > MAX_DEFAULT_CACHED) v = MAX_DEFAULT_CACHED;
+  return (size_t)v;
+}
+
 void adr__pool_options_default(struct adr__pool_options* opts) {
-  opts->max_cached = SIZE_MAX;
+  opts->max_cached = ADR__POOL_MAX_CACHED_AUTO;
   opts->release_threshold = SIZE_MAX;
   opts->chunk_size = 0;
   opts->arenas = 0;
+  opts->poison = false;
 }
 
 int adr__pool_create(const struct adr__pool_options* opts, const struct adr__pool_upstream* up,
@@ -672,6 +832,8 @@ int adr__pool_create(const struct adr__pool_options* opts, const struct adr__poo
   struct adr__pool* pool = calloc(1, sizeof(*pool));
   if (pool == NULL) return adr_error_set(error, ENOMEM, "[pool] out of host memory");
   pool->opts = *opts;
+  if (pool->opts.max_cached == ADR__POOL_MAX_CACHED_AUTO)
+    pool->opts.max_cached = adr__pool_default_max_cached(0);
   if (pool->opts.chunk_size == 0) pool->opts.chunk_size = GROW_GRANULE;
   pool->opts.chunk_size = align_up(pool->opts.chunk_size, 4096);
   unsigned n = opts->arenas;
@@ -757,25 +919,58 @@ static void note_peak(_Atomic uint64_t* now, _Atomic uint64_t* peak, uint64_t ad
   }
 }
 
-/* Search order of bins for a request on `stream`: its own bin, the host
- * bin, then the other streams' (ordered after them with an event). */
+/* Whether a bin can serve the request (without taking anything). */
+static bool bin_fits(const struct bin* bin, size_t need, size_t csize) {
+  if (treap_lower_bound(bin->tree, csize ? csize : need) != NULL) return true;
+  return csize != 0 && (bin->class_mask >> adr__pool_class_index(csize)) != 0;
+}
+
+/* Search order of bins for a request on `stream`: its own bins (active,
+ * then sealed), the host bin, then what other streams freed: for the host
+ * once their event has completed (queried, never waited for), for a stream
+ * after a device-side wait on their event. */
 static struct block* arena_take(struct adr__pool* pool, struct arena* a, void* stream, size_t need,
-                                size_t csize) {
+                                size_t csize, size_t* pending) {
   struct bin* own = bin_find(a, stream);
   struct block* b = NULL;
   if (own != NULL && own->free_bytes != 0) b = bin_take(a, own, need, csize);
-  if (b == NULL && stream != NULL && a->bins[0]->free_bytes != 0)
-    b = bin_take(a, a->bins[0], need, csize);
+  if (b != NULL) return b;
+  if (stream != NULL) {
+    for (size_t i = 1; b == NULL && i < a->nbins; i++) {
+      struct bin* s = a->bins[i];
+      if (s->sealed && s->stream == stream && s->free_bytes != 0) b = bin_take(a, s, need, csize);
+    }
+    if (b == NULL && a->bins[0]->free_bytes != 0) b = bin_take(a, a->bins[0], need, csize);
+    if (b != NULL) return b;
+  } else if (pool->has_sync) {
+    /* Sealed bins whose stream got there go to the host bin, fitting or
+     * not: they coalesce there. */
+    bool moved = false;
+    for (size_t i = 1; i < a->nbins; i++) {
+      struct bin* s = a->bins[i];
+      if (s->sealed && s->free_bytes != 0) {
+        if (bin_complete(pool, s, false)) {
+          bin_release_to_host(pool, a, s);
+          moved = true;
+        } else {
+          *pending += s->free_bytes;
+        }
+      }
+    }
+    if (moved) b = bin_take(a, a->bins[0], need, csize);
+    if (b != NULL) return b;
+  }
+  /* bins[] may grow (a seal makes a fresh bin): index, do not cache. */
   for (size_t i = 1; b == NULL && i < a->nbins; i++) {
     struct bin* other = a->bins[i];
-    if (other == own || other->free_bytes == 0) continue;
-    /* Look first; order after the bin only when it can serve the request. */
-    bool fits = treap_lower_bound(other->tree, csize ? csize : need) != NULL;
-    if (!fits && csize != 0) {
-      unsigned c = adr__pool_class_index(csize);
-      fits = (other->class_mask >> c) != 0;
-    }
-    if (fits && bin_order_after(pool, a, other, stream)) b = bin_take(a, other, need, csize);
+    if (other->stream == stream || other->free_bytes == 0) continue;
+    if (!other->sealed) other->wanted = true;
+    if (!bin_fits(other, need, csize)) continue;
+    if (stream == NULL ? bin_settle(pool, a, other, false)
+                       : bin_order_after(pool, a, other, stream))
+      b = bin_take(a, stream == NULL ? a->bins[0] : other, need, csize);
+    else if (!other->sealed)
+      *pending += other->free_bytes;
   }
   return b;
 }
@@ -797,14 +992,16 @@ static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignmen
 
   struct arena* a = pick_arena(pool);
   pthread_mutex_lock(&a->lock);
-  struct block* b = arena_take(pool, a, stream, need, csize);
+  size_t pending = 0;
+  struct block* b = arena_take(pool, a, stream, need, csize, &pending);
   if (b == NULL) {
     bool any_class = false;
     for (size_t i = 0; i < a->nbins; i++) any_class |= a->bins[i]->class_blocks != 0;
     if (any_class) {
       for (size_t i = 0; i < a->nbins; i++)
         if (a->bins[i]->class_blocks != 0) bin_consolidate(a, a->bins[i]);
-      b = arena_take(pool, a, stream, need, csize);
+      pending = 0;
+      b = arena_take(pool, a, stream, need, csize, &pending);
     }
   }
   if (b != NULL) {
@@ -815,6 +1012,9 @@ static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignmen
      * reservation (capped) so the number of chunks stays logarithmic. */
     size_t grow = a->reserved_bytes / 2;
     if (grow > MAX_GROW) grow = MAX_GROW;
+    /* Memory freed on streams that have not reached the frees yet will be
+     * reusable soon: bridge the gap with the smallest step. */
+    if (pending >= want) grow = 0;
     if (grow < pool->opts.chunk_size) grow = pool->opts.chunk_size;
     if (grow < want) grow = align_up(want, GROW_GRANULE);
     if (pool->opts.release_threshold != SIZE_MAX && grow > want) {
@@ -846,6 +1046,7 @@ static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignmen
     c->next = a->chunks;
     if (a->chunks) a->chunks->prev = c;
     a->chunks = c;
+    a->free_chunks++;
     a->reserved_bytes += grow;
     a->reserved_count++;
     a->reserved_bytes_total += grow;
@@ -857,14 +1058,19 @@ static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignmen
     whole->chunk = c;
     c->first = whole;
     /* Fresh memory is host-ordered: carve from it in the host bin. */
+    POISON(pool, c->base, grow);
     bin_insert(a, a->bins[0], whole);
     b = bin_take(a, a->bins[0], need, csize);
   }
+  if (b->chunk->used == 0) a->free_chunks--;
+  b->chunk->used += b->size;
   b->user = align_up(b->addr, alignment);
   b->user_size = size;
   b->stream = stream;
+  UNPOISON(pool, b->user, size);
   a->allocated_bytes += size;
   a->allocated_count++;
+  atomic_store_explicit(&a->cached_pub, a->cached_bytes, memory_order_relaxed);
   pthread_mutex_unlock(&a->lock);
   *out = b;
   return 0;
@@ -875,7 +1081,7 @@ static int pool_release(struct adr__pool* pool, struct block* b, void* stream,
                         struct adr_error* error) {
   struct arena* a = b->arena;
   pthread_mutex_lock(&a->lock);
-  struct bin* bin = bin_get(a, stream);
+  struct bin* bin = bin_get(pool, a, stream);
   if (bin == NULL) {
     /* No host memory to track a new stream: the block stays allocated
      * (the caller keeps it recorded) rather than be reused too early. */
@@ -884,19 +1090,50 @@ static int pool_release(struct adr__pool* pool, struct block* b, void* stream,
   }
   a->allocated_bytes -= b->user_size;
   a->allocated_count--;
-  if (stream != NULL) {
-    bin->dirty = true;
+  b->chunk->used -= b->size;
+  if (b->chunk->used == 0) a->free_chunks++;
+  if (stream != NULL)
     a->last_bin = bin;
-  }
+  else
+    POISON(pool, b->addr, b->size); /* a stream's blocks: once it got there */
   if (is_class_size(b->size))
     bin_insert(a, bin, b);
   else
     bin_insert_coalesce(a, bin, b);
+  /* Every SEAL_BYTES freed on a stream whose memory others have looked
+   * for, seal its batch (one event record) unless an older batch is still
+   * pending: by the time the host runs out, the stream has usually reached
+   * it, so the host can reuse it without waiting (otherwise it would find
+   * only just-recorded events). A stream that reuses its own frees never
+   * pays for a record. */
+  if (stream != NULL && bin->wanted && pool->has_sync && bin->free_bytes >= bin->seal_at) {
+    bin->seal_at = bin->free_bytes + SEAL_BYTES;
+    if (stream_pending(pool, a, stream) == 0) bin_seal(pool, a, bin);
+  }
+  /* Over the cap: give fully free chunks back now. An attempt that cannot
+   * get under it (fragmentation, streams still behind) backs off for a
+   * growing number of frees (4 to 256) unless another chunk_size was freed
+   * meanwhile, so the free path stays O(1) amortised. */
   struct chunk* released = NULL;
   size_t bytes = 0;
   if ((pool->opts.max_cached != SIZE_MAX || pool->opts.release_threshold != SIZE_MAX) &&
-      over_limits(pool, a))
-    released = arena_collect(pool, a, false, over_limits, &bytes);
+      a->free_chunks != 0 && over_limits(pool, a)) {
+    if (a->collect_skip > 0 && a->cached_bytes < a->collect_retry_at) {
+      a->collect_skip--;
+    } else {
+      released = arena_collect(pool, a, false, over_limits, &bytes);
+      if (over_limits(pool, a)) {
+        a->collect_backoff = a->collect_backoff == 0             ? 4
+                             : a->collect_backoff >= MAX_BACKOFF ? MAX_BACKOFF
+                                                                 : a->collect_backoff * 2;
+        a->collect_skip = a->collect_backoff;
+        a->collect_retry_at = a->cached_bytes + pool->opts.chunk_size;
+      } else {
+        a->collect_backoff = 0;
+      }
+    }
+  }
+  atomic_store_explicit(&a->cached_pub, a->cached_bytes, memory_order_relaxed);
   pthread_mutex_unlock(&a->lock);
   chunks_give_back(pool, released);
   return 0;
@@ -974,20 +1211,26 @@ void adr__pool_stream_retire(struct adr__pool* pool, void* stream) {
     for (size_t j = 1; j < a->nbins; j++) {
       struct bin* bin = a->bins[j];
       if (bin->stream != stream) continue;
-      /* Blocks freed on the stream after its last record are covered only
-       * once the stream has reached them: wait for that while it exists. */
-      if (bin->free_bytes != 0) bin_host_ready(pool, bin, true);
+      /* Wait (while the stream exists) until it reached the frees of its
+       * bins; the active bin's are covered by a last record. */
+      if (pool->has_sync && bin->free_bytes != 0 && !bin->complete) {
+        if (bin->sealed) {
+          pool->sync.event_synchronize(pool->sync.ctx, bin->event);
+        } else if (bin->event != NULL ||
+                   pool->sync.event_create(pool->sync.ctx, &bin->event) == 0) {
+          if (pool->sync.event_record(pool->sync.ctx, bin->event, stream) == 0)
+            pool->sync.event_synchronize(pool->sync.ctx, bin->event);
+        } else {
+          bin->event = NULL;
+        }
+      }
       if (bin->event != NULL) {
-        if (bin->recorded) pool->sync.event_synchronize(pool->sync.ctx, bin->event);
         pool->sync.event_destroy(pool->sync.ctx, bin->event);
         bin->event = NULL;
       }
-      bin->stream = NULL;
-      bin->retired = true;
-      bin_migrate_to_host(a, bin);
-      bin->recorded = bin->dirty = bin->complete = false;
-      if (a->last_bin == bin) a->last_bin = NULL;
+      bin_release_to_host(pool, a, bin);
     }
+    atomic_store_explicit(&a->cached_pub, a->cached_bytes, memory_order_relaxed);
     pthread_mutex_unlock(&a->lock);
   }
 }
@@ -1014,6 +1257,7 @@ void adr__pool_stats_get(struct adr__pool* pool, struct adr__pool_stats* out) {
     }
     pthread_mutex_unlock(&a->lock);
   }
+  out->max_cached = pool->opts.max_cached == SIZE_MAX ? UINT64_MAX : pool->opts.max_cached;
   out->reserved_bytes_peak = atomic_load_explicit(&pool->reserved_peak, memory_order_relaxed);
   out->reserved_count_peak = atomic_load_explicit(&pool->reserved_count_peak, memory_order_relaxed);
 }
@@ -1056,6 +1300,13 @@ int adr__pool_check(struct adr__pool* pool, char* msg, size_t size) {
             st = EPROTO;
           }
         }
+      }
+      size_t used = 0;
+      for (struct block* b = c->first; b != NULL; b = b->next_phys)
+        if (b->where == WHERE_NONE) used += b->size;
+      if (st == 0 && used != c->used) {
+        snprintf(msg, size, "arena %u: chunk used %zu, blocks handed out %zu", i, c->used, used);
+        st = EPROTO;
       }
       if (st == 0 && at != c->base + c->size) {
         snprintf(msg, size, "arena %u: blocks do not cover their chunk", i);

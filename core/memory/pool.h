@@ -2,7 +2,9 @@
  *
  * The caching pool (pool.c): a per-device cache of memory taken from an
  * upstream allocator, with size classes for small blocks, a best-fit treap
- * for large ones, splitting and coalescing, and stream-ordered reuse.
+ * for large ones, splitting and coalescing, stream-ordered reuse, a cap on
+ * what it caches and, in AddressSanitizer builds, poisoning of what it has
+ * not handed out (host memory only, opts.poison).
  *
  * The pool knows neither devices nor backends: it allocates chunks through
  * `struct adr__pool_upstream` and orders reuse across streams through
@@ -47,10 +49,18 @@ struct adr__pool_sync {
 };
 
 struct adr__pool_options {
-  size_t max_cached;        /* cap on free bytes kept; SIZE_MAX = no cap */
-  size_t release_threshold; /* reserved bytes above which free chunks go back; SIZE_MAX */
-  size_t chunk_size;        /* smallest growth step (bytes); 0 = 2 MiB */
-  unsigned arenas;          /* independent shards; 0 = one per CPU (max 16) */
+  /* Cap on the free bytes kept (by default 1/8 of the device's memory,
+   * from 256 MiB to 4 GiB; SIZE_MAX = no cap) and
+   * on the reserved bytes (CUDA's cudaMemPoolAttrReleaseThreshold: the
+   * reservation the pool may hold; SIZE_MAX by default). A free that leaves
+   * the pool over either gives fully free chunks back at once. */
+  size_t max_cached; /* ADR__POOL_MAX_CACHED_AUTO: adr__pool_default_max_cached(0) */
+  size_t release_threshold;
+  size_t chunk_size; /* smallest growth step (bytes); 0 = 2 MiB */
+  unsigned arenas;   /* independent shards; 0 = one per CPU (max 16) */
+  /* The chunks are host memory adr's own code may touch: in an
+   * AddressSanitizer build, poison what is not allocated. */
+  bool poison;
 };
 
 struct adr__pool_stats {
@@ -60,7 +70,13 @@ struct adr__pool_stats {
   uint64_t largest_free_block;
   uint64_t cache_hits, cache_misses, stream_waits, trimmed_bytes;
   uint64_t allocated_bytes, allocated_count; /* outstanding, as handed out */
+  uint64_t max_cached;                       /* the cap in force (UINT64_MAX: none) */
 };
+
+/* max_cached's default: "an eighth of the device" (from memory_total, bytes;
+ * 0 = unknown), at least 256 MiB, at most 4 GiB; 256 MiB when unknown. */
+#define ADR__POOL_MAX_CACHED_AUTO (SIZE_MAX - 1)
+ADR_INTERNAL size_t adr__pool_default_max_cached(uint64_t memory_total);
 
 struct adr__pool;
 

@@ -73,7 +73,11 @@ struct adr_allocator {
 };
 
 /* The built-in caching pool: one pool per device, configured by ADR_ALLOC.
- * Static; never destroyed. */
+ * Memory freed on a stream is reused by any stream or the host once that
+ * stream has reached the free; the pool keeps at most max_cached free
+ * bytes (by default an eighth of the device's memory, from 256 MiB to
+ * 4 GiB; adr_memory_stats.max_cached) and gives the excess back to the backend at
+ * the free (docs/memory.md). Static; never destroyed. */
 ADR_API const struct adr_allocator* adr_allocator_pool(void);
 
 /* The built-in plain allocator: the backend's alloc/free slots. Static. */
@@ -126,7 +130,8 @@ struct adr_memory_stats {
   uint64_t oom_retries;                     /* retries of the out-of-memory chain */
   uint64_t oom_failures;                    /* ENOMEM returned to the caller */
   uint64_t trimmed_bytes;                   /* released by trim, total */
-  uint64_t reserved[8];
+  uint64_t max_cached;                      /* the pool's cap on cached bytes (UINT64_MAX: none) */
+  uint64_t reserved[7];
 };
 
 /* Statistics of everything allocated on `device` through adr_alloc, plus its

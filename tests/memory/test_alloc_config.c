@@ -38,7 +38,12 @@ static void test_defaults(void** state) {
   assert_true(c.use_pool);
   assert_false(c.has_limit);
   assert_false(c.track);
-  assert_int_equal(c.pool.max_cached, SIZE_MAX);
+  /* docs/memory.md: the cap follows the device's memory; no threshold. */
+  assert_int_equal(c.pool.max_cached, ADR__POOL_MAX_CACHED_AUTO);
+  assert_int_equal(adr__pool_default_max_cached(0), (size_t)256 << 20);
+  assert_int_equal(adr__pool_default_max_cached((uint64_t)1 << 30), (size_t)256 << 20);
+  assert_int_equal(adr__pool_default_max_cached((uint64_t)16 << 30), (size_t)2 << 30);
+  assert_int_equal(adr__pool_default_max_cached((uint64_t)80 << 30), (size_t)4 << 30);
   assert_int_equal(c.pool.release_threshold, SIZE_MAX);
   c = parse_ok("");
   assert_true(c.use_pool);
@@ -76,6 +81,38 @@ static void test_options_and_units(void** state) {
   assert_int_equal(parse_ok("pool:max_cached=1tb").pool.max_cached, 1000000000000);
 }
 
+/* Decimals are exact (issue 11: "0.72KB" was 719 bytes through floating
+ * point); fractions of a byte round up; the largest size is accepted. */
+static void test_exact_decimals(void** state) {
+  (void)state;
+  assert_int_equal(parse_ok("backend:limit=0.72KB").limit, 720);
+  assert_int_equal(parse_ok("backend:limit=0.72kb").limit, 720);
+  assert_int_equal(parse_ok("pool:limit=1.1KB").limit, 1100);
+  assert_int_equal(parse_ok("pool:limit=0.001KB").limit, 1);
+  assert_int_equal(parse_ok("pool:limit=4.35GB").limit, UINT64_C(4350000000));
+  assert_int_equal(parse_ok("pool:limit=0.1MB").limit, 100000);
+  assert_int_equal(parse_ok("pool:limit=1.5KiB").limit, 1536);
+  assert_int_equal(parse_ok("pool:limit=0.3KiB").limit, 308); /* 307.2 rounds up */
+  assert_int_equal(parse_ok("pool:limit=0.5B").limit, 1);
+  assert_int_equal(parse_ok("pool:limit=0.5").limit, 1);
+  assert_int_equal(parse_ok("pool:limit=2.0").limit, 2);
+  assert_int_equal(parse_ok("pool:limit=0.0").limit, 0);
+  assert_int_equal(parse_ok("pool:limit=0.000000000000000000000000001B").limit, 1);
+  assert_int_equal(parse_ok("pool:limit=1.000000000000000000000000000KiB").limit, 1024);
+  assert_int_equal(parse_ok("pool:limit=1.0009765625KiB").limit, 1025); /* exactly 1025 */
+  assert_int_equal(parse_ok("pool:limit=1.00097656250000000001KiB").limit, 1026);
+  assert_int_equal(parse_ok("pool:limit=0.99999999999999999999TiB").limit, UINT64_C(1) << 40);
+  assert_int_equal(parse_ok("pool:limit=1.1TB").limit, UINT64_C(1100000000000));
+  /* 2^64 - 1, the largest size: a limit nothing reaches. */
+  struct adr__alloc_config c = parse_ok("pool:limit=18446744073709551615");
+  assert_true(c.has_limit);
+  assert_int_equal(c.limit, UINT64_MAX);
+  assert_int_equal(parse_ok("pool:max_cached=18446744073709551615").pool.max_cached, SIZE_MAX);
+  assert_int_equal(parse_ok("pool:limit=18446744073709551615.0").limit, UINT64_MAX);
+  /* 2^64 - 2^40 + ceil(0.99999999999 * 2^40) = 2^64 - 10 */
+  assert_int_equal(parse_ok("pool:limit=16777215.99999999999TiB").limit, UINT64_MAX - 9);
+}
+
 static void test_malformed(void** state) {
   (void)state;
   expect_error("heap", "column 1: expected a handler (pool, backend, none), found 'h'");
@@ -86,7 +123,16 @@ static void test_malformed(void** state) {
   expect_error("pool:max_cached=", "column 17: expected a size (digits, then a unit)");
   expect_error("pool:max_cached=2XB", "column 18: expected a unit (B, K, KiB");
   expect_error("pool:max_cached=2.", "column 19: expected digits after '.'");
-  expect_error("pool:max_cached=99999999999TiB", "column 17: expected a size below 16 EiB");
+  expect_error("pool:max_cached=99999999999TiB",
+               "column 17: expected a size of at most 18446744073709551615 bytes (16 EiB - 1)");
+  expect_error("pool:limit=18446744073709551616",
+               "column 12: expected a size of at most 18446744073709551615 bytes");
+  expect_error("pool:limit=16EiB", "column 14: expected a unit");
+  expect_error("pool:limit=16777216TiB", "column 12: expected a size of at most");
+  /* Rounding the fraction up reaches 2^64. */
+  expect_error("pool:limit=16777215.999999999999999999999TiB",
+               "column 12: expected a size of at most");
+  expect_error("pool:limit=99999999999999999999999", "column 12: expected a size of at most");
   expect_error("pool:colour=red", "column 6: expected an option (max_cached=");
   expect_error("pool:limit=1G,", "column 15: expected an option");
   expect_error("pool:limit=1G;track", "column 14: expected ',' and an option, or the end");
@@ -114,7 +160,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_defaults),          cmocka_unit_test(test_handlers),
       cmocka_unit_test(test_options_and_units), cmocka_unit_test(test_malformed),
-      cmocka_unit_test(test_format_bytes),
+      cmocka_unit_test(test_format_bytes),      cmocka_unit_test(test_exact_decimals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -67,6 +67,29 @@ static void test_limit(void** state) {
   assert_int_equal(adr_allocator_destroy((struct adr_allocator*)h, &err), EBUSY);
 }
 
+/* ADR_ALLOC=backend:limit=0.72KB is 720 bytes exactly (issue 11). */
+static void test_decimal_limit(void** state) {
+  (void)state;
+  assert_string_equal(adr_allocator_get(cpu)->name, "limit");
+  void* p = NULL;
+  struct adr_error err;
+  assert_int_equal(adr_alloc(cpu, 721, 0, NULL, &p, &err), ENOMEM);
+  assert_non_null(strstr(err.message, "limit 720 B"));
+  assert_int_equal(adr_alloc(cpu, 720, 0, NULL, &p, &err), 0);
+  assert_int_equal(adr_free(cpu, p, 720, NULL, NULL), 0);
+}
+
+/* ADR_ALLOC=pool:limit=18446744073709551615: the largest size, accepted
+ * (a limit nothing reaches). */
+static void test_max_limit(void** state) {
+  (void)state;
+  assert_string_equal(adr_allocator_get(cpu)->name, "limit");
+  void* p = NULL;
+  struct adr_error err;
+  if (adr_alloc(cpu, 4096, 0, NULL, &p, &err) != 0) fail_msg("%s", err.message);
+  assert_int_equal(adr_free(cpu, p, 4096, NULL, NULL), 0);
+}
+
 static void test_track(void** state) {
   (void)state;
   const struct adr_allocator* h = adr_allocator_get(cpu);
@@ -118,7 +141,9 @@ static void test_malformed(void** state) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: test_alloc_env none|limit|track|track-child|malformed\n");
+    fprintf(
+        stderr,
+        "usage: test_alloc_env none|limit|track|track-child|malformed|decimal-limit|max-limit\n");
     return 2;
   }
   mode = argv[1];
@@ -134,6 +159,10 @@ int main(int argc, char** argv) {
     t = (struct CMUnitTest)cmocka_unit_test(test_track_check);
   else if (strcmp(mode, "malformed") == 0)
     t = (struct CMUnitTest)cmocka_unit_test(test_malformed);
+  else if (strcmp(mode, "decimal-limit") == 0)
+    t = (struct CMUnitTest)cmocka_unit_test(test_decimal_limit);
+  else if (strcmp(mode, "max-limit") == 0)
+    t = (struct CMUnitTest)cmocka_unit_test(test_max_limit);
   else
     return 2;
   const struct CMUnitTest tests[] = {t};

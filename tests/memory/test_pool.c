@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,12 +61,22 @@ static void up_free(void* ctx, void* ptr, size_t size) {
 
 struct fake_stream {
   int busy; /* work queued before now has not completed */
+  /* Like a real device: an event recorded now completes only once the test
+   * says the stream got there (reach()), even when it has no work. */
+  int lag;
+  unsigned long recorded, reached;
 };
 
 struct fake_event {
   struct fake_stream* stream;
-  int pending; /* recorded while the stream was busy */
+  int pending; /* recorded while the stream was busy (or lagging) */
+  unsigned long seq;
 };
+
+/* The stream has executed everything queued so far. */
+static void reach(struct fake_stream* s) {
+  s->reached = s->recorded;
+}
 
 struct fake_sync {
   int records, waits, queries, syncs, creates, destroys;
@@ -89,7 +100,8 @@ static int ev_record(void* ctx, void* ev, void* stream) {
   struct fake_event* e = ev;
   f->records++;
   e->stream = stream;
-  e->pending = e->stream->busy;
+  e->pending = e->stream->busy || e->stream->lag;
+  e->seq = ++e->stream->recorded;
   return 0;
 }
 static int ev_wait(void* ctx, void* ev, void* stream) {
@@ -103,14 +115,18 @@ static int ev_query(void* ctx, void* ev) {
   struct fake_sync* f = ctx;
   struct fake_event* e = ev;
   f->queries++;
-  if (e->pending && !e->stream->busy) e->pending = 0;
+  if (e->pending && !e->stream->busy && (!e->stream->lag || e->seq <= e->stream->reached))
+    e->pending = 0;
   return e->pending ? EBUSY : 0;
 }
 static int ev_sync(void* ctx, void* ev) {
   struct fake_sync* f = ctx;
   struct fake_event* e = ev;
   f->syncs++;
-  if (e->stream) e->stream->busy = 0; /* the host waited: the stream drained */
+  if (e->stream) { /* the host waited: the stream drained */
+    e->stream->busy = 0;
+    e->stream->reached = e->stream->recorded;
+  }
   e->pending = 0;
   return 0;
 }
@@ -460,6 +476,95 @@ static void test_dirty_bin_rerecords(void** state) {
   unmake(f);
 }
 
+/* Issue 11: allocate on the host, free on a stream, repeat. The host must
+ * get the stream's frees back once the stream reached them, although every
+ * event it records completes only later (the old pool re-recorded the
+ * bin's event at each host look and never saw it complete: it grew by a
+ * chunk every few iterations). */
+static void test_host_reuses_stream_frees(void** state) {
+  (void)state;
+  struct fixture* f = make(NULL);
+  struct fake_stream t = {.lag = 1};
+  enum { RING = 16 };
+  void* ring[RING] = {0};
+  size_t size[RING] = {0};
+  uint32_t rng = 7;
+  size_t live = 0, live_peak = 0;
+  for (int it = 0; it < 5000; it++) {
+    int k = it % RING;
+    if (ring[k] != NULL) {
+      xfree(f, ring[k], size[k], &t);
+      live -= size[k];
+    }
+    rng = rng * 1664525u + 1013904223u;
+    size[k] = 32 * 1024 + (rng >> 8) % (144 * 1024);
+    ring[k] = xalloc(f, size[k], 0, NULL);
+    live += size[k];
+    if (live > live_peak) live_peak = live;
+    reach(&t); /* the stream keeps up, one step behind the host */
+  }
+  struct adr__pool_stats s = stats(f);
+  if (s.reserved_bytes_peak > 4 * live_peak + 8 * MiB)
+    fail_msg("reserved %llu bytes with %zu live at most", (unsigned long long)s.reserved_bytes_peak,
+             live_peak);
+  assert_int_equal(f->sync.waits, 0);
+  assert_int_equal(f->sync.syncs, 0); /* never blocked */
+  /* One event record per sealed batch, not one per host allocation. */
+  assert_true(f->sync.records < 1000);
+  for (int k = 0; k < RING; k++) xfree(f, ring[k], size[k], &t);
+  char msg[256];
+  assert_int_equal(adr__pool_check(f->pool, msg, sizeof(msg)), 0);
+  unmake(f);
+}
+
+/* The cap applies pool-wide at the free, to host frees at once and to a
+ * stream's frees once the stream reached them. */
+static void test_max_cached_cap(void** state) {
+  (void)state;
+  struct adr__pool_options o;
+  adr__pool_options_default(&o);
+  o.arenas = 1;
+  o.max_cached = 8 * MiB;
+  struct fixture* f = make(&o);
+  enum { N = 24 };
+  void* p[N];
+  for (int i = 0; i < N; i++) p[i] = xalloc(f, 2 * MiB, 0, NULL);
+  for (int i = 0; i < N; i++) xfree(f, p[i], 2 * MiB, NULL);
+  assert_true(stats(f).cached_bytes <= 8 * MiB);
+  assert_true(f->up.outstanding_bytes <= 8 * MiB);
+  struct fake_stream t = {.lag = 1};
+  for (int i = 0; i < N; i++) p[i] = xalloc(f, 2 * MiB, 0, NULL);
+  for (int i = 0; i < N; i++) xfree(f, p[i], 2 * MiB, &t);
+  /* Not reached yet: nothing may go back. */
+  assert_true(f->up.outstanding_bytes >= (size_t)N * 2 * MiB);
+  reach(&t);
+  for (int i = 0; i < 600 && stats(f).cached_bytes > 8 * MiB; i++) {
+    void* q = xalloc(f, 64, 0, NULL);
+    xfree(f, q, 64, NULL);
+    reach(&t);
+  }
+  assert_true(stats(f).cached_bytes <= 8 * MiB);
+  assert_true(f->up.outstanding_bytes <= 8 * MiB);
+  assert_int_equal(f->sync.syncs, 0);
+  unmake(f);
+}
+
+/* Without a device's memory size the default cap is 256 MiB
+ * (docs/memory.md). */
+static void test_default_cap(void** state) {
+  (void)state;
+  struct fixture* f = make(NULL);
+  assert_int_equal(stats(f).max_cached, 256 * MiB);
+  unmake(f);
+  struct adr__pool_options o;
+  adr__pool_options_default(&o);
+  assert_int_equal(o.release_threshold, SIZE_MAX);
+  o.max_cached = SIZE_MAX;
+  f = make(&o);
+  assert_int_equal(stats(f).max_cached, UINT64_MAX);
+  unmake(f);
+}
+
 static void test_retire_stream(void** state) {
   (void)state;
   struct fixture* f = make(NULL);
@@ -708,6 +813,9 @@ int main(void) {
       cmocka_unit_test(test_stream_reuse_other_stream_waits),
       cmocka_unit_test(test_host_alloc_skips_pending_blocks),
       cmocka_unit_test(test_dirty_bin_rerecords),
+      cmocka_unit_test(test_host_reuses_stream_frees),
+      cmocka_unit_test(test_max_cached_cap),
+      cmocka_unit_test(test_default_cap),
       cmocka_unit_test(test_retire_stream),
       cmocka_unit_test(test_trim_keeps_pending_blocks),
       cmocka_unit_test(test_bad_free),
