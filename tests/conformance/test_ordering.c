@@ -167,7 +167,7 @@ void test_order_foreign_event_gate(void** state) {
   void* a = conf_dev_alloc(g_conf.dev, n, 0, NULL);
   void* b = conf_dev_alloc(g_conf.dev, n, 0, NULL);
   void* c = conf_dev_alloc(g_conf.dev, n, 0, NULL);
-  ASSERT_OK(adr_memset(g_conf.dev, a, 0, n, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, a, g_conf.cpu, src, n, NULL, CONF_ERR));
   ASSERT_OK(adr_memset(g_conf.dev, b, 0, n, NULL, CONF_ERR));
   ASSERT_OK(adr_memset(g_conf.dev, c, 0, n, NULL, CONF_ERR));
   void* sync_event = NULL;
@@ -181,28 +181,34 @@ void test_order_foreign_event_gate(void** state) {
   struct opener o;
   opener_start(&o, h, gate, GATE_CLOSED_MS);
   double t0 = now_ms();
-  ASSERT_OK(adr_copy(g_conf.dev, a, g_conf.cpu, src, n, s, CONF_ERR));
-  double t1 = now_ms();
   ASSERT_OK(adr_memset(g_conf.dev, b, 0x6B, n, s, CONF_ERR));
-  double t2 = now_ms();
+  double t1 = now_ms();
   ASSERT_OK(adr_copy(g_conf.dev, c, g_conf.dev, a, n, s, CONF_ERR));
-  double t3 = now_ms();
+  double t2 = now_ms();
   ASSERT_OK(adr_event_record(done, s, CONF_ERR));
-  double t4 = now_ms();
+  double t3 = now_ms();
   int q = adr_event_query(done, NULL);
   int qi = adr_event_query(imported, NULL);
-  double t5 = now_ms();
-  if (t4 - t0 > RETURNS_WITHIN_MS)
+  double t4 = now_ms();
+  if (t3 - t0 > RETURNS_WITHIN_MS)
     fail_msg(
-        "calls on a stream gated by a foreign event took %.0f ms (upload %.0f, memset "
-        "%.0f, device copy %.0f, event record %.0f; the gate stays closed %d ms): an "
-        "asynchronous call blocked",
-        t4 - t0, t1 - t0, t2 - t1, t3 - t2, t4 - t3, GATE_CLOSED_MS);
-  if (t5 < t0 + GATE_CLOSED_MS - 100) {
+        "calls on a stream gated by a foreign event took %.0f ms (memset %.0f, device "
+        "copy %.0f, event record %.0f; the gate stays closed %d ms): an asynchronous call "
+        "blocked",
+        t3 - t0, t1 - t0, t2 - t1, t3 - t2, GATE_CLOSED_MS);
+  if (t4 < t0 + GATE_CLOSED_MS - 100) {
     if (q != EBUSY)
       fail_msg("work behind the closed gate is %s before it opened", adr_status_name(q));
     if (qi != EBUSY) fail_msg("the imported, unopened event is %s", adr_status_name(qi));
   }
+  /* An upload from pageable memory, queued behind the same gate. Backends
+   * may read the source before returning (CUDA/HIP above their staging
+   * threshold), which here means after the gate opened; so it is timed but
+   * only its result is required. */
+  double u0 = now_ms();
+  ASSERT_OK(adr_copy(g_conf.dev, a, g_conf.cpu, src, n, s, CONF_ERR));
+  print_message("upload on the gated stream returned after %.0f ms (gate opens at %d ms)\n",
+                now_ms() - u0, GATE_CLOSED_MS);
   ASSERT_OK(adr_stream_synchronize(s, CONF_ERR));
   opener_join(&o);
   ASSERT_OK(adr_event_query(imported, CONF_ERR));
@@ -212,7 +218,7 @@ void test_order_foreign_event_gate(void** state) {
   ASSERT_OK(adr_copy(g_conf.cpu, out, g_conf.dev, b, n, NULL, CONF_ERR));
   conf_expect_bytes(out, n, 0x6B, "memset on the gated stream");
   ASSERT_OK(adr_copy(g_conf.cpu, out, g_conf.dev, c, n, NULL, CONF_ERR));
-  conf_expect_pattern(out, n, 71, "device copy on the gated stream");
+  conf_expect_pattern(out, n, 71, "device copy on the gated stream (of a's earlier upload)");
 
   conf_event_destroy(done);
   conf_stream_destroy(s);
@@ -258,6 +264,11 @@ void test_copy_overlapping(void** state) {
         conf_fill(model, n, seed);
         struct adr_stream* s = kind == ON_NULL ? NULL : conf_stream_create(g_conf.dev);
         struct conf_gate* gate = NULL;
+        /* The pattern goes up on the same stream, so the copy is queued
+         * behind it on the busy stream; before the gate on the gated one
+         * (an upload may read its source before returning). */
+        ASSERT_OK(
+            adr_copy(g_conf.dev, a, g_conf.cpu, model, n, kind == ON_GATED ? NULL : s, CONF_ERR));
         if (kind == ON_GATED) {
           void* se = NULL;
           gate = gate_new(h, &se);
@@ -266,10 +277,10 @@ void test_copy_overlapping(void** state) {
           ASSERT_OK(adr_stream_wait_event(s, imp, CONF_ERR));
           ASSERT_OK(adr_event_destroy(imp, CONF_ERR));
         }
-        if (kind == ON_BUSY) ASSERT_OK(adr_memset(g_conf.dev, busy, 0x77, busy_n, s, CONF_ERR));
-        /* The pattern goes up on the same stream, so the copy is queued
-         * behind it on the busy and gated streams. */
-        ASSERT_OK(adr_copy(g_conf.dev, a, g_conf.cpu, model, n, s, CONF_ERR));
+        if (kind == ON_BUSY) {
+          ASSERT_OK(adr_memset(g_conf.dev, busy, 0x77, busy_n, s, CONF_ERR));
+          ASSERT_OK(adr_copy(g_conf.dev, a, g_conf.cpu, model, n, s, CONF_ERR));
+        }
         ASSERT_OK(adr_copy(g_conf.dev, (uint8_t*)a + dst_off, g_conf.dev, (uint8_t*)a + src_off,
                            len, s, CONF_ERR));
         if (gate != NULL) h->gate_open(gate);
