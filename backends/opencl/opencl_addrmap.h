@@ -31,8 +31,7 @@ struct ocl_addrmap {
   struct adr_range_map map;
 };
 
-#define OCL_ADDRMAP_INIT \
-  { ADR_RANGE_MAP_INIT(struct ocl_alloc) }
+#define OCL_ADDRMAP_INIT {ADR_RANGE_MAP_INIT(struct ocl_alloc)}
 
 /* Frees the array (entries are not released: the caller does that). */
 static inline void ocl_addrmap_clear(struct ocl_addrmap* m) {
@@ -47,7 +46,8 @@ static inline int ocl_addrmap_insert(struct ocl_addrmap* m, const struct ocl_all
 
 /* Removes the entry that starts exactly at `base` and, when out is not NULL,
  * copies it there. ENOENT if no entry starts there. */
-static inline int ocl_addrmap_remove(struct ocl_addrmap* m, uintptr_t base, struct ocl_alloc* out) {
+static inline int ocl_addrmap_remove(struct ocl_addrmap* m, uintptr_t base,
+                                     struct ocl_alloc* out) {
   return adr_range_map_remove(&m->map, base, out);
 }
 

@@ -164,8 +164,8 @@ OCL_INTERNAL int ocl_devices_enumerate(struct adr_error* error);
 OCL_INTERNAL void ocl_devices_release(void);
 OCL_INTERNAL int64_t ocl_devices_count(void);
 
-OCL_INTERNAL int ocl_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
-                                 struct adr_error* error);
+OCL_INTERNAL int ocl_device_open(ArrowDeviceType type, int64_t id,
+                                 struct adr_backend_device** out, struct adr_error* error);
 OCL_INTERNAL void ocl_device_close(struct adr_backend_device* dev);
 OCL_INTERNAL int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
                                   struct adr_backend_device** out, struct adr_error* error);
@@ -183,7 +183,8 @@ OCL_INTERNAL const char* ocl_mode_name(enum adr_opencl_address_mode mode);
 extern OCL_INTERNAL struct ocl_addrmap ocl_allocations;
 
 OCL_INTERNAL int ocl_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
-                           struct adr_backend_stream* stream, void** out, struct adr_error* error);
+                           struct adr_backend_stream* stream, void** out,
+                           struct adr_error* error);
 OCL_INTERNAL int ocl_free(struct adr_backend_device* dev, void* ptr, size_t size,
                           struct adr_backend_stream* stream, struct adr_error* error);
 OCL_INTERNAL int ocl_copy(struct adr_backend_device* dst_dev, void* dst,
@@ -233,15 +234,16 @@ OCL_INTERNAL int ocl_stream_create(struct adr_backend_device* dev, uint32_t flag
 OCL_INTERNAL int ocl_stream_destroy(struct adr_backend_device* dev,
                                     struct adr_backend_stream* stream, struct adr_error* error);
 OCL_INTERNAL int ocl_stream_synchronize(struct adr_backend_device* dev,
-                                        struct adr_backend_stream* stream, struct adr_error* error);
+                                        struct adr_backend_stream* stream,
+                                        struct adr_error* error);
 OCL_INTERNAL int ocl_stream_import(struct adr_backend_device* dev, void* native_stream,
                                    struct adr_backend_stream** out, struct adr_error* error);
 OCL_INTERNAL void* ocl_stream_native(struct adr_backend_device* dev,
                                      struct adr_backend_stream* stream);
 OCL_INTERNAL int ocl_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
                                   struct adr_error* error);
-OCL_INTERNAL int ocl_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* event,
-                                   struct adr_error* error);
+OCL_INTERNAL int ocl_event_destroy(struct adr_backend_device* dev,
+                                   struct adr_backend_event* event, struct adr_error* error);
 OCL_INTERNAL int ocl_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
                                   struct adr_backend_stream* stream, struct adr_error* error);
 OCL_INTERNAL int ocl_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,

@@ -57,7 +57,8 @@ static int reserve_range(size_t size, size_t alignment, void** out, size_t* out_
   if (size > SIZE_MAX - page || size + page > SIZE_MAX - align) return EOVERFLOW;
   size_t body = (size + page - 1) & ~(page - 1);
   size_t extra = align > page ? align : 0;
-  void* p = mmap(NULL, body + extra, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* p = mmap(NULL, body + extra, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                 0);
   if (p == MAP_FAILED) return ENOMEM;
   uintptr_t start = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
   size_t head = start - (uintptr_t)p;
@@ -227,8 +228,8 @@ static int resolve(struct adr_backend_device* dev, const void* ptr, size_t size,
                       what, ptr, size, a.size, (void*)a.base);
   struct adr_backend_device* owner = a.owner;
   if (owner != dev && owner->context != dev->context)
-    return ocl_errorf(error, EINVAL, op, "%s %p belongs to opencl:%lld, not opencl:%lld", what, ptr,
-                      (long long)owner->id, (long long)dev->id);
+    return ocl_errorf(error, EINVAL, op, "%s %p belongs to opencl:%lld, not opencl:%lld", what,
+                      ptr, (long long)owner->id, (long long)dev->id);
   out->dev = owner;
   out->mem = a.native;
   out->offset = (uintptr_t)ptr - a.base;
@@ -435,8 +436,8 @@ int ocl_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_i
                       struct adr_error* error) {
   struct ocl_alloc a;
   if (ocl_addrmap_find(&ocl_allocations, (uintptr_t)ptr, 0, &a) != 0)
-    return ocl_errorf(error, ENOENT, "adr_pointer_query", "%p is not inside an OpenCL allocation",
-                      ptr);
+    return ocl_errorf(error, ENOENT, "adr_pointer_query",
+                      "%p is not inside an OpenCL allocation", ptr);
   *out_type = ARROW_DEVICE_OPENCL;
   *out_id = ((const struct adr_backend_device*)a.owner)->id;
   return 0;
