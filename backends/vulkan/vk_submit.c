@@ -27,7 +27,9 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "vk_internal.h"
 
@@ -552,10 +554,31 @@ int vkb_event_import(struct adr_backend_device* dev, void* sync_event,
   }
   vkb_devices_lock(false);
   if (e->kind == VKB_EVENT_FOREIGN) {
-    e->vk = *(VkEvent*)sync_event;
+    /* Read the handle without faulting: a bad sync_event pointer is an
+     * error, not a crash. */
+    struct iovec local = {.iov_base = &e->vk, .iov_len = sizeof(e->vk)};
+    struct iovec remote = {.iov_base = sync_event, .iov_len = sizeof(e->vk)};
+    ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    if (got < 0 && errno == EFAULT) {
+      free(e);
+      return vkb_fail(error, EINVAL, op, "sync_event %p is not readable memory", sync_event);
+    }
+    if (got != (ssize_t)sizeof(e->vk)) e->vk = *(VkEvent*)sync_event;
     if (e->vk == VK_NULL_HANDLE) {
       free(e);
       return vkb_fail(error, EINVAL, op, "*sync_event is VK_NULL_HANDLE");
+    }
+    /* A VkEvent is a non-dispatchable handle Vulkan offers no way to
+     * validate; one status query here turns a handle the validation layer
+     * knows to be bad (ADR_VULKAN_VALIDATION) into EINVAL at import. Without
+     * the layer a garbage handle reaches the driver (see README). */
+    VkResult r = dev->fn.vkGetEventStatus(dev->device, e->vk);
+    if (r != VK_EVENT_SET && r != VK_EVENT_RESET) {
+      free(e);
+      return vkb_fail(error, EINVAL, op,
+                      "*sync_event is not a VkEvent of vulkan:%" PRId64
+                      " (vkGetEventStatus returned %d)",
+                      dev->id, (int)r);
     }
   }
   event_link(dev, e);

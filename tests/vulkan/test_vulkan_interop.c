@@ -331,6 +331,18 @@ static void test_foreign_event_import(void** state) {
   struct adr_error err = {{0}};
   assert_int_equal(adr_event_import(T.dev, NULL, &imp, &err), EINVAL);
   assert_null(imp);
+  /* An unreadable sync_event pointer is an error, not a crash. */
+  assert_int_equal(adr_event_import(T.dev, (void*)(uintptr_t)0x10, &imp, &err), EINVAL);
+  assert_non_null(strstr(err.message, "not readable"));
+  assert_null(imp);
+  if (getenv("VKTEST_GARBAGE_EVENT") != NULL) {
+    /* By hand only: what a garbage VkEvent does (see the README). */
+    VkEvent junk = (VkEvent)(uintptr_t)0x5a5a5a50;
+    int st = adr_event_import(T.dev, &junk, &imp, &err);
+    print_message("garbage VkEvent: %s (%s)\n", adr_status_name(st), err.message);
+    if (st == 0) adr_event_destroy(imp, NULL);
+    imp = NULL;
+  }
   assert_int_equal(adr_event_import(T.dev, &raw, &imp, NULL), 0);
   assert_int_equal(adr_event_query(imp, NULL), EBUSY);
   /* Recording a foreign event is refused with a reason. */
