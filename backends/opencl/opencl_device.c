@@ -67,7 +67,9 @@ int ocl_devices_enumerate(struct adr_error* error) {
     list = grown;
     rc = ocl.clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, n, ids, NULL);
     if (rc != CL_SUCCESS) n = 0;
+    ocl_handle_learn(platforms[p]);
     for (cl_uint d = 0; d < n; d++) {
+      ocl_handle_learn(ids[d]);
       list[count].platform = platforms[p];
       list[count].device = ids[d];
       list[count].platform_index = (int)p;
@@ -271,6 +273,9 @@ int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
   if (desc->context == NULL || desc->queue == NULL)
     return ocl_errorf(error, EINVAL, op, "the descriptor needs both a cl_context and a "
                                          "cl_command_queue");
+  int hst = ocl_handle_check(desc->context, op, "cl_context", error);
+  if (hst == 0) hst = ocl_handle_check(desc->queue, op, "cl_command_queue", error);
+  if (hst != 0) return hst;
   cl_context queue_context = NULL;
   cl_device_id queue_device = NULL;
   cl_command_queue_properties qprops = 0;
@@ -349,7 +354,10 @@ int ocl_device_native(struct adr_backend_device* dev, int kind, void** out,
     case ADR_NATIVE_PLATFORM: *out = (void*)dev->platform; return 0;
     case ADR_NATIVE_DEVICE: *out = (void*)dev->device; return 0;
     case ADR_NATIVE_CONTEXT: *out = (void*)dev->context; return 0;
-    case ADR_NATIVE_QUEUE: *out = (void*)dev->default_stream.queue; return 0;
+    case ADR_NATIVE_QUEUE:
+      ocl_stream_share(&dev->default_stream);
+      *out = (void*)dev->default_stream.queue;
+      return 0;
     case ADR_OPENCL_NATIVE_ADDRESS_MODE: *out = (void*)(uintptr_t)dev->mode; return 0;
     case ADR_OPENCL_NATIVE_BUFFER:
       if (*out == NULL)

@@ -11,6 +11,7 @@
  *   opencl_memory.c   alloc/free/copy/memset, pointer_query
  *   opencl_addrmap.c  the interval map address range -> allocation
  *   opencl_sync.c     streams and events
+ *   opencl_handle.c   checks of native handles the application passes in
  */
 #ifndef ADR_OPENCL_INTERNAL_H
 #define ADR_OPENCL_INTERNAL_H
@@ -23,6 +24,7 @@
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS 1
 #include <CL/cl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -97,6 +99,12 @@ struct adr_backend_stream {
    * host) or not (then it is done by memcpy). `lock` guards `last`. */
   pthread_mutex_t lock;
   cl_event last;
+  /* Set once the application can hold the queue (adr_stream_native,
+   * ADR_NATIVE_QUEUE, an imported or adopted queue): from then on the
+   * queue may hold commands adr does not know about, so the fast path's
+   * "adr's last command completed" no longer means "the queue is idle" and
+   * copies and fills are always queued. */
+  atomic_bool shared;
 };
 
 /* Sets up / tears down the tracking fields of a stream. */
@@ -110,6 +118,12 @@ static inline cl_event* ocl_track_slot(const struct adr_backend_stream* s, cl_ev
 OCL_INTERNAL void ocl_stream_track(struct adr_backend_stream* s, cl_event ev);
 /* True when every command adr queued on `s` has completed. */
 OCL_INTERNAL bool ocl_stream_idle(struct adr_backend_stream* s);
+/* Marks the stream's queue as reachable by the application. */
+OCL_INTERNAL void ocl_stream_share(struct adr_backend_stream* s);
+/* True when the calling thread may do a copy or fill on `s` itself, now,
+ * and still be in queue order: the queue is adr's alone and everything
+ * adr queued on it has completed. Never blocks. */
+OCL_INTERNAL bool ocl_stream_host_ready(struct adr_backend_stream* s);
 
 struct adr_backend_device {
   int64_t id;
@@ -185,6 +199,21 @@ OCL_INTERNAL void ocl_memory_release_device(struct adr_backend_device* dev);
 /* Resolves ADR_OPENCL_NATIVE_BUFFER. */
 OCL_INTERNAL int ocl_buffer_lookup(struct adr_backend_device* dev, struct adr_opencl_buffer* q,
                                    struct adr_error* error);
+
+/* ---- native handles from the application (opencl_handle.c) ------------- */
+
+/* Checks that `handle` can be handed to the ICD loader without crashing
+ * it: not NULL, its first pointer-sized word is readable, and that word is
+ * the ICD dispatch table of an enumerated platform (every OpenCL object
+ * starts with it, cl_khr_icd). `what` names the handle in the message.
+ * EINVAL with a message otherwise. A pointer into readable memory that
+ * happens to start with the dispatch word is not caught (see README). */
+OCL_INTERNAL int ocl_handle_check(const void* handle, const char* op, const char* what,
+                                  struct adr_error* error);
+/* Reads *(void**)ptr without faulting; false when it is not readable. */
+OCL_INTERNAL bool ocl_peek_pointer(const void* ptr, void** out);
+/* Records the dispatch table of an enumerated object (init). */
+OCL_INTERNAL void ocl_handle_learn(const void* object);
 
 /* ---- streams and events (opencl_sync.c) --------------------------------- */
 

@@ -19,12 +19,16 @@
  * reported instead of handed to the driver.
  *
  * Copy fast path (svm-fine, ADR_OPENCL_HOST_COPY=1): the host can address
- * fine-grained SVM directly, so when the stream has no adr work pending a
- * copy or fill is a clFinish (orders it after raw commands the application
- * queued; ~20 ns when idle) plus memcpy/memset on the calling thread, and
- * has completed on return. With adr work pending it is queued like in the
- * svm-coarse mode (clEnqueueSVMMemcpy/MemFill), so an asynchronous call
- * never blocks the host.
+ * fine-grained SVM directly, so when the stream's queue is adr's alone
+ * (never handed to the application) and everything adr queued on it has
+ * completed, a copy or fill is a memmove/memset on the calling thread and
+ * has completed on return; it is in queue order without waiting for
+ * anything. Otherwise it is queued like in the svm-coarse mode
+ * (clEnqueueSVMMemcpy/MemFill), so an asynchronous call never blocks the
+ * host, and work the application queued itself is ordered before it.
+ *
+ * Overlapping ranges of one allocation have memmove semantics on every
+ * path: queued copies go through a temporary object (two commands).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -315,6 +319,63 @@ static int peer_copy(struct side* dst, struct side* src, size_t size,
   return 0;
 }
 
+static bool ranges_overlap(const void* a, const void* b, size_t n) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return x < y + n && y < x + n;
+}
+
+/* Overlapping ranges of one allocation: clEnqueueSVMMemcpy and
+ * clEnqueueCopyBuffer refuse them (CL_MEM_COPY_OVERLAP), so the copy is
+ * queued as two, through a temporary object of the same kind that OpenCL
+ * releases once the second copy is done: memmove semantics, still queued
+ * (asynchronous). */
+static int enqueue_overlapping(struct adr_backend_stream* stream, struct adr_backend_device* dev,
+                               const struct side* d, const struct side* s, size_t size,
+                               struct adr_error* error) {
+  static const char op[] = "adr_copy";
+  cl_int rc = CL_SUCCESS;
+  cl_event ev;
+  if (d->mem != NULL) {
+    cl_mem tmp = ocl.clCreateBuffer(dev->context, CL_MEM_READ_WRITE, size, NULL, &rc);
+    if (tmp == NULL || rc != CL_SUCCESS)
+      return ocl_fail(error, op, rc != CL_SUCCESS ? rc : CL_MEM_OBJECT_ALLOCATION_FAILURE,
+                      "a %zu-byte temporary cl_mem for an overlapping copy on opencl:%lld", size,
+                      (long long)dev->id);
+    rc = ocl.clEnqueueCopyBuffer(stream->queue, s->mem, tmp, s->offset, 0, size, 0, NULL, NULL);
+    if (rc == CL_SUCCESS)
+      rc = ocl.clEnqueueCopyBuffer(stream->queue, tmp, d->mem, 0, d->offset, size, 0, NULL,
+                                   ocl_track_slot(stream, &ev));
+    if (rc == CL_SUCCESS) ocl_stream_track(stream, ev);
+    ocl.clReleaseMemObject(tmp); /* deferred by OpenCL until the copies are done */
+  } else {
+    cl_svm_mem_flags flags = CL_MEM_READ_WRITE;
+    if (dev->mode == ADR_OPENCL_ADDRESS_SVM_FINE) flags |= CL_MEM_SVM_FINE_GRAIN_BUFFER;
+    void* tmp = ocl.clSVMAlloc(dev->context, flags, size, 0);
+    if (tmp == NULL)
+      return ocl_fail(error, op, CL_MEM_OBJECT_ALLOCATION_FAILURE,
+                      "a %zu-byte temporary SVM block for an overlapping copy on opencl:%lld", size,
+                      (long long)dev->id);
+    rc = ocl.clEnqueueSVMMemcpy(stream->queue, CL_FALSE, tmp, s->addr, size, 0, NULL, NULL);
+    if (rc == CL_SUCCESS)
+      rc = ocl.clEnqueueSVMMemcpy(stream->queue, CL_FALSE, d->addr, tmp, size, 0, NULL, NULL);
+    if (rc == CL_SUCCESS)
+      rc = ocl.clEnqueueSVMFree(stream->queue, 1, &tmp, NULL, NULL, 0, NULL,
+                                ocl_track_slot(stream, &ev));
+    if (rc == CL_SUCCESS) {
+      ocl_stream_track(stream, ev);
+    } else {
+      /* Whatever was queued must finish before the block goes. */
+      ocl.clFinish(stream->queue);
+      ocl.clSVMFree(dev->context, tmp);
+    }
+  }
+  if (rc == CL_SUCCESS) rc = ocl.clFlush(stream->queue);
+  if (rc != CL_SUCCESS)
+    return ocl_fail(error, op, rc, "overlapping copy of %zu bytes from %p to %p on opencl:%lld",
+                    size, s->addr, d->addr, (long long)dev->id);
+  return 0;
+}
+
 int ocl_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
              const void* src, size_t size, struct adr_backend_stream* stream,
              struct adr_error* error) {
@@ -331,16 +392,15 @@ int ocl_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_d
     return ocl_errorf(error, EINVAL, op, "the stream belongs to opencl:%lld, not to opencl:%lld",
                       (long long)stream->dev->id, (long long)dev->id);
   cl_int rc;
-  /* The fast path runs only when adr has nothing pending on the stream, so
-   * it never blocks behind (say) a wait on an event the caller has yet to
-   * signal; clFinish then just orders it after raw commands the
-   * application may have queued itself, and is nearly free. */
-  if (host_addressable(&d) && host_addressable(&s) && ocl_stream_idle(stream)) {
-    rc = ocl.clFinish(stream->queue);
-    if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "waiting for the stream failed");
+  /* The fast path runs only when the queue is adr's alone and everything
+   * adr queued on it has completed: then the host copy is in queue order
+   * without waiting for anything, whatever the caller does next. */
+  if (host_addressable(&d) && host_addressable(&s) && ocl_stream_host_ready(stream)) {
     memmove(d.addr, s.addr, size);
     return 0;
   }
+  if (d.dev != NULL && s.dev != NULL && ranges_overlap(d.addr, s.addr, size))
+    return enqueue_overlapping(stream, dev, &d, &s, size, error);
   cl_event ev;
   rc = enqueue_copy(stream->queue, &d, &s, size, CL_FALSE, ocl_track_slot(stream, &ev));
   if (rc == CL_SUCCESS) ocl_stream_track(stream, ev);
@@ -363,9 +423,9 @@ int ocl_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size
   unsigned char pattern = (unsigned char)value;
   cl_int rc;
   cl_event ev;
-  if (host_addressable(&d) && ocl_stream_idle(stream)) {
-    rc = ocl.clFinish(stream->queue);
-    if (rc == CL_SUCCESS) memset(ptr, pattern, size);
+  if (host_addressable(&d) && ocl_stream_host_ready(stream)) {
+    memset(ptr, pattern, size);
+    rc = CL_SUCCESS;
   } else if (d.mem != NULL) {
     rc = ocl.clEnqueueFillBuffer(stream->queue, d.mem, &pattern, 1, d.offset, size, 0, NULL,
                                  ocl_track_slot(stream, &ev));

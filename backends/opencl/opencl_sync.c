@@ -45,7 +45,16 @@ void ocl_stream_init(struct adr_backend_stream* s, struct adr_backend_device* de
   s->dev = dev;
   s->flags = flags;
   s->last = NULL;
+  atomic_init(&s->shared, (flags & OCL_STREAM_IMPORTED) != 0);
   pthread_mutex_init(&s->lock, NULL);
+}
+
+void ocl_stream_share(struct adr_backend_stream* s) {
+  atomic_store_explicit(&s->shared, true, memory_order_relaxed);
+}
+
+bool ocl_stream_host_ready(struct adr_backend_stream* s) {
+  return !atomic_load_explicit(&s->shared, memory_order_relaxed) && ocl_stream_idle(s);
 }
 
 void ocl_stream_fini(struct adr_backend_stream* s) {
@@ -132,16 +141,31 @@ int ocl_stream_import(struct adr_backend_device* dev, void* native_stream,
                       struct adr_backend_stream** out, struct adr_error* error) {
   static const char op[] = "adr_stream_import";
   cl_command_queue q = native_stream;
-  if (q == NULL) return ocl_errorf(error, EINVAL, op, "the cl_command_queue is NULL");
+  int st = ocl_handle_check(q, op, "cl_command_queue", error);
+  if (st != 0) return st;
   cl_context ctx = NULL;
+  cl_device_id qdev = NULL;
+  cl_uint refs = 0;
   cl_command_queue_properties props = 0;
   cl_int rc = ocl.clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof(ctx), &ctx, NULL);
   if (rc == CL_SUCCESS)
+    rc = ocl.clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof(qdev), &qdev, NULL);
+  if (rc == CL_SUCCESS)
+    rc = ocl.clGetCommandQueueInfo(q, CL_QUEUE_REFERENCE_COUNT, sizeof(refs), &refs, NULL);
+  if (rc == CL_SUCCESS)
     rc = ocl.clGetCommandQueueInfo(q, CL_QUEUE_PROPERTIES, sizeof(props), &props, NULL);
   if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "the queue cannot be queried");
+  /* The driver may not check the object's type: a context and a device
+   * that are adr's own (and a live reference count) are what a queue of
+   * this device has, and what another object read as a queue has not. */
   if (ctx != dev->context)
-    return ocl_errorf(error, EINVAL, op, "the queue belongs to another context than opencl:%lld",
-                      (long long)dev->id);
+    return ocl_errorf(error, EINVAL, op,
+                      "%p belongs to another context than opencl:%lld's (it reports context "
+                      "%p), or is not a cl_command_queue",
+                      (void*)q, (long long)dev->id, (void*)ctx);
+  if (qdev != dev->device || refs == 0)
+    return ocl_errorf(error, EINVAL, op, "%p is not a cl_command_queue of opencl:%lld's device",
+                      (void*)q, (long long)dev->id);
   if (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
     return ocl_errorf(error, EINVAL, op,
                       "the queue is out-of-order; adr streams need an in-order queue");
@@ -155,6 +179,7 @@ int ocl_stream_import(struct adr_backend_device* dev, void* native_stream,
 
 void* ocl_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* stream) {
   (void)dev;
+  ocl_stream_share(stream);
   return stream->queue;
 }
 
@@ -187,17 +212,53 @@ int ocl_event_create(struct adr_backend_device* dev, struct adr_backend_event** 
   return 0;
 }
 
+/* Checks a foreign cl_event before adr relies on it: a readable object of
+ * a known platform (ocl_handle_check), which OpenCL can query, whose
+ * context is a context, and whose fields have values an event can have
+ * (the driver may not check the object's type). Events of other contexts
+ * are fine: a wait bridges them. */
+static int check_event(cl_event e, const char* op, struct adr_error* error) {
+  int st = ocl_handle_check(e, op, "cl_event", error);
+  if (st != 0) return st;
+  cl_context ctx = NULL;
+  cl_uint refs = 0, ndev = 0;
+  cl_command_type type = 0;
+  cl_int status = CL_COMPLETE;
+  cl_int rc = ocl.clGetEventInfo(e, CL_EVENT_CONTEXT, sizeof(ctx), &ctx, NULL);
+  if (rc == CL_SUCCESS)
+    rc = ocl.clGetEventInfo(e, CL_EVENT_REFERENCE_COUNT, sizeof(refs), &refs, NULL);
+  if (rc == CL_SUCCESS)
+    rc = ocl.clGetEventInfo(e, CL_EVENT_COMMAND_TYPE, sizeof(type), &type, NULL);
+  if (rc == CL_SUCCESS)
+    rc = ocl.clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, NULL);
+  if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "*sync_event is not a valid cl_event");
+  if (ocl_handle_check(ctx, op, "event's context", NULL) != 0 ||
+      ocl.clGetContextInfo(ctx, CL_CONTEXT_NUM_DEVICES, sizeof(ndev), &ndev, NULL) != CL_SUCCESS ||
+      ndev == 0)
+    return ocl_errorf(error, EINVAL, op, "*sync_event %p is not a cl_event (no valid context)",
+                      (void*)e);
+  /* Command types of OpenCL 1.0-3.0 and of the extensions (0x1xxx-0x4xxx),
+   * execution status CL_COMPLETE..CL_QUEUED or a (negative) error. */
+  if (refs == 0 || type < 0x1100 || type > 0x4fff || status > CL_QUEUED)
+    return ocl_errorf(error, EINVAL, op,
+                      "*sync_event %p is not a cl_event (reference count %u, command type "
+                      "0x%x, execution status %d)",
+                      (void*)e, (unsigned)refs, (unsigned)type, (int)status);
+  return 0;
+}
+
 int ocl_event_import(struct adr_backend_device* dev, void* sync_event,
                      struct adr_backend_event** out, struct adr_error* error) {
   static const char op[] = "adr_event_import";
   if (sync_event == NULL)
     return ocl_errorf(error, EINVAL, op, "sync_event is NULL (expected a cl_event*)");
-  cl_event native = *(cl_event*)sync_event;
+  void* word = NULL;
+  if (!ocl_peek_pointer(sync_event, &word))
+    return ocl_errorf(error, EINVAL, op, "sync_event %p is not readable memory", sync_event);
+  cl_event native = word;
   if (native != NULL) {
-    /* Validates the handle before adr relies on it. */
-    cl_context ctx = NULL;
-    cl_int rc = ocl.clGetEventInfo(native, CL_EVENT_CONTEXT, sizeof(ctx), &ctx, NULL);
-    if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "*sync_event is not a valid cl_event");
+    int st = check_event(native, op, error);
+    if (st != 0) return st;
   }
   struct adr_backend_event* e = calloc(1, sizeof(*e));
   if (e == NULL) return ocl_errorf(error, ENOMEM, op, "out of host memory");

@@ -549,6 +549,7 @@ static struct adr_backend_device* device_alloc(int64_t id) {
   if (dev == NULL) return NULL;
   dev->id = id;
   pthread_mutex_init(&dev->queue_lock, NULL);
+  vkb_queue_lock_init(dev);
   pthread_mutex_init(&dev->mem_lock, NULL);
   pthread_mutex_init(&dev->staging_lock, NULL);
   pthread_mutex_init(&dev->objects_lock, NULL);
@@ -704,6 +705,7 @@ static int vk_device_adopt(ArrowDeviceType type, int64_t id, const void* native_
     return vkb_fail(error, ENOMEM, op, "out of host memory");
   }
   dev->adopted = true;
+  vkb_queue_share(dev);
   dev->inst = in;
   dev->physical = pd;
   dev->device = (VkDevice)d->device;
@@ -942,7 +944,12 @@ static int vk_device_native(struct adr_backend_device* dev, int kind, void** out
       *out = (void*)dev->device;
       return 0;
     case ADR_NATIVE_QUEUE:
+      vkb_queue_share(dev);
       *out = (void*)dev->queue;
+      return 0;
+    case ADR_VULKAN_NATIVE_QUEUE_LOCK:
+      vkb_queue_share(dev);
+      *out = (void*)&dev->queue_lock_api;
       return 0;
     case ADR_NATIVE_QUEUE_FAMILY:
       *out = (void*)(uintptr_t)dev->queue_family;

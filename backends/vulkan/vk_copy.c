@@ -7,8 +7,11 @@
  * allows it (ADR_VULKAN_COPY=auto|mapped): a memcpy through the block's
  * persistent mapping, with a flush/invalidate when the memory is not
  * host-coherent. Stream order is kept: an upload runs on the host only
- * when the stream has nothing pending (otherwise it goes through staging,
- * asynchronously); a download waits for the stream first.
+ * when the stream has nothing pending and the queue is adr's alone
+ * (otherwise it goes through staging, asynchronously, in queue order
+ * behind whatever the application submitted); a download waits for the
+ * stream first, and on a queue the application can reach, for an empty
+ * submission posted behind the application's work (vkb_queue_post).
  *
  * Otherwise (or with ADR_VULKAN_COPY=staging) a ring of host-visible
  * staging chunks and vkCmdCopyBuffer: uploads copy into a free chunk and
@@ -139,7 +142,7 @@ static int copy_h2d(struct adr_backend_device* dev, void* dst, const void* src, 
   struct vkb_loc d;
   int st = vkb_resolve(dev, dst, size, &d, op, error);
   if (st != 0) return st;
-  if (dev->mapped_copies && d.block->mapped != NULL && vkb_stream_idle(s)) {
+  if (dev->mapped_copies && d.block->mapped != NULL && vkb_stream_host_ready(s)) {
     memcpy(d.block->mapped + d.offset, src, size);
     return vkb_flush(dev, d.block, d.offset, size, op, error);
   }
@@ -168,7 +171,7 @@ static int copy_d2d(struct adr_backend_device* dev, void* dst, const void* src, 
   if (st != 0) return st;
   if (d.block == l.block && d.offset == l.offset) return 0;
   if (dev->host_is_device && d.block->mapped != NULL && l.block->mapped != NULL &&
-      vkb_stream_idle(s)) {
+      vkb_stream_host_ready(s)) {
     /* A CPU device: the copy command would be a memcpy on a driver thread;
      * on an idle stream the calling thread does it without the hand-off. */
     st = vkb_invalidate(dev, l.block, l.offset, size, op, error);
@@ -248,7 +251,7 @@ int vkb_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size
   int st = vkb_resolve(dev, ptr, size, &d, op, error);
   if (st != 0) return st;
   uint8_t byte = (uint8_t)value;
-  if (dev->mapped_copies && d.block->mapped != NULL && vkb_stream_idle(s)) {
+  if (dev->mapped_copies && d.block->mapped != NULL && vkb_stream_host_ready(s)) {
     memset(d.block->mapped + d.offset, byte, size);
     return vkb_flush(dev, d.block, d.offset, size, op, error);
   }

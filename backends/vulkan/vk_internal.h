@@ -268,6 +268,16 @@ struct adr_backend_device {
   /* The highest timeline value seen complete: checks against it need no
    * Vulkan call. Only grows. */
   _Atomic uint64_t completed;
+  /* Set once the application can submit to the queue (ADR_NATIVE_QUEUE,
+   * ADR_VULKAN_NATIVE_QUEUE_LOCK, adr_stream_native/import, adoption).
+   * From then on the timeline no longer describes everything on the
+   * queue: host fast paths of uploads, fills and device copies are off
+   * (the work is queued, in queue order behind the application's), and a
+   * host wait first posts an empty submission that signals the timeline
+   * behind whatever the application submitted (vkb_queue_post). */
+  atomic_bool queue_shared;
+  /* What ADR_VULKAN_NATIVE_QUEUE_LOCK hands out: lock/unlock of queue_lock. */
+  struct adr_vulkan_queue_lock queue_lock_api;
 
   /* Memory: blocks, the address map (tsearch tree of live ranges keyed by
    * [addr, addr + user_size)), deferred frees. Guarded by mem_lock. */
@@ -364,6 +374,19 @@ VKB_HIDDEN int vkb_stream_wait_idle(struct adr_backend_stream* s, const char* op
 /* True when nothing of the stream is pending and no device-side wait is
  * registered (the mapped fast path may then run on the host at once). */
 VKB_HIDDEN bool vkb_stream_idle(struct adr_backend_stream* s);
+/* True when the calling thread may copy or fill through the mapping now
+ * and be in queue order: the queue is adr's alone (not shared) and the
+ * stream is idle. Never blocks. */
+VKB_HIDDEN bool vkb_stream_host_ready(struct adr_backend_stream* s);
+/* Marks the device's queue as reachable by the application. */
+VKB_HIDDEN void vkb_queue_share(struct adr_backend_device* dev);
+/* Submits an empty batch signalling the next timeline value (so the
+ * timeline covers everything submitted to the queue before, the
+ * application's work included) and returns that value. */
+VKB_HIDDEN int vkb_queue_post(struct adr_backend_device* dev, uint64_t* out_value, const char* op,
+                              struct adr_error* error);
+/* The ADR_VULKAN_NATIVE_QUEUE_LOCK functions (ctx = the device). */
+VKB_HIDDEN void vkb_queue_lock_init(struct adr_backend_device* dev);
 
 VKB_HIDDEN int vkb_stream_create(struct adr_backend_device* dev, uint32_t flags,
                                  struct adr_backend_stream** out, struct adr_error* error);

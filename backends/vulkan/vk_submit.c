@@ -27,7 +27,9 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "vk_internal.h"
 
@@ -205,6 +207,54 @@ bool vkb_stream_idle(struct adr_backend_stream* s) {
          vkb_timeline_value(s->dev) >= v;
 }
 
+bool vkb_stream_host_ready(struct adr_backend_stream* s) {
+  return !atomic_load_explicit(&s->dev->queue_shared, memory_order_relaxed) && vkb_stream_idle(s);
+}
+
+void vkb_queue_share(struct adr_backend_device* dev) {
+  atomic_store_explicit(&dev->queue_shared, true, memory_order_relaxed);
+}
+
+int vkb_queue_post(struct adr_backend_device* dev, uint64_t* out_value, const char* op,
+                   struct adr_error* error) {
+  pthread_mutex_lock(&dev->queue_lock);
+  uint64_t value = dev->next_value + 1;
+  VkTimelineSemaphoreSubmitInfo tsi = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                       .signalSemaphoreValueCount = 1,
+                                       .pSignalSemaphoreValues = &value};
+  /* A semaphore signal's first scope is every command submitted earlier
+   * to the queue, whoever submitted it. */
+  VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                     .pNext = &tsi,
+                     .signalSemaphoreCount = 1,
+                     .pSignalSemaphores = &dev->timeline};
+  VkResult r = dev->fn.vkQueueSubmit(dev->queue, 1, &si, VK_NULL_HANDLE);
+  if (r == VK_SUCCESS) dev->next_value = value;
+  pthread_mutex_unlock(&dev->queue_lock);
+  if (r != VK_SUCCESS) return vkb_error(error, op, r, "vkQueueSubmit (empty, timeline signal)");
+  *out_value = value;
+  return 0;
+}
+
+static void queue_lock_fn(void* ctx) {
+  struct adr_backend_device* dev = ctx;
+  pthread_mutex_lock(&dev->queue_lock);
+}
+
+static void queue_unlock_fn(void* ctx) {
+  struct adr_backend_device* dev = ctx;
+  pthread_mutex_unlock(&dev->queue_lock);
+}
+
+void vkb_queue_lock_init(struct adr_backend_device* dev) {
+  dev->queue_lock_api = (struct adr_vulkan_queue_lock){
+      .struct_size = sizeof(struct adr_vulkan_queue_lock),
+      .lock = queue_lock_fn,
+      .unlock = queue_unlock_fn,
+      .ctx = dev,
+  };
+}
+
 int vkb_stream_wait_idle(struct adr_backend_stream* s, const char* op, struct adr_error* error) {
   pthread_mutex_lock(&s->lock);
   bool foreign = s->foreign_count > 0;
@@ -216,6 +266,11 @@ int vkb_stream_wait_idle(struct adr_backend_stream* s, const char* op, struct ad
     struct vkb_cmd c;
     int st = vkb_cmd_begin(s, &c, op, error);
     if (st == 0) st = vkb_cmd_submit(&c, &v, op, error);
+    if (st != 0) return st;
+  }
+  if (atomic_load_explicit(&s->dev->queue_shared, memory_order_relaxed)) {
+    /* The application may have submitted work adr's values do not cover. */
+    int st = vkb_queue_post(s->dev, &v, op, error);
     if (st != 0) return st;
   }
   return vkb_timeline_wait(s->dev, v, op, error);
@@ -297,6 +352,7 @@ int vkb_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_st
  * buffers) on that queue; destroying it leaves the queue alone. */
 void* vkb_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* s) {
   (void)s;
+  vkb_queue_share(dev);
   return (void*)dev->queue;
 }
 
@@ -310,6 +366,7 @@ int vkb_stream_import(struct adr_backend_device* dev, void* native_stream,
                     " (%p); adr submits to one queue per device: adopt a device "
                     "(adr_device_adopt) to use another queue",
                     native_stream, dev->id, (void*)dev->queue);
+  vkb_queue_share(dev);
   return vkb_stream_create(dev, 0, out, error);
 }
 
@@ -497,10 +554,31 @@ int vkb_event_import(struct adr_backend_device* dev, void* sync_event,
   }
   vkb_devices_lock(false);
   if (e->kind == VKB_EVENT_FOREIGN) {
-    e->vk = *(VkEvent*)sync_event;
+    /* Read the handle without faulting: a bad sync_event pointer is an
+     * error, not a crash. */
+    struct iovec local = {.iov_base = &e->vk, .iov_len = sizeof(e->vk)};
+    struct iovec remote = {.iov_base = sync_event, .iov_len = sizeof(e->vk)};
+    ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    if (got < 0 && errno == EFAULT) {
+      free(e);
+      return vkb_fail(error, EINVAL, op, "sync_event %p is not readable memory", sync_event);
+    }
+    if (got != (ssize_t)sizeof(e->vk)) e->vk = *(VkEvent*)sync_event;
     if (e->vk == VK_NULL_HANDLE) {
       free(e);
       return vkb_fail(error, EINVAL, op, "*sync_event is VK_NULL_HANDLE");
+    }
+    /* A VkEvent is a non-dispatchable handle Vulkan offers no way to
+     * validate; one status query here turns a handle the validation layer
+     * knows to be bad (ADR_VULKAN_VALIDATION) into EINVAL at import. Without
+     * the layer a garbage handle reaches the driver (see README). */
+    VkResult r = dev->fn.vkGetEventStatus(dev->device, e->vk);
+    if (r != VK_EVENT_SET && r != VK_EVENT_RESET) {
+      free(e);
+      return vkb_fail(error, EINVAL, op,
+                      "*sync_event is not a VkEvent of vulkan:%" PRId64
+                      " (vkGetEventStatus returned %d)",
+                      dev->id, (int)r);
     }
   }
   event_link(dev, e);

@@ -234,7 +234,13 @@ ADR_API int adr_free(struct adr_device* device, void* ptr, size_t size,
  * same device, host <-> device, two devices of one backend, or devices of
  * two backends (staged through host memory by the core). `stream` may be
  * NULL (synchronous) or a stream of dst_device or src_device on which the
- * copy is ordered. A CPU source must stay valid until the copy completes. */
+ * copy is ordered. A CPU source must stay valid until the copy completes.
+ * Ordering includes work the application queued itself on adr's native
+ * queues: with a stream the copy is queued behind it and the call does not
+ * wait for it; with NULL the call returns after it and the copy completed
+ * (docs/devices.md lists the backends' pageable-memory exceptions).
+ * Overlapping source and destination ranges (within one allocation) have
+ * memmove semantics on every backend, stream or not. */
 ADR_API int adr_copy(struct adr_device* dst_device, void* dst, struct adr_device* src_device,
                      const void* src, size_t size, struct adr_stream* stream,
                      struct adr_error* error);

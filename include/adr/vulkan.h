@@ -41,8 +41,8 @@ extern "C" {
  *   ADR_NATIVE_DEVICE       VkPhysicalDevice
  *   ADR_NATIVE_CONTEXT      VkDevice
  *   ADR_NATIVE_QUEUE        VkQueue (adr submits to it under its own lock;
- *                           an application that submits to it too must not
- *                           do so while an adr call on the device runs)
+ *                           an application that submits to it too takes
+ *                           that lock: ADR_VULKAN_NATIVE_QUEUE_LOCK)
  *   ADR_NATIVE_QUEUE_FAMILY queue family index, as (void *)(uintptr_t)
  * All handles stay owned by adr (or by the application, for an adopted
  * device). */
@@ -55,6 +55,35 @@ enum adr_vulkan_native_kind {
    * adr event recorded on the device completes when this semaphore
    * reaches the event's value; adr only ever signals it. */
   ADR_VULKAN_NATIVE_TIMELINE_SEMAPHORE = 0x5602,
+  /* const struct adr_vulkan_queue_lock *: how an application serialises
+   * its own use of the device's VkQueue with adr's (below). */
+  ADR_VULKAN_NATIVE_QUEUE_LOCK = 0x5603,
+};
+
+/* Submitting to adr's VkQueue (ADR_NATIVE_QUEUE). Vulkan requires the
+ * queue's users to synchronise externally; adr submits under an internal
+ * lock, which this struct hands out:
+ *
+ *   const struct adr_vulkan_queue_lock* ql;
+ *   adr_device_native(dev, ADR_VULKAN_NATIVE_QUEUE_LOCK, (void**)&ql, &err);
+ *   ql->lock(ql->ctx);
+ *   vkQueueSubmit(queue, ...);      // no adr call between lock and unlock
+ *   ql->unlock(ql->ctx);
+ *
+ * A single-threaded application that never submits while an adr call runs
+ * needs no lock. Either way, queue order holds: work submitted to the queue
+ * before an adr call on the device is ordered before that call (adr stops
+ * using host-side shortcuts once the queue was handed out, and host waits
+ * cover the application's submissions). The struct is owned by adr and
+ * valid while the device lives; lock/unlock may be called from any thread;
+ * the lock is not recursive and adr calls made while holding it deadlock. */
+struct adr_vulkan_queue_lock {
+  uint32_t struct_size; /* sizeof(struct adr_vulkan_queue_lock) */
+  uint32_t reserved32;
+  void (*lock)(void* ctx);
+  void (*unlock)(void* ctx);
+  void* ctx;
+  void* reserved[4];
 };
 
 /* Describes an application's Vulkan objects for adr_device_adopt(
@@ -75,9 +104,9 @@ enum adr_vulkan_native_kind {
  * adr device (adr never destroys them). adr creates its own command pools,
  * semaphore, events, buffers and memory on the VkDevice and destroys them
  * when the adr device is closed (at process exit). The application must
- * externally synchronise its own use of the queue with adr's: adr holds an
- * internal lock around vkQueueSubmit, which the application cannot take,
- * so it must not submit to the queue while an adr call on the device runs.
+ * externally synchronise its own use of the queue with adr's, through
+ * ADR_VULKAN_NATIVE_QUEUE_LOCK (or by never submitting while an adr call on
+ * the device runs).
  */
 struct adr_vulkan_adopt_desc {
   uint32_t struct_size;

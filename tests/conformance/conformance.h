@@ -191,6 +191,11 @@ void test_concurrent_threads(void** state);
 void test_import_event(void** state);
 void test_import_stream(void** state);
 
+/* test_ordering.c */
+void test_order_application_work(void** state);
+void test_order_foreign_event_gate(void** state);
+void test_copy_overlapping(void** state);
+
 /* test_peer.c */
 void test_peer_round_trip(void** state);
 

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "conf_native.h"
 #include "conformance.h"
 
 struct conf_globals g_conf;
@@ -382,6 +383,19 @@ int main(void) {
     printf(
         "adr-conformance: not run: test_peer_round_trip (set ADR_CONFORMANCE_PEER=<device>, "
         "e.g. cpu or opencl:0)\n");
+  /* Last: playing the application, the helpers take adr's native queues,
+   * which turns host shortcuts off for the rest of the process. */
+  char native_why[256] = "";
+  if (conf_native_get(g_conf.dev, native_why, sizeof(native_why)) != NULL) {
+    tests[n++] = (struct CMUnitTest)T(test_order_application_work);
+    tests[n++] = (struct CMUnitTest)T(test_order_foreign_event_gate);
+  } else {
+    printf(
+        "adr-conformance: not run: test_order_application_work, test_order_foreign_event_gate "
+        "(%s)\n",
+        native_why);
+  }
+  tests[n++] = (struct CMUnitTest)T(test_copy_overlapping);
 #undef T
 
   char group[160];

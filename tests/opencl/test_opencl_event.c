@@ -148,7 +148,8 @@ static void test_failed_gate_reports_error(void** state) {
   struct adr_event* ev = NULL;
   ASSERT_ADR(adr_event_import(dev, &gate, &ev, OCL_ERR));
   ASSERT_CL(clSetUserEventStatus(gate, CL_OUT_OF_RESOURCES));
-  ASSERT_ADR_ERR(adr_event_query(ev, OCL_ERR), EIO, "[adr_event_query][opencl] CL_OUT_OF_RESOURCES");
+  ASSERT_ADR_ERR(adr_event_query(ev, OCL_ERR), EIO,
+                 "[adr_event_query][opencl] CL_OUT_OF_RESOURCES");
   ASSERT_ADR(adr_event_destroy(ev, OCL_ERR));
   ASSERT_CL(clReleaseEvent(gate));
 }
@@ -163,6 +164,43 @@ static void test_import_rejects_bad_handles(void** state) {
   ASSERT_ADR(adr_event_synchronize(ev, OCL_ERR));
   ASSERT_ADR(adr_event_query(ev, OCL_ERR));
   ASSERT_ADR(adr_event_destroy(ev, OCL_ERR));
+
+  /* Handles that would crash the ICD loader or that the driver would
+   * accept without checking their type: refused with EINVAL, no crash. */
+  static uint64_t zeros[16];
+  uint64_t junk[16];
+  for (size_t i = 0; i < 16; i++) junk[i] = 0x5a5a5a5a5a5a5a5aull ^ i;
+  cl_event bad = (cl_event)(void*)zeros;
+  ASSERT_ADR_ERR(adr_event_import(dev, &bad, &ev, OCL_ERR), EINVAL, "dispatch");
+  bad = (cl_event)(void*)junk;
+  ASSERT_ADR_ERR(adr_event_import(dev, &bad, &ev, OCL_ERR), EINVAL, "dispatch");
+  bad = (cl_event)(uintptr_t)0x10; /* unmapped */
+  ASSERT_ADR_ERR(adr_event_import(dev, &bad, &ev, OCL_ERR), EINVAL, "not readable");
+  ASSERT_ADR_ERR(adr_event_import(dev, (void*)(uintptr_t)0x20, &ev, OCL_ERR), EINVAL,
+                 "not readable");
+  /* Objects of the right platform but the wrong type. */
+  bad = (cl_event)ocl_test_native(dev, ADR_NATIVE_QUEUE);
+  ASSERT_ADR_ERR(adr_event_import(dev, &bad, &ev, OCL_ERR), EINVAL, "not a cl_event");
+  bad = (cl_event)ocl_test_native(dev, ADR_NATIVE_CONTEXT);
+  ASSERT_ADR_ERR(adr_event_import(dev, &bad, &ev, OCL_ERR), EINVAL, "");
+  bad = (cl_event)ocl_test_native(dev, ADR_NATIVE_DEVICE);
+  ASSERT_ADR_ERR(adr_event_import(dev, &bad, &ev, OCL_ERR), EINVAL, "");
+
+  struct adr_stream* s = NULL;
+  ASSERT_ADR_ERR(adr_stream_import(dev, junk, &s, OCL_ERR), EINVAL, "dispatch");
+  ASSERT_ADR_ERR(adr_stream_import(dev, zeros, &s, OCL_ERR), EINVAL, "dispatch");
+  ASSERT_ADR_ERR(adr_stream_import(dev, (void*)(uintptr_t)0x40, &s, OCL_ERR), EINVAL,
+                 "not readable");
+  ASSERT_ADR_ERR(adr_stream_import(dev, ocl_test_native(dev, ADR_NATIVE_CONTEXT), &s, OCL_ERR),
+                 EINVAL, "");
+  ASSERT_ADR_ERR(adr_stream_import(dev, ocl_test_native(dev, ADR_NATIVE_DEVICE), &s, OCL_ERR),
+                 EINVAL, "");
+  cl_int rc = CL_SUCCESS;
+  cl_event user = clCreateUserEvent(ocl_test_native(dev, ADR_NATIVE_CONTEXT), &rc);
+  assert_int_equal(rc, CL_SUCCESS);
+  ASSERT_ADR_ERR(adr_stream_import(dev, user, &s, OCL_ERR), EINVAL, "");
+  ASSERT_CL(clSetUserEventStatus(user, CL_COMPLETE));
+  ASSERT_CL(clReleaseEvent(user));
 }
 
 /* Importing the application's queue gives a working adr stream that leaves

@@ -10,6 +10,8 @@
  * and with ADR_VULKAN_COPY=staging; VKTEST_COPY_PATH says which one the
  * backend must report.
  */
+#include <time.h>
+
 #include "vk_test.h"
 
 #ifdef VKTEST_SPV_HEADER
@@ -82,8 +84,8 @@ static void pipe_destroy(struct pipe* p) {
 /* Records [optional vkCmdWaitEvents] + dispatch + host-read barrier,
  * submits to adr's queue (adr is idle: the test is single-threaded) and
  * waits for the fence. */
-static void dispatch(struct pipe* p, const struct push* pc, const VkEvent* wait_event,
-                     VkPipelineStageFlags wait_src_stage) {
+static void dispatch_submit(struct pipe* p, const struct push* pc, const VkEvent* wait_event,
+                            VkPipelineStageFlags wait_src_stage) {
   VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                  .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
   assert_int_equal(vkBeginCommandBuffer(p->cb, &bi), VK_SUCCESS);
@@ -106,9 +108,96 @@ static void dispatch(struct pipe* p, const struct push* pc, const VkEvent* wait_
   assert_int_equal(vkEndCommandBuffer(p->cb), VK_SUCCESS);
   VkSubmitInfo si = {
       .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &p->cb};
-  assert_int_equal(vkQueueSubmit(T.queue, 1, &si, p->fence), VK_SUCCESS);
+  /* Serialised with adr's own submissions through adr's queue lock. */
+  const struct adr_vulkan_queue_lock* ql = NULL;
+  assert_int_equal(adr_device_native(T.dev, ADR_VULKAN_NATIVE_QUEUE_LOCK, (void**)&ql, NULL), 0);
+  assert_true(ql->struct_size >= sizeof(*ql));
+  ql->lock(ql->ctx);
+  VkResult r = vkQueueSubmit(T.queue, 1, &si, p->fence);
+  ql->unlock(ql->ctx);
+  assert_int_equal(r, VK_SUCCESS);
+}
+
+/* dispatch_submit, then waits for the fence. */
+static void dispatch(struct pipe* p, const struct push* pc, const VkEvent* wait_event,
+                     VkPipelineStageFlags wait_src_stage) {
+  dispatch_submit(p, pc, wait_event, wait_src_stage);
   assert_int_equal(vkWaitForFences(T.device, 1, &p->fence, VK_TRUE, UINT64_MAX), VK_SUCCESS);
   assert_int_equal(vkResetFences(T.device, 1, &p->fence), VK_SUCCESS);
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Work the application submits to adr's queue counts (queue order): a
+ * NULL-stream download right after a shader writing the buffer returns the
+ * shader's results, and an upload right after a shader reading the buffer
+ * does not change what the shader read. Neither waits for the fence. */
+static void test_application_work_on_adr_queue(void** state) {
+  (void)state;
+  enum { N = 1 << 20, BYTES = N * 4 };
+  uint32_t* in = malloc(BYTES);
+  uint32_t* out = malloc(BYTES);
+  assert_non_null(in);
+  assert_non_null(out);
+  for (uint32_t i = 0; i < N; i++) in[i] = i ^ 0x5a5a5a5au;
+  void *src = NULL, *dst = NULL;
+  assert_int_equal(adr_alloc(T.dev, BYTES, 0, NULL, &src, NULL), 0);
+  assert_int_equal(adr_alloc(T.dev, BYTES, 0, NULL, &dst, NULL), 0);
+  vkt_upload(&T, src, in, BYTES);
+  assert_int_equal(adr_memset(T.dev, dst, 0, BYTES, NULL, NULL), 0);
+  struct pipe p;
+  pipe_create(&p);
+  for (int round = 0; round < 3; round++) {
+    struct push pc = {.src = (uint64_t)(uintptr_t)src,
+                      .dst = (uint64_t)(uintptr_t)dst,
+                      .count = N,
+                      .add = (uint32_t)round + 1};
+    dispatch_submit(&p, &pc, NULL, 0);
+    /* Read after write: the download is ordered after the shader. */
+    double t0 = now_ms();
+    vkt_download(&T, out, dst, BYTES);
+    double t1 = now_ms();
+    assert_int_equal(vkGetFenceStatus(T.device, p.fence), VK_SUCCESS);
+    for (uint32_t i = 0; i < N; i++)
+      if (out[i] != in[i] * 2u + pc.add)
+        fail_msg("round %d: element %u is %u, expected %u", round, i, out[i], in[i] * 2u + pc.add);
+    print_message("round %d: download of %d bytes behind the application's shader: %.3f ms\n",
+                  round, BYTES, t1 - t0);
+    assert_int_equal(vkResetFences(T.device, 1, &p.fence), VK_SUCCESS);
+    /* Write after read: the upload lands after the shader read src. */
+    dispatch_submit(&p, &pc, NULL, 0);
+    uint32_t* next = malloc(BYTES);
+    assert_non_null(next);
+    for (uint32_t i = 0; i < N; i++) next[i] = in[i] + 7u;
+    struct adr_stream* s = NULL;
+    assert_int_equal(adr_stream_create(T.dev, &s, NULL), 0);
+    if (round == 1) {
+      assert_int_equal(adr_copy(T.dev, src, T.cpu, next, BYTES, s, NULL), 0);
+      assert_int_equal(adr_stream_synchronize(s, NULL), 0);
+    } else {
+      vkt_upload(&T, src, next, BYTES);
+    }
+    assert_int_equal(adr_stream_destroy(s, NULL), 0);
+    assert_int_equal(vkWaitForFences(T.device, 1, &p.fence, VK_TRUE, UINT64_MAX), VK_SUCCESS);
+    assert_int_equal(vkResetFences(T.device, 1, &p.fence), VK_SUCCESS);
+    vkt_download(&T, out, dst, BYTES);
+    for (uint32_t i = 0; i < N; i++)
+      if (out[i] != in[i] * 2u + pc.add)
+        fail_msg("round %d: the upload overtook the shader: element %u is %u, expected %u", round,
+                 i, out[i], in[i] * 2u + pc.add);
+    memcpy(in, next, BYTES);
+    free(next);
+  }
+  pipe_destroy(&p);
+  assert_int_equal(adr_free(T.dev, src, BYTES, NULL, NULL), 0);
+  assert_int_equal(adr_free(T.dev, dst, BYTES, NULL, NULL), 0);
+  free(in);
+  free(out);
+  vkt_assert_no_validation_messages(&T);
 }
 
 static void test_native_handles(void** state) {
@@ -242,6 +331,18 @@ static void test_foreign_event_import(void** state) {
   struct adr_error err = {{0}};
   assert_int_equal(adr_event_import(T.dev, NULL, &imp, &err), EINVAL);
   assert_null(imp);
+  /* An unreadable sync_event pointer is an error, not a crash. */
+  assert_int_equal(adr_event_import(T.dev, (void*)(uintptr_t)0x10, &imp, &err), EINVAL);
+  assert_non_null(strstr(err.message, "not readable"));
+  assert_null(imp);
+  if (getenv("VKTEST_GARBAGE_EVENT") != NULL) {
+    /* By hand only: what a garbage VkEvent does (see the README). */
+    VkEvent junk = (VkEvent)(uintptr_t)0x5a5a5a50;
+    int st = adr_event_import(T.dev, &junk, &imp, &err);
+    print_message("garbage VkEvent: %s (%s)\n", adr_status_name(st), err.message);
+    if (st == 0) adr_event_destroy(imp, NULL);
+    imp = NULL;
+  }
   assert_int_equal(adr_event_import(T.dev, &raw, &imp, NULL), 0);
   assert_int_equal(adr_event_query(imp, NULL), EBUSY);
   /* Recording a foreign event is refused with a reason. */
@@ -307,6 +408,7 @@ int main(void) {
       cmocka_unit_test(test_shader_reads_device_addresses),
       cmocka_unit_test(test_exported_event_with_raw_vulkan),
       cmocka_unit_test(test_foreign_event_import),
+      cmocka_unit_test(test_application_work_on_adr_queue),
       cmocka_unit_test(test_properties),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

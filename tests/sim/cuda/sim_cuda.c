@@ -642,6 +642,17 @@ CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t
   return RET_SIM(sim_memset_async((void*)(uintptr_t)dstDevice, uc, N, s));
 }
 
+/* Runs fn(userData) on the stream's thread when the stream reaches it
+ * (test programs use it as application work on adr's streams). */
+CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) {
+  CHECK_INIT();
+  if (fn == NULL) return RET(CUDA_ERROR_INVALID_VALUE, "NULL function");
+  struct sim_stream* s;
+  CUresult r = resolve_stream(hStream, &s);
+  if (r) return RET(r, "bad stream");
+  return RET_SIM(sim_host_func_async(s, fn, userData));
+}
+
 /* ---- streams and events ------------------------------------------------- */
 
 CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags) {
@@ -871,6 +882,7 @@ static const struct proc k_procs[] = {
     P("cuMemcpyHtoD", cuMemcpyHtoD, 3020),
     P("cuMemcpyDtoH", cuMemcpyDtoH, 3020),
     P("cuMemsetD8Async", cuMemsetD8Async, 3020),
+    P("cuLaunchHostFunc", cuLaunchHostFunc, 10000),
     P("cuStreamCreate", cuStreamCreate, 2000),
     P("cuStreamDestroy", cuStreamDestroy, 4000),
     P("cuStreamSynchronize", cuStreamSynchronize, 2000),
