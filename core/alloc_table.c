@@ -33,9 +33,15 @@ struct shard {
   char pad[64 - sizeof(pthread_mutex_t) % 64];
 };
 
+struct adr__range_index;
+
 struct adr__alloc_table {
   struct shard shards[SHARDS];
+  struct adr__range_index* ranges; /* created with the table */
 };
+
+static struct adr__range_index* range_index_create(void);
+static void range_index_destroy(struct adr__range_index* x);
 
 static inline uint64_t mix(uintptr_t p) {
   uint64_t x = (uint64_t)p;
@@ -49,6 +55,11 @@ struct adr__alloc_table* adr__alloc_table_create(void) {
   struct adr__alloc_table* t = calloc(1, sizeof(*t));
   if (t == NULL) return NULL;
   for (int i = 0; i < SHARDS; i++) pthread_mutex_init(&t->shards[i].lock, NULL);
+  t->ranges = range_index_create();
+  if (t->ranges == NULL) {
+    adr__alloc_table_destroy(t);
+    return NULL;
+  }
   return t;
 }
 
@@ -58,6 +69,7 @@ void adr__alloc_table_destroy(struct adr__alloc_table* t) {
     pthread_mutex_destroy(&t->shards[i].lock);
     free(t->shards[i].slots);
   }
+  range_index_destroy(t->ranges);
   free(t);
 }
 
@@ -157,4 +169,195 @@ size_t adr__alloc_table_count(struct adr__alloc_table* t) {
     pthread_mutex_unlock(&t->shards[i].lock);
   }
   return n;
+}
+
+/* ---- interval index ------------------------------------------------------
+ *
+ * "Which live allocation contains [p, p+n)?" is answered by an ordered index
+ * beside the hash: a treap keyed by start address, O(log n) expected per
+ * insert, remove and lookup. Nodes live in one array linked by 32-bit
+ * indices (index 0 is the empty tree), so an insert allocates nothing but
+ * an occasional doubling of the array. One reader-writer lock per table:
+ * copies look up concurrently, alloc/free write. The core maintains the
+ * index only where a copy is checked against it (memory.c decides). */
+
+struct rnode {
+  uintptr_t start;
+  size_t size;
+  const void* site;
+  uint32_t left, right, prio;
+};
+
+struct adr__range_index {
+  pthread_rwlock_t lock;
+  struct rnode* nodes; /* nodes[0] unused: index 0 is "no node" */
+  uint32_t cap, count, free_head, root;
+  uint32_t seed;
+};
+
+static uint32_t next_prio(struct adr__range_index* x) {
+  uint32_t v = x->seed;
+  v ^= v << 13;
+  v ^= v >> 17;
+  v ^= v << 5;
+  x->seed = v;
+  return v;
+}
+
+/* Splits tree t into keys < key (*l) and keys >= key (*r). */
+static void tsplit(struct rnode* n, uint32_t t, uintptr_t key, uint32_t* l, uint32_t* r) {
+  while (t != 0) {
+    if (n[t].start < key) {
+      *l = t;
+      l = &n[t].right;
+      t = n[t].right;
+    } else {
+      *r = t;
+      r = &n[t].left;
+      t = n[t].left;
+    }
+  }
+  *l = 0;
+  *r = 0;
+}
+
+/* Joins a (all keys smaller) and b. */
+static uint32_t tmerge(struct rnode* n, uint32_t a, uint32_t b) {
+  uint32_t root = 0;
+  uint32_t* link = &root;
+  while (a != 0 && b != 0) {
+    if (n[a].prio > n[b].prio) {
+      *link = a;
+      link = &n[a].right;
+      a = n[a].right;
+    } else {
+      *link = b;
+      link = &n[b].left;
+      b = n[b].left;
+    }
+  }
+  *link = a ? a : b;
+  return root;
+}
+
+static struct adr__range_index* range_index_create(void) {
+  struct adr__range_index* x = calloc(1, sizeof(*x));
+  if (x == NULL) return NULL;
+  pthread_rwlock_init(&x->lock, NULL);
+  x->seed = 0x9e3779b9u;
+  return x;
+}
+
+static void range_index_destroy(struct adr__range_index* x) {
+  if (x == NULL) return;
+  pthread_rwlock_destroy(&x->lock);
+  free(x->nodes);
+  free(x);
+}
+
+static inline struct adr__range_index* ranges_of(struct adr__alloc_table* t) {
+  return t ? t->ranges : NULL;
+}
+
+int adr__alloc_table_ranges_insert(struct adr__alloc_table* t, void* ptr, size_t size,
+                                   const void* site) {
+  struct adr__range_index* x = ranges_of(t);
+  if (x == NULL) return ENOMEM;
+  pthread_rwlock_wrlock(&x->lock);
+  if (x->free_head == 0 && x->count + 1 >= x->cap) {
+    uint32_t cap = x->cap ? x->cap * 2 : 64;
+    struct rnode* nodes = cap > x->cap ? realloc(x->nodes, (size_t)cap * sizeof(*nodes)) : NULL;
+    if (nodes == NULL) {
+      pthread_rwlock_unlock(&x->lock);
+      return ENOMEM;
+    }
+    x->nodes = nodes;
+    x->cap = cap;
+  }
+  uint32_t id;
+  if (x->free_head != 0) {
+    id = x->free_head;
+    x->free_head = x->nodes[id].left;
+  } else {
+    id = x->count + 1;
+  }
+  struct rnode* n = x->nodes;
+  n[id] = (struct rnode){(uintptr_t)ptr, size, site, 0, 0, next_prio(x)};
+  uint32_t l, r;
+  tsplit(n, x->root, (uintptr_t)ptr, &l, &r);
+  x->root = tmerge(n, tmerge(n, l, id), r);
+  x->count++;
+  pthread_rwlock_unlock(&x->lock);
+  return 0;
+}
+
+void adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr) {
+  struct adr__range_index* x = ranges_of(t);
+  if (x == NULL) return;
+  uintptr_t key = (uintptr_t)ptr;
+  pthread_rwlock_wrlock(&x->lock);
+  struct rnode* n = x->nodes;
+  uint32_t* link = &x->root;
+  while (*link != 0 && n[*link].start != key)
+    link = key < n[*link].start ? &n[*link].left : &n[*link].right;
+  uint32_t id = *link;
+  if (id != 0) {
+    *link = tmerge(n, n[id].left, n[id].right);
+    n[id].left = x->free_head;
+    x->free_head = id;
+    x->count--;
+    /* The array's tail is the next fresh slot only while nothing is free. */
+    if (x->count == 0) x->free_head = 0;
+  }
+  pthread_rwlock_unlock(&x->lock);
+}
+
+bool adr__alloc_table_ranges_find(struct adr__alloc_table* t, const void* p,
+                                  struct adr__range* out) {
+  struct adr__range_index* x = ranges_of(t);
+  if (x == NULL) return false;
+  uintptr_t key = (uintptr_t)p;
+  bool found = false;
+  pthread_rwlock_rdlock(&x->lock);
+  const struct rnode* n = x->nodes;
+  uint32_t best = 0;
+  for (uint32_t i = x->root; i != 0;) {
+    if (n[i].start <= key) {
+      best = i;
+      i = n[i].right;
+    } else {
+      i = n[i].left;
+    }
+  }
+  /* A zero-byte allocation owns its one address. */
+  if (best != 0 && key - n[best].start < (n[best].size ? n[best].size : 1)) {
+    out->start = n[best].start;
+    out->size = n[best].size;
+    out->site = n[best].site;
+    found = true;
+  }
+  pthread_rwlock_unlock(&x->lock);
+  return found;
+}
+
+static void walk(const struct rnode* n, uint32_t i, void (*fn)(void*, const struct adr__range*),
+                 void* ctx) {
+  while (i != 0) {
+    walk(n, n[i].left, fn, ctx);
+    struct adr__range r = {n[i].start, n[i].size, n[i].site};
+    fn(ctx, &r);
+    i = n[i].right;
+  }
+}
+
+size_t adr__alloc_table_ranges_foreach(struct adr__alloc_table* t,
+                                       void (*fn)(void* ctx, const struct adr__range* r),
+                                       void* ctx) {
+  struct adr__range_index* x = ranges_of(t);
+  if (x == NULL) return 0;
+  pthread_rwlock_rdlock(&x->lock);
+  size_t count = x->count;
+  if (fn != NULL) walk(x->nodes, x->root, fn, ctx);
+  pthread_rwlock_unlock(&x->lock);
+  return count;
 }

@@ -222,4 +222,30 @@ ADR_INTERNAL int adr__dispatch_traced_end(uint64_t start_ns, int status, const c
                                           const char* op, const char* fmt, ...)
     ADR_PRINTF(5, 6);
 
+/* ---- interval index of live allocations (alloc_table.c) ----------------- */
+
+/* One live allocation as the application asked for it (pool-aware: the
+ * user's size, not the pool block's or chunk's). */
+struct adr__range {
+  uintptr_t start;
+  size_t size;
+  const void* site; /* return address of the adr_alloc call, or NULL */
+};
+
+/* Ordered index beside the hash, maintained by memory.c only for devices
+ * whose copies are range-checked (adr__range_checked). O(log n) expected;
+ * a reader-writer lock per table. insert: ENOMEM when it cannot grow. */
+ADR_INTERNAL int adr__alloc_table_ranges_insert(struct adr__alloc_table* t, void* ptr,
+                                                size_t size, const void* site);
+ADR_INTERNAL void adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr);
+/* The live allocation whose [start, start + max(size, 1)) contains p. */
+ADR_INTERNAL bool adr__alloc_table_ranges_find(struct adr__alloc_table* t, const void* p,
+                                               struct adr__range* out);
+/* Calls fn (may be NULL) for each range in address order under the read
+ * lock (fn must not call back into the table); returns the count. */
+ADR_INTERNAL size_t adr__alloc_table_ranges_foreach(struct adr__alloc_table* t,
+                                                    void (*fn)(void* ctx,
+                                                               const struct adr__range* r),
+                                                    void* ctx);
+
 #endif /* ADR_CORE_INTERNAL_H */
