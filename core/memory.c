@@ -126,8 +126,10 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
   const void* handler = NULL;
   void* cookie = NULL;
   st = adr__alloc_table_remove_data(device->allocs, ptr, size, &recorded, &handler, &cookie);
-  if (st == ENOENT && validating && (st = adr__validate_free_unknown(device, ptr, error)) != 0)
-    return st;
+  if (st == ENOENT && validating) {
+    int vst = adr__validate_free_unknown(device, ptr, error);
+    if (vst) return vst;
+  }
   if (st == ENOENT)
     return adr__errorf(error, EINVAL, "adr_free", device->backend->name,
                        "%p was not allocated on %s (or was already freed)", ptr, device->name);

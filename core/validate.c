@@ -146,7 +146,7 @@ int adr__range_check_slow(const char* op, struct adr_device* dev, const char* wh
     snprintf(site, sizeof(site), ", allocated at %s", site_text(r.site, buf, sizeof(buf)));
   }
   return adr__errorf(error, EINVAL, op, dev->backend->name,
-                     "%s range [%p, +%zu) runs %zu bytes past the end of its allocation "
+                     "%s range [%p, +%zu) runs past the end of its allocation by %zu bytes "
                      "(%zu bytes at %p on %s%s)",
                      what, p, size, size - (r.size - off), r.size, (void*)r.start, dev->name, site);
 }
