@@ -177,9 +177,12 @@ size_t adr__alloc_table_count(struct adr__alloc_table* t) {
  * beside the hash: a treap keyed by start address, O(log n) expected per
  * insert, remove and lookup. Nodes live in one array linked by 32-bit
  * indices (index 0 is the empty tree), so an insert allocates nothing but
- * an occasional doubling of the array. One reader-writer lock per table:
- * copies look up concurrently, alloc/free write. The core maintains the
- * index only where a copy is checked against it (memory.c decides). */
+ * an occasional doubling of the array. One mutex per table (glibc's
+ * reader-writer lock costs several times a mutex uncontended, and the
+ * critical sections are a few dozen loads), and each thread's last answers
+ * are cached while the index is unchanged, so repeated copies on one
+ * buffer take no lock at all. The core maintains the index only where a
+ * copy is checked against it (memory.c decides). */
 
 struct rnode {
   uintptr_t start;
@@ -189,7 +192,11 @@ struct rnode {
 };
 
 struct adr__range_index {
-  pthread_rwlock_t lock;
+  pthread_mutex_t lock;
+  /* Bumped by every insert and remove (under the lock), so that a
+   * thread's cached answer stays valid exactly while the index has not
+   * changed. */
+  _Atomic uint64_t version;
   struct rnode* nodes; /* nodes[0] unused: index 0 is "no node" */
   uint32_t cap, count, free_head, root;
   uint32_t seed;
@@ -243,14 +250,14 @@ static uint32_t tmerge(struct rnode* n, uint32_t a, uint32_t b) {
 static struct adr__range_index* range_index_create(void) {
   struct adr__range_index* x = calloc(1, sizeof(*x));
   if (x == NULL) return NULL;
-  pthread_rwlock_init(&x->lock, NULL);
+  pthread_mutex_init(&x->lock, NULL);
   x->seed = 0x9e3779b9u;
   return x;
 }
 
 static void range_index_destroy(struct adr__range_index* x) {
   if (x == NULL) return;
-  pthread_rwlock_destroy(&x->lock);
+  pthread_mutex_destroy(&x->lock);
   free(x->nodes);
   free(x);
 }
@@ -263,12 +270,12 @@ int adr__alloc_table_ranges_insert(struct adr__alloc_table* t, void* ptr, size_t
                                    const void* site) {
   struct adr__range_index* x = ranges_of(t);
   if (x == NULL) return ENOMEM;
-  pthread_rwlock_wrlock(&x->lock);
+  pthread_mutex_lock(&x->lock);
   if (x->free_head == 0 && x->count + 1 >= x->cap) {
     uint32_t cap = x->cap ? x->cap * 2 : 64;
     struct rnode* nodes = cap > x->cap ? realloc(x->nodes, (size_t)cap * sizeof(*nodes)) : NULL;
     if (nodes == NULL) {
-      pthread_rwlock_unlock(&x->lock);
+      pthread_mutex_unlock(&x->lock);
       return ENOMEM;
     }
     x->nodes = nodes;
@@ -283,42 +290,78 @@ int adr__alloc_table_ranges_insert(struct adr__alloc_table* t, void* ptr, size_t
   }
   struct rnode* n = x->nodes;
   n[id] = (struct rnode){(uintptr_t)ptr, size, site, 0, 0, next_prio(x)};
-  uint32_t l, r;
-  tsplit(n, x->root, (uintptr_t)ptr, &l, &r);
-  x->root = tmerge(n, tmerge(n, l, id), r);
+  /* Down to where the new node's priority puts it (expected near the
+   * leaves), then split only the subtree below it. */
+  uint32_t* link = &x->root;
+  while (*link != 0 && n[*link].prio > n[id].prio)
+    link = (uintptr_t)ptr < n[*link].start ? &n[*link].left : &n[*link].right;
+  tsplit(n, *link, (uintptr_t)ptr, &n[id].left, &n[id].right);
+  *link = id;
   x->count++;
-  pthread_rwlock_unlock(&x->lock);
+  atomic_fetch_add_explicit(&x->version, 1, memory_order_release);
+  pthread_mutex_unlock(&x->lock);
   return 0;
 }
 
-void adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr) {
+const void* adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr) {
   struct adr__range_index* x = ranges_of(t);
-  if (x == NULL) return;
+  const void* site = NULL;
+  if (x == NULL) return NULL;
   uintptr_t key = (uintptr_t)ptr;
-  pthread_rwlock_wrlock(&x->lock);
+  pthread_mutex_lock(&x->lock);
   struct rnode* n = x->nodes;
   uint32_t* link = &x->root;
   while (*link != 0 && n[*link].start != key)
     link = key < n[*link].start ? &n[*link].left : &n[*link].right;
   uint32_t id = *link;
   if (id != 0) {
+    site = n[id].site;
     *link = tmerge(n, n[id].left, n[id].right);
     n[id].left = x->free_head;
     x->free_head = id;
     x->count--;
     /* The array's tail is the next fresh slot only while nothing is free. */
     if (x->count == 0) x->free_head = 0;
+    atomic_fetch_add_explicit(&x->version, 1, memory_order_release);
   }
-  pthread_rwlock_unlock(&x->lock);
+  pthread_mutex_unlock(&x->lock);
+  return site;
 }
+
+/* The last answers of this thread (found or not), valid while their
+ * index's version is unchanged: repeated copies on one buffer take no
+ * lock. */
+struct range_cache {
+  const struct adr__range_index* index;
+  uint64_t version;
+  uintptr_t key; /* the address asked about, for a negative answer */
+  bool found;
+  struct adr__range r;
+};
+/* initial-exec: no __tls_get_addr call per lookup; ~100 bytes fit in the
+ * static TLS that glibc keeps for libraries opened with dlopen. */
+#define TLS_IE __attribute__((tls_model("initial-exec")))
+static _Thread_local TLS_IE struct range_cache cache[2];
+static _Thread_local TLS_IE unsigned cache_next;
 
 bool adr__alloc_table_ranges_find(struct adr__alloc_table* t, const void* p,
                                   struct adr__range* out) {
   struct adr__range_index* x = ranges_of(t);
   if (x == NULL) return false;
   uintptr_t key = (uintptr_t)p;
+  uint64_t v = atomic_load_explicit(&x->version, memory_order_acquire);
+  for (int i = 0; i < 2; i++) {
+    const struct range_cache* c = &cache[i];
+    if (c->index != x || c->version != v) continue;
+    if (c->found && key - c->r.start < (c->r.size ? c->r.size : 1)) {
+      *out = c->r;
+      return true;
+    }
+    if (!c->found && c->key == key) return false;
+  }
   bool found = false;
-  pthread_rwlock_rdlock(&x->lock);
+  pthread_mutex_lock(&x->lock);
+  v = atomic_load_explicit(&x->version, memory_order_relaxed);
   const struct rnode* n = x->nodes;
   uint32_t best = 0;
   for (uint32_t i = x->root; i != 0;) {
@@ -336,7 +379,13 @@ bool adr__alloc_table_ranges_find(struct adr__alloc_table* t, const void* p,
     out->site = n[best].site;
     found = true;
   }
-  pthread_rwlock_unlock(&x->lock);
+  pthread_mutex_unlock(&x->lock);
+  struct range_cache* c = &cache[cache_next++ & 1];
+  c->index = x;
+  c->version = v;
+  c->key = key;
+  c->found = found;
+  if (found) c->r = *out;
   return found;
 }
 
@@ -355,9 +404,9 @@ size_t adr__alloc_table_ranges_foreach(struct adr__alloc_table* t,
                                        void* ctx) {
   struct adr__range_index* x = ranges_of(t);
   if (x == NULL) return 0;
-  pthread_rwlock_rdlock(&x->lock);
+  pthread_mutex_lock(&x->lock);
   size_t count = x->count;
   if (fn != NULL) walk(x->nodes, x->root, fn, ctx);
-  pthread_rwlock_unlock(&x->lock);
+  pthread_mutex_unlock(&x->lock);
   return count;
 }

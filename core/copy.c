@@ -16,7 +16,7 @@
  * plus one indirect call. The range checks (validate.h) cost two compares;
  * on a device that is not host-accessible (or with the validation layer
  * on) they also look the range up in the device's interval index under its
- * read lock, the lookup the backend repeats against its own (pool-chunk
+ * lock (or a per-thread cache), the lookup the backend repeats against its own (pool-chunk
  * sized) map.
  */
 #include <errno.h>

@@ -9,7 +9,7 @@
  * Hot path: one atomic load of the handler, one sharded-table insert or
  * remove, relaxed atomic counters; no lock shared by all threads. Devices
  * whose copies are range-checked (not host-accessible, or the validation
- * layer on) also keep the interval index (one reader-writer lock per
+ * layer on) also keep the interval index (one mutex per
  * device); the validation layer's hooks are marked "validation".
  */
 #include <errno.h>
@@ -138,10 +138,7 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
                        "%p was allocated with size %zu, freed with size %zu", ptr, recorded, size);
   struct adr__range range = {0, 0, NULL};
   bool ranged = adr__range_checked(device);
-  if (ranged) {
-    if (validating) adr__alloc_table_ranges_find(device->allocs, ptr, &range);
-    adr__alloc_table_ranges_remove(device->allocs, ptr);
-  }
+  if (ranged) range.site = adr__alloc_table_ranges_remove(device->allocs, ptr);
   /* validation: the handler sees the free only when it leaves the
    * quarantine, so the address is not handed out again before that. */
   if (validating && adr__validate_free_defer(device, handler, ptr, size, cookie, stream, range.site,

@@ -133,22 +133,32 @@ void adr__validate_note_device(struct adr_device* dev) {
 
 /* ---- ranges ---------------------------------------------------------------- */
 
+/* The refusal, out of line, so that the check itself stays a small leaf. */
+__attribute__((noinline, cold)) static int range_error(const char* op, struct adr_device* dev,
+                                                       const char* what, const void* p, size_t size,
+                                                       const struct adr__range* r,
+                                                       struct adr_error* error) {
+  count_error();
+  size_t off = (uintptr_t)p - r->start;
+  char site[256] = "";
+  if (r->site != NULL && ADR__VALIDATING()) {
+    char buf[224];
+    snprintf(site, sizeof(site), ", allocated at %s", site_text(r->site, buf, sizeof(buf)));
+  }
+  return adr__errorf(error, EINVAL, op, dev->backend->name,
+                     "%s range [%p, +%zu) runs past the end of its allocation by %zu bytes "
+                     "(%zu bytes at %p on %s%s)",
+                     what, p, size, size - (r->size - off), r->size, (void*)r->start, dev->name,
+                     site);
+}
+
 int adr__range_check_slow(const char* op, struct adr_device* dev, const char* what, const void* p,
                           size_t size, struct adr_error* error) {
   struct adr__range r;
   if (!adr__alloc_table_ranges_find(dev->allocs, p, &r)) return 0;
   size_t off = (uintptr_t)p - r.start;
-  if (off <= r.size && size <= r.size - off) return 0;
-  count_error();
-  char site[256] = "";
-  if (r.site != NULL && ADR__VALIDATING()) {
-    char buf[224];
-    snprintf(site, sizeof(site), ", allocated at %s", site_text(r.site, buf, sizeof(buf)));
-  }
-  return adr__errorf(error, EINVAL, op, dev->backend->name,
-                     "%s range [%p, +%zu) runs past the end of its allocation by %zu bytes "
-                     "(%zu bytes at %p on %s%s)",
-                     what, p, size, size - (r.size - off), r.size, (void*)r.start, dev->name, site);
+  if (__builtin_expect(off <= r.size && size <= r.size - off, 1)) return 0;
+  return range_error(op, dev, what, p, size, &r, error);
 }
 
 /* ---- streams and events ---------------------------------------------------- */
