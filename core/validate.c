@@ -262,8 +262,8 @@ static int check_obj(const char* op, const void* obj, int kind, struct adr_error
                      kind_name(kind), OBJ_QUARANTINE, kind_name(kind));
 }
 
-int adr__validate_stream(const char* op, const struct adr_stream* stream, struct adr_error* error) {
-  if (stream == NULL || (stream->flags & ADR__STREAM_DEFAULT)) return 0;
+int adr__validate_stream_slow(const char* op, const struct adr_stream* stream,
+                              struct adr_error* error) {
   return check_obj(op, stream, ADR__VOBJ_STREAM, error);
 }
 

@@ -100,8 +100,13 @@ ADR_INTERNAL void adr__validate_obj_destroy(void* obj, const void* site);
 
 /* 0 for NULL, a default stream or a live stream; EINVAL naming the stream
  * and where it was destroyed otherwise. */
-ADR_INTERNAL int adr__validate_stream(const char* op, const struct adr_stream* stream,
-                                      struct adr_error* error);
+ADR_INTERNAL int adr__validate_stream_slow(const char* op, const struct adr_stream* stream,
+                                           struct adr_error* error);
+static inline int adr__validate_stream(const char* op, const struct adr_stream* stream,
+                                       struct adr_error* error) {
+  if (stream == NULL || (stream->flags & ADR__STREAM_DEFAULT)) return 0;
+  return adr__validate_stream_slow(op, stream, error);
+}
 ADR_INTERNAL int adr__validate_event(const char* op, const struct adr_event* event,
                                      struct adr_error* error);
 
