@@ -189,7 +189,7 @@ size_t adr__alloc_table_count(struct adr__alloc_table* t) {
  * copies on one buffer take no lock at all. The core maintains the index
  * only where a copy is checked against it (memory.c decides). */
 
-#define BLOCK 64
+#define BLOCK 32
 
 struct block {
   uint32_t count;
@@ -223,34 +223,42 @@ static void range_index_destroy(struct adr__range_index* x) {
   free(x);
 }
 
+/* Writers hold the lock, so a store (no read-modify-write) is enough. */
+static inline void bump(struct adr__range_index* x) {
+  uint64_t v = atomic_load_explicit(&x->version, memory_order_relaxed);
+  atomic_store_explicit(&x->version, v + 1, memory_order_release);
+}
+
 static inline struct adr__range_index* ranges_of(struct adr__alloc_table* t) {
   return t ? t->ranges : NULL;
 }
 
-/* Index of the last block whose first start is <= key; nblocks if none. */
+/* Index of the last block whose first start is <= key; nblocks if none.
+ * Branch-free (the compiler emits conditional moves): lookups of random
+ * addresses would mispredict half of a branching search's steps. */
 static size_t block_of(const struct adr__range_index* x, uintptr_t key) {
-  size_t lo = 0, hi = x->nblocks; /* answer in [lo-1, hi) */
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (x->mins[mid] <= key)
-      lo = mid + 1;
-    else
-      hi = mid;
+  size_t n = x->nblocks;
+  if (n == 0) return 0;
+  const uintptr_t* base = x->mins;
+  while (n > 1) {
+    size_t half = n / 2;
+    base = base[half] <= key ? base + half : base;
+    n -= half;
   }
-  return lo == 0 ? x->nblocks : lo - 1;
+  return *base <= key ? (size_t)(base - x->mins) : x->nblocks;
 }
 
 /* Number of entries of b whose start is <= key. */
 static uint32_t upper(const struct block* b, uintptr_t key) {
-  uint32_t lo = 0, hi = b->count;
-  while (lo < hi) {
-    uint32_t mid = lo + (hi - lo) / 2;
-    if (b->e[mid].start <= key)
-      lo = mid + 1;
-    else
-      hi = mid;
+  uint32_t n = b->count;
+  if (n == 0) return 0;
+  const struct adr__range* base = b->e;
+  while (n > 1) {
+    uint32_t half = n / 2;
+    base = base[half].start <= key ? base + half : base;
+    n -= half;
   }
-  return lo;
+  return (uint32_t)(base - b->e) + (base->start <= key);
 }
 
 /* Makes room for a block at position at. */
@@ -320,7 +328,7 @@ int adr__alloc_table_ranges_insert(struct adr__alloc_table* t, void* ptr, size_t
   int st = insert_locked(x, (uintptr_t)ptr, size, site);
   if (st == 0) {
     x->count++;
-    atomic_fetch_add_explicit(&x->version, 1, memory_order_release);
+    bump(x);
   }
   pthread_mutex_unlock(&x->lock);
   return st;
@@ -349,7 +357,7 @@ const void* adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr
         x->mins[i] = b->e[0].start;
       }
       x->count--;
-      atomic_fetch_add_explicit(&x->version, 1, memory_order_release);
+      bump(x);
     }
   }
   pthread_mutex_unlock(&x->lock);
