@@ -371,6 +371,27 @@ static void test_leak_report_at_exit(void** state) {
     if (strstr(text, want[i]) == NULL) fail_msg("exit report lacks \"%s\":\n%s", want[i], text);
 }
 
+/* The layer's state is fixed by the first object: enabling it later is
+ * refused (or a no-op when it is on), and the report needs it on. */
+static void test_enable_state(void** state) {
+  (void)state;
+  void* p = dev_alloc(64);
+  struct adr_validation_counts c = {.struct_size = sizeof(c)};
+  if (validating) {
+    OK(adr_validation_enable(E));
+    assert_int_equal(adr_validation_enabled(), 1);
+    OK(adr_validation_report(NULL, NULL, &c, E));
+    assert_true(c.allocations >= 1);
+  } else {
+    EXPECT(adr_validation_enable(E), EBUSY, "too late");
+    assert_int_equal(adr_validation_enabled(), 0);
+    EXPECT(adr_validation_report(NULL, NULL, &c, E), ENOTSUP, "the validation layer is off");
+  }
+  c.struct_size = 4;
+  EXPECT(adr_validation_report(NULL, NULL, &c, E), EINVAL, "struct_size");
+  OK(adr_free(dev, p, 64, NULL, E));
+}
+
 /* ---- driver ----------------------------------------------------------------- */
 
 int main(int argc, char** argv) {
@@ -399,6 +420,7 @@ int main(int argc, char** argv) {
   struct CMUnitTest tests[16];
   size_t n = 0;
   tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_size_max);
+  tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_enable_state);
   if (validating || !host_accessible)
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_overrun);
   else
