@@ -13,13 +13,18 @@
  *                                            to Y
  *
  * The hot path (host<->device, device<->device on one backend) is checks
- * plus one indirect call; nothing here takes a lock.
+ * plus one indirect call. The range checks (validate.h) cost two compares;
+ * on a device that is not host-accessible (or with the validation layer
+ * on) they also look the range up in the device's interval index under its
+ * lock (or a per-thread cache), the lookup the backend repeats against its own (pool-chunk
+ * sized) map.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+#include "validate.h"
 
 #define STAGING_CHUNK ((size_t)8 << 20)
 
@@ -67,8 +72,8 @@ static int staged_copy(struct adr_device* dst_dev, void* dst, struct adr_device*
                       error);
     if (st == 0 && i + 1 < n) {
       size_t noff = off + chunk, nlen = size - noff < chunk ? size - noff : chunk;
-      st = backend_copy(src_dev, NULL, stage[(i + 1) % 2], src_dev->handle,
-                        (const char*)src + noff, nlen, ss, error);
+      st = backend_copy(src_dev, NULL, stage[(i + 1) % 2], src_dev->handle, (const char*)src + noff,
+                        nlen, ss, error);
       if (st == 0) st = synchronize(src_dev, ss, error);
     }
     if (st == 0) st = synchronize(dst_dev, ds, error);
@@ -92,15 +97,21 @@ int adr_copy(struct adr_device* dst_device, void* dst, struct adr_device* src_de
   if (dst == NULL || src == NULL)
     return adr__errorf(error, EINVAL, "adr_copy", NULL, "%s pointer is NULL",
                        dst ? "source" : "destination");
+  int cst;
+  if (ADR__VALIDATING() && (cst = adr__validate_stream("adr_copy", stream, error)) != 0) return cst;
   if (stream != NULL && stream->device != dst_device && stream->device != src_device)
     return adr__errorf(error, EINVAL, "adr_copy", NULL,
                        "stream belongs to %s, which is neither %s nor %s", stream->device->name,
                        dst_device->name, src_device->name);
+  if ((cst = adr__range_check("adr_copy", dst_device, "destination", dst, size, error)) != 0 ||
+      (cst = adr__range_check("adr_copy", src_device, "source", src, size, error)) != 0)
+    return cst;
 
   /* Same backend: one call, on the given stream or the default stream of
    * the device side (the destination unless it is the host). */
   if (dst_device->backend == src_device->backend) {
-    struct adr_device* owner = stream ? stream->device : (is_cpu(dst_device) ? src_device : dst_device);
+    struct adr_device* owner =
+        stream ? stream->device : (is_cpu(dst_device) ? src_device : dst_device);
     struct adr_backend_stream* s = stream ? stream->handle : owner->default_stream.handle;
     int st = backend_copy(owner, dst_device->handle, dst, src_device->handle, src, size, s, error);
     if (st == 0 && stream == NULL) st = synchronize(owner, s, error);
@@ -119,21 +130,18 @@ int adr_copy(struct adr_device* dst_device, void* dst, struct adr_device* src_de
       xs = NULL;
     }
     struct adr_backend_stream* s = xs ? xs->handle : x->default_stream.handle;
-    int st = is_cpu(src_device)
-                 ? backend_copy(x, x->handle, dst, NULL, src, size, s, error)
-                 : backend_copy(x, NULL, dst, x->handle, src, size, s, error);
+    int st = is_cpu(src_device) ? backend_copy(x, x->handle, dst, NULL, src, size, s, error)
+                                : backend_copy(x, NULL, dst, x->handle, src, size, s, error);
     if (st == 0 && xs == NULL) st = synchronize(x, s, error);
     return st;
   }
 
   /* Two backends. Each side works on the given stream if it is its own,
    * else on its default stream. */
-  struct adr_backend_stream* ds = (stream && stream->device == dst_device)
-                                      ? stream->handle
-                                      : dst_device->default_stream.handle;
-  struct adr_backend_stream* ss = (stream && stream->device == src_device)
-                                      ? stream->handle
-                                      : src_device->default_stream.handle;
+  struct adr_backend_stream* ds =
+      (stream && stream->device == dst_device) ? stream->handle : dst_device->default_stream.handle;
+  struct adr_backend_stream* ss =
+      (stream && stream->device == src_device) ? stream->handle : src_device->default_stream.handle;
   if (src_device->host_accessible) {
     /* Pinned/managed/SVM source: Y reads it directly once X is done. */
     int st = synchronize(src_device, ss, error);

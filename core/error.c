@@ -9,24 +9,24 @@
 
 #include "internal.h"
 
-#define ADR__STATUS_LIST(X)                                       \
-  X(EINVAL, "invalid argument")                                   \
-  X(ENOMEM, "out of memory")                                      \
-  X(ENOTSUP, "operation not supported by this backend")           \
-  X(ENODEV, "no such device, or its backend is unavailable")      \
-  X(EIO, "device or driver error")                                \
-  X(EBUSY, "not ready yet")                                       \
-  X(ENOENT, "not found")                                          \
-  X(EOVERFLOW, "size overflows")                                  \
-  X(ERANGE, "out of range")                                       \
-  X(EAGAIN, "resource temporarily unavailable")                   \
-  X(EPERM, "operation not permitted")                             \
-  X(EFAULT, "bad address")                                        \
-  X(ENOSYS, "function not implemented")                           \
-  X(ECANCELED, "operation canceled")                              \
-  X(ETIMEDOUT, "timed out")                                       \
-  X(EPROTO, "protocol error")                                     \
-  X(ENOEXEC, "not a loadable backend")                            \
+#define ADR__STATUS_LIST(X)                                  \
+  X(EINVAL, "invalid argument")                              \
+  X(ENOMEM, "out of memory")                                 \
+  X(ENOTSUP, "operation not supported by this backend")      \
+  X(ENODEV, "no such device, or its backend is unavailable") \
+  X(EIO, "device or driver error")                           \
+  X(EBUSY, "not ready yet")                                  \
+  X(ENOENT, "not found")                                     \
+  X(EOVERFLOW, "size overflows")                             \
+  X(ERANGE, "out of range")                                  \
+  X(EAGAIN, "resource temporarily unavailable")              \
+  X(EPERM, "operation not permitted")                        \
+  X(EFAULT, "bad address")                                   \
+  X(ENOSYS, "function not implemented")                      \
+  X(ECANCELED, "operation canceled")                         \
+  X(ETIMEDOUT, "timed out")                                  \
+  X(EPROTO, "protocol error")                                \
+  X(ENOEXEC, "not a loadable backend")                       \
   X(EEXIST, "already exists")
 
 const char* adr_status_name(int status) {

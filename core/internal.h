@@ -25,8 +25,7 @@ extern ADR_INTERNAL _Atomic int adr__log_level_value;
 static inline int adr__log_level(void) {
   return atomic_load_explicit(&adr__log_level_value, memory_order_relaxed);
 }
-ADR_INTERNAL void adr__log(int level, const char* component, const char* fmt, ...)
-    ADR_PRINTF(3, 4);
+ADR_INTERNAL void adr__log(int level, const char* component, const char* fmt, ...) ADR_PRINTF(3, 4);
 ADR_INTERNAL void adr__log_configure(int level, const char* file_path);
 /* Monotonic nanoseconds, for trace durations. */
 ADR_INTERNAL uint64_t adr__now_ns(void);
@@ -138,7 +137,7 @@ struct adr_event {
 };
 #define ADR__EVENT_IMPORTED 1u
 
-struct adr__alloc_table;    /* alloc_table.c */
+struct adr__alloc_table;   /* alloc_table.c */
 struct adr__device_memory; /* core/memory/: handler, pool, statistics */
 
 /* A device. Immutable after creation except the memory state, which has its
@@ -151,8 +150,8 @@ struct adr_device {
   int64_t id;
   struct adr_stream default_stream;
   char name[48];
-  struct adr__alloc_table* allocs; /* live allocations: ptr -> size */
-  bool host_accessible;            /* caps & ADR_CAP_HOST_ACCESSIBLE */
+  struct adr__alloc_table* allocs;   /* live allocations: ptr -> size */
+  bool host_accessible;              /* caps & ADR_CAP_HOST_ACCESSIBLE */
   struct adr__device_memory* memory; /* set by adr__memory_device_init */
 };
 
@@ -211,24 +210,50 @@ ADR_INTERNAL int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* 
  * message so it names the public operation and the backend:
  * "[adr_copy][opencl] CL_...: ...". `call` yields int; a variable named
  * `error` (struct adr_error*) must be in scope. */
-#define ADR__DISPATCH(dev, api, slot, call, fmt, ...)                               \
-  __extension__({                                                                   \
-    int adr__st_;                                                                   \
-    if (__builtin_expect(adr__log_level() < ADR_LOG_TRACE, 1)) {                    \
-      adr__st_ = (call);                                                            \
-    } else {                                                                        \
-      uint64_t adr__t0_ = adr__now_ns();                                            \
-      adr__st_ = (call);                                                            \
-      adr__dispatch_traced_end(adr__t0_, adr__st_, (dev)->name, slot, fmt, __VA_ARGS__); \
-    }                                                                               \
+#define ADR__DISPATCH(dev, api, slot, call, fmt, ...)                                      \
+  __extension__({                                                                          \
+    int adr__st_;                                                                          \
+    if (__builtin_expect(adr__log_level() < ADR_LOG_TRACE, 1)) {                           \
+      adr__st_ = (call);                                                                   \
+    } else {                                                                               \
+      uint64_t adr__t0_ = adr__now_ns();                                                   \
+      adr__st_ = (call);                                                                   \
+      adr__dispatch_traced_end(adr__t0_, adr__st_, (dev)->name, slot, fmt, __VA_ARGS__);   \
+    }                                                                                      \
     if (__builtin_expect(adr__st_ != 0, 0)) adr__error_context(error, adr__st_, api, dev); \
-    adr__st_;                                                                       \
+    adr__st_;                                                                              \
   })
 
 ADR_INTERNAL void adr__error_context(struct adr_error* error, int status, const char* api,
                                      const struct adr_device* dev);
 ADR_INTERNAL int adr__dispatch_traced_end(uint64_t start_ns, int status, const char* dev,
-                                          const char* op, const char* fmt, ...)
-    ADR_PRINTF(5, 6);
+                                          const char* op, const char* fmt, ...) ADR_PRINTF(5, 6);
+
+/* ---- interval index of live allocations (alloc_table.c) ----------------- */
+
+/* One live allocation as the application asked for it (pool-aware: the
+ * user's size, not the pool block's or chunk's). */
+struct adr__range {
+  uintptr_t start;
+  size_t size;
+  const void* site; /* return address of the adr_alloc call, or NULL */
+};
+
+/* Ordered index beside the hash, maintained by memory.c only for devices
+ * whose copies are range-checked (adr__range_checked). O(log n) expected;
+ * one mutex per table. insert: ENOMEM when it cannot grow. */
+ADR_INTERNAL int adr__alloc_table_ranges_insert(struct adr__alloc_table* t, void* ptr, size_t size,
+                                                const void* site);
+/* Returns the removed range's site (NULL if ptr was not in the index). */
+ADR_INTERNAL const void* adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr);
+/* The live allocation whose [start, start + max(size, 1)) contains p.
+ * Each thread remembers its last two answers while the index is unchanged
+ * (a version counter), so repeated lookups take no lock. */
+ADR_INTERNAL bool adr__alloc_table_ranges_find(struct adr__alloc_table* t, const void* p,
+                                               struct adr__range* out);
+/* Calls fn (may be NULL) for each range in address order under the read
+ * lock (fn must not call back into the table); returns the count. */
+ADR_INTERNAL size_t adr__alloc_table_ranges_foreach(
+    struct adr__alloc_table* t, void (*fn)(void* ctx, const struct adr__range* r), void* ctx);
 
 #endif /* ADR_CORE_INTERNAL_H */

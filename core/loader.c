@@ -124,8 +124,8 @@ const char* adr__loader_search_path(void) {
   size_t n = 0;
   if (c->plugin_path != NULL) n += (size_t)snprintf(path, sizeof(path), "%s", c->plugin_path);
   if (core_dir()[0] != '\0' && n < sizeof(path))
-    n += (size_t)snprintf(path + n, sizeof(path) - n, "%s%s/adr/backends", n ? ":" : "",
-                          core_dir());
+    n +=
+        (size_t)snprintf(path + n, sizeof(path) - n, "%s%s/adr/backends", n ? ":" : "", core_dir());
   if (running_from_build_tree() && n < sizeof(path))
     snprintf(path + n, sizeof(path) - n, "%s%s/backends/<name>", n ? ":" : "", ADR_BUILD_ROOT);
   return path;
@@ -185,11 +185,11 @@ static void reject(struct adr__backend* b, int state, const char* fmt, ...) {
 }
 
 /* The slots without which a backend cannot work at all. */
-#define ADR__REQUIRED_SLOTS(X)                                                             \
-  X(init) X(device_count) X(device_open) X(device_close) X(device_info) X(alloc) X(free) \
-  X(copy) X(memset) X(stream_create) X(stream_destroy) X(stream_synchronize)           \
-  X(event_create) X(event_destroy) X(event_record) X(event_wait) X(event_synchronize)  \
-  X(event_query) X(event_native)
+#define ADR__REQUIRED_SLOTS(X)                                                                     \
+  X(init)                                                                                          \
+  X(device_count) X(device_open) X(device_close) X(device_info) X(alloc) X(free) X(copy) X(memset) \
+      X(stream_create) X(stream_destroy) X(stream_synchronize) X(event_create) X(event_destroy)    \
+          X(event_record) X(event_wait) X(event_synchronize) X(event_query) X(event_native)
 
 static bool validate_table(struct adr__backend* b, const struct adr_backend* vt) {
   if (vt->abi_major != ADR_BACKEND_ABI_MAJOR) {
@@ -209,10 +209,10 @@ static bool validate_table(struct adr__backend* b, const struct adr_backend* vt)
            vt->device_type_count, ADR_MAX_DEVICE_TYPES);
     return false;
   }
-#define ADR__CHECK_SLOT(slot)                                                        \
-  if (vt->slot == NULL) {                                                            \
-    reject(b, ADR_BACKEND_REJECTED, "required slot '%s' is NULL", #slot);            \
-    return false;                                                                    \
+#define ADR__CHECK_SLOT(slot)                                             \
+  if (vt->slot == NULL) {                                                 \
+    reject(b, ADR_BACKEND_REJECTED, "required slot '%s' is NULL", #slot); \
+    return false;                                                         \
   }
   ADR__REQUIRED_SLOTS(ADR__CHECK_SLOT)
 #undef ADR__CHECK_SLOT
@@ -328,7 +328,8 @@ void adr__loader_load(struct adr__backend* b) {
            msg ? msg : "not exported");
     return;
   }
-  const struct adr_backend* vt = query(ADR_BACKEND_ABI_MAJOR, ADR_BACKEND_ABI_MINOR, &host_services);
+  const struct adr_backend* vt =
+      query(ADR_BACKEND_ABI_MAJOR, ADR_BACKEND_ABI_MINOR, &host_services);
   if (vt == NULL) {
     reject(b, ADR_BACKEND_REJECTED, "%s refused host ABI %u.%u", ADR_BACKEND_QUERY_SYMBOL,
            ADR_BACKEND_ABI_MAJOR, ADR_BACKEND_ABI_MINOR);
@@ -336,8 +337,8 @@ void adr__loader_load(struct adr__backend* b) {
   }
   if (!validate_table(b, vt)) return;
   if (b->in_manifest && strcmp(vt->name, b->name) != 0)
-    adr__log(ADR_LOG_WARN, "loader", "%s calls itself '%s'; registered as '%s'", b->path,
-             vt->name, b->name);
+    adr__log(ADR_LOG_WARN, "loader", "%s calls itself '%s'; registered as '%s'", b->path, vt->name,
+             b->name);
   /* The minor in use is the smaller of the two sides'. */
   const uint32_t host_minor = ADR_BACKEND_ABI_MINOR;
   b->abi_minor = vt->abi_minor < host_minor ? vt->abi_minor : host_minor;

@@ -7,13 +7,17 @@
  * that made it. Also memset and host registration.
  *
  * Hot path: one atomic load of the handler, one sharded-table insert or
- * remove, relaxed atomic counters; no lock shared by all threads.
+ * remove, relaxed atomic counters; no lock shared by all threads. Devices
+ * whose copies are range-checked (not host-accessible, or the validation
+ * layer on) also keep the interval index (one mutex per
+ * device); the validation layer's hooks are marked "validation".
  */
 #include <errno.h>
 #include <stdint.h>
 
 #include "internal.h"
 #include "memory/memory_internal.h"
+#include "validate.h"
 
 /* Resolve a stream argument: NULL means the device's default stream. */
 static inline struct adr_backend_stream* stream_handle(struct adr_device* dev,
@@ -37,7 +41,9 @@ static int sync_default(const char* op, struct adr_device* dev, struct adr_error
 
 static int alloc_common(const char* op, struct adr_device* device,
                         const struct adr_allocator* handler, size_t size, size_t alignment,
-                        struct adr_stream* stream, void** out, struct adr_error* error) {
+                        struct adr_stream* stream, const void* site, void** out,
+                        struct adr_error* error) {
+  bool validating = adr__validate_begin();
   if (device == NULL || out == NULL)
     return adr__errorf(error, EINVAL, op, NULL, "%s is NULL", device ? "out" : "device");
   if (alignment == 0) alignment = ADR_MIN_ALIGNMENT;
@@ -52,6 +58,7 @@ static int alloc_common(const char* op, struct adr_device* device,
                        "size %zu with alignment %zu exceeds PTRDIFF_MAX", size, alignment);
   int st = check_stream(op, device, stream, error);
   if (st) return st;
+  if (validating && (st = adr__validate_stream(op, stream, error)) != 0) return st;
   struct adr__device_memory* m = device->memory;
   if (m == NULL)
     return adr__errorf(error, ENOMEM, op, device->backend->name,
@@ -68,12 +75,21 @@ static int alloc_common(const char* op, struct adr_device* device,
   void* ptr = NULL;
   void* cookie = NULL;
   st = adr__memory_alloc(device, handler, handler_size, alignment, stream, &ptr, &cookie, error);
+  if (st == ENOMEM && validating) {
+    /* validation: the quarantine may hold what is missing. */
+    adr__validate_flush(device);
+    st = adr__memory_alloc(device, handler, handler_size, alignment, stream, &ptr, &cookie, error);
+  }
   if (st) return st;
-  if (adr__alloc_table_insert_data(device->allocs, ptr, size, handler, cookie) != 0) {
+  bool ranged = adr__range_checked(device);
+  if (adr__alloc_table_insert_data(device->allocs, ptr, size, handler, cookie) != 0 ||
+      (ranged && adr__alloc_table_ranges_insert(device->allocs, ptr, size, site) != 0)) {
+    adr__alloc_table_remove_data(device->allocs, ptr, size, NULL, NULL, NULL);
     adr__memory_free(device, handler, ptr, handler_size, stream, cookie, NULL);
     return adr__errorf(error, ENOMEM, op, device->backend->name,
                        "out of host memory for the allocation table");
   }
+  if (validating) adr__validate_note_device(device);
   adr__counters_add(&m->counters, size);
   *out = ptr;
   return 0;
@@ -81,7 +97,8 @@ static int alloc_common(const char* op, struct adr_device* device,
 
 int adr_alloc(struct adr_device* device, size_t size, size_t alignment, struct adr_stream* stream,
               void** out, struct adr_error* error) {
-  return alloc_common("adr_alloc", device, NULL, size, alignment, stream, out, error);
+  return alloc_common("adr_alloc", device, NULL, size, alignment, stream, ADR__CALL_SITE(), out,
+                      error);
 }
 
 int adr_alloc_with(struct adr_device* device, const struct adr_allocator* handler, size_t size,
@@ -89,7 +106,8 @@ int adr_alloc_with(struct adr_device* device, const struct adr_allocator* handle
                    struct adr_error* error) {
   int st = adr__allocator_check("adr_alloc_with", handler, error);
   if (st) return st;
-  return alloc_common("adr_alloc_with", device, handler, size, alignment, stream, out, error);
+  return alloc_common("adr_alloc_with", device, handler, size, alignment, stream, ADR__CALL_SITE(),
+                      out, error);
 }
 
 /* A NULL stream needs no host synchronisation here: the caller promises that
@@ -102,20 +120,37 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
     return adr__errorf(error, EINVAL, "adr_free", device->backend->name, "ptr is NULL");
   int st = check_stream("adr_free", device, stream, error);
   if (st) return st;
+  bool validating = ADR__VALIDATING();
+  if (validating && (st = adr__validate_stream("adr_free", stream, error)) != 0) return st;
   size_t recorded = 0;
   const void* handler = NULL;
   void* cookie = NULL;
   st = adr__alloc_table_remove_data(device->allocs, ptr, size, &recorded, &handler, &cookie);
+  if (st == ENOENT && validating) {
+    int vst = adr__validate_free_unknown(device, ptr, error);
+    if (vst) return vst;
+  }
   if (st == ENOENT)
     return adr__errorf(error, EINVAL, "adr_free", device->backend->name,
                        "%p was not allocated on %s (or was already freed)", ptr, device->name);
   if (st == ERANGE)
     return adr__errorf(error, EINVAL, "adr_free", device->backend->name,
                        "%p was allocated with size %zu, freed with size %zu", ptr, recorded, size);
+  struct adr__range range = {0, 0, NULL};
+  bool ranged = adr__range_checked(device);
+  if (ranged) range.site = adr__alloc_table_ranges_remove(device->allocs, ptr);
+  /* validation: the handler sees the free only when it leaves the
+   * quarantine, so the address is not handed out again before that. */
+  if (validating && adr__validate_free_defer(device, handler, ptr, size, cookie, stream, range.site,
+                                             ADR__CALL_SITE())) {
+    adr__counters_sub(&device->memory->counters, size);
+    return 0;
+  }
   st = adr__memory_free(device, handler, ptr, size ? size : 1, stream, cookie, error);
   if (st) {
     /* Nothing was freed: keep the allocation known. */
     adr__alloc_table_insert_data(device->allocs, ptr, size, handler, cookie);
+    if (ranged) adr__alloc_table_ranges_insert(device->allocs, ptr, size, range.site);
     return st;
   }
   adr__counters_sub(&device->memory->counters, size);
@@ -130,6 +165,8 @@ int adr_memset(struct adr_device* device, void* ptr, int value, size_t size,
     return adr__errorf(error, EINVAL, "adr_memset", device->backend->name, "ptr is NULL");
   int st = check_stream("adr_memset", device, stream, error);
   if (st) return st;
+  if (ADR__VALIDATING() && (st = adr__validate_stream("adr_memset", stream, error)) != 0) return st;
+  if ((st = adr__range_check("adr_memset", device, "memset", ptr, size, error)) != 0) return st;
   st = ADR__DISPATCH(
       device, "adr_memset", "memset",
       device->vt->memset(device->handle, ptr, value, size, stream_handle(device, stream), error),
@@ -148,8 +185,8 @@ int adr_host_register(struct adr_device* device, void* ptr, size_t size, struct 
     return adr__errorf(error, ENOTSUP, "adr_host_register", device->backend->name,
                        "the backend cannot page-lock host memory");
   return ADR__DISPATCH(device, "adr_host_register", "host_register",
-                       device->vt->host_register(device->handle, ptr, size, error), "ptr=%p size=%zu",
-                       ptr, size);
+                       device->vt->host_register(device->handle, ptr, size, error),
+                       "ptr=%p size=%zu", ptr, size);
 }
 
 int adr_host_unregister(struct adr_device* device, void* ptr, struct adr_error* error) {

@@ -90,7 +90,8 @@ static void ensure_manifest_locked(void) {
     char lib[96];
     snprintf(lib, sizeof(lib), "libadr_%s.so", manifest[i].name);
     struct adr__backend* b = adr__registry_add(manifest[i].name, lib, true);
-    for (int t = 0; t < 3 && manifest[i].types[t] != 0; t++) b->types[b->type_count++] = manifest[i].types[t];
+    for (int t = 0; t < 3 && manifest[i].types[t] != 0; t++)
+      b->types[b->type_count++] = manifest[i].types[t];
   }
   atexit(teardown);
 }
@@ -117,17 +118,22 @@ static struct adr__backend* owner_locked(ArrowDeviceType type) {
 
 static const char* state_text(int state) {
   switch (state) {
-    case ADR_BACKEND_ABSENT: return "absent";
-    case ADR_BACKEND_EXCLUDED: return "excluded";
-    case ADR_BACKEND_REJECTED: return "rejected";
-    case ADR_BACKEND_UNAVAILABLE: return "unavailable";
-    case ADR_BACKEND_LOADED: return "loaded";
-    default: return "not loaded";
+    case ADR_BACKEND_ABSENT:
+      return "absent";
+    case ADR_BACKEND_EXCLUDED:
+      return "excluded";
+    case ADR_BACKEND_REJECTED:
+      return "rejected";
+    case ADR_BACKEND_UNAVAILABLE:
+      return "unavailable";
+    case ADR_BACKEND_LOADED:
+      return "loaded";
+    default:
+      return "not loaded";
   }
 }
 
-static struct adr__backend* backend_for_type_locked(ArrowDeviceType type,
-                                                    struct adr_error* error) {
+static struct adr__backend* backend_for_type_locked(ArrowDeviceType type, struct adr_error* error) {
   ensure_manifest_locked();
   struct adr__backend* candidate = NULL;
   for (size_t i = 0; i < backend_count; i++) {
@@ -152,8 +158,8 @@ static struct adr__backend* backend_for_type_locked(ArrowDeviceType type,
                 tname ? tname : "?", candidate->name, state_text(candidate->state),
                 candidate->reason);
   else
-    adr__errorf(error, ENODEV, "adr_device_get", NULL,
-                "no backend serves device type %d (%s)", (int)type, tname ? tname : "unknown");
+    adr__errorf(error, ENODEV, "adr_device_get", NULL, "no backend serves device type %d (%s)",
+                (int)type, tname ? tname : "unknown");
   return NULL;
 }
 
@@ -220,8 +226,7 @@ static int make_device_locked(struct adr__backend* b, ArrowDeviceType type, int6
 static int device_get_locked(ArrowDeviceType type, int64_t id, struct adr_device** out,
                              struct adr_error* error) {
   if (type <= 0 || type >= MAX_TYPE)
-    return adr__errorf(error, ENODEV, "adr_device_get", NULL, "unknown device type %d",
-                       (int)type);
+    return adr__errorf(error, ENODEV, "adr_device_get", NULL, "unknown device type %d", (int)type);
   struct adr__backend* b = backend_for_type_locked(type, error);
   if (b == NULL) return ENODEV;
   struct type_devices* td = &devices_by_type[type];
@@ -305,7 +310,8 @@ int adr_device_default(struct adr_device** out, struct adr_error* error) {
                                  tlen ? "; " : "", s->name, s->id >= 0 ? ":" : ":*",
                                  (long long)(s->id >= 0 ? s->id : 0), e.message);
     }
-    if (dev != NULL) st = 0;
+    if (dev != NULL)
+      st = 0;
     else
       adr__errorf(error, ENODEV, "adr_device_default", NULL,
                   "no device of ADR_DEVICE is available (%s)", tried);
@@ -449,7 +455,8 @@ int adr_device_native(struct adr_device* device, int kind, void** out, struct ad
     return adr__errorf(error, ENOTSUP, "adr_device_native", device->backend->name,
                        "the backend exposes no native handles");
   return ADR__DISPATCH(device, "adr_device_native", "device_native",
-                       device->vt->device_native(device->handle, kind, out, error), "kind=%d", kind);
+                       device->vt->device_native(device->handle, kind, out, error), "kind=%d",
+                       kind);
 }
 
 int adr_device_properties(struct adr_device* device, adr_property_fn emit, void* ctx,
@@ -562,8 +569,7 @@ const char* adr_backend_search_path(void) {
 
 int adr_pointer_query(const void* ptr, struct adr_device** out, struct adr_error* error) {
   if (ptr == NULL || out == NULL)
-    return adr__errorf(error, EINVAL, "adr_pointer_query", NULL, "%s is NULL",
-                       ptr ? "out" : "ptr");
+    return adr__errorf(error, EINVAL, "adr_pointer_query", NULL, "%s is NULL", ptr ? "out" : "ptr");
   int st = adr__ensure_init(error);
   if (st) return st;
   ArrowDeviceType type = 0;

@@ -105,7 +105,8 @@ static int parse_device_spec(struct parser* p, struct adr__device_spec* spec) {
     return 0;
   }
   size_t name_pos = p->pos;
-  int st = parse_name(p, spec->name, sizeof(spec->name), "a device name (cpu, cuda, opencl ...) or '*'");
+  int st =
+      parse_name(p, spec->name, sizeof(spec->name), "a device name (cpu, cuda, opencl ...) or '*'");
   if (st) return st;
   spec->type = adr__device_type_from_name(spec->name, strlen(spec->name));
   if (spec->type == 0) {
@@ -211,8 +212,7 @@ static int parse_list(const char* variable, const char* text, size_t elem,
 
 int adr__parse_device_list(const char* variable, const char* text, struct adr__selector** out,
                            struct adr_error* error) {
-  return parse_list(variable, text, sizeof(struct adr__device_spec), parse_device_item, out,
-                    error);
+  return parse_list(variable, text, sizeof(struct adr__device_spec), parse_device_item, out, error);
 }
 
 int adr__parse_backend_list(const char* variable, const char* text, struct adr__selector** out,

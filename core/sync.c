@@ -1,34 +1,76 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * Streams and events: checked wrappers over the backend slots.
+ * Streams and events: checked wrappers over the backend slots. With the
+ * validation layer on (validate.h), every handle is checked before use and
+ * destroyed objects go to its quarantine instead of free().
  */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "internal.h"
+#include "validate.h"
+
+/* Objects are made and released under the layer's regime, which is fixed
+ * by the first creating call. */
+static void* obj_new(bool validating, int kind, size_t size, const void* site) {
+  return validating ? adr__validate_obj_create(kind, size, site) : calloc(1, size);
+}
+
+static void obj_discard(bool validating, void* obj) {
+  if (validating)
+    adr__validate_obj_discard(obj);
+  else
+    free(obj);
+}
+
+static void obj_release(void* obj, const void* site) {
+  if (ADR__VALIDATING())
+    adr__validate_obj_destroy(obj, site);
+  else
+    free(obj);
+}
+
+#define CHECK_STREAM(op, s)                               \
+  do {                                                    \
+    if (ADR__VALIDATING()) {                              \
+      int adr__vst_ = adr__validate_stream(op, s, error); \
+      if (adr__vst_) return adr__vst_;                    \
+    }                                                     \
+  } while (0)
+#define CHECK_EVENT(op, e)                               \
+  do {                                                   \
+    if (ADR__VALIDATING()) {                             \
+      int adr__vst_ = adr__validate_event(op, e, error); \
+      if (adr__vst_) return adr__vst_;                   \
+    }                                                    \
+  } while (0)
 
 #define BACKEND(dev) ((dev)->backend->name)
 
-int adr_stream_create(struct adr_device* device, struct adr_stream** out,
-                      struct adr_error* error) {
+int adr_stream_create(struct adr_device* device, struct adr_stream** out, struct adr_error* error) {
   if (device == NULL || out == NULL)
     return adr__errorf(error, EINVAL, "adr_stream_create", NULL, "%s is NULL",
                        device ? "out" : "device");
-  struct adr_stream* s = calloc(1, sizeof(*s));
-  if (s == NULL) return adr__errorf(error, ENOMEM, "adr_stream_create", BACKEND(device), "out of memory");
+  bool v = adr__validate_begin();
+  struct adr_stream* s = obj_new(v, ADR__VOBJ_STREAM, sizeof(*s), ADR__CALL_SITE());
+  if (s == NULL)
+    return adr__errorf(error, ENOMEM, "adr_stream_create", BACKEND(device), "out of memory");
   int st = ADR__DISPATCH(device, "adr_stream_create", "stream_create",
                          device->vt->stream_create(device->handle, 0, &s->handle, error), "%s", "");
   if (st) {
-    free(s);
+    obj_discard(v, s);
     return st;
   }
   s->device = device;
+  if (v) adr__validate_obj_live(s);
   *out = s;
   return 0;
 }
 
 int adr_stream_destroy(struct adr_stream* stream, struct adr_error* error) {
-  if (stream == NULL) return adr__errorf(error, EINVAL, "adr_stream_destroy", NULL, "stream is NULL");
+  if (stream == NULL)
+    return adr__errorf(error, EINVAL, "adr_stream_destroy", NULL, "stream is NULL");
+  CHECK_STREAM("adr_stream_destroy", stream);
   struct adr_device* dev = stream->device;
   if (stream->flags & ADR__STREAM_DEFAULT)
     return adr__errorf(error, EINVAL, "adr_stream_destroy", BACKEND(dev),
@@ -38,13 +80,14 @@ int adr_stream_destroy(struct adr_stream* stream, struct adr_error* error) {
                          dev->vt->stream_destroy(dev->handle, stream->handle, error), "%p",
                          (void*)stream->handle);
   if (st) return st;
-  free(stream);
+  obj_release(stream, ADR__CALL_SITE());
   return 0;
 }
 
 int adr_stream_synchronize(struct adr_stream* stream, struct adr_error* error) {
   if (stream == NULL)
     return adr__errorf(error, EINVAL, "adr_stream_synchronize", NULL, "stream is NULL");
+  CHECK_STREAM("adr_stream_synchronize", stream);
   struct adr_device* dev = stream->device;
   return ADR__DISPATCH(dev, "adr_stream_synchronize", "stream_synchronize",
                        dev->vt->stream_synchronize(dev->handle, stream->handle, error), "%p",
@@ -63,27 +106,37 @@ int adr_stream_import(struct adr_device* device, void* native_stream, struct adr
                       struct adr_error* error) {
   if (device == NULL || native_stream == NULL || out == NULL)
     return adr__errorf(error, EINVAL, "adr_stream_import", NULL, "%s is NULL",
-                       device == NULL ? "device" : native_stream == NULL ? "native_stream" : "out");
+                       device == NULL          ? "device"
+                       : native_stream == NULL ? "native_stream"
+                                               : "out");
   if (!ADR__HAS_SLOT(device->vt, stream_import))
     return adr__errorf(error, ENOTSUP, "adr_stream_import", BACKEND(device),
                        "the backend cannot wrap native streams");
-  struct adr_stream* s = calloc(1, sizeof(*s));
-  if (s == NULL) return adr__errorf(error, ENOMEM, "adr_stream_import", BACKEND(device), "out of memory");
-  int st = ADR__DISPATCH(device, "adr_stream_import", "stream_import",
-                         device->vt->stream_import(device->handle, native_stream, &s->handle, error),
-                         "native=%p", native_stream);
+  bool v = adr__validate_begin();
+  struct adr_stream* s = obj_new(v, ADR__VOBJ_STREAM, sizeof(*s), ADR__CALL_SITE());
+  if (s == NULL)
+    return adr__errorf(error, ENOMEM, "adr_stream_import", BACKEND(device), "out of memory");
+  int st =
+      ADR__DISPATCH(device, "adr_stream_import", "stream_import",
+                    device->vt->stream_import(device->handle, native_stream, &s->handle, error),
+                    "native=%p", native_stream);
   if (st) {
-    free(s);
+    obj_discard(v, s);
     return st;
   }
   s->device = device;
   s->flags = ADR__STREAM_IMPORTED;
+  if (v) adr__validate_obj_live(s);
   *out = s;
   return 0;
 }
 
 void* adr_stream_native(struct adr_stream* stream) {
   if (stream == NULL) return NULL;
+  if (ADR__VALIDATING() && adr__validate_stream("adr_stream_native", stream, NULL) != 0) {
+    adr__log(ADR_LOG_ERROR, "validate", "adr_stream_native: stream %p is not live", (void*)stream);
+    return NULL;
+  }
   struct adr_device* dev = stream->device;
   if (!ADR__HAS_SLOT(dev->vt, stream_native)) return NULL;
   return dev->vt->stream_native(dev->handle, stream->handle);
@@ -93,32 +146,38 @@ int adr_event_create(struct adr_device* device, struct adr_event** out, struct a
   if (device == NULL || out == NULL)
     return adr__errorf(error, EINVAL, "adr_event_create", NULL, "%s is NULL",
                        device ? "out" : "device");
-  struct adr_event* e = calloc(1, sizeof(*e));
-  if (e == NULL) return adr__errorf(error, ENOMEM, "adr_event_create", BACKEND(device), "out of memory");
+  bool v = adr__validate_begin();
+  struct adr_event* e = obj_new(v, ADR__VOBJ_EVENT, sizeof(*e), ADR__CALL_SITE());
+  if (e == NULL)
+    return adr__errorf(error, ENOMEM, "adr_event_create", BACKEND(device), "out of memory");
   int st = ADR__DISPATCH(device, "adr_event_create", "event_create",
                          device->vt->event_create(device->handle, &e->handle, error), "%s", "");
   if (st) {
-    free(e);
+    obj_discard(v, e);
     return st;
   }
   e->device = device;
+  if (v) adr__validate_obj_live(e);
   *out = e;
   return 0;
 }
 
 int adr_event_destroy(struct adr_event* event, struct adr_error* error) {
   if (event == NULL) return adr__errorf(error, EINVAL, "adr_event_destroy", NULL, "event is NULL");
+  CHECK_EVENT("adr_event_destroy", event);
   struct adr_device* dev = event->device;
   int st = ADR__DISPATCH(dev, "adr_event_destroy", "event_destroy",
                          dev->vt->event_destroy(dev->handle, event->handle, error), "%p",
                          (void*)event->handle);
   if (st) return st;
-  free(event);
+  obj_release(event, ADR__CALL_SITE());
   return 0;
 }
 
 int adr_event_record(struct adr_event* event, struct adr_stream* stream, struct adr_error* error) {
   if (event == NULL) return adr__errorf(error, EINVAL, "adr_event_record", NULL, "event is NULL");
+  CHECK_EVENT("adr_event_record", event);
+  CHECK_STREAM("adr_event_record", stream);
   struct adr_device* dev = event->device;
   if (stream != NULL && stream->device != dev)
     return adr__errorf(error, EINVAL, "adr_event_record", BACKEND(dev),
@@ -137,12 +196,13 @@ int adr_stream_wait_event(struct adr_stream* stream, struct adr_event* event,
                           struct adr_error* error) {
   if (event == NULL)
     return adr__errorf(error, EINVAL, "adr_stream_wait_event", NULL, "event is NULL");
+  CHECK_EVENT("adr_stream_wait_event", event);
+  CHECK_STREAM("adr_stream_wait_event", stream);
   struct adr_device* edev = event->device;
   struct adr_device* sdev = stream ? stream->device : edev;
   /* A stream of another backend cannot wait on this event device-side:
    * the host waits instead, which orders the work just as well. */
-  if (sdev->backend != edev->backend || stream == NULL)
-    return adr_event_synchronize(event, error);
+  if (sdev->backend != edev->backend || stream == NULL) return adr_event_synchronize(event, error);
   return ADR__DISPATCH(sdev, "adr_stream_wait_event", "event_wait",
                        sdev->vt->event_wait(sdev->handle, event->handle, stream->handle, error),
                        "event=%p stream=%p", (void*)event->handle, (void*)stream->handle);
@@ -151,6 +211,7 @@ int adr_stream_wait_event(struct adr_stream* stream, struct adr_event* event,
 int adr_event_synchronize(struct adr_event* event, struct adr_error* error) {
   if (event == NULL)
     return adr__errorf(error, EINVAL, "adr_event_synchronize", NULL, "event is NULL");
+  CHECK_EVENT("adr_event_synchronize", event);
   struct adr_device* dev = event->device;
   return ADR__DISPATCH(dev, "adr_event_synchronize", "event_synchronize",
                        dev->vt->event_synchronize(dev->handle, event->handle, error), "event=%p",
@@ -159,12 +220,17 @@ int adr_event_synchronize(struct adr_event* event, struct adr_error* error) {
 
 int adr_event_query(struct adr_event* event, struct adr_error* error) {
   if (event == NULL) return adr__errorf(error, EINVAL, "adr_event_query", NULL, "event is NULL");
+  CHECK_EVENT("adr_event_query", event);
   struct adr_device* dev = event->device;
   return dev->vt->event_query(dev->handle, event->handle, error);
 }
 
 void* adr_event_native(struct adr_event* event) {
   if (event == NULL) return NULL;
+  if (ADR__VALIDATING() && adr__validate_event("adr_event_native", event, NULL) != 0) {
+    adr__log(ADR_LOG_ERROR, "validate", "adr_event_native: event %p is not live", (void*)event);
+    return NULL;
+  }
   struct adr_device* dev = event->device;
   return dev->vt->event_native(dev->handle, event->handle);
 }
@@ -173,21 +239,26 @@ int adr_event_import(struct adr_device* device, void* sync_event, struct adr_eve
                      struct adr_error* error) {
   if (device == NULL || sync_event == NULL || out == NULL)
     return adr__errorf(error, EINVAL, "adr_event_import", NULL, "%s is NULL",
-                       device == NULL ? "device" : sync_event == NULL ? "sync_event" : "out");
+                       device == NULL       ? "device"
+                       : sync_event == NULL ? "sync_event"
+                                            : "out");
   if (!ADR__HAS_SLOT(device->vt, event_import))
     return adr__errorf(error, ENOTSUP, "adr_event_import", BACKEND(device),
                        "the backend cannot wrap native events");
-  struct adr_event* e = calloc(1, sizeof(*e));
-  if (e == NULL) return adr__errorf(error, ENOMEM, "adr_event_import", BACKEND(device), "out of memory");
+  bool v = adr__validate_begin();
+  struct adr_event* e = obj_new(v, ADR__VOBJ_EVENT, sizeof(*e), ADR__CALL_SITE());
+  if (e == NULL)
+    return adr__errorf(error, ENOMEM, "adr_event_import", BACKEND(device), "out of memory");
   int st = ADR__DISPATCH(device, "adr_event_import", "event_import",
                          device->vt->event_import(device->handle, sync_event, &e->handle, error),
                          "sync_event=%p", sync_event);
   if (st) {
-    free(e);
+    obj_discard(v, e);
     return st;
   }
   e->device = device;
   e->flags = ADR__EVENT_IMPORTED;
+  if (v) adr__validate_obj_live(e);
   *out = e;
   return 0;
 }

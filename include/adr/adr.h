@@ -409,6 +409,68 @@ ADR_API int adr_backend_allow_elevated(const char* name, struct adr_error* error
  * NULL for an unknown type. */
 ADR_API const char* adr_device_type_name(ArrowDeviceType type);
 
+/* ------------------------------------------------------------------------ */
+/* Validation layer (docs/validation.md)                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Always checked, on every device: adr_copy/adr_memset sizes above
+ * PTRDIFF_MAX and ranges that wrap around the address space (EOVERFLOW).
+ * On devices that are not host-accessible (OpenCL buffer and svm-coarse,
+ * Vulkan, CUDA, HIP device memory) a copy or memset range that starts in an
+ * allocation adr made and runs past the end of it is EINVAL, also when the
+ * caching pool put a neighbour right behind it.
+ *
+ * The validation layer, off by default, in the spirit of the Vulkan
+ * validation layers and compute-sanitizer memcheck, checks every call (see
+ * docs/validation.md for the list and the messages): stream and event
+ * handles (use after destroy and double destroy are EINVAL naming the object
+ * and where it was created and destroyed: destroyed objects are kept in a
+ * quarantine, not freed), copy/memset ranges against the allocation they
+ * start in on every device, frees against a quarantine (a stale double free
+ * is EINVAL "double free" and never frees the allocation now at that
+ * address: freed memory goes back to the pool only after 1024 later frees
+ * or 256 MiB), and at exit a leak report (allocations, streams and events
+ * still alive, with the call site that made each) at ADR_LOG=warn. It costs
+ * one predictable branch per call when off.
+ *
+ * Turns the layer on for this process, like ADR_VALIDATE=1. Call it before
+ * the first allocation, stream or event is made (the layer's state is fixed
+ * by that call); EBUSY after that unless the layer is already on. */
+ADR_API int adr_validation_enable(struct adr_error* error);
+
+/* 1 when the layer is (or, if nothing was created yet, will be) on. */
+ADR_API int adr_validation_enabled(void);
+
+/* What adr_validation_report found. The caller sets struct_size. */
+struct adr_validation_counts {
+  uint32_t struct_size;
+  uint32_t reserved32;
+  uint64_t allocations;      /* live allocations */
+  uint64_t allocation_bytes; /* their sizes as requested */
+  uint64_t streams;          /* live streams (created or imported; not default streams) */
+  uint64_t events;           /* live events (created or imported) */
+  uint64_t errors;           /* calls the checks refused so far */
+  uint64_t reserved[4];
+};
+
+enum adr_validation_kind {
+  ADR_VALIDATION_ALLOCATION = 1,
+  ADR_VALIDATION_STREAM = 2,
+  ADR_VALIDATION_EVENT = 3,
+};
+
+/* One live object: `object` is the allocation's address (size in bytes) or
+ * the struct adr_stream / adr_event pointer (size 0); created_at is the call
+ * site that made it ("function+0x1c (module)"), valid during the call. */
+typedef void (*adr_validation_leak_fn)(void* ctx, int kind, struct adr_device* device,
+                                       const void* object, size_t size, const char* created_at);
+
+/* Lists the objects still alive now (what the exit report would list) to fn
+ * (may be NULL) and counts them into out (may be NULL). fn runs with the
+ * layer's locks held and must not call adr. ENOTSUP when the layer is off. */
+ADR_API int adr_validation_report(adr_validation_leak_fn fn, void* ctx,
+                                  struct adr_validation_counts* out, struct adr_error* error);
+
 #ifdef __cplusplus
 }
 #endif

@@ -429,12 +429,14 @@ static void test_sim_bad_pointers(void** state) {
   unsigned char host[8192];
   void* p = NULL;
   CT_OK(adr_alloc_with(g_dev, adr_allocator_backend(), n, 0, NULL, &p, CT_ERR));
+  /* Overruns of a known allocation are refused by the core's range check
+   * (docs/validation.md) before the driver sees them. */
   CT_FAILS(adr_copy(g_cpu, host, g_dev, p, n + 1, NULL, CT_ERR), EINVAL, "[adr_copy]",
-           "CUDA_ERROR_INVALID_VALUE");
+           "runs past the end");
   CT_FAILS(adr_copy(g_cpu, host, g_dev, (char*)p + 16, n, NULL, CT_ERR), EINVAL, "[adr_copy]",
-           "CUDA_ERROR_INVALID_VALUE");
+           "runs past the end");
   CT_FAILS(adr_memset(g_dev, (char*)p + 1, 0, n, NULL, CT_ERR), EINVAL, "[adr_memset]",
-           "CUDA_ERROR_INVALID_VALUE");
+           "runs past the end");
   if (g_dev1 != NULL) {
     /* Memory of another device where peer access is not enabled. */
     void* p1 = NULL;

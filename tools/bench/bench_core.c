@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * Core rows: dispatch overhead, CPU copy bandwidth and allocation, each
- * against the libc call that does the same work.
+ * against the libc call that does the same work; and the validation
+ * layer's cost per call (on vs off), measured in a child process because
+ * the layer is chosen once per process.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "adr/adr.h"
 #include "bench.h"
@@ -61,6 +66,91 @@ static void aligned_alloc_fn(void* p) {
   }
 }
 
+/* ---- validation layer: the same calls with the layer on and off ---------- */
+
+struct record_arg {
+  struct adr_event* event;
+  int reps;
+};
+
+static void event_record_fn(void* p) {
+  struct record_arg* a = p;
+  for (int i = 0; i < a->reps; i++) adr_event_record(a->event, NULL, NULL);
+}
+
+/* ns per call: 64 B adr_copy between two allocations, 4 KiB alloc+free,
+ * event record on the default stream. */
+static int validate_probe(struct adr_device* cpu, double min_s, double out[3]) {
+  void *src = NULL, *dst = NULL;
+  struct adr_event* e = NULL;
+  if (adr_alloc(cpu, 4096, 64, NULL, &src, NULL) || adr_alloc(cpu, 4096, 64, NULL, &dst, NULL) ||
+      adr_event_create(cpu, &e, NULL))
+    return -1;
+  memset(src, 1, 4096);
+  struct copy_arg c = {cpu, (char*)dst + 128, (char*)src + 64, 64, 1000};
+  out[0] = bench_time(adr_copy_fn, &c, min_s, 1) / c.reps * 1e9;
+  struct alloc_arg a = {cpu, 4096, 1000};
+  out[1] = bench_time(adr_alloc_fn, &a, min_s, 1) / a.reps * 1e9;
+  struct record_arg r = {e, 1000};
+  out[2] = bench_time(event_record_fn, &r, min_s, 1) / r.reps * 1e9;
+  adr_event_destroy(e, NULL);
+  adr_free(cpu, src, 4096, NULL, NULL);
+  adr_free(cpu, dst, 4096, NULL, NULL);
+  return 0;
+}
+
+/* Runs `adr-bench [--quick] core` again with ADR_VALIDATE=1, which measures
+ * only the probe and writes its figures to the pipe. */
+static int validate_probe_child(bool quick, double out[3]) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    close(fds[0]);
+    char fd[16];
+    snprintf(fd, sizeof(fd), "%d", fds[1]);
+    setenv("ADR_BENCH_VALIDATE_FD", fd, 1);
+    setenv("ADR_VALIDATE", "1", 1);
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) dup2(devnull, 1);
+    if (quick)
+      execl("/proc/self/exe", "adr-bench", "--quick", "core", (char*)NULL);
+    else
+      execl("/proc/self/exe", "adr-bench", "core", (char*)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  char buf[256] = {0};
+  size_t got = 0;
+  ssize_t n;
+  while (got < sizeof(buf) - 1 && (n = read(fds[0], buf + got, sizeof(buf) - 1 - got)) > 0)
+    got += (size_t)n;
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+  return sscanf(buf, "%lf %lf %lf", &out[0], &out[1], &out[2]) == 3 ? 0 : -1;
+}
+
+static void bench_validation(struct bench_ctx* ctx, struct adr_device* cpu, double min_s) {
+  if (adr_validation_enabled()) {
+    bench_note(ctx, "validation", "skipped: ADR_VALIDATE is set for the baseline", 0, "");
+    return;
+  }
+  double off[3], on[3];
+  if (validate_probe(cpu, min_s, off) != 0 || validate_probe_child(bench_quick(ctx), on) != 0) {
+    bench_note(ctx, "validation", "probe failed", 0, "");
+    return;
+  }
+  const char* labels[3] = {"adr_copy 64 B", "alloc+free 4 KiB", "event record"};
+  for (int i = 0; i < 3; i++) {
+    bench_report(ctx, "validation on/off", labels[i], on[i], off[i], "ns/op", "layer off",
+                 BENCH_LOWER_IS_BETTER);
+    bench_note(ctx, "validation on/off", labels[i], on[i] / off[i], "x per call");
+  }
+}
+
 void bench_run_core(struct bench_ctx* ctx) {
   struct adr_device* cpu = NULL;
   struct adr_error err = {{0}};
@@ -69,6 +159,15 @@ void bench_run_core(struct bench_ctx* ctx) {
     return;
   }
   double min_s = bench_quick(ctx) ? 0.05 : 0.3;
+
+  const char* probe_fd = getenv("ADR_BENCH_VALIDATE_FD");
+  if (probe_fd != NULL) {
+    /* The child of bench_validation: the probe only. */
+    double v[3];
+    if (validate_probe(cpu, min_s, v) != 0) exit(1);
+    dprintf(atoi(probe_fd), "%.3f %.3f %.3f\n", v[0], v[1], v[2]);
+    return;
+  }
 
   /* Dispatch overhead: a 64-byte copy is nearly all call overhead. */
   {
@@ -87,7 +186,8 @@ void bench_run_core(struct bench_ctx* ctx) {
   const char* labels[] = {"4 KiB", "1 MiB", bench_quick(ctx) ? "64 MiB" : "256 MiB"};
   for (int i = 0; i < 3; i++) {
     void *src = NULL, *dst = NULL;
-    if (adr_alloc(cpu, sizes[i], 64, NULL, &src, &err) || adr_alloc(cpu, sizes[i], 64, NULL, &dst, &err)) {
+    if (adr_alloc(cpu, sizes[i], 64, NULL, &src, &err) ||
+        adr_alloc(cpu, sizes[i], 64, NULL, &dst, &err)) {
       fprintf(stderr, "bench core: %s\n", err.message);
       return;
     }
@@ -116,4 +216,6 @@ void bench_run_core(struct bench_ctx* ctx) {
     bench_report(ctx, "cpu alloc+free", "4 KiB", t_adr, t_libc, "ns/op", "aligned_alloc+free",
                  BENCH_LOWER_IS_BETTER);
   }
+
+  bench_validation(ctx, cpu, min_s);
 }
