@@ -16,6 +16,8 @@
 
 #define ADR_INTERNAL __attribute__((visibility("hidden")))
 
+#include "fault.h" /* the fault-injection hook in ADR__DISPATCH */
+
 /* ---- logging (log.c) ---------------------------------------------------- */
 
 /* Current ADR_LOG level; read without a lock on every dispatch, so it is a
@@ -118,6 +120,10 @@ struct adr_stream {
   struct adr_device* device;
   struct adr_backend_stream* handle;
   uint32_t flags; /* ADR__STREAM_* */
+  /* Live created streams of all devices (registry.c), for the drain at
+   * process exit; guarded by the stream-list lock, not read on the hot path. */
+  struct adr_stream* live_prev;
+  struct adr_stream* live_next;
 };
 #define ADR__STREAM_DEFAULT 1u
 #define ADR__STREAM_IMPORTED 2u
@@ -205,7 +211,11 @@ ADR_INTERNAL int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* 
 #define ADR__DISPATCH(dev, api, slot, call, fmt, ...)                               \
   __extension__({                                                                   \
     int adr__st_;                                                                   \
-    if (__builtin_expect(adr__log_level() < ADR_LOG_TRACE, 1)) {                    \
+    if (__builtin_expect(                                                           \
+            atomic_load_explicit(&adr__fault_armed, memory_order_relaxed) != 0, 0) &&  \
+        (adr__st_ = adr__fault_dispatch(slot, error)) != 0) {                       \
+      /* injected (core/fault.c): the backend is not called */                      \
+    } else if (__builtin_expect(adr__log_level() < ADR_LOG_TRACE, 1)) {             \
       adr__st_ = (call);                                                            \
     } else {                                                                        \
       uint64_t adr__t0_ = adr__now_ns();                                            \
@@ -221,5 +231,21 @@ ADR_INTERNAL void adr__error_context(struct adr_error* error, int status, const 
 ADR_INTERNAL int adr__dispatch_traced_end(uint64_t start_ns, int status, const char* dev,
                                           const char* op, const char* fmt, ...)
     ADR_PRINTF(5, 6);
+
+/* ---- process lifetime (registry.c, docs/lifetime.md) --------------------- */
+
+/* Set (never cleared) when the exit-time teardown starts. Every public call
+ * that would touch device state checks it and returns ESHUTDOWN. */
+extern ADR_INTERNAL _Atomic int adr__shutdown_flag;
+static inline bool adr__shut_down(void) {
+  return __builtin_expect(atomic_load_explicit(&adr__shutdown_flag, memory_order_acquire) != 0, 0);
+}
+/* ESHUTDOWN with "[op][backend] ESHUTDOWN: ..." (dev may be NULL). */
+ADR_INTERNAL int adr__shutdown_error(struct adr_error* error, const char* op,
+                                     const struct adr_device* dev);
+/* Created (not imported, not default) streams are listed so the teardown
+ * can drain them; adr_stream_create / adr_stream_destroy call these. */
+ADR_INTERNAL void adr__stream_track(struct adr_stream* stream);
+ADR_INTERNAL void adr__stream_untrack(struct adr_stream* stream);
 
 #endif /* ADR_CORE_INTERNAL_H */

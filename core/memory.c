@@ -40,6 +40,7 @@ static int alloc_common(const char* op, struct adr_device* device,
                         struct adr_stream* stream, void** out, struct adr_error* error) {
   if (device == NULL || out == NULL)
     return adr__errorf(error, EINVAL, op, NULL, "%s is NULL", device ? "out" : "device");
+  if (adr__shut_down()) return adr__shutdown_error(error, op, device);
   if (alignment == 0) alignment = ADR_MIN_ALIGNMENT;
   if ((alignment & (alignment - 1)) != 0)
     return adr__errorf(error, EINVAL, op, device->backend->name,
@@ -98,6 +99,7 @@ int adr_alloc_with(struct adr_device* device, const struct adr_allocator* handle
 int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_stream* stream,
              struct adr_error* error) {
   if (device == NULL) return adr__errorf(error, EINVAL, "adr_free", NULL, "device is NULL");
+  if (adr__shut_down()) return adr__shutdown_error(error, "adr_free", device);
   if (ptr == NULL)
     return adr__errorf(error, EINVAL, "adr_free", device->backend->name, "ptr is NULL");
   int st = check_stream("adr_free", device, stream, error);

@@ -23,6 +23,7 @@ int adr_stream_create(struct adr_device* device, struct adr_stream** out,
     return st;
   }
   s->device = device;
+  adr__stream_track(s);
   *out = s;
   return 0;
 }
@@ -38,6 +39,7 @@ int adr_stream_destroy(struct adr_stream* stream, struct adr_error* error) {
                          dev->vt->stream_destroy(dev->handle, stream->handle, error), "%p",
                          (void*)stream->handle);
   if (st) return st;
+  adr__stream_untrack(stream);
   free(stream);
   return 0;
 }

@@ -169,6 +169,10 @@ static struct adr__device_memory* state_of(const char* op, struct adr_device* de
     *status = adr__errorf(error, EINVAL, op, NULL, "device is NULL");
     return NULL;
   }
+  if (adr__shut_down()) {
+    *status = adr__shutdown_error(error, op, dev);
+    return NULL;
+  }
   if (dev->memory == NULL) {
     *status =
         adr__errorf(error, ENOMEM, op, dev->backend->name,
