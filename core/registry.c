@@ -269,11 +269,6 @@ static int make_device_locked(struct adr__backend* b, ArrowDeviceType type, int6
   if (b->vt->device_info(handle, &info, NULL) == 0)
     dev->host_accessible = (info.caps & ADR_CAP_HOST_ACCESSIBLE) != 0;
   adr__memory_device_init(dev);
-  /* Once more, now that the backend and its driver have registered their
-   * exit handlers (at init and while opening the device): exit handlers
-   * run in reverse order, so the teardown runs before them, while the
-   * driver still works. Later registrations find it done. */
-  atexit(teardown);
   *out = dev;
   return 0;
 }
@@ -836,6 +831,13 @@ static bool is_abandoned(const struct adr_device* dev) {
  *     the device, then point it at the shut-down vtable;
  *  4. shut the backends down. The libraries stay mapped.
  * Device structs, alloc tables and stream/event wrappers are never freed.
+ * Registered once, at the first call that needs the registry: exit handlers
+ * run in reverse order, so it runs after the backends' own (Vulkan, HIP:
+ * registered when they load, see their READMEs), whose slots then only
+ * release host memory. Registering it again after each device opens would
+ * run it before them, but the Vulkan validation layer registers static
+ * destructors lazily, during later calls, so no registration point is late
+ * enough; the backends' handlers stay in charge of their drivers.
  * An application that still runs work on adr devices from other threads at
  * exit is outside this contract. */
 static void teardown(void) {
@@ -868,7 +870,9 @@ static void teardown(void) {
   for (struct adr_stream* s = live_streams; s != NULL; s = s->live_next) {
     struct adr_device* dev = s->device;
     if (is_abandoned(dev)) continue;
-    adr__memory_stream_retire(s);
+    /* No adr__memory_stream_retire: it records events, which a backend
+     * whose exit handler already ran cannot do; the pool goes next anyway,
+     * and its destruction does not look at streams. */
     dev->vt->stream_destroy(dev->handle, s->handle, NULL);
     s->handle = NULL;
   }
