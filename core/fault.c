@@ -76,20 +76,21 @@ static bool known_slot(const char* name, size_t len) {
 
 /* The countdown: true when this call is the one (or, persistent, one of
  * those) that must fail. */
-static bool count_and_fire(void) {
+static uint64_t count_and_fire(void) {
   uint64_t n = atomic_fetch_add_explicit(&g.calls, 1, memory_order_relaxed) + 1;
-  if (g.nth == 0 || n < g.nth || (!g.persistent && n != g.nth)) return false;
+  if (g.nth == 0 || n < g.nth || (!g.persistent && n != g.nth)) return 0;
   atomic_fetch_add_explicit(&g.fired, 1, memory_order_relaxed);
-  return true;
+  return n;
 }
 
 int adr__fault_dispatch(const char* slot, struct adr_error* error) {
   if (atomic_load_explicit(&adr__fault_armed, memory_order_acquire) != ADR__FAULT_DISPATCH)
     return 0;
   if (strcmp(g.slot, "any") != 0 && strcmp(g.slot, slot) != 0) return 0;
-  if (!count_and_fire()) return 0;
+  uint64_t n = count_and_fire();
+  if (n == 0) return 0;
   return adr_error_set(error, g.status, "%s: injected fault (call %" PRIu64 " of slot '%s')",
-                       adr_status_name(g.status), atomic_load(&g.calls), slot);
+                       adr_status_name(g.status), n, slot);
 }
 
 static bool malloc_fails(void) {
@@ -97,7 +98,7 @@ static bool malloc_fails(void) {
           atomic_load_explicit(&adr__fault_armed, memory_order_relaxed) != ADR__FAULT_MALLOC, 1))
     return false;
   atomic_thread_fence(memory_order_acquire);
-  if (!count_and_fire()) return false;
+  if (count_and_fire() == 0) return false;
   errno = ENOMEM;
   return true;
 }
