@@ -11,7 +11,7 @@
  *   - no stuck stream: the run ends before the watchdog (ADR_FAULT_SWEEP_TIMEOUT
  *     seconds, default 120) kills it.
  * N: a first run counts the calls (N = 0); then ADR_FAULT_SWEEP=full tries
- * every N from 1 to the count, ADR_FAULT_SWEEP=K (default 8) tries 1, 2, 3
+ * every N from 1 to the count, ADR_FAULT_SWEEP=K (default 4) tries 1, 2, 3
  * and K points spread evenly over the rest.
  *
  * Exit status: 0 clean, 77 no device (ADR_FAULT_REQUIRE unset), 1 otherwise.
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
   }
   uint64_t total = r.calls;
   bool full = sweep != NULL && strcmp(sweep, "full") == 0;
-  uint64_t samples = full ? total : (sweep && atoi(sweep) > 0 ? (uint64_t)atoi(sweep) : 8);
+  uint64_t samples = full ? total : (sweep && atoi(sweep) > 0 ? (uint64_t)atoi(sweep) : 4);
   printf("fault sweep %s on %s: %llu counted calls; trying %s\n", slot, dev ? dev : "(default)",
          (unsigned long long)total, full ? "every N" : "a sample of N");
   fflush(stdout);
