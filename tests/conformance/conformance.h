@@ -81,7 +81,7 @@ extern struct conf_globals g_conf;
 void conf_check_error(const char* expr, int status, int want, int want2,
                       const struct adr_error* error, const char* op, const char* file, int line);
 
-/* Fault mode (ADR_CONFORMANCE_FAULT, tests/fault/README.md): when a call
+/* Fault mode (ADR_CONFORMANCE_FAULT, docs/lifetime.md): when a call
  * failed because of the injected fault (the fault fired, the status is the
  * injected one, the message is clean), the case stops here as skipped
  * instead of failing. Returns (does nothing) otherwise. `text` variant: a

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * Fault sweep (tests/fault/README.md): runs the conformance suite (argv[1])
+ * Fault sweep (docs/lifetime.md): runs the conformance suite (argv[1])
  * once per N with the Nth counted call failing (ADR_CONFORMANCE_FAULT =
  * slot:N:STATUS, slot = argv[2], STATUS = argv[3]), on the device the
  * environment selects, and requires of every run:
