@@ -69,7 +69,12 @@ static int alloc_common(const char* op, struct adr_device* device,
   void* ptr = NULL;
   void* cookie = NULL;
   st = adr__memory_alloc(device, handler, handler_size, alignment, stream, &ptr, &cookie, error);
-  if (st) return st;
+  if (st) {
+    /* The pool or an application handler may write "[pool] ..." or no
+     * prefix at all: the message names the public operation. */
+    adr__error_context(error, st, op, device);
+    return st;
+  }
   if (adr__alloc_table_insert_data(device->allocs, ptr, size, handler, cookie) != 0) {
     adr__memory_free(device, handler, ptr, handler_size, stream, cookie, NULL);
     return adr__errorf(error, ENOMEM, op, device->backend->name,
@@ -116,6 +121,7 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
                        "%p was allocated with size %zu, freed with size %zu", ptr, recorded, size);
   st = adr__memory_free(device, handler, ptr, size ? size : 1, stream, cookie, error);
   if (st) {
+    adr__error_context(error, st, "adr_free", device);
     /* Nothing was freed: keep the allocation known. */
     adr__alloc_table_insert_data(device->allocs, ptr, size, handler, cookie);
     return st;
