@@ -27,7 +27,8 @@
   X(ETIMEDOUT, "timed out")                                  \
   X(EPROTO, "protocol error")                                \
   X(ENOEXEC, "not a loadable backend")                       \
-  X(EEXIST, "already exists")
+  X(EEXIST, "already exists")                                \
+  X(ESHUTDOWN, "adr was shut down at process exit")
 
 const char* adr_status_name(int status) {
   if (status == 0) return "OK";

@@ -16,6 +16,8 @@
 
 #define ADR_INTERNAL __attribute__((visibility("hidden")))
 
+#include "fault.h" /* the fault-injection hook in ADR__DISPATCH */
+
 /* ---- logging (log.c) ---------------------------------------------------- */
 
 /* Current ADR_LOG level; read without a lock on every dispatch, so it is a
@@ -126,6 +128,10 @@ struct adr_stream {
   struct adr_device* device;
   struct adr_backend_stream* handle;
   uint32_t flags; /* ADR__STREAM_* */
+  /* Live created streams of all devices (registry.c), for the drain at
+   * process exit; guarded by the stream-list lock, not read on the hot path. */
+  struct adr_stream* live_prev;
+  struct adr_stream* live_next;
 };
 #define ADR__STREAM_DEFAULT 1u
 #define ADR__STREAM_IMPORTED 2u
@@ -210,18 +216,21 @@ ADR_INTERNAL int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* 
  * message so it names the public operation and the backend:
  * "[adr_copy][opencl] CL_...: ...". `call` yields int; a variable named
  * `error` (struct adr_error*) must be in scope. */
-#define ADR__DISPATCH(dev, api, slot, call, fmt, ...)                                      \
-  __extension__({                                                                          \
-    int adr__st_;                                                                          \
-    if (__builtin_expect(adr__log_level() < ADR_LOG_TRACE, 1)) {                           \
-      adr__st_ = (call);                                                                   \
-    } else {                                                                               \
-      uint64_t adr__t0_ = adr__now_ns();                                                   \
-      adr__st_ = (call);                                                                   \
-      adr__dispatch_traced_end(adr__t0_, adr__st_, (dev)->name, slot, fmt, __VA_ARGS__);   \
-    }                                                                                      \
-    if (__builtin_expect(adr__st_ != 0, 0)) adr__error_context(error, adr__st_, api, dev); \
-    adr__st_;                                                                              \
+#define ADR__DISPATCH(dev, api, slot, call, fmt, ...)                                              \
+  __extension__({                                                                                  \
+    int adr__st_;                                                                                  \
+    if (__builtin_expect(atomic_load_explicit(&adr__fault_armed, memory_order_relaxed) != 0, 0) && \
+        (adr__st_ = adr__fault_dispatch(slot, error)) != 0) {                                      \
+      /* injected (core/fault.c): the backend is not called */                                     \
+    } else if (__builtin_expect(adr__log_level() < ADR_LOG_TRACE, 1)) {                            \
+      adr__st_ = (call);                                                                           \
+    } else {                                                                                       \
+      uint64_t adr__t0_ = adr__now_ns();                                                           \
+      adr__st_ = (call);                                                                           \
+      adr__dispatch_traced_end(adr__t0_, adr__st_, (dev)->name, slot, fmt, __VA_ARGS__);           \
+    }                                                                                              \
+    if (__builtin_expect(adr__st_ != 0, 0)) adr__error_context(error, adr__st_, api, dev);         \
+    adr__st_;                                                                                      \
   })
 
 ADR_INTERNAL void adr__error_context(struct adr_error* error, int status, const char* api,
@@ -255,5 +264,21 @@ ADR_INTERNAL bool adr__alloc_table_ranges_find(struct adr__alloc_table* t, const
  * lock (fn must not call back into the table); returns the count. */
 ADR_INTERNAL size_t adr__alloc_table_ranges_foreach(
     struct adr__alloc_table* t, void (*fn)(void* ctx, const struct adr__range* r), void* ctx);
+
+/* ---- process lifetime (registry.c, docs/lifetime.md) --------------------- */
+
+/* Set (never cleared) when the exit-time teardown starts. Every public call
+ * that would touch device state checks it and returns ESHUTDOWN. */
+extern ADR_INTERNAL _Atomic int adr__shutdown_flag;
+static inline bool adr__shut_down(void) {
+  return __builtin_expect(atomic_load_explicit(&adr__shutdown_flag, memory_order_acquire) != 0, 0);
+}
+/* ESHUTDOWN with "[op][backend] ESHUTDOWN: ..." (dev may be NULL). */
+ADR_INTERNAL int adr__shutdown_error(struct adr_error* error, const char* op,
+                                     const struct adr_device* dev);
+/* Created (not imported, not default) streams are listed so the teardown
+ * can drain them; adr_stream_create / adr_stream_destroy call these. */
+ADR_INTERNAL void adr__stream_track(struct adr_stream* stream);
+ADR_INTERNAL void adr__stream_untrack(struct adr_stream* stream);
 
 #endif /* ADR_CORE_INTERNAL_H */

@@ -46,6 +46,7 @@ static int alloc_common(const char* op, struct adr_device* device,
   bool validating = adr__validate_begin();
   if (device == NULL || out == NULL)
     return adr__errorf(error, EINVAL, op, NULL, "%s is NULL", device ? "out" : "device");
+  if (adr__shut_down()) return adr__shutdown_error(error, op, device);
   if (alignment == 0) alignment = ADR_MIN_ALIGNMENT;
   if ((alignment & (alignment - 1)) != 0)
     return adr__errorf(error, EINVAL, op, device->backend->name,
@@ -80,7 +81,12 @@ static int alloc_common(const char* op, struct adr_device* device,
     adr__validate_flush(device);
     st = adr__memory_alloc(device, handler, handler_size, alignment, stream, &ptr, &cookie, error);
   }
-  if (st) return st;
+  if (st) {
+    /* The pool or an application handler may write "[pool] ..." or no
+     * prefix at all: the message names the public operation. */
+    adr__error_context(error, st, op, device);
+    return st;
+  }
   bool ranged = adr__range_checked(device);
   if (adr__alloc_table_insert_data(device->allocs, ptr, size, handler, cookie) != 0 ||
       (ranged && adr__alloc_table_ranges_insert(device->allocs, ptr, size, site) != 0)) {
@@ -116,6 +122,7 @@ int adr_alloc_with(struct adr_device* device, const struct adr_allocator* handle
 int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_stream* stream,
              struct adr_error* error) {
   if (device == NULL) return adr__errorf(error, EINVAL, "adr_free", NULL, "device is NULL");
+  if (adr__shut_down()) return adr__shutdown_error(error, "adr_free", device);
   if (ptr == NULL)
     return adr__errorf(error, EINVAL, "adr_free", device->backend->name, "ptr is NULL");
   int st = check_stream("adr_free", device, stream, error);
@@ -148,6 +155,7 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
   }
   st = adr__memory_free(device, handler, ptr, size ? size : 1, stream, cookie, error);
   if (st) {
+    adr__error_context(error, st, "adr_free", device);
     /* Nothing was freed: keep the allocation known. */
     adr__alloc_table_insert_data(device->allocs, ptr, size, handler, cookie);
     if (ranged) adr__alloc_table_ranges_insert(device->allocs, ptr, size, range.site);

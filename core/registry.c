@@ -7,8 +7,15 @@
  * Locking: one mutex guards loading backends and creating devices; it is
  * taken by adr_device_get and friends, never by the operations on a device
  * (the hot path holds a struct adr_device* and reads only immutable
- * fields). Device objects are never freed before process exit, so a
- * pointer handed out stays valid.
+ * fields). Device objects are never freed, not even at exit, so a
+ * pointer handed out stays valid for the life of the process.
+ *
+ * Process exit (docs/lifetime.md): `teardown` drains every live stream,
+ * releases the devices' native objects and memory, then points each device
+ * at `shutdown_vtable`, whose slots refuse with ESHUTDOWN; the device
+ * structs, stream and event wrappers and allocation tables stay allocated,
+ * so a call made later (an atexit handler or static destructor that runs
+ * after the teardown) gets ESHUTDOWN instead of touching freed state.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -38,6 +45,49 @@ static size_t enumeration_count;
 static bool enumerated;
 
 static _Atomic(struct adr_device*) default_device;
+
+_Atomic int adr__shutdown_flag;
+
+/* Live created streams, for the drain at exit. A list under its own lock:
+ * only adr_stream_create/destroy and the teardown take it, never a call
+ * that uses a stream. */
+static pthread_mutex_t streams_mutex = PTHREAD_MUTEX_INITIALIZER;
+static struct adr_stream* live_streams;
+
+void adr__stream_track(struct adr_stream* s) {
+  pthread_mutex_lock(&streams_mutex);
+  s->live_prev = NULL;
+  s->live_next = live_streams;
+  if (live_streams != NULL) live_streams->live_prev = s;
+  live_streams = s;
+  pthread_mutex_unlock(&streams_mutex);
+}
+
+void adr__stream_untrack(struct adr_stream* s) {
+  pthread_mutex_lock(&streams_mutex);
+  if (s->live_prev != NULL)
+    s->live_prev->live_next = s->live_next;
+  else if (live_streams == s)
+    live_streams = s->live_next;
+  if (s->live_next != NULL) s->live_next->live_prev = s->live_prev;
+  s->live_prev = s->live_next = NULL;
+  pthread_mutex_unlock(&streams_mutex);
+}
+
+int adr__shutdown_error(struct adr_error* error, const char* op, const struct adr_device* dev) {
+  return adr__errorf(error, ESHUTDOWN, op, dev ? dev->backend->name : NULL,
+                     "ESHUTDOWN: adr was shut down at process exit%s%s; nothing was done "
+                     "(docs/lifetime.md)",
+                     dev ? ", with " : "", dev ? dev->name : "");
+}
+
+/* Checks every registry entry point makes before touching devices. */
+static int enter(const char* op, struct adr_error* error) {
+  if (adr__shut_down()) return adr__shutdown_error(error, op, NULL);
+  int st = adr__ensure_init(error);
+  if (st) return st;
+  return adr__fault_env(error);
+}
 
 pthread_mutex_t* adr__registry_lock(void) {
   return &registry_mutex;
@@ -257,7 +307,7 @@ static int device_get_locked(ArrowDeviceType type, int64_t id, struct adr_device
 int adr_device_get(ArrowDeviceType type, int64_t id, struct adr_device** out,
                    struct adr_error* error) {
   if (out == NULL) return adr__errorf(error, EINVAL, "adr_device_get", NULL, "out is NULL");
-  int st = adr__ensure_init(error);
+  int st = enter("adr_device_get", error);
   if (st) return st;
   pthread_mutex_lock(&registry_mutex);
   st = device_get_locked(type, id, out, error);
@@ -274,7 +324,7 @@ int adr_device_default(struct adr_device** out, struct adr_error* error) {
     *out = cached;
     return 0;
   }
-  int st = adr__ensure_init(error);
+  int st = enter("adr_device_default", error);
   if (st) return st;
   const struct adr__config* c = adr__config();
   if (c->device_status) {
@@ -379,7 +429,7 @@ static int load_all_locked(void) {
 }
 
 int adr_backends_load_all(struct adr_error* error) {
-  int st = adr__ensure_init(error);
+  int st = enter("adr_backends_load_all", error);
   if (st) return st;
   pthread_mutex_lock(&registry_mutex);
   st = load_all_locked();
@@ -476,7 +526,7 @@ int adr_device_adopt(ArrowDeviceType type, const void* native_desc, struct adr_d
   if (native_desc == NULL || out == NULL)
     return adr__errorf(error, EINVAL, "adr_device_adopt", NULL, "%s is NULL",
                        out ? "native_desc" : "out");
-  int st = adr__ensure_init(error);
+  int st = enter("adr_device_adopt", error);
   if (st) return st;
   if (type <= 0 || type >= MAX_TYPE)
     return adr__errorf(error, ENODEV, "adr_device_adopt", NULL, "unknown device type %d",
@@ -570,7 +620,7 @@ const char* adr_backend_search_path(void) {
 int adr_pointer_query(const void* ptr, struct adr_device** out, struct adr_error* error) {
   if (ptr == NULL || out == NULL)
     return adr__errorf(error, EINVAL, "adr_pointer_query", NULL, "%s is NULL", ptr ? "out" : "ptr");
-  int st = adr__ensure_init(error);
+  int st = enter("adr_pointer_query", error);
   if (st) return st;
   ArrowDeviceType type = 0;
   int64_t id = -1;
@@ -588,35 +638,267 @@ int adr_pointer_query(const void* ptr, struct adr_device** out, struct adr_error
   return st;
 }
 
-/* At exit: give every device back to its backend (so drivers and
- * validation layers see a clean shutdown), then shut backends down. The
- * libraries stay mapped. An application that still runs work on adr
- * devices from other threads at exit is outside this contract. */
+/* ---- process exit -------------------------------------------------------- */
+
+/* The vtable of a device after the teardown: every slot refuses. The
+ * dispatching wrapper adds "[operation][backend]" to the message. */
+#define SHUT_MSG "ESHUTDOWN: adr was shut down at process exit; nothing was done"
+static int shut_init(struct adr_error* error) {
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static void shut_shutdown(void) {}
+static int shut_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
+  (void)type, (void)out;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static int shut_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
+                            struct adr_error* error) {
+  (void)type, (void)id, (void)out;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static void shut_device_close(struct adr_backend_device* dev) {
+  (void)dev;
+}
+static int shut_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
+                            struct adr_error* error) {
+  (void)dev, (void)out;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static int shut_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
+                      struct adr_backend_stream* stream, void** out, struct adr_error* error) {
+  (void)dev, (void)size, (void)alignment, (void)stream, (void)out;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static int shut_free(struct adr_backend_device* dev, void* ptr, size_t size,
+                     struct adr_backend_stream* stream, struct adr_error* error) {
+  (void)dev, (void)ptr, (void)size, (void)stream;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static int shut_copy(struct adr_backend_device* dst_dev, void* dst,
+                     struct adr_backend_device* src_dev, const void* src, size_t size,
+                     struct adr_backend_stream* stream, struct adr_error* error) {
+  (void)dst_dev, (void)dst, (void)src_dev, (void)src, (void)size, (void)stream;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static int shut_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                       struct adr_backend_stream* stream, struct adr_error* error) {
+  (void)dev, (void)ptr, (void)value, (void)size, (void)stream;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static int shut_stream_create(struct adr_backend_device* dev, uint32_t flags,
+                              struct adr_backend_stream** out, struct adr_error* error) {
+  (void)dev, (void)flags, (void)out;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static int shut_stream_op(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                          struct adr_error* error) {
+  (void)dev, (void)stream;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static int shut_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
+                             struct adr_error* error) {
+  (void)dev, (void)out;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static int shut_event_op(struct adr_backend_device* dev, struct adr_backend_event* event,
+                         struct adr_error* error) {
+  (void)dev, (void)event;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static int shut_event_stream_op(struct adr_backend_device* dev, struct adr_backend_event* event,
+                                struct adr_backend_stream* stream, struct adr_error* error) {
+  (void)dev, (void)event, (void)stream;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static void* shut_event_native(struct adr_backend_device* dev, struct adr_backend_event* event) {
+  (void)dev, (void)event;
+  return NULL;
+}
+static int shut_event_import(struct adr_backend_device* dev, void* sync_event,
+                             struct adr_backend_event** out, struct adr_error* error) {
+  (void)dev, (void)sync_event, (void)out;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static int shut_stream_import(struct adr_backend_device* dev, void* native_stream,
+                              struct adr_backend_stream** out, struct adr_error* error) {
+  (void)dev, (void)native_stream, (void)out;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static void* shut_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* stream) {
+  (void)dev, (void)stream;
+  return NULL;
+}
+static int shut_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
+                              struct adr_error* error) {
+  (void)ptr, (void)out_type, (void)out_id;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static int shut_device_native(struct adr_backend_device* dev, int kind, void** out,
+                              struct adr_error* error) {
+  (void)dev, (void)kind, (void)out;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static int shut_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
+                             struct adr_backend_device** out, struct adr_error* error) {
+  (void)type, (void)id, (void)native_desc, (void)out;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static int shut_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
+                                  struct adr_error* error) {
+  (void)dev, (void)emit, (void)ctx;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static int shut_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
+                              struct adr_error* error) {
+  (void)dev, (void)ptr, (void)size;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+static int shut_host_unregister(struct adr_backend_device* dev, void* ptr,
+                                struct adr_error* error) {
+  (void)dev, (void)ptr;
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
+
+static const struct adr_backend shutdown_vtable = {
+    .abi_major = ADR_BACKEND_ABI_MAJOR,
+    .abi_minor = ADR_BACKEND_ABI_MINOR,
+    .struct_size = sizeof(struct adr_backend),
+    .name = "shut down",
+    .version = "",
+    .init = shut_init,
+    .shutdown = shut_shutdown,
+    .device_count = shut_device_count,
+    .device_open = shut_device_open,
+    .device_close = shut_device_close,
+    .device_info = shut_device_info,
+    .alloc = shut_alloc,
+    .free = shut_free,
+    .copy = shut_copy,
+    .memset = shut_memset,
+    .stream_create = shut_stream_create,
+    .stream_destroy = shut_stream_op,
+    .stream_synchronize = shut_stream_op,
+    .event_create = shut_event_create,
+    .event_destroy = shut_event_op,
+    .event_record = shut_event_stream_op,
+    .event_wait = shut_event_stream_op,
+    .event_synchronize = shut_event_op,
+    .event_query = shut_event_op,
+    .event_native = shut_event_native,
+    .event_import = shut_event_import,
+    .stream_import = shut_stream_import,
+    .stream_native = shut_stream_native,
+    .pointer_query = shut_pointer_query,
+    .device_native = shut_device_native,
+    .device_adopt = shut_device_adopt,
+    .device_properties = shut_device_properties,
+    .host_register = shut_host_register,
+    .host_unregister = shut_host_unregister,
+};
+
+/* Devices whose queued work could not be drained: their memory and native
+ * objects are abandoned (left as they are) rather than freed under work
+ * that may still use them. */
+#define MAX_ABANDONED 64
+static struct adr_device* abandoned[MAX_ABANDONED];
+static size_t abandoned_count;
+static bool abandoned_overflow;
+
+static void abandon(struct adr_device* dev, const char* why) {
+  for (size_t i = 0; i < abandoned_count; i++)
+    if (abandoned[i] == dev) return;
+  if (abandoned_count < MAX_ABANDONED)
+    abandoned[abandoned_count++] = dev;
+  else
+    abandoned_overflow = true;
+  adr__log(ADR_LOG_WARN, dev->name, "at exit: %s; the device's memory is left as it is", why);
+}
+
+static bool is_abandoned(const struct adr_device* dev) {
+  if (abandoned_overflow) return true;
+  for (size_t i = 0; i < abandoned_count; i++)
+    if (abandoned[i] == dev) return true;
+  return false;
+}
+
+/* At exit, once (every registration after the first finds it done):
+ *  1. refuse new calls (ESHUTDOWN) and disarm fault injection;
+ *  2. drain: synchronize every live created stream, then every default
+ *     stream, so no queued work runs while memory goes; a device whose
+ *     stream fails to synchronize is abandoned (nothing of it is freed);
+ *  3. destroy the created streams' native objects (their wrappers stay),
+ *     tear down the memory state (pool), destroy the default stream, close
+ *     the device, then point it at the shut-down vtable;
+ *  4. shut the backends down. The libraries stay mapped.
+ * Device structs, alloc tables and stream/event wrappers are never freed.
+ * Registered once, at the first call that needs the registry: exit handlers
+ * run in reverse order, so it runs after the backends' own (Vulkan, HIP:
+ * registered when they load, see their READMEs), whose slots then only
+ * release host memory. Registering it again after each device opens would
+ * run it before them, but the Vulkan validation layer registers static
+ * destructors lazily, during later calls, so no registration point is late
+ * enough; the backends' handlers stay in charge of their drivers.
+ * An application that still runs work on adr devices from other threads at
+ * exit is outside this contract. */
 static void teardown(void) {
+  if (atomic_exchange(&adr__shutdown_flag, 1) != 0) return;
+  adr__fault_disarm();
   pthread_mutex_lock(&registry_mutex);
+  pthread_mutex_lock(&streams_mutex);
+  for (struct adr_stream* s = live_streams; s != NULL; s = s->live_next) {
+    struct adr_device* dev = s->device;
+    struct adr_error e = {{0}};
+    if (dev->vt->stream_synchronize(dev->handle, s->handle, &e) != 0) {
+      char why[sizeof(e.message) + 64];
+      snprintf(why, sizeof(why), "a stream failed to drain (%s)", e.message);
+      abandon(dev, why);
+    }
+  }
   for (size_t t = 0; t < MAX_TYPE; t++) {
     struct type_devices* td = &devices_by_type[t];
     for (size_t i = 0; i < td->cap; i++) {
       struct adr_device* dev = td->items[i];
-      if (dev == NULL) continue;
-      adr__memory_device_teardown(dev);
-      dev->vt->stream_destroy(dev->handle, dev->default_stream.handle, NULL);
-      dev->vt->device_close(dev->handle);
-      adr__alloc_table_destroy(dev->allocs);
-      free(dev);
-      td->items[i] = NULL;
+      if (dev == NULL || dev->vt == &shutdown_vtable) continue;
+      struct adr_error e = {{0}};
+      if (dev->vt->stream_synchronize(dev->handle, dev->default_stream.handle, &e) != 0) {
+        char why[sizeof(e.message) + 64];
+        snprintf(why, sizeof(why), "the default stream failed to drain (%s)", e.message);
+        abandon(dev, why);
+      }
     }
-    free(td->items);
-    td->items = NULL;
-    td->cap = 0;
   }
-  free(enumeration);
-  enumeration = NULL;
-  enumeration_count = 0;
+  for (struct adr_stream* s = live_streams; s != NULL; s = s->live_next) {
+    struct adr_device* dev = s->device;
+    if (is_abandoned(dev)) continue;
+    /* No adr__memory_stream_retire: it records events, which a backend
+     * whose exit handler already ran cannot do; the pool goes next anyway,
+     * and its destruction does not look at streams. */
+    dev->vt->stream_destroy(dev->handle, s->handle, NULL);
+    s->handle = NULL;
+  }
+  pthread_mutex_unlock(&streams_mutex);
+  for (size_t t = 0; t < MAX_TYPE; t++) {
+    struct type_devices* td = &devices_by_type[t];
+    for (size_t i = 0; i < td->cap; i++) {
+      struct adr_device* dev = td->items[i];
+      if (dev == NULL || dev->vt == &shutdown_vtable) continue;
+      if (!is_abandoned(dev)) {
+        adr__memory_device_teardown(dev);
+        dev->vt->stream_destroy(dev->handle, dev->default_stream.handle, NULL);
+        dev->vt->device_close(dev->handle);
+      }
+      dev->vt = &shutdown_vtable;
+      dev->handle = NULL;
+      dev->default_stream.handle = NULL;
+    }
+  }
   atomic_store(&default_device, NULL);
   for (size_t i = 0; i < backend_count; i++) {
     struct adr__backend* b = &backends[i];
-    if (b->state == ADR_BACKEND_LOADED && ADR__HAS_SLOT(b->vt, shutdown)) b->vt->shutdown();
+    if (b->state != ADR_BACKEND_LOADED || !ADR__HAS_SLOT(b->vt, shutdown)) continue;
+    bool keep = false;
+    for (size_t k = 0; k < abandoned_count; k++) keep |= abandoned[k]->backend == b;
+    if (!keep && !abandoned_overflow) b->vt->shutdown();
   }
   pthread_mutex_unlock(&registry_mutex);
 }

@@ -63,6 +63,7 @@ int adr_stream_create(struct adr_device* device, struct adr_stream** out, struct
   }
   s->device = device;
   if (v) adr__validate_obj_live(s);
+  adr__stream_track(s);
   *out = s;
   return 0;
 }
@@ -80,6 +81,7 @@ int adr_stream_destroy(struct adr_stream* stream, struct adr_error* error) {
                          dev->vt->stream_destroy(dev->handle, stream->handle, error), "%p",
                          (void*)stream->handle);
   if (st) return st;
+  adr__stream_untrack(stream);
   obj_release(stream, ADR__CALL_SITE());
   return 0;
 }

@@ -169,6 +169,10 @@ static struct adr__device_memory* state_of(const char* op, struct adr_device* de
     *status = adr__errorf(error, EINVAL, op, NULL, "device is NULL");
     return NULL;
   }
+  if (adr__shut_down()) {
+    *status = adr__shutdown_error(error, op, dev);
+    return NULL;
+  }
   if (dev->memory == NULL) {
     *status =
         adr__errorf(error, ENOMEM, op, dev->backend->name,
@@ -230,20 +234,28 @@ static int try_alloc(struct adr_device* dev, const struct adr_allocator* h, size
   return h->alloc(h->ctx, dev, size, alignment, stream, out, e);
 }
 
+/* A failure's message goes to the caller; a success leaves it alone. */
+static int keep_error(int st, const struct adr_error* local, struct adr_error* error) {
+  if (st != 0 && error != NULL) *error = *local;
+  return st;
+}
+
 int adr__memory_alloc(struct adr_device* dev, const struct adr_allocator* h, size_t size,
                       size_t alignment, struct adr_stream* stream, void** out, void** out_cookie,
                       struct adr_error* error) {
   struct adr__device_memory* m = dev->memory;
-  struct adr_error local;
-  struct adr_error* e = error ? error : &local;
+  /* Attempts write here, the caller's error only on the final failure: a
+   * retry that succeeds must leave it untouched (found by the fault sweep). */
+  struct adr_error local = {{0}};
+  struct adr_error* e = &local;
   if (out_cookie != NULL) *out_cookie = NULL;
   int st = try_alloc(dev, h, size, alignment, stream, out, out_cookie, e);
-  if (st != ENOMEM) return st;
+  if (st != ENOMEM) return keep_error(st, &local, error);
 
   if (release_cache(dev, h, true)) {
     atomic_fetch_add_explicit(&m->oom_retries, 1, memory_order_relaxed);
     st = try_alloc(dev, h, size, alignment, stream, out, out_cookie, e);
-    if (st != ENOMEM) return st;
+    if (st != ENOMEM) return keep_error(st, &local, error);
   }
   for (uint32_t attempt = 0; attempt < OOM_MAX_ATTEMPTS; attempt++) {
     bool progress = false;
@@ -256,12 +268,12 @@ int adr__memory_alloc(struct adr_device* dev, const struct adr_allocator* h, siz
     release_cache(dev, h, true);
     atomic_fetch_add_explicit(&m->oom_retries, 1, memory_order_relaxed);
     st = try_alloc(dev, h, size, alignment, stream, out, out_cookie, e);
-    if (st != ENOMEM) return st;
+    if (st != ENOMEM) return keep_error(st, &local, error);
   }
   atomic_fetch_add_explicit(&m->oom_failures, 1, memory_order_relaxed);
   if (error != NULL) {
     char inner[sizeof(error->message)];
-    snprintf(inner, sizeof(inner), "%s", error->message);
+    snprintf(inner, sizeof(inner), "%s", local.message);
     struct adr_memory_stats stats;
     stats.struct_size = sizeof(stats);
     adr_memory_stats_get(dev, &stats, NULL);

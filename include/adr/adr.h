@@ -9,7 +9,9 @@
  *
  * Conventions that hold for every function below:
  *  - A fallible function returns an int status: 0 on success, otherwise a
- *    positive errno value (EINVAL, ENOMEM, ENOTSUP, ENODEV, EIO, EBUSY ...).
+ *    positive errno value (EINVAL, ENOMEM, ENOTSUP, ENODEV, EIO, EBUSY ...);
+ *    ESHUTDOWN from any call on a device after the exit-time teardown
+ *    (docs/lifetime.md).
  *  - Its last parameter is an optional `struct adr_error *` (may be NULL) that
  *    receives a message "[operation][backend] NATIVE_NAME: description" on
  *    failure. It is left untouched on success.
@@ -98,8 +100,17 @@ ADR_API const char* adr_version(void);
 /* ------------------------------------------------------------------------ */
 
 /* A device: one (ArrowDeviceType, id) served by one backend. Device objects
- * are owned by the library and live until the process exits; pointers to
- * them may be kept and compared. */
+ * are owned by the library and are never freed; pointers to them may be
+ * kept and compared for the whole life of the process.
+ *
+ * Process exit (docs/lifetime.md): adr's atexit handler drains the work
+ * queued on every live stream (created and default), then releases the
+ * native objects and memory of every device. Calls made after it (from an
+ * atexit handler registered before adr's first call, a C++ static
+ * destructor, a destructor function) return ESHUTDOWN with a message and
+ * touch no freed state: devices, streams, events and allocations stay valid
+ * pointers, but nothing can be done with them any more, and destroy calls
+ * free nothing. */
 struct adr_device;
 /* An ordered queue of work on one device. */
 struct adr_stream;

@@ -58,6 +58,7 @@ extern struct conf_globals g_conf;
     struct adr_error conf_err_;                                                              \
     memcpy(conf_err_.message, CONF_UNTOUCHED, sizeof(CONF_UNTOUCHED));                       \
     int conf_st_ = (call);                                                                   \
+    if (conf_st_ != 0) conf_fault_accept(conf_st_, conf_err_.message);                       \
     if (conf_st_ != 0)                                                                       \
       fail_msg("%s\n  returned %s (%d): %s", #call, adr_status_name(conf_st_), conf_st_,     \
                conf_err_.message);                                                           \
@@ -79,6 +80,14 @@ extern struct conf_globals g_conf;
 
 void conf_check_error(const char* expr, int status, int want, int want2,
                       const struct adr_error* error, const char* op, const char* file, int line);
+
+/* Fault mode (ADR_CONFORMANCE_FAULT, docs/lifetime.md): when a call
+ * failed because of the injected fault (the fault fired, the status is the
+ * injected one, the message is clean), the case stops here as skipped
+ * instead of failing. Returns (does nothing) otherwise. `text` variant: a
+ * failure recorded as text on another thread. */
+void conf_fault_accept(int status, const char* message);
+void conf_fault_accept_text(const char* text);
 
 /* ---- deterministic data ------------------------------------------------- */
 

@@ -7,7 +7,10 @@
  * here (no device and ADR_CONFORMANCE_REQUIRE unset), otherwise failure.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+
+#include <adr/testing.h>
 
 #include "conf_native.h"
 #include "conformance.h"
@@ -25,8 +28,120 @@ __attribute__((visibility("default"), used)) const char* __asan_default_options(
 
 /* ---- error checks ------------------------------------------------------- */
 
+/* ---- fault mode ----------------------------------------------------------- */
+
+static struct {
+  bool on;
+  char slot[32];
+  uint64_t nth;
+  int status;
+  bool persistent;
+  _Atomic unsigned accepted; /* cases stopped by the injected fault */
+} g_fault;
+
+static bool fault_fired(void) {
+  uint64_t fired = 0;
+  adr_test_fault_counts(NULL, &fired);
+  return g_fault.on && fired > 0;
+}
+
+/* The status a failure caused by the fault may carry: the injected one, or
+ * ENOMEM when the core's own allocations fail. */
+static bool fault_status(int status) {
+  return strcmp(g_fault.slot, "malloc") == 0 ? status == ENOMEM : status == g_fault.status;
+}
+
+void conf_fault_accept(int status, const char* message) {
+  if (!fault_fired() || !fault_status(status)) return;
+  /* A clean error: "[operation]..." with a description. */
+  if (message == NULL || message[0] != '[' || strchr(message, ']') == NULL ||
+      memchr(message, '\0', sizeof(((struct adr_error*)0)->message)) == NULL)
+    return;
+  atomic_fetch_add(&g_fault.accepted, 1);
+  printf("adr-conformance: fault mode: case stopped by the injected fault: %s (%s)\n",
+         adr_status_name(status), message);
+  skip();
+}
+
+void conf_fault_accept_text(const char* text) {
+  if (!fault_fired() || text == NULL) return;
+  char name[64];
+  snprintf(name, sizeof(name), "%s",
+           adr_status_name(strcmp(g_fault.slot, "malloc") == 0 ? ENOMEM : g_fault.status));
+  if (strstr(text, name) == NULL || strstr(text, "[adr_") == NULL) return;
+  atomic_fetch_add(&g_fault.accepted, 1);
+  printf("adr-conformance: fault mode: case stopped by the injected fault: %s\n", text);
+  skip();
+}
+
+/* ADR_CONFORMANCE_FAULT=slot:N:STATUS[:persistent] (STATUS a name). */
+static int fault_parse(const char* text) {
+  char buf[128];
+  snprintf(buf, sizeof(buf), "%s", text);
+  char* save = NULL;
+  const char* slot = strtok_r(buf, ":", &save);
+  const char* nth = strtok_r(NULL, ":", &save);
+  const char* status = strtok_r(NULL, ":", &save);
+  const char* flag = strtok_r(NULL, ":", &save);
+  if (slot == NULL || nth == NULL || status == NULL) return EINVAL;
+  snprintf(g_fault.slot, sizeof(g_fault.slot), "%s", slot);
+  g_fault.nth = strtoull(nth, NULL, 10);
+  for (int v = 1; v < 256 && g_fault.status == 0; v++)
+    if (strcmp(adr_status_name(v), status) == 0) g_fault.status = v;
+  if (g_fault.status == 0) return EINVAL;
+  g_fault.persistent = flag != NULL && strcmp(flag, "persistent") == 0;
+  g_fault.on = true;
+  return 0;
+}
+
+/* After the run, disarmed: the next calls must succeed. A small workload
+ * over every kind of call; returns the number of failures. */
+static int fault_sanity(void) {
+  struct adr_error err = {{0}};
+  struct adr_device* dev = g_conf.dev;
+  const size_t n = 1 << 20;
+  void* d = NULL;
+  struct adr_stream* s = NULL;
+  struct adr_event* e = NULL;
+  uint8_t* h = malloc(n);
+  uint8_t* back = malloc(n);
+  int st = h && back ? 0 : ENOMEM;
+  if (st == 0) conf_fill(h, n, 7);
+  if (st == 0) st = adr_alloc(dev, n, 0, NULL, &d, &err);
+  if (st == 0) st = adr_stream_create(dev, &s, &err);
+  if (st == 0) st = adr_event_create(dev, &e, &err);
+  if (st == 0) st = adr_copy(dev, d, g_conf.cpu, h, n, s, &err);
+  if (st == 0) st = adr_memset(dev, (uint8_t*)d + 16, 0x5a, 32, s, &err);
+  if (st == 0) st = adr_event_record(e, s, &err);
+  if (st == 0) st = adr_stream_wait_event(adr_stream_default(dev), e, &err);
+  if (st == 0) st = adr_event_synchronize(e, &err);
+  if (st == 0) st = adr_copy(g_conf.cpu, back, dev, d, n, NULL, &err);
+  if (st == 0) st = adr_stream_synchronize(s, &err);
+  if (st == 0) {
+    memset(h + 16, 0x5a, 32);
+    if (memcmp(h, back, n) != 0) {
+      st = EIO;
+      snprintf(err.message, sizeof(err.message), "data read back differs");
+    }
+  }
+  int st2 = 0;
+  if (e != NULL) st2 |= adr_event_destroy(e, &err);
+  if (s != NULL) st2 |= adr_stream_destroy(s, &err);
+  if (d != NULL) st2 |= adr_free(dev, d, n, NULL, &err);
+  free(h);
+  free(back);
+  if (st != 0 || st2 != 0) {
+    fprintf(stderr,
+            "adr-conformance: fault mode: the sanity workload after disarming failed: %s (%s)\n",
+            adr_status_name(st ? st : st2), err.message);
+    return 1;
+  }
+  return 0;
+}
+
 void conf_check_error(const char* expr, int status, int want, int want2,
                       const struct adr_error* error, const char* op, const char* file, int line) {
+  if (status != want && (want2 == 0 || status != want2)) conf_fault_accept(status, error->message);
   if (status != want && (want2 == 0 || status != want2)) {
     fail_msg("%s:%d: %s\n  returned %s (%d), expected %s%s%s; message: %s", file, line, expr,
              adr_status_name(status), status, adr_status_name(want), want2 ? " or " : "",
@@ -401,7 +516,36 @@ int main(void) {
   char group[160];
   snprintf(group, sizeof(group), "conformance %s (%s)", adr_device_name(g_conf.dev),
            g_conf.info.backend);
+  const char* fault = getenv("ADR_CONFORMANCE_FAULT");
+  if (fault != NULL && fault[0] != '\0') {
+    if (fault_parse(fault) != 0) {
+      fprintf(stderr,
+              "adr-conformance: ADR_CONFORMANCE_FAULT=%s: expected slot:N:STATUS[:persistent]\n",
+              fault);
+      return 1;
+    }
+    st = adr_test_fault_set(g_fault.slot, g_fault.nth, g_fault.status, g_fault.persistent, &err);
+    if (st != 0) {
+      fprintf(stderr, "adr-conformance: adr_test_fault_set: %s\n", err.message);
+      return 1;
+    }
+  }
   int failed = _cmocka_run_group_tests(group, tests, n, NULL, NULL);
+  if (g_fault.on) {
+    adr_test_fault_clear();
+    uint64_t calls = 0, fired = 0;
+    adr_test_fault_counts(&calls, &fired);
+    failed += fault_sanity();
+    printf("adr-conformance: fault mode %s: calls=%llu fired=%llu accepted=%u\n", fault,
+           (unsigned long long)calls, (unsigned long long)fired, atomic_load(&g_fault.accepted));
+    const char* report = getenv("ADR_CONFORMANCE_FAULT_REPORT");
+    FILE* f = report ? fopen(report, "w") : NULL;
+    if (f != NULL) {
+      fprintf(f, "calls=%llu fired=%llu accepted=%u failed=%d\n", (unsigned long long)calls,
+              (unsigned long long)fired, atomic_load(&g_fault.accepted), failed);
+      fclose(f);
+    }
+  }
   free(g_res);
   return failed == 0 ? 0 : 1;
 }
