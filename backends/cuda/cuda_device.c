@@ -199,6 +199,7 @@ void cuda_device_close(struct adr_backend_device* dev) {
   if (cuda_ctx_enter(dev, &g, "device_close", NULL) == 0) {
     cuda_api.cuStreamSynchronize(dev->default_stream.stream);
     cuda_api.cuStreamDestroy(dev->default_stream.stream);
+    cuda_stream_scratch_free(&dev->default_stream);
     cuda_stage_release_all(dev);
     cuda_ctx_leave(&g);
   }

@@ -124,6 +124,7 @@ struct adr_backend_stream {
   CUstream stream;
   bool imported; /* not ours to destroy */
   bool is_default;
+  CUdeviceptr scratch; /* overlapping copies (cuda_memory.c); 0 until needed */
 };
 
 struct adr_backend_event {
@@ -209,6 +210,7 @@ int cuda_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
                        struct adr_error* error);
 int cuda_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_error* error);
 void cuda_stage_release_all(struct adr_backend_device* dev);
+void cuda_stream_scratch_free(struct adr_backend_stream* stream);
 
 int cuda_stream_create(struct adr_backend_device* dev, uint32_t flags,
                        struct adr_backend_stream** out, struct adr_error* error);

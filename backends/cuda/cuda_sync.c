@@ -50,6 +50,15 @@ int cuda_stream_destroy(struct adr_backend_device* dev, struct adr_backend_strea
     if (r == CUDA_SUCCESS) r = cuda_api.cuStreamDestroy(stream->stream);
     if (r != CUDA_SUCCESS)
       st = cuda_error(error, r, "stream_destroy", "CUDA device %d", dev->ordinal);
+  } else if (stream->scratch != 0) {
+    cuda_api.cuStreamSynchronize(stream->stream); /* its copies may still read it */
+  }
+  if (stream->scratch != 0) {
+    struct cuda_ctx_guard g;
+    if (cuda_ctx_enter(stream->dev, &g, "stream_destroy", NULL) == 0) {
+      cuda_stream_scratch_free(stream);
+      cuda_ctx_leave(&g);
+    }
   }
   free(stream);
   return st;

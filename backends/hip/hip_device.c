@@ -179,6 +179,7 @@ void adr_hip_device_close(struct adr_backend_device* dev) {
     adr_hip.hipStreamSynchronize(dev->default_stream.stream);
     adr_hip.hipStreamDestroy(dev->default_stream.stream);
   }
+  if (live) adr_hip_stream_scratch_free(&dev->default_stream);
   free(dev);
 }
 

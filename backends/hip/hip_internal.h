@@ -160,6 +160,7 @@ struct adr_backend_stream {
   struct adr_backend_device* device;
   bool owned;        /* destroyed by stream_destroy */
   bool default_flag; /* the device's default stream: never destroyed */
+  void* scratch;     /* overlapping copies (hip_memory.c); NULL until needed */
 };
 
 struct adr_backend_event {
@@ -230,6 +231,8 @@ ADR_HIP_HIDDEN int adr_hip_host_unregister(struct adr_backend_device* dev, void*
 ADR_HIP_HIDDEN void adr_hip_memory_shutdown(void);
 /* Frees the device's staging buffers (device_close). */
 ADR_HIP_HIDDEN void adr_hip_stage_release_all(struct adr_backend_device* dev);
+/* Frees a stream's overlap scratch buffer; its work must have completed. */
+ADR_HIP_HIDDEN void adr_hip_stream_scratch_free(struct adr_backend_stream* stream);
 /* Parses ADR_HIP_STAGING ("off" | size [":" size], size = digits with an
  * optional K/M/G suffix) into adr_hip_rt; EINVAL naming the column. */
 ADR_HIP_HIDDEN int adr_hip_parse_staging(const char* text, struct adr_error* error);

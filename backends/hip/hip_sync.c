@@ -64,7 +64,11 @@ int adr_hip_stream_destroy(struct adr_backend_device* dev, struct adr_backend_st
     if (e != hipSuccess) return adr_hip_fail(error, "stream_destroy", e, "hipStreamSynchronize");
     e = adr_hip.hipStreamDestroy(stream->stream);
     if (e != hipSuccess) return adr_hip_fail(error, "stream_destroy", e, "hipStreamDestroy");
+  } else if (stream->scratch != NULL) {
+    adr_hip.hipStreamSynchronize(stream->stream); /* its copies may still read it */
   }
+  if (stream->scratch != NULL && adr_hip_set_device(stream->device, "stream_destroy", NULL) == 0)
+    adr_hip_stream_scratch_free(stream);
   free(stream);
   return 0;
 }

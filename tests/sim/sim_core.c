@@ -638,12 +638,27 @@ static void sleep_us(unsigned us) {
   }
 }
 
+/* The drivers do not promise anything for overlapping ranges; a copy
+ * engine streams front to back. So does the simulator: overlapping copies
+ * towards higher addresses come out wrong, as they may on hardware, and
+ * only a caller that never relies on the driver for them gets memmove
+ * semantics. */
+static void copy_front_to_back(void* dst, const void* src, size_t size) {
+  unsigned char* d = dst;
+  const unsigned char* s = src;
+  if (d <= s || d >= s + size) {
+    memmove(d, s, size);
+    return;
+  }
+  for (size_t i = 0; i < size; i++) d[i] = s[i];
+}
+
 static void execute(struct item* it) {
   unsigned delay = g.delay_us;
   switch (it->kind) {
     case IT_COPY:
       if (delay) sleep_us(delay);
-      memmove(it->u.copy.dst, it->u.copy.src, it->u.copy.size);
+      copy_front_to_back(it->u.copy.dst, it->u.copy.src, it->u.copy.size);
       free(it->u.copy.owned);
       break;
     case IT_MEMSET:
