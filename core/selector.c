@@ -135,7 +135,7 @@ static int parse_device_spec(struct parser* p, struct adr__device_spec* spec) {
   size_t id_pos = p->pos;
   while (isdigit((unsigned char)p->text[p->pos])) {
     id = id * 10 + (p->text[p->pos++] - '0');
-    if (id > 1000000) {
+    if (id >= 1000000) {
       p->pos = id_pos;
       return fail(p, "a device id below 1000000");
     }
