@@ -41,6 +41,9 @@ struct conf_native {
   /* Called after the test synchronised everything: releases what the
    * helper kept for queued work. */
   void (*finish)(struct adr_device* dev);
+  /* Optional: after the run, when a case may have stopped early (fault
+   * mode), releases whatever the helper still holds, gates included. */
+  void (*abandon)(struct adr_device* dev);
 };
 
 /* The helper for dev's backend, or NULL with the reason in why. */

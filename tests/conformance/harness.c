@@ -536,6 +536,11 @@ int main(void) {
     uint64_t calls = 0, fired = 0;
     adr_test_fault_counts(&calls, &fired);
     failed += fault_sanity();
+    /* A case the fault stopped may have left a native helper's objects
+     * (gates, pipelines) behind; they are the test's, not adr's. */
+    char why[128];
+    const struct conf_native* h = conf_native_get(g_conf.dev, why, sizeof(why));
+    if (h != NULL && h->abandon != NULL) h->abandon(g_conf.dev);
     printf("adr-conformance: fault mode %s: calls=%llu fired=%llu accepted=%u\n", fault,
            (unsigned long long)calls, (unsigned long long)fired, atomic_load(&g_fault.accepted));
     const char* report = getenv("ADR_CONFORMANCE_FAULT_REPORT");

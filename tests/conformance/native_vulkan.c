@@ -22,15 +22,17 @@
 #include "../vulkan/shaders/scale.spv.h"
 #include "conf_native.h"
 
-#define VKFN(X)                                                                                 \
-  X(vkCreateEvent)                                                                              \
-  X(vkDestroyEvent) X(vkSetEvent) X(vkCreateShaderModule) X(vkDestroyShaderModule)              \
-      X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout) X(vkCreateComputePipelines)          \
-          X(vkDestroyPipeline) X(vkCreateCommandPool) X(vkDestroyCommandPool)                   \
-              X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer)         \
-                  X(vkCmdWaitEvents) X(vkCmdPipelineBarrier) X(vkCmdBindPipeline)               \
-                      X(vkCmdPushConstants) X(vkCmdDispatch) X(vkCreateFence) X(vkDestroyFence) \
-                          X(vkWaitForFences) X(vkQueueSubmit)
+#define VKFN(X)                                                                                \
+  X(vkCreateEvent)                                                                             \
+  X(vkDestroyEvent)                                                                            \
+  X(vkSetEvent)                                                                                \
+  X(vkCreateShaderModule)                                                                      \
+  X(vkDestroyShaderModule) X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout)                \
+      X(vkCreateComputePipelines) X(vkDestroyPipeline) X(vkCreateCommandPool)                  \
+          X(vkDestroyCommandPool) X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer)          \
+              X(vkEndCommandBuffer) X(vkCmdWaitEvents) X(vkCmdPipelineBarrier)                 \
+                  X(vkCmdBindPipeline) X(vkCmdPushConstants) X(vkCmdDispatch) X(vkCreateFence) \
+                      X(vkDestroyFence) X(vkWaitForFences) X(vkQueueSubmit) X(vkDeviceWaitIdle)
 
 struct push {
   uint64_t src;
@@ -60,10 +62,12 @@ static struct {
   void* zeros; /* adr allocation of zeros_size zero bytes: the shader's source */
   size_t zeros_size;
   struct work* work;
+  struct conf_gate* gates; /* live gates: a case stopped early leaves some */
 } V;
 
 struct conf_gate {
   VkEvent event;
+  struct conf_gate* next;
 };
 
 static int load(struct adr_device* dev, char* why, size_t n) {
@@ -143,6 +147,8 @@ static int gate_create(struct adr_device* dev, struct conf_gate** out, void** ou
     snprintf(why, n, "vkCreateEvent failed");
     return EIO;
   }
+  g->next = V.gates;
+  V.gates = g;
   *out = g;
   *out_sync_event = &g->event;
   return 0;
@@ -154,6 +160,11 @@ static void gate_open(struct conf_gate* g) {
 
 static void gate_destroy(struct conf_gate* g) {
   if (g == NULL) return;
+  for (struct conf_gate** p = &V.gates; *p != NULL; p = &(*p)->next)
+    if (*p == g) {
+      *p = g->next;
+      break;
+    }
   V.vkDestroyEvent(V.device, g->event, NULL);
   free(g);
 }
@@ -262,6 +273,18 @@ static void finish(struct adr_device* dev) {
   V.dev = NULL;
 }
 
+/* After a case stopped early (fault mode): gates it never destroyed are
+ * opened, so nothing waits on them, and destroyed once the device is idle
+ * (the process is single-threaded by now); then as finish. */
+static void abandon(struct adr_device* dev) {
+  if (V.gates != NULL) { /* finish may have run since they were made */
+    for (struct conf_gate* g = V.gates; g != NULL; g = g->next) V.vkSetEvent(V.device, g->event);
+    V.vkDeviceWaitIdle(V.device);
+    while (V.gates != NULL) gate_destroy(V.gates);
+  }
+  finish(dev);
+}
+
 const struct conf_native conf_native_vulkan = {
     .backend = "vulkan",
     .gate_create = gate_create,
@@ -269,4 +292,5 @@ const struct conf_native conf_native_vulkan = {
     .gate_destroy = gate_destroy,
     .fill = fill,
     .finish = finish,
+    .abandon = abandon,
 };
