@@ -60,7 +60,11 @@ struct conf_gate {
   pthread_mutex_t lock;
   pthread_cond_t cond;
   bool open;
+  struct conf_gate* next;
 };
+
+/* Live gates: a case stopped early (fault mode) leaves some for abandon. */
+static struct conf_gate* live_gates;
 
 static void* sym(void* lib, const char* a, const char* b) {
   void* p = dlsym(lib, a);
@@ -170,6 +174,8 @@ static int gate_create(struct api* a, struct adr_device* dev, struct conf_gate**
     snprintf(why, n, "creating the gate failed (%d)", rc);
     return EIO; /* the objects made so far are reclaimed at exit */
   }
+  g->next = live_gates;
+  live_gates = g;
   *out = g;
   *out_sync_event = &g->event;
   return 0;
@@ -184,6 +190,11 @@ static void gate_open(struct conf_gate* g) {
 
 static void gate_destroy(struct conf_gate* g) {
   if (g == NULL) return;
+  for (struct conf_gate** p = &live_gates; *p != NULL; p = &(*p)->next)
+    if (*p == g) {
+      *p = g->next;
+      break;
+    }
   struct api* a = g->api;
   gate_open(g);
   if (a->cuda) a->ctx_push(g->ctx);
@@ -244,6 +255,12 @@ static int hip_fill(struct adr_device* dev, struct adr_stream* s, struct conf_ga
   return fill(&hip_api, dev, s, g, p, size, v, why, n);
 }
 
+/* Gates a stopped case never destroyed: gate_destroy opens each first. */
+static void abandon(struct adr_device* dev) {
+  (void)dev;
+  while (live_gates != NULL) gate_destroy(live_gates);
+}
+
 const struct conf_native conf_native_cuda = {
     .backend = "cuda",
     .gate_create = cu_gate_create,
@@ -251,6 +268,7 @@ const struct conf_native conf_native_cuda = {
     .gate_destroy = gate_destroy,
     .fill = cu_fill,
     .finish = finish,
+    .abandon = abandon,
 };
 
 const struct conf_native conf_native_hip = {
@@ -260,4 +278,5 @@ const struct conf_native conf_native_hip = {
     .gate_destroy = gate_destroy,
     .fill = hip_fill,
     .finish = finish,
+    .abandon = abandon,
 };

@@ -28,7 +28,11 @@ static struct {
 
 struct conf_gate {
   cl_event event;
+  struct conf_gate* next;
 };
+
+/* Live gates: a case stopped early (fault mode) leaves some for abandon. */
+static struct conf_gate* live_gates;
 
 static int load(char* why, size_t n) {
   if (cl.loaded) return 0;
@@ -73,6 +77,8 @@ static int gate_create(struct adr_device* dev, struct conf_gate** out, void** ou
     snprintf(why, n, "clCreateUserEvent failed (%d)", (int)rc);
     return EIO;
   }
+  g->next = live_gates;
+  live_gates = g;
   *out = g;
   *out_sync_event = &g->event;
   return 0;
@@ -84,6 +90,11 @@ static void gate_open(struct conf_gate* g) {
 
 static void gate_destroy(struct conf_gate* g) {
   if (g == NULL) return;
+  for (struct conf_gate** p = &live_gates; *p != NULL; p = &(*p)->next)
+    if (*p == g) {
+      *p = g->next;
+      break;
+    }
   cl.release_event(g->event);
   free(g);
 }
@@ -128,6 +139,16 @@ static void finish(struct adr_device* dev) {
   (void)dev;
 }
 
+/* Gates a stopped case never destroyed are completed (nothing waits on
+ * them any more) and released. */
+static void abandon(struct adr_device* dev) {
+  (void)dev;
+  while (live_gates != NULL) {
+    gate_open(live_gates);
+    gate_destroy(live_gates);
+  }
+}
+
 const struct conf_native conf_native_opencl = {
     .backend = "opencl",
     .gate_create = gate_create,
@@ -135,4 +156,5 @@ const struct conf_native conf_native_opencl = {
     .gate_destroy = gate_destroy,
     .fill = fill,
     .finish = finish,
+    .abandon = abandon,
 };
