@@ -117,11 +117,12 @@ static void print_memory(struct adr_device* dev) {
 #undef ADR_INFO_COUNTER
     printf(", \"cached_bytes\": %llu, \"largest_free_block\": %llu, \"cache_hits\": %llu, "
            "\"cache_misses\": %llu, \"stream_waits\": %llu, \"oom_retries\": %llu, "
-           "\"oom_failures\": %llu, \"trimmed_bytes\": %llu}",
+           "\"oom_failures\": %llu, \"trimmed_bytes\": %llu, \"max_cached\": %llu}",
            (unsigned long long)s.cached_bytes, (unsigned long long)s.largest_free_block,
            (unsigned long long)s.cache_hits, (unsigned long long)s.cache_misses,
            (unsigned long long)s.stream_waits, (unsigned long long)s.oom_retries,
-           (unsigned long long)s.oom_failures, (unsigned long long)s.trimmed_bytes);
+           (unsigned long long)s.oom_failures, (unsigned long long)s.trimmed_bytes,
+           (unsigned long long)s.max_cached);
   } else {
     char line[512];
     printf("      %-22s %s\n", "allocation handler", hname);
@@ -165,6 +166,7 @@ int main(int argc, char** argv) {
     printf(", \"default_device\": ");
     if (def_st == 0) json_string(adr_device_name(def));
     else printf("null, \"default_device_error\": "), json_string(def_err.message);
+    printf(", \"validation\": %s", adr_validation_enabled() ? "true" : "false");
     printf(", \"backends\": [");
   } else {
     printf("adr %s\n", adr_version());
@@ -173,6 +175,7 @@ int main(int argc, char** argv) {
       printf("default device (ADR_DEVICE): %s\n", adr_device_name(def));
     else
       printf("default device (ADR_DEVICE): none: %s\n", def_err.message);
+    printf("validation layer (ADR_VALIDATE): %s\n", adr_validation_enabled() ? "on" : "off");
     printf("\nbackends:\n");
   }
   size_t nb = adr_backend_count();

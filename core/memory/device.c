@@ -415,10 +415,16 @@ const char* adr_memory_stats_format(const struct adr_memory_stats* s, char* buf,
     snprintf(buf, size, "(no statistics)");
     return buf;
   }
-  char a[32], ap[32], r[32], rp[32], c[32], l[32];
+  char a[32], ap[32], r[32], rp[32], c[32], l[32], m[48] = "";
+  if (s->max_cached == UINT64_MAX) {
+    snprintf(m, sizeof(m), " (no cap)");
+  } else if (s->max_cached != 0) {
+    char cap[32];
+    snprintf(m, sizeof(m), " (cap %s)", adr__format_bytes(s->max_cached, cap, sizeof(cap)));
+  }
   snprintf(buf, size,
            "allocated %s in %llu (peak %s in %llu), reserved %s in %llu chunk%s (peak %s), "
-           "cached %s, largest free block %s, cache hits %llu, misses %llu, oom retries %llu",
+           "cached %s%s, largest free block %s, cache hits %llu, misses %llu, oom retries %llu",
            adr__format_bytes(s->allocated_bytes.current, a, sizeof(a)),
            (unsigned long long)s->allocated_count.current,
            adr__format_bytes(s->allocated_bytes.peak, ap, sizeof(ap)),
@@ -426,7 +432,7 @@ const char* adr_memory_stats_format(const struct adr_memory_stats* s, char* buf,
            adr__format_bytes(s->reserved_bytes.current, r, sizeof(r)),
            (unsigned long long)s->reserved_count.current, s->reserved_count.current == 1 ? "" : "s",
            adr__format_bytes(s->reserved_bytes.peak, rp, sizeof(rp)),
-           adr__format_bytes(s->cached_bytes, c, sizeof(c)),
+           adr__format_bytes(s->cached_bytes, c, sizeof(c)), m,
            adr__format_bytes(s->largest_free_block, l, sizeof(l)),
            (unsigned long long)s->cache_hits, (unsigned long long)s->cache_misses,
            (unsigned long long)s->oom_retries);

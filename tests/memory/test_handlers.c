@@ -231,6 +231,9 @@ static void test_device_statistics(void** state) {
   assert_non_null(strstr(line, "allocated "));
   assert_non_null(strstr(line, "reserved "));
   assert_non_null(strstr(line, "cache hits"));
+  /* the pool's cap on cached memory (default: device memory / 8, clamped) */
+  assert_true(s1.max_cached >= 256 * MiB);
+  assert_non_null(strstr(line, "(cap "));
   struct adr_memory_stats small;
   small.struct_size = 4;
   struct adr_error err;
