@@ -340,6 +340,19 @@ static void build_lists(struct ArrowSchema* s, struct ArrowDeviceArray* out) {
   test_export(&a, out);
 }
 
+/* Offsets (buffer 1) of n list-like slots of 0, 1, 2, 0, 1, 2 ... entries;
+ * returns the number of entries. */
+static int32_t test_offsets_0_1_2(struct ArrowArray* a, int64_t n) {
+  int32_t* o = test_buffer(a, 1, (size_t)(n + 1) * 4, NULL);
+  int32_t pos = 0;
+  for (int64_t k = 0; k < n; k++) {
+    o[k] = pos;
+    pos += (int32_t)(k % 3);
+  }
+  o[n] = pos;
+  return pos;
+}
+
 static void build_map(struct ArrowSchema* s, struct ArrowDeviceArray* out) {
   test_schema(s, "+m", "map", ARROW_FLAG_NULLABLE, 1);
   test_schema(s->children[0], "+s", "entries", 0, 2);
@@ -349,13 +362,7 @@ static void build_map(struct ArrowSchema* s, struct ArrowDeviceArray* out) {
   struct ArrowArray a;
   test_node(&a, 2, 1, n - 1, 1, 0);
   a.null_count = test_validity(&a, n, 4, 2, 1, n - 1);
-  int32_t* o = test_buffer(&a, 1, (size_t)(n + 1) * 4, NULL);
-  int32_t pos = 0;
-  for (int64_t k = 0; k < n; k++) {
-    o[k] = pos;
-    pos += (int32_t)(k % 3);
-  }
-  o[n] = pos;
+  int32_t pos = test_offsets_0_1_2(&a, n);
   struct ArrowArray* e = a.children[0];
   test_node(e, 1, 2, pos, 0, 0);
   const char* keys[] = {"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"};
@@ -465,13 +472,7 @@ static void build_nested(struct ArrowSchema* s, struct ArrowDeviceArray* out) {
   test_strings(sa->children[0], words + 5, m, 0, false);
   struct ArrowArray* tl = sa->children[1];
   test_node(tl, 2, 1, m, 0, 0);
-  int32_t* to = test_buffer(tl, 1, (size_t)(m + 1) * 4, NULL);
-  int32_t pos = 0;
-  for (int64_t k = 0; k < m; k++) {
-    to[k] = pos;
-    pos += (int32_t)(k % 3);
-  }
-  to[m] = pos;
+  int32_t pos = test_offsets_0_1_2(tl, m);
   struct ArrowArray* idx = tl->children[0];
   test_node(idx, 2, 0, pos, 0, 0);
   int32_t* iv = test_buffer(idx, 1, (size_t)pos * 4, NULL);
@@ -526,13 +527,7 @@ static void build_map_null_values(struct ArrowSchema* s, struct ArrowDeviceArray
   struct ArrowArray a;
   test_node(&a, 2, 1, n - 3, 3, 0);
   a.null_count = test_validity(&a, n, 5, 4, 3, n - 3);
-  int32_t* o = test_buffer(&a, 1, (size_t)(n + 1) * 4, NULL);
-  int32_t pos = 0;
-  for (int64_t k = 0; k < n; k++) {
-    o[k] = pos;
-    pos += (int32_t)(k % 3);
-  }
-  o[n] = pos;
+  int32_t pos = test_offsets_0_1_2(&a, n);
   struct ArrowArray* e = a.children[0];
   test_node(e, 1, 2, pos, 0, 0);
   const char* keys[] = {"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"};
