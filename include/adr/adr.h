@@ -67,8 +67,8 @@ struct adr_error {
   char message[1024];
 };
 
-/* "EINVAL", "ENOMEM" ... for a status returned by adr; "OK" for 0; "E<n>"
- * for a value it does not know. The string is static. */
+/* "EINVAL", "ENOMEM" ... for a status returned by adr; "OK" for 0;
+ * "EUNKNOWN" for a value it does not know. The string is static. */
 ADR_API const char* adr_status_name(int status);
 
 /* A short description ("invalid argument") of a status; static string. */
