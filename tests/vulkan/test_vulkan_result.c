@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * vk_result.c, the Vulkan backend's one VkResult -> status + message file,
+ * vulkan_status.c, the Vulkan backend's one VkResult -> status + message file,
  * compiled into this test directly: statuses, names and message format
  * for the results the backend can meet, and for values it does not know.
  */
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "vk_internal.h"
+#include "vulkan_internal.h"
 
 static void test_statuses(void** state) {
   (void)state;

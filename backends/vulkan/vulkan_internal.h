@@ -2,18 +2,22 @@
  *
  * Internals of the Vulkan backend (libadr_vulkan.so). Nothing here is ABI.
  *
- * Files: vk_backend.c (vtable, instance, devices, adoption, properties),
- * vk_result.c (VkResult -> status + message, the only such file),
- * vk_memory.c (blocks, sub-allocation, address map), vk_submit.c (streams,
- * submissions, events), vk_copy.c (copy, memset, staging ring).
+ * Files: vulkan_backend.c (the vtable only), vulkan_loader.c (libvulkan and
+ * entry-point resolution), vulkan_instance.c (environment, host log and
+ * getenv, instance, validation messenger, exit handling), vulkan_device.c
+ * (physical and logical devices, adoption, info, properties, native
+ * handles), vulkan_status.c (VkResult -> status + message, the only such
+ * file), vulkan_memory.c (blocks, sub-allocation, address map),
+ * vulkan_sync.c (streams, submissions, events), vulkan_copy.c (copy,
+ * memset, staging ring).
  *
  * Locks, always taken in this order and never the other way round:
  *   staging_lock -> stream->lock -> queue_lock
  *   mem_lock is a leaf (nothing else is taken while it is held).
  *   g_devices_lock and g_events_lock are leaves.
  */
-#ifndef ADR_VK_INTERNAL_H
-#define ADR_VK_INTERNAL_H
+#ifndef ADR_VULKAN_INTERNAL_H
+#define ADR_VULKAN_INTERNAL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -116,7 +120,7 @@ struct vkb_device_fns {
 #undef VKB_X
 };
 
-/* ---- global state (vk_backend.c) ---------------------------------------- */
+/* ---- global state (vulkan_instance.c) ----------------------------------- */
 
 enum vkb_copy_mode { VKB_COPY_AUTO = 0, VKB_COPY_MAPPED = 1, VKB_COPY_STAGING = 2 };
 enum vkb_validation { VKB_VALIDATION_OFF = 0, VKB_VALIDATION_ON = 1, VKB_VALIDATION_FATAL = 2 };
@@ -151,14 +155,50 @@ static inline bool vkb_exited(void) {
   return atomic_load_explicit(&vkb_g.exited, memory_order_acquire);
 }
 
+/* ---- loader (vulkan_loader.c) -------------------------------------------- */
+
+/* dlopens libvulkan.so.1 and resolves the global entry points into vkb_g. */
+VKB_HIDDEN int vkb_loader_open(struct adr_error* error);
+/* Resolves the instance-level entry points of in->handle through in->gipa;
+ * false with the first missing required name in *missing. */
+VKB_HIDDEN bool vkb_resolve_instance(struct vkb_instance* in, const char** missing);
+
+/* ---- instance (vulkan_instance.c) ---------------------------------------- */
+
+VKB_HIDDEN int vkb_init(struct adr_error* error);
+/* The host's log and getenv services (getenv is secure in elevated
+ * processes; NULL when unset or when the host has none). */
 VKB_HIDDEN void vkb_log(int level, const char* fmt, ...) ADR_PRINTF(2, 3);
+VKB_HIDDEN const char* vkb_env(const char* name);
+VKB_HIDDEN void vkb_shutdown(void);
+/* The backend's exit handler (registered again after each device is made,
+ * so it runs before the driver's own handlers); runs once. */
+VKB_HIDDEN void vkb_atexit(void);
+
+/* ---- devices (vulkan_device.c) ------------------------------------------- */
 
 /* Open devices (for pointer_query and event import): lock, walk from
  * vkb_devices_first() along next_open, unlock. */
 VKB_HIDDEN void vkb_devices_lock(bool lock);
 VKB_HIDDEN struct adr_backend_device* vkb_devices_first(void);
+/* Destroys every open device's Vulkan objects (exit handler). */
+VKB_HIDDEN void vkb_devices_release_all(void);
+VKB_HIDDEN int vkb_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error);
+VKB_HIDDEN int vkb_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
+                               struct adr_error* error);
+VKB_HIDDEN int vkb_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
+                                struct adr_backend_device** out, struct adr_error* error);
+VKB_HIDDEN void vkb_device_close(struct adr_backend_device* dev);
+VKB_HIDDEN int vkb_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
+                               struct adr_error* error);
+VKB_HIDDEN int vkb_device_properties(struct adr_backend_device* dev, adr_property_fn emit,
+                                     void* ctx, struct adr_error* error);
+VKB_HIDDEN int vkb_device_native(struct adr_backend_device* dev, int kind, void** out,
+                                 struct adr_error* error);
+VKB_HIDDEN int vkb_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
+                                 struct adr_error* error);
 
-/* ---- errors (vk_result.c) ------------------------------------------------ */
+/* ---- errors (vulkan_status.c) ------------------------------------------- */
 
 /* "VK_ERROR_OUT_OF_DEVICE_MEMORY" ...; static. */
 VKB_HIDDEN const char* vkb_result_name(VkResult r);
@@ -172,7 +212,7 @@ VKB_HIDDEN int vkb_error(struct adr_error* error, const char* op, VkResult r, co
 VKB_HIDDEN int vkb_fail(struct adr_error* error, int status, const char* op, const char* fmt, ...)
     ADR_PRINTF(4, 5);
 
-/* ---- memory (vk_memory.c) ------------------------------------------------ */
+/* ---- memory (vulkan_memory.c) ------------------------------------------------ */
 
 struct vkb_block;
 
@@ -307,7 +347,7 @@ struct adr_backend_device {
   bool released;                        /* Vulkan objects destroyed (at exit) */
 };
 
-/* ---- streams and events (vk_submit.c) ------------------------------------- */
+/* ---- streams and events (vulkan_sync.c) ------------------------------------- */
 
 #define VKB_MAX_COMMAND_BUFFERS 32
 
@@ -415,7 +455,7 @@ VKB_HIDDEN void* vkb_event_native(struct adr_backend_device* dev, struct adr_bac
 VKB_HIDDEN int vkb_event_import(struct adr_backend_device* dev, void* sync_event,
                                 struct adr_backend_event** out, struct adr_error* error);
 
-/* ---- memory slots (vk_memory.c) ------------------------------------------ */
+/* ---- memory slots (vulkan_memory.c) ------------------------------------------ */
 
 VKB_HIDDEN int vkb_memory_init(struct adr_backend_device* dev, struct adr_error* error);
 VKB_HIDDEN void vkb_memory_release(struct adr_backend_device* dev);
@@ -446,7 +486,7 @@ VKB_HIDDEN int vkb_flush(struct adr_backend_device* dev, struct vkb_block* b, Vk
 VKB_HIDDEN int vkb_invalidate(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
                               VkDeviceSize size, const char* op, struct adr_error* error);
 
-/* ---- copies (vk_copy.c) --------------------------------------------------- */
+/* ---- copies (vulkan_copy.c) --------------------------------------------------- */
 
 VKB_HIDDEN int vkb_copy(struct adr_backend_device* dst_dev, void* dst,
                         struct adr_backend_device* src_dev, const void* src, size_t size,
@@ -462,4 +502,4 @@ VKB_HIDDEN void vkb_staging_release(struct adr_backend_device* dev);
 VKB_HIDDEN void vkb_barrier_all(struct adr_backend_device* dev, VkCommandBuffer cb);
 VKB_HIDDEN void vkb_barrier_host(struct adr_backend_device* dev, VkCommandBuffer cb);
 
-#endif /* ADR_VK_INTERNAL_H */
+#endif /* ADR_VULKAN_INTERNAL_H */

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "vk_internal.h"
+#include "vulkan_internal.h"
 
 /* X(result, status, description) */
 #define VKB_RESULTS(X)                                                                 \

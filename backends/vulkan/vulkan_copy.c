@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vk_internal.h"
+#include "vulkan_internal.h"
 
 #define VKB_CHUNK_MAX (8u << 20)
 

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vk_internal.h"
+#include "vulkan_internal.h"
 
 #define VKB_GRANULE 64u
 

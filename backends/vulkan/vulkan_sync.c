@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vk_internal.h"
+#include "vulkan_internal.h"
 
 /* ---- barriers ------------------------------------------------------------ */
 
