@@ -86,7 +86,7 @@ static int backend_init(struct adr_error* error) {
 
 static void backend_shutdown(void) {
   ocl_devices_release();
-  ocl_addrmap_clear(&ocl_allocations);
+  adr_range_map_clear(&ocl_allocations);
 }
 
 static int backend_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {

@@ -8,8 +8,7 @@
  *   opencl_loader.c   dlopen of libOpenCL.so.1 and the symbol table
  *   opencl_status.c   cl_int -> errno status + CL error name (the one file)
  *   opencl_device.c   enumeration, open/close/adopt, info, properties, natives
- *   opencl_memory.c   alloc/free/copy/memset, pointer_query
- *   opencl_addrmap.c  the interval map address range -> allocation
+ *   opencl_memory.c   alloc/free/copy/memset, pointer_query, the allocation map
  *   opencl_sync.c     streams and events
  *   opencl_handle.c   checks of native handles the application passes in
  */
@@ -31,7 +30,7 @@
 
 #include "adr/backend.h"
 #include "adr/opencl.h"
-#include "opencl_addrmap.h"
+#include "range_map.h"
 #include "opencl_symbols.h"
 
 #define OCL_INTERNAL __attribute__((visibility("hidden")))
@@ -164,8 +163,8 @@ OCL_INTERNAL int ocl_devices_enumerate(struct adr_error* error);
 OCL_INTERNAL void ocl_devices_release(void);
 OCL_INTERNAL int64_t ocl_devices_count(void);
 
-OCL_INTERNAL int ocl_device_open(ArrowDeviceType type, int64_t id,
-                                 struct adr_backend_device** out, struct adr_error* error);
+OCL_INTERNAL int ocl_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
+                                 struct adr_error* error);
 OCL_INTERNAL void ocl_device_close(struct adr_backend_device* dev);
 OCL_INTERNAL int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
                                   struct adr_backend_device** out, struct adr_error* error);
@@ -180,11 +179,25 @@ OCL_INTERNAL const char* ocl_mode_name(enum adr_opencl_address_mode mode);
 /* ---- memory (opencl_memory.c) ------------------------------------------- */
 
 /* The process-wide map of live allocations of every OpenCL device. */
-extern OCL_INTERNAL struct ocl_addrmap ocl_allocations;
+/* Every allocation of the backend by address (backends/common/range_map.h),
+ * shared by all its devices: lookups (every copy and memset, pointer_query)
+ * take the map's lock shared; alloc, free and device close exclusively. */
+struct ocl_alloc {
+  /* The same two leading fields as struct adr_range (the map's key). */
+  uintptr_t base;
+  size_t size;
+  void* owner;  /* the struct adr_backend_device */
+  void* native; /* cl_mem in buffer mode, NULL for SVM */
+  /* Buffer mode: the PROT_NONE mapping the address comes from. SVM: the
+   * pointer clSVMAlloc returned (base may lie inside it when the requested
+   * alignment exceeded the driver's) and the size asked of it. */
+  void* reservation;
+  size_t reservation_size;
+};
+extern OCL_INTERNAL struct adr_range_map ocl_allocations;
 
 OCL_INTERNAL int ocl_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
-                           struct adr_backend_stream* stream, void** out,
-                           struct adr_error* error);
+                           struct adr_backend_stream* stream, void** out, struct adr_error* error);
 OCL_INTERNAL int ocl_free(struct adr_backend_device* dev, void* ptr, size_t size,
                           struct adr_backend_stream* stream, struct adr_error* error);
 OCL_INTERNAL int ocl_copy(struct adr_backend_device* dst_dev, void* dst,
@@ -234,16 +247,15 @@ OCL_INTERNAL int ocl_stream_create(struct adr_backend_device* dev, uint32_t flag
 OCL_INTERNAL int ocl_stream_destroy(struct adr_backend_device* dev,
                                     struct adr_backend_stream* stream, struct adr_error* error);
 OCL_INTERNAL int ocl_stream_synchronize(struct adr_backend_device* dev,
-                                        struct adr_backend_stream* stream,
-                                        struct adr_error* error);
+                                        struct adr_backend_stream* stream, struct adr_error* error);
 OCL_INTERNAL int ocl_stream_import(struct adr_backend_device* dev, void* native_stream,
                                    struct adr_backend_stream** out, struct adr_error* error);
 OCL_INTERNAL void* ocl_stream_native(struct adr_backend_device* dev,
                                      struct adr_backend_stream* stream);
 OCL_INTERNAL int ocl_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
                                   struct adr_error* error);
-OCL_INTERNAL int ocl_event_destroy(struct adr_backend_device* dev,
-                                   struct adr_backend_event* event, struct adr_error* error);
+OCL_INTERNAL int ocl_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* event,
+                                   struct adr_error* error);
 OCL_INTERNAL int ocl_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
                                   struct adr_backend_stream* stream, struct adr_error* error);
 OCL_INTERNAL int ocl_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,

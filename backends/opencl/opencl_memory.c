@@ -39,7 +39,11 @@
 
 #include "opencl_internal.h"
 
-struct ocl_addrmap ocl_allocations = OCL_ADDRMAP_INIT;
+struct adr_range_map ocl_allocations = ADR_RANGE_MAP_INIT(struct ocl_alloc);
+
+static bool alloc_owned_by(const void* entry, const void* owner) {
+  return ((const struct ocl_alloc*)entry)->owner == owner;
+}
 
 /* Staging chunk for copies between devices in different contexts. */
 #define OCL_STAGING_CHUNK ((size_t)8 << 20)
@@ -57,8 +61,7 @@ static int reserve_range(size_t size, size_t alignment, void** out, size_t* out_
   if (size > SIZE_MAX - page || size + page > SIZE_MAX - align) return EOVERFLOW;
   size_t body = (size + page - 1) & ~(page - 1);
   size_t extra = align > page ? align : 0;
-  void* p = mmap(NULL, body + extra, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
-                 0);
+  void* p = mmap(NULL, body + extra, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return ENOMEM;
   uintptr_t start = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
   size_t head = start - (uintptr_t)p;
@@ -151,7 +154,7 @@ int ocl_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
     a.reservation = p;
     a.reservation_size = total;
   }
-  int st = ocl_addrmap_insert(&ocl_allocations, &a);
+  int st = adr_range_map_insert(&ocl_allocations, &a);
   if (st != 0) {
     release_native(&a, NULL);
     return ocl_errorf(error, st == EEXIST ? EIO : st, op,
@@ -168,7 +171,7 @@ int ocl_free(struct adr_backend_device* dev, void* ptr, size_t size,
              struct adr_backend_stream* stream, struct adr_error* error) {
   static const char op[] = "adr_free";
   struct ocl_alloc a;
-  int st = ocl_addrmap_find(&ocl_allocations, (uintptr_t)ptr, 0, &a);
+  int st = adr_range_map_find(&ocl_allocations, (uintptr_t)ptr, 0, &a);
   if (st != 0 || a.base != (uintptr_t)ptr || a.owner != dev)
     return ocl_errorf(error, EINVAL, op, "%p is not an allocation of opencl:%lld", ptr,
                       (long long)dev->id);
@@ -178,7 +181,7 @@ int ocl_free(struct adr_backend_device* dev, void* ptr, size_t size,
   if (stream->dev->context != dev->context)
     return ocl_errorf(error, EINVAL, op, "the stream belongs to opencl:%lld, not to opencl:%lld",
                       (long long)stream->dev->id, (long long)dev->id);
-  if (ocl_addrmap_remove(&ocl_allocations, a.base, &a) != 0)
+  if (adr_range_map_remove(&ocl_allocations, a.base, &a) != 0)
     return ocl_errorf(error, EINVAL, op, "%p was freed concurrently", ptr);
   /* The core passes the default stream for a free with a NULL stream (the
    * caller guarantees no queued work uses the memory) and for the pool
@@ -197,7 +200,7 @@ int ocl_free(struct adr_backend_device* dev, void* ptr, size_t size,
 void ocl_memory_release_device(struct adr_backend_device* dev) {
   struct ocl_alloc a;
   size_t n = 0;
-  while (ocl_addrmap_take_owner(&ocl_allocations, dev, &a) == 0) {
+  while (adr_range_map_take_first(&ocl_allocations, alloc_owned_by, dev, &a) == 0) {
     release_native(&a, NULL);
     n++;
   }
@@ -227,7 +230,7 @@ static int resolve(struct adr_backend_device* dev, const void* ptr, size_t size,
   out->offset = 0;
   if (dev == NULL) return 0;
   struct ocl_alloc a;
-  int st = ocl_addrmap_find(&ocl_allocations, (uintptr_t)ptr, size, &a);
+  int st = adr_range_map_find(&ocl_allocations, (uintptr_t)ptr, size, &a);
   if (st == ENOENT)
     return ocl_errorf(error, EINVAL, op, "%s %p is not inside an allocation of opencl:%lld", what,
                       ptr, (long long)dev->id);
@@ -237,8 +240,8 @@ static int resolve(struct adr_backend_device* dev, const void* ptr, size_t size,
                       what, ptr, size, a.size, (void*)a.base);
   struct adr_backend_device* owner = a.owner;
   if (owner != dev && owner->context != dev->context)
-    return ocl_errorf(error, EINVAL, op, "%s %p belongs to opencl:%lld, not opencl:%lld", what,
-                      ptr, (long long)owner->id, (long long)dev->id);
+    return ocl_errorf(error, EINVAL, op, "%s %p belongs to opencl:%lld, not opencl:%lld", what, ptr,
+                      (long long)owner->id, (long long)dev->id);
   out->dev = owner;
   out->mem = a.native;
   out->offset = (uintptr_t)ptr - a.base;
@@ -444,9 +447,9 @@ int ocl_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size
 int ocl_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
                       struct adr_error* error) {
   struct ocl_alloc a;
-  if (ocl_addrmap_find(&ocl_allocations, (uintptr_t)ptr, 0, &a) != 0)
-    return ocl_errorf(error, ENOENT, "adr_pointer_query",
-                      "%p is not inside an OpenCL allocation", ptr);
+  if (adr_range_map_find(&ocl_allocations, (uintptr_t)ptr, 0, &a) != 0)
+    return ocl_errorf(error, ENOENT, "adr_pointer_query", "%p is not inside an OpenCL allocation",
+                      ptr);
   *out_type = ARROW_DEVICE_OPENCL;
   *out_id = ((const struct adr_backend_device*)a.owner)->id;
   return 0;
@@ -460,7 +463,7 @@ int ocl_buffer_lookup(struct adr_backend_device* dev, struct adr_opencl_buffer* 
                       "struct adr_opencl_buffer.struct_size is %u, expected at least %zu",
                       q->struct_size, offsetof(struct adr_opencl_buffer, reserved));
   struct ocl_alloc a;
-  if (ocl_addrmap_find(&ocl_allocations, (uintptr_t)q->address, 0, &a) != 0 || a.owner != dev)
+  if (adr_range_map_find(&ocl_allocations, (uintptr_t)q->address, 0, &a) != 0 || a.owner != dev)
     return ocl_errorf(error, ENOENT, op, "%p is not inside an allocation of opencl:%lld",
                       q->address, (long long)dev->id);
   q->mode = (uint32_t)dev->mode;
