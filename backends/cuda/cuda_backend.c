@@ -53,9 +53,6 @@ static const struct adr_backend k_cuda_backend = {
 };
 
 ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(
-    uint32_t host_abi_major, uint32_t host_abi_minor, const struct adr_backend_host* services);
-
-ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(
     uint32_t host_abi_major, uint32_t host_abi_minor, const struct adr_backend_host* services) {
   (void)host_abi_minor;
   if (host_abi_major != ADR_BACKEND_ABI_MAJOR) return NULL;

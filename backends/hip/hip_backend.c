@@ -51,10 +51,6 @@ static const struct adr_backend hip_backend = {
     .host_unregister = adr_hip_host_unregister,
 };
 
-ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(uint32_t host_abi_major,
-                                                               uint32_t host_abi_minor,
-                                                               const struct adr_backend_host* host);
-
 const struct adr_backend* adr_backend_query(uint32_t host_abi_major, uint32_t host_abi_minor,
                                             const struct adr_backend_host* host) {
   if (host_abi_major != ADR_BACKEND_ABI_MAJOR) return NULL;

@@ -21,8 +21,6 @@
 #include "adr/backend.h"
 #include "adr/hip.h"
 
-#define ADR_HIP_HIDDEN __attribute__((visibility("hidden")))
-
 /* Runtimes 6.0 and later changed the values of hipMemoryType (hipMemoryType
  * Host became 1, Device 2 ...) and renamed the hipPointerAttribute_t field;
  * the layout stayed the same. The backend reads the struct through its own
@@ -101,7 +99,7 @@ struct adr_hip_api {
 };
 
 /* Filled once by adr_hip_library_load() during init; read-only after. */
-extern ADR_HIP_HIDDEN struct adr_hip_api adr_hip;
+extern struct adr_hip_api adr_hip;
 
 struct adr_hip_runtime {
   void* handle;              /* dlopen handle, never closed */
@@ -120,7 +118,7 @@ struct adr_hip_runtime {
   const struct adr_backend_host* host;
 };
 /* Written by init, read-only after. */
-extern ADR_HIP_HIDDEN struct adr_hip_runtime adr_hip_rt;
+extern struct adr_hip_runtime adr_hip_rt;
 
 static inline bool adr_hip_exiting(void) {
   return atomic_load_explicit(&adr_hip_rt.exiting, memory_order_acquire);
@@ -137,21 +135,19 @@ static inline int adr_hip_runtime_major(void) {
  * and resolves the symbol table. ENODEV "unavailable: ... not found (tried:
  * ...)" when no candidate opens; ENOTSUP when one opens but lacks a
  * required symbol (it is then closed again). */
-ADR_HIP_HIDDEN int adr_hip_library_load(const struct adr_backend_host* host,
-                                        struct adr_error* error);
+int adr_hip_library_load(const struct adr_backend_host* host, struct adr_error* error);
 
 /* ---- errors (hip_status.c) ---------------------------------------------- */
 
 /* errno value for a hipError_t (hipSuccess -> 0). */
-ADR_HIP_HIDDEN int adr_hip_status(hipError_t e);
+int adr_hip_status(hipError_t e);
 /* "hipErrorOutOfMemory": from the runtime when it is loaded, else from the
  * backend's own table; never NULL. */
-ADR_HIP_HIDDEN const char* adr_hip_error_name(hipError_t e);
+const char* adr_hip_error_name(hipError_t e);
 /* A description of `e` (the runtime's when it has a real one). */
-ADR_HIP_HIDDEN const char* adr_hip_error_description(hipError_t e);
+const char* adr_hip_error_description(hipError_t e);
 /* Writes "[op][hip] NAME: description (what)" and returns the status. */
-ADR_HIP_HIDDEN int adr_hip_fail(struct adr_error* error, const char* op, hipError_t e,
-                                const char* what);
+int adr_hip_fail(struct adr_error* error, const char* op, hipError_t e, const char* what);
 
 /* ---- objects ------------------------------------------------------------ */
 
@@ -191,82 +187,72 @@ struct adr_backend_device {
 
 /* Makes the device's ordinal current on the calling thread (HIP keeps the
  * current device per thread). Skipped when there is one device. */
-ADR_HIP_HIDDEN int adr_hip_set_device(const struct adr_backend_device* dev, const char* op,
-                                      struct adr_error* error);
+int adr_hip_set_device(const struct adr_backend_device* dev, const char* op,
+                       struct adr_error* error);
 
 /* ---- slots (hip_device.c, hip_memory.c, hip_sync.c) --------------------- */
 
-ADR_HIP_HIDDEN int adr_hip_init(struct adr_error* error);
-ADR_HIP_HIDDEN void adr_hip_shutdown(void);
-ADR_HIP_HIDDEN int adr_hip_device_count(ArrowDeviceType type, int64_t* out,
-                                        struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_device_open(ArrowDeviceType type, int64_t id,
-                                       struct adr_backend_device** out, struct adr_error* error);
-ADR_HIP_HIDDEN void adr_hip_device_close(struct adr_backend_device* dev);
-ADR_HIP_HIDDEN int adr_hip_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
-                                       struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_device_native(struct adr_backend_device* dev, int kind, void** out,
-                                         struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_device_adopt(ArrowDeviceType type, int64_t id, const void* desc,
-                                        struct adr_backend_device** out, struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit,
-                                             void* ctx, struct adr_error* error);
+int adr_hip_init(struct adr_error* error);
+void adr_hip_shutdown(void);
+int adr_hip_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error);
+int adr_hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
+                        struct adr_error* error);
+void adr_hip_device_close(struct adr_backend_device* dev);
+int adr_hip_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
+                        struct adr_error* error);
+int adr_hip_device_native(struct adr_backend_device* dev, int kind, void** out,
+                          struct adr_error* error);
+int adr_hip_device_adopt(ArrowDeviceType type, int64_t id, const void* desc,
+                         struct adr_backend_device** out, struct adr_error* error);
+int adr_hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
+                              struct adr_error* error);
 
-ADR_HIP_HIDDEN int adr_hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
-                                 struct adr_backend_stream* stream, void** out,
-                                 struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
-                                struct adr_backend_stream* stream, struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_copy(struct adr_backend_device* dst_dev, void* dst,
-                                struct adr_backend_device* src_dev, const void* src, size_t size,
-                                struct adr_backend_stream* stream, struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
-                                  struct adr_backend_stream* stream, struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_pointer_query(const void* ptr, ArrowDeviceType* out_type,
-                                         int64_t* out_id, struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
-                                         struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_host_unregister(struct adr_backend_device* dev, void* ptr,
-                                           struct adr_error* error);
-ADR_HIP_HIDDEN void adr_hip_memory_shutdown(void);
+int adr_hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
+                  struct adr_backend_stream* stream, void** out, struct adr_error* error);
+int adr_hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
+                 struct adr_backend_stream* stream, struct adr_error* error);
+int adr_hip_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
+                 const void* src, size_t size, struct adr_backend_stream* stream,
+                 struct adr_error* error);
+int adr_hip_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                   struct adr_backend_stream* stream, struct adr_error* error);
+int adr_hip_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
+                          struct adr_error* error);
+int adr_hip_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
+                          struct adr_error* error);
+int adr_hip_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_error* error);
+void adr_hip_memory_shutdown(void);
 /* Frees the device's staging buffers (device_close). */
-ADR_HIP_HIDDEN void adr_hip_stage_release_all(struct adr_backend_device* dev);
+void adr_hip_stage_release_all(struct adr_backend_device* dev);
 /* Frees a stream's overlap scratch buffer; its work must have completed. */
-ADR_HIP_HIDDEN void adr_hip_stream_scratch_free(struct adr_backend_stream* stream);
+void adr_hip_stream_scratch_free(struct adr_backend_stream* stream);
 /* Parses ADR_HIP_STAGING ("off" | size [":" size], size = digits with an
  * optional K/M/G suffix) into adr_hip_rt; EINVAL naming the column. */
-ADR_HIP_HIDDEN int adr_hip_parse_staging(const char* text, struct adr_error* error);
+int adr_hip_parse_staging(const char* text, struct adr_error* error);
 
-ADR_HIP_HIDDEN int adr_hip_stream_create(struct adr_backend_device* dev, uint32_t flags,
-                                         struct adr_backend_stream** out, struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_stream_destroy(struct adr_backend_device* dev,
-                                          struct adr_backend_stream* stream,
-                                          struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_stream_synchronize(struct adr_backend_device* dev,
-                                              struct adr_backend_stream* stream,
-                                              struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_stream_import(struct adr_backend_device* dev, void* native,
-                                         struct adr_backend_stream** out, struct adr_error* error);
-ADR_HIP_HIDDEN void* adr_hip_stream_native(struct adr_backend_device* dev,
-                                           struct adr_backend_stream* stream);
-ADR_HIP_HIDDEN int adr_hip_event_create(struct adr_backend_device* dev,
-                                        struct adr_backend_event** out, struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_event_destroy(struct adr_backend_device* dev,
-                                         struct adr_backend_event* event, struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_event_record(struct adr_backend_device* dev,
-                                        struct adr_backend_event* event,
-                                        struct adr_backend_stream* stream, struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_event_wait(struct adr_backend_device* dev,
-                                      struct adr_backend_event* event,
-                                      struct adr_backend_stream* stream, struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_event_synchronize(struct adr_backend_device* dev,
-                                             struct adr_backend_event* event,
-                                             struct adr_error* error);
-ADR_HIP_HIDDEN int adr_hip_event_query(struct adr_backend_device* dev,
-                                       struct adr_backend_event* event, struct adr_error* error);
-ADR_HIP_HIDDEN void* adr_hip_event_native(struct adr_backend_device* dev,
-                                          struct adr_backend_event* event);
-ADR_HIP_HIDDEN int adr_hip_event_import(struct adr_backend_device* dev, void* sync_event,
-                                        struct adr_backend_event** out, struct adr_error* error);
+int adr_hip_stream_create(struct adr_backend_device* dev, uint32_t flags,
+                          struct adr_backend_stream** out, struct adr_error* error);
+int adr_hip_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                           struct adr_error* error);
+int adr_hip_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                               struct adr_error* error);
+int adr_hip_stream_import(struct adr_backend_device* dev, void* native,
+                          struct adr_backend_stream** out, struct adr_error* error);
+void* adr_hip_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* stream);
+int adr_hip_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
+                         struct adr_error* error);
+int adr_hip_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* event,
+                          struct adr_error* error);
+int adr_hip_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
+                         struct adr_backend_stream* stream, struct adr_error* error);
+int adr_hip_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
+                       struct adr_backend_stream* stream, struct adr_error* error);
+int adr_hip_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* event,
+                              struct adr_error* error);
+int adr_hip_event_query(struct adr_backend_device* dev, struct adr_backend_event* event,
+                        struct adr_error* error);
+void* adr_hip_event_native(struct adr_backend_device* dev, struct adr_backend_event* event);
+int adr_hip_event_import(struct adr_backend_device* dev, void* sync_event,
+                         struct adr_backend_event** out, struct adr_error* error);
 
 #endif /* ADR_HIP_INTERNAL_H */

@@ -139,10 +139,6 @@ static const struct adr_backend table = {
     .host_unregister = NULL,
 };
 
-ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(uint32_t host_abi_major,
-                                                               uint32_t host_abi_minor,
-                                                               const struct adr_backend_host* host);
-
 const struct adr_backend* adr_backend_query(uint32_t host_abi_major, uint32_t host_abi_minor,
                                             const struct adr_backend_host* host) {
   (void)host_abi_minor; /* the table is valid for every 1.x host */

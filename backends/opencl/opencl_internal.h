@@ -33,7 +33,6 @@
 #include "range_map.h"
 #include "opencl_symbols.h"
 
-#define OCL_INTERNAL __attribute__((visibility("hidden")))
 #define OCL_NAME "opencl"
 
 /* ---- vendor symbols (opencl_loader.c) ----------------------------------- */
@@ -47,41 +46,41 @@ struct ocl_api {
 
 /* Filled once by ocl_loader_open() during init (single-threaded: the core
  * calls init once, before any other slot); read-only afterwards. */
-extern OCL_INTERNAL struct ocl_api ocl;
+extern struct ocl_api ocl;
 
 /* dlopen the ICD loader (ADR_OPENCL_LIBRARY overrides the name) and resolve
  * the symbols. ENODEV with "unavailable: ..." when the library is missing,
  * EIO when a required symbol is. */
-OCL_INTERNAL int ocl_loader_open(const char* override, struct adr_error* error);
+int ocl_loader_open(const char* override, struct adr_error* error);
 /* Whether the 2.0 SVM entry points were all found. */
-OCL_INTERNAL bool ocl_loader_has_svm(void);
+bool ocl_loader_has_svm(void);
 
 /* ---- host services and configuration (opencl_backend.c) --------------- */
 
-extern OCL_INTERNAL const struct adr_backend_host* ocl_host;
+extern const struct adr_backend_host* ocl_host;
 
-OCL_INTERNAL void ocl_log(int level, const char* fmt, ...) ADR_PRINTF(2, 3);
+void ocl_log(int level, const char* fmt, ...) ADR_PRINTF(2, 3);
 
 /* ADR_OPENCL_MEMORY: 0 = auto, OCL_MODE_ANY_SVM = "svm" (the best SVM the
  * device has), otherwise the forced enum adr_opencl_address_mode. */
 #define OCL_MODE_ANY_SVM 100
-extern OCL_INTERNAL int ocl_forced_mode;
+extern int ocl_forced_mode;
 /* ADR_OPENCL_HOST_COPY=0 disables the memcpy fast path of the SVM-fine mode. */
-extern OCL_INTERNAL bool ocl_host_copy_enabled;
+extern bool ocl_host_copy_enabled;
 
 /* ---- errors (opencl_status.c) ------------------------------------------- */
 
 /* "CL_MEM_OBJECT_ALLOCATION_FAILURE" ...; "CL_UNKNOWN_ERROR" when unknown. */
-OCL_INTERNAL const char* ocl_error_name(cl_int code);
+const char* ocl_error_name(cl_int code);
 /* errno status for a cl_int (0 for CL_SUCCESS). */
-OCL_INTERNAL int ocl_status(cl_int code);
+int ocl_status(cl_int code);
 /* Writes "[op][opencl] CL_NAME: <fmt...>" and returns ocl_status(code). */
-OCL_INTERNAL int ocl_fail(struct adr_error* error, const char* op, cl_int code, const char* fmt,
-                          ...) ADR_PRINTF(4, 5);
+int ocl_fail(struct adr_error* error, const char* op, cl_int code, const char* fmt, ...)
+    ADR_PRINTF(4, 5);
 /* Writes "[op][opencl] ENAME: <fmt...>" for failures that are not a cl_int
  * and returns status. */
-OCL_INTERNAL int ocl_errorf(struct adr_error* error, int status, const char* op, const char* fmt,
-                            ...) ADR_PRINTF(4, 5);
+int ocl_errorf(struct adr_error* error, int status, const char* op, const char* fmt, ...)
+    ADR_PRINTF(4, 5);
 
 /* ---- devices (opencl_device.c) ------------------------------------------ */
 
@@ -107,22 +106,22 @@ struct adr_backend_stream {
 };
 
 /* Sets up / tears down the tracking fields of a stream. */
-OCL_INTERNAL void ocl_stream_init(struct adr_backend_stream* s, struct adr_backend_device* dev,
-                                  cl_command_queue queue, uint32_t flags);
-OCL_INTERNAL void ocl_stream_fini(struct adr_backend_stream* s);
+void ocl_stream_init(struct adr_backend_stream* s, struct adr_backend_device* dev,
+                     cl_command_queue queue, uint32_t flags);
+void ocl_stream_fini(struct adr_backend_stream* s);
 /* Where an enqueue on `s` should put its event: &tmp when the stream is
  * tracked, else NULL (no event created). */
 static inline cl_event* ocl_track_slot(const struct adr_backend_stream* s, cl_event* tmp);
 /* Records `ev` (from ocl_track_slot) as the stream's last command. */
-OCL_INTERNAL void ocl_stream_track(struct adr_backend_stream* s, cl_event ev);
+void ocl_stream_track(struct adr_backend_stream* s, cl_event ev);
 /* True when every command adr queued on `s` has completed. */
-OCL_INTERNAL bool ocl_stream_idle(struct adr_backend_stream* s);
+bool ocl_stream_idle(struct adr_backend_stream* s);
 /* Marks the stream's queue as reachable by the application. */
-OCL_INTERNAL void ocl_stream_share(struct adr_backend_stream* s);
+void ocl_stream_share(struct adr_backend_stream* s);
 /* True when the calling thread may do a copy or fill on `s` itself, now,
  * and still be in queue order: the queue is adr's alone and everything
  * adr queued on it has completed. Never blocks. */
-OCL_INTERNAL bool ocl_stream_host_ready(struct adr_backend_stream* s);
+bool ocl_stream_host_ready(struct adr_backend_stream* s);
 
 struct adr_backend_device {
   int64_t id;
@@ -159,22 +158,22 @@ struct ocl_device_entry {
   int device_index;
 };
 
-OCL_INTERNAL int ocl_devices_enumerate(struct adr_error* error);
-OCL_INTERNAL void ocl_devices_release(void);
-OCL_INTERNAL int64_t ocl_devices_count(void);
+int ocl_devices_enumerate(struct adr_error* error);
+void ocl_devices_release(void);
+int64_t ocl_devices_count(void);
 
-OCL_INTERNAL int ocl_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
-                                 struct adr_error* error);
-OCL_INTERNAL void ocl_device_close(struct adr_backend_device* dev);
-OCL_INTERNAL int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
-                                  struct adr_backend_device** out, struct adr_error* error);
-OCL_INTERNAL int ocl_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
-                                 struct adr_error* error);
-OCL_INTERNAL int ocl_device_native(struct adr_backend_device* dev, int kind, void** out,
-                                   struct adr_error* error);
-OCL_INTERNAL int ocl_device_properties(struct adr_backend_device* dev, adr_property_fn emit,
-                                       void* ctx, struct adr_error* error);
-OCL_INTERNAL const char* ocl_mode_name(enum adr_opencl_address_mode mode);
+int ocl_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
+                    struct adr_error* error);
+void ocl_device_close(struct adr_backend_device* dev);
+int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
+                     struct adr_backend_device** out, struct adr_error* error);
+int ocl_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
+                    struct adr_error* error);
+int ocl_device_native(struct adr_backend_device* dev, int kind, void** out,
+                      struct adr_error* error);
+int ocl_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
+                          struct adr_error* error);
+const char* ocl_mode_name(enum adr_opencl_address_mode mode);
 
 /* ---- memory (opencl_memory.c) ------------------------------------------- */
 
@@ -194,24 +193,24 @@ struct ocl_alloc {
   void* reservation;
   size_t reservation_size;
 };
-extern OCL_INTERNAL struct adr_range_map ocl_allocations;
+extern struct adr_range_map ocl_allocations;
 
-OCL_INTERNAL int ocl_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
-                           struct adr_backend_stream* stream, void** out, struct adr_error* error);
-OCL_INTERNAL int ocl_free(struct adr_backend_device* dev, void* ptr, size_t size,
-                          struct adr_backend_stream* stream, struct adr_error* error);
-OCL_INTERNAL int ocl_copy(struct adr_backend_device* dst_dev, void* dst,
-                          struct adr_backend_device* src_dev, const void* src, size_t size,
-                          struct adr_backend_stream* stream, struct adr_error* error);
-OCL_INTERNAL int ocl_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
-                            struct adr_backend_stream* stream, struct adr_error* error);
-OCL_INTERNAL int ocl_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
-                                   struct adr_error* error);
+int ocl_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
+              struct adr_backend_stream* stream, void** out, struct adr_error* error);
+int ocl_free(struct adr_backend_device* dev, void* ptr, size_t size,
+             struct adr_backend_stream* stream, struct adr_error* error);
+int ocl_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
+             const void* src, size_t size, struct adr_backend_stream* stream,
+             struct adr_error* error);
+int ocl_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+               struct adr_backend_stream* stream, struct adr_error* error);
+int ocl_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
+                      struct adr_error* error);
 /* Frees whatever `dev` still has allocated (device_close). */
-OCL_INTERNAL void ocl_memory_release_device(struct adr_backend_device* dev);
+void ocl_memory_release_device(struct adr_backend_device* dev);
 /* Resolves ADR_OPENCL_NATIVE_BUFFER. */
-OCL_INTERNAL int ocl_buffer_lookup(struct adr_backend_device* dev, struct adr_opencl_buffer* q,
-                                   struct adr_error* error);
+int ocl_buffer_lookup(struct adr_backend_device* dev, struct adr_opencl_buffer* q,
+                      struct adr_error* error);
 
 /* ---- native handles from the application (opencl_handle.c) ------------- */
 
@@ -221,12 +220,11 @@ OCL_INTERNAL int ocl_buffer_lookup(struct adr_backend_device* dev, struct adr_op
  * starts with it, cl_khr_icd). `what` names the handle in the message.
  * EINVAL with a message otherwise. A pointer into readable memory that
  * happens to start with the dispatch word is not caught (see README). */
-OCL_INTERNAL int ocl_handle_check(const void* handle, const char* op, const char* what,
-                                  struct adr_error* error);
+int ocl_handle_check(const void* handle, const char* op, const char* what, struct adr_error* error);
 /* Reads *(void**)ptr without faulting; false when it is not readable. */
-OCL_INTERNAL bool ocl_peek_pointer(const void* ptr, void** out);
+bool ocl_peek_pointer(const void* ptr, void** out);
 /* Records the dispatch table of an enumerated object (init). */
-OCL_INTERNAL void ocl_handle_learn(const void* object);
+void ocl_handle_learn(const void* object);
 
 /* ---- streams and events (opencl_sync.c) --------------------------------- */
 
@@ -240,33 +238,31 @@ struct adr_backend_event {
 };
 
 /* Creates the in-order queue for a stream of dev. */
-OCL_INTERNAL int ocl_queue_create(struct adr_backend_device* dev, const char* op,
-                                  cl_command_queue* out, struct adr_error* error);
-OCL_INTERNAL int ocl_stream_create(struct adr_backend_device* dev, uint32_t flags,
-                                   struct adr_backend_stream** out, struct adr_error* error);
-OCL_INTERNAL int ocl_stream_destroy(struct adr_backend_device* dev,
-                                    struct adr_backend_stream* stream, struct adr_error* error);
-OCL_INTERNAL int ocl_stream_synchronize(struct adr_backend_device* dev,
-                                        struct adr_backend_stream* stream, struct adr_error* error);
-OCL_INTERNAL int ocl_stream_import(struct adr_backend_device* dev, void* native_stream,
-                                   struct adr_backend_stream** out, struct adr_error* error);
-OCL_INTERNAL void* ocl_stream_native(struct adr_backend_device* dev,
-                                     struct adr_backend_stream* stream);
-OCL_INTERNAL int ocl_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
-                                  struct adr_error* error);
-OCL_INTERNAL int ocl_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* event,
-                                   struct adr_error* error);
-OCL_INTERNAL int ocl_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
-                                  struct adr_backend_stream* stream, struct adr_error* error);
-OCL_INTERNAL int ocl_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
-                                struct adr_backend_stream* stream, struct adr_error* error);
-OCL_INTERNAL int ocl_event_synchronize(struct adr_backend_device* dev,
-                                       struct adr_backend_event* event, struct adr_error* error);
-OCL_INTERNAL int ocl_event_query(struct adr_backend_device* dev, struct adr_backend_event* event,
-                                 struct adr_error* error);
-OCL_INTERNAL void* ocl_event_native(struct adr_backend_device* dev,
-                                    struct adr_backend_event* event);
-OCL_INTERNAL int ocl_event_import(struct adr_backend_device* dev, void* sync_event,
-                                  struct adr_backend_event** out, struct adr_error* error);
+int ocl_queue_create(struct adr_backend_device* dev, const char* op, cl_command_queue* out,
+                     struct adr_error* error);
+int ocl_stream_create(struct adr_backend_device* dev, uint32_t flags,
+                      struct adr_backend_stream** out, struct adr_error* error);
+int ocl_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                       struct adr_error* error);
+int ocl_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                           struct adr_error* error);
+int ocl_stream_import(struct adr_backend_device* dev, void* native_stream,
+                      struct adr_backend_stream** out, struct adr_error* error);
+void* ocl_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* stream);
+int ocl_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
+                     struct adr_error* error);
+int ocl_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* event,
+                      struct adr_error* error);
+int ocl_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
+                     struct adr_backend_stream* stream, struct adr_error* error);
+int ocl_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
+                   struct adr_backend_stream* stream, struct adr_error* error);
+int ocl_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* event,
+                          struct adr_error* error);
+int ocl_event_query(struct adr_backend_device* dev, struct adr_backend_event* event,
+                    struct adr_error* error);
+void* ocl_event_native(struct adr_backend_device* dev, struct adr_backend_event* event);
+int ocl_event_import(struct adr_backend_device* dev, void* sync_event,
+                     struct adr_backend_event** out, struct adr_error* error);
 
 #endif /* ADR_OPENCL_INTERNAL_H */

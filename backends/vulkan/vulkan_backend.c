@@ -47,10 +47,6 @@ static const struct adr_backend vkb_backend = {
     .device_properties = vkb_device_properties,
 };
 
-ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(uint32_t host_abi_major,
-                                                               uint32_t host_abi_minor,
-                                                               const struct adr_backend_host* host);
-
 ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(
     uint32_t host_abi_major, uint32_t host_abi_minor, const struct adr_backend_host* host) {
   (void)host_abi_minor;

@@ -31,7 +31,6 @@
 #include "adr/vulkan.h"
 
 #define VKB_NAME "vulkan"
-#define VKB_HIDDEN __attribute__((visibility("hidden")))
 
 /* ---- vendor symbols ------------------------------------------------------ */
 
@@ -146,7 +145,7 @@ struct vkb_globals {
    * it). After that, the core's teardown calls only free host memory. */
   _Atomic bool exited;
 };
-extern VKB_HIDDEN struct vkb_globals vkb_g;
+extern struct vkb_globals vkb_g;
 
 /* True once the exit handler has destroyed the Vulkan objects: the slots
  * the core's teardown still calls (free, stream/event destroy and
@@ -158,58 +157,58 @@ static inline bool vkb_exited(void) {
 /* ---- loader (vulkan_loader.c) -------------------------------------------- */
 
 /* dlopens libvulkan.so.1 and resolves the global entry points into vkb_g. */
-VKB_HIDDEN int vkb_loader_open(struct adr_error* error);
+int vkb_loader_open(struct adr_error* error);
 /* Resolves the instance-level entry points of in->handle through in->gipa;
  * false with the first missing required name in *missing. */
-VKB_HIDDEN bool vkb_resolve_instance(struct vkb_instance* in, const char** missing);
+bool vkb_resolve_instance(struct vkb_instance* in, const char** missing);
 
 /* ---- instance (vulkan_instance.c) ---------------------------------------- */
 
-VKB_HIDDEN int vkb_init(struct adr_error* error);
+int vkb_init(struct adr_error* error);
 /* The host's log and getenv services (getenv is secure in elevated
  * processes; NULL when unset or when the host has none). */
-VKB_HIDDEN void vkb_log(int level, const char* fmt, ...) ADR_PRINTF(2, 3);
-VKB_HIDDEN const char* vkb_env(const char* name);
-VKB_HIDDEN void vkb_shutdown(void);
+void vkb_log(int level, const char* fmt, ...) ADR_PRINTF(2, 3);
+const char* vkb_env(const char* name);
+void vkb_shutdown(void);
 /* The backend's exit handler (registered again after each device is made,
  * so it runs before the driver's own handlers); runs once. */
-VKB_HIDDEN void vkb_atexit(void);
+void vkb_atexit(void);
 
 /* ---- devices (vulkan_device.c) ------------------------------------------- */
 
 /* Open devices (for pointer_query and event import): lock, walk from
  * vkb_devices_first() along next_open, unlock. */
-VKB_HIDDEN void vkb_devices_lock(bool lock);
-VKB_HIDDEN struct adr_backend_device* vkb_devices_first(void);
+void vkb_devices_lock(bool lock);
+struct adr_backend_device* vkb_devices_first(void);
 /* Destroys every open device's Vulkan objects (exit handler). */
-VKB_HIDDEN void vkb_devices_release_all(void);
-VKB_HIDDEN int vkb_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error);
-VKB_HIDDEN int vkb_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
-                               struct adr_error* error);
-VKB_HIDDEN int vkb_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
-                                struct adr_backend_device** out, struct adr_error* error);
-VKB_HIDDEN void vkb_device_close(struct adr_backend_device* dev);
-VKB_HIDDEN int vkb_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
-                               struct adr_error* error);
-VKB_HIDDEN int vkb_device_properties(struct adr_backend_device* dev, adr_property_fn emit,
-                                     void* ctx, struct adr_error* error);
-VKB_HIDDEN int vkb_device_native(struct adr_backend_device* dev, int kind, void** out,
-                                 struct adr_error* error);
-VKB_HIDDEN int vkb_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
-                                 struct adr_error* error);
+void vkb_devices_release_all(void);
+int vkb_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error);
+int vkb_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
+                    struct adr_error* error);
+int vkb_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
+                     struct adr_backend_device** out, struct adr_error* error);
+void vkb_device_close(struct adr_backend_device* dev);
+int vkb_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
+                    struct adr_error* error);
+int vkb_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
+                          struct adr_error* error);
+int vkb_device_native(struct adr_backend_device* dev, int kind, void** out,
+                      struct adr_error* error);
+int vkb_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
+                      struct adr_error* error);
 
 /* ---- errors (vulkan_status.c) ------------------------------------------- */
 
 /* "VK_ERROR_OUT_OF_DEVICE_MEMORY" ...; static. */
-VKB_HIDDEN const char* vkb_result_name(VkResult r);
+const char* vkb_result_name(VkResult r);
 /* errno value for a VkResult (0 for VK_SUCCESS). */
-VKB_HIDDEN int vkb_result_status(VkResult r);
+int vkb_result_status(VkResult r);
 /* Writes "[op][vulkan] VK_NAME: <what>: <description>" and returns the
  * status for `r`. */
-VKB_HIDDEN int vkb_error(struct adr_error* error, const char* op, VkResult r, const char* fmt, ...)
+int vkb_error(struct adr_error* error, const char* op, VkResult r, const char* fmt, ...)
     ADR_PRINTF(4, 5);
 /* "[op][vulkan] <message>" with an explicit status (no VkResult). */
-VKB_HIDDEN int vkb_fail(struct adr_error* error, int status, const char* op, const char* fmt, ...)
+int vkb_fail(struct adr_error* error, int status, const char* op, const char* fmt, ...)
     ADR_PRINTF(4, 5);
 
 /* ---- memory (vulkan_memory.c) ------------------------------------------------ */
@@ -396,110 +395,106 @@ struct vkb_cmd {
   VkCommandBuffer cb;
 };
 
-VKB_HIDDEN int vkb_cmd_begin(struct adr_backend_stream* s, struct vkb_cmd* out, const char* op,
-                             struct adr_error* error);
+int vkb_cmd_begin(struct adr_backend_stream* s, struct vkb_cmd* out, const char* op,
+                  struct adr_error* error);
 /* Ends, submits (signal value returned in *out_value) and unlocks. */
-VKB_HIDDEN int vkb_cmd_submit(struct vkb_cmd* c, uint64_t* out_value, const char* op,
-                              struct adr_error* error);
-VKB_HIDDEN void vkb_cmd_abort(struct vkb_cmd* c);
+int vkb_cmd_submit(struct vkb_cmd* c, uint64_t* out_value, const char* op, struct adr_error* error);
+void vkb_cmd_abort(struct vkb_cmd* c);
 
-VKB_HIDDEN uint64_t vkb_timeline_value(struct adr_backend_device* dev);
+uint64_t vkb_timeline_value(struct adr_backend_device* dev);
 /* Host wait until the device's timeline reaches `value`. */
-VKB_HIDDEN int vkb_timeline_wait(struct adr_backend_device* dev, uint64_t value, const char* op,
-                                 struct adr_error* error);
+int vkb_timeline_wait(struct adr_backend_device* dev, uint64_t value, const char* op,
+                      struct adr_error* error);
 /* Host wait for everything queued on the stream, including device-side
  * waits registered for its next submission. */
-VKB_HIDDEN int vkb_stream_wait_idle(struct adr_backend_stream* s, const char* op,
-                                    struct adr_error* error);
+int vkb_stream_wait_idle(struct adr_backend_stream* s, const char* op, struct adr_error* error);
 /* True when nothing of the stream is pending and no device-side wait is
  * registered (the mapped fast path may then run on the host at once). */
-VKB_HIDDEN bool vkb_stream_idle(struct adr_backend_stream* s);
+bool vkb_stream_idle(struct adr_backend_stream* s);
 /* True when the calling thread may copy or fill through the mapping now
  * and be in queue order: the queue is adr's alone (not shared) and the
  * stream is idle. Never blocks. */
-VKB_HIDDEN bool vkb_stream_host_ready(struct adr_backend_stream* s);
+bool vkb_stream_host_ready(struct adr_backend_stream* s);
 /* Marks the device's queue as reachable by the application. */
-VKB_HIDDEN void vkb_queue_share(struct adr_backend_device* dev);
+void vkb_queue_share(struct adr_backend_device* dev);
 /* Submits an empty batch signalling the next timeline value (so the
  * timeline covers everything submitted to the queue before, the
  * application's work included) and returns that value. */
-VKB_HIDDEN int vkb_queue_post(struct adr_backend_device* dev, uint64_t* out_value, const char* op,
-                              struct adr_error* error);
+int vkb_queue_post(struct adr_backend_device* dev, uint64_t* out_value, const char* op,
+                   struct adr_error* error);
 /* The ADR_VULKAN_NATIVE_QUEUE_LOCK functions (ctx = the device). */
-VKB_HIDDEN void vkb_queue_lock_init(struct adr_backend_device* dev);
+void vkb_queue_lock_init(struct adr_backend_device* dev);
 
-VKB_HIDDEN int vkb_stream_create(struct adr_backend_device* dev, uint32_t flags,
-                                 struct adr_backend_stream** out, struct adr_error* error);
-VKB_HIDDEN int vkb_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* s,
-                                  struct adr_error* error);
-VKB_HIDDEN int vkb_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* s,
-                                      struct adr_error* error);
-VKB_HIDDEN void vkb_stream_release(struct adr_backend_stream* s);
-VKB_HIDDEN void* vkb_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* s);
-VKB_HIDDEN int vkb_stream_import(struct adr_backend_device* dev, void* native_stream,
-                                 struct adr_backend_stream** out, struct adr_error* error);
-VKB_HIDDEN int vkb_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
-                                struct adr_error* error);
-VKB_HIDDEN int vkb_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* e,
-                                 struct adr_error* error);
-VKB_HIDDEN void vkb_event_release(struct adr_backend_event* e);
-VKB_HIDDEN int vkb_event_record(struct adr_backend_device* dev, struct adr_backend_event* e,
-                                struct adr_backend_stream* s, struct adr_error* error);
-VKB_HIDDEN int vkb_event_wait(struct adr_backend_device* dev, struct adr_backend_event* e,
-                              struct adr_backend_stream* s, struct adr_error* error);
-VKB_HIDDEN int vkb_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* e,
-                                     struct adr_error* error);
-VKB_HIDDEN int vkb_event_query(struct adr_backend_device* dev, struct adr_backend_event* e,
-                               struct adr_error* error);
-VKB_HIDDEN void* vkb_event_native(struct adr_backend_device* dev, struct adr_backend_event* e);
-VKB_HIDDEN int vkb_event_import(struct adr_backend_device* dev, void* sync_event,
-                                struct adr_backend_event** out, struct adr_error* error);
+int vkb_stream_create(struct adr_backend_device* dev, uint32_t flags,
+                      struct adr_backend_stream** out, struct adr_error* error);
+int vkb_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* s,
+                       struct adr_error* error);
+int vkb_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* s,
+                           struct adr_error* error);
+void vkb_stream_release(struct adr_backend_stream* s);
+void* vkb_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* s);
+int vkb_stream_import(struct adr_backend_device* dev, void* native_stream,
+                      struct adr_backend_stream** out, struct adr_error* error);
+int vkb_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
+                     struct adr_error* error);
+int vkb_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* e,
+                      struct adr_error* error);
+void vkb_event_release(struct adr_backend_event* e);
+int vkb_event_record(struct adr_backend_device* dev, struct adr_backend_event* e,
+                     struct adr_backend_stream* s, struct adr_error* error);
+int vkb_event_wait(struct adr_backend_device* dev, struct adr_backend_event* e,
+                   struct adr_backend_stream* s, struct adr_error* error);
+int vkb_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* e,
+                          struct adr_error* error);
+int vkb_event_query(struct adr_backend_device* dev, struct adr_backend_event* e,
+                    struct adr_error* error);
+void* vkb_event_native(struct adr_backend_device* dev, struct adr_backend_event* e);
+int vkb_event_import(struct adr_backend_device* dev, void* sync_event,
+                     struct adr_backend_event** out, struct adr_error* error);
 
 /* ---- memory slots (vulkan_memory.c) ------------------------------------------ */
 
-VKB_HIDDEN int vkb_memory_init(struct adr_backend_device* dev, struct adr_error* error);
-VKB_HIDDEN void vkb_memory_release(struct adr_backend_device* dev);
-VKB_HIDDEN int vkb_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
-                         struct adr_backend_stream* stream, void** out, struct adr_error* error);
-VKB_HIDDEN int vkb_free(struct adr_backend_device* dev, void* ptr, size_t size,
-                        struct adr_backend_stream* stream, struct adr_error* error);
+int vkb_memory_init(struct adr_backend_device* dev, struct adr_error* error);
+void vkb_memory_release(struct adr_backend_device* dev);
+int vkb_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
+              struct adr_backend_stream* stream, void** out, struct adr_error* error);
+int vkb_free(struct adr_backend_device* dev, void* ptr, size_t size,
+             struct adr_backend_stream* stream, struct adr_error* error);
 /* Internal allocation (scratch, temporaries) and its release: `after` is a
  * timeline value the range may still be used until (0 = now). */
-VKB_HIDDEN int vkb_range_alloc(struct adr_backend_device* dev, VkDeviceSize size,
-                               VkDeviceSize alignment, struct vkb_range** out, const char* op,
-                               struct adr_error* error);
-VKB_HIDDEN void vkb_range_free(struct adr_backend_device* dev, struct vkb_range* r, uint64_t after);
+int vkb_range_alloc(struct adr_backend_device* dev, VkDeviceSize size, VkDeviceSize alignment,
+                    struct vkb_range** out, const char* op, struct adr_error* error);
+void vkb_range_free(struct adr_backend_device* dev, struct vkb_range* r, uint64_t after);
 /* Resolve [addr, addr + size) to the allocation containing it: EINVAL with
  * a message when no live allocation of the device contains it all. */
-VKB_HIDDEN int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size,
-                           struct vkb_loc* out, const char* op, struct adr_error* error);
+int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size, struct vkb_loc* out,
+                const char* op, struct adr_error* error);
 /* Whether `addr` lies in a live allocation of dev (for pointer_query). */
-VKB_HIDDEN bool vkb_owns(struct adr_backend_device* dev, const void* addr);
+bool vkb_owns(struct adr_backend_device* dev, const void* addr);
 /* Host-visible block for staging (not in the address map). */
-VKB_HIDDEN int vkb_staging_block_create(struct adr_backend_device* dev, VkDeviceSize size,
-                                        struct vkb_block** out, const char* op,
-                                        struct adr_error* error);
-VKB_HIDDEN void vkb_block_destroy(struct adr_backend_device* dev, struct vkb_block* b);
+int vkb_staging_block_create(struct adr_backend_device* dev, VkDeviceSize size,
+                             struct vkb_block** out, const char* op, struct adr_error* error);
+void vkb_block_destroy(struct adr_backend_device* dev, struct vkb_block* b);
 /* Make host writes to a mapped range visible / device writes readable. */
-VKB_HIDDEN int vkb_flush(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
-                         VkDeviceSize size, const char* op, struct adr_error* error);
-VKB_HIDDEN int vkb_invalidate(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
-                              VkDeviceSize size, const char* op, struct adr_error* error);
+int vkb_flush(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
+              VkDeviceSize size, const char* op, struct adr_error* error);
+int vkb_invalidate(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
+                   VkDeviceSize size, const char* op, struct adr_error* error);
 
 /* ---- copies (vulkan_copy.c) --------------------------------------------------- */
 
-VKB_HIDDEN int vkb_copy(struct adr_backend_device* dst_dev, void* dst,
-                        struct adr_backend_device* src_dev, const void* src, size_t size,
-                        struct adr_backend_stream* stream, struct adr_error* error);
-VKB_HIDDEN int vkb_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
-                          struct adr_backend_stream* stream, struct adr_error* error);
-VKB_HIDDEN int vkb_staging_init(struct adr_backend_device* dev, struct adr_error* error);
-VKB_HIDDEN void vkb_staging_release(struct adr_backend_device* dev);
+int vkb_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
+             const void* src, size_t size, struct adr_backend_stream* stream,
+             struct adr_error* error);
+int vkb_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+               struct adr_backend_stream* stream, struct adr_error* error);
+int vkb_staging_init(struct adr_backend_device* dev, struct adr_error* error);
+void vkb_staging_release(struct adr_backend_device* dev);
 
 /* Barriers every submission carries: everything earlier in queue order is
  * complete and visible before the commands, and the commands' writes are
  * visible to the host after. */
-VKB_HIDDEN void vkb_barrier_all(struct adr_backend_device* dev, VkCommandBuffer cb);
-VKB_HIDDEN void vkb_barrier_host(struct adr_backend_device* dev, VkCommandBuffer cb);
+void vkb_barrier_all(struct adr_backend_device* dev, VkCommandBuffer cb);
+void vkb_barrier_host(struct adr_backend_device* dev, VkCommandBuffer cb);
 
 #endif /* ADR_VULKAN_INTERNAL_H */
