@@ -187,7 +187,7 @@ size_t adr__alloc_table_count(struct adr__alloc_table* t) {
  * mutex uncontended, and the critical sections are short), and each
  * thread's last answers are cached while the index is unchanged, so repeated
  * copies on one buffer take no lock at all. The core maintains the index
- * only where a copy is checked against it (memory.c decides). */
+ * only where a copy is checked against it (alloc.c decides). */
 
 #define BLOCK 32
 

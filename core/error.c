@@ -100,3 +100,23 @@ void adr__error_context(struct adr_error* error, int status, const char* api,
     snprintf(body, sizeof(body), "%s", rest);
   adr__errorf(error, status, api, dev->backend->name, "%s", body);
 }
+
+/* "512 B", "4 KiB", "1.5 GiB": binary units, one decimal when not whole. */
+const char* adr__format_bytes(uint64_t bytes, char* buf, size_t size) {
+  static const char* const names[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) {
+    snprintf(buf, size, "%llu B", (unsigned long long)bytes);
+    return buf;
+  }
+  double v = (double)bytes;
+  unsigned u = 0;
+  while (v >= 1024 && u + 1 < sizeof(names) / sizeof(names[0])) {
+    v /= 1024;
+    u++;
+  }
+  if (v == (double)(uint64_t)v)
+    snprintf(buf, size, "%llu %s", (unsigned long long)v, names[u]);
+  else
+    snprintf(buf, size, "%.1f %s", v, names[u]);
+  return buf;
+}

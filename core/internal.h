@@ -178,7 +178,7 @@ ADR_INTERNAL struct adr__backend* adr__registry_add(const char* name, const char
                                                     bool in_manifest);
 ADR_INTERNAL struct adr__backend* adr__registry_find(const char* name);
 
-/* ---- memory front end (memory.c) ---------------------------------------- */
+/* ---- memory front end (alloc.c) ----------------------------------------- */
 
 /* Called once per device after it is created (registry lock held) and at
  * process exit before the device is closed. */
@@ -233,6 +233,9 @@ ADR_INTERNAL int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* 
     adr__st_;                                                                                      \
   })
 
+/* "512 B", "4 KiB", "1.5 GiB" into buf (core/error.c); returns buf. */
+ADR_INTERNAL const char* adr__format_bytes(uint64_t bytes, char* buf, size_t size);
+
 ADR_INTERNAL void adr__error_context(struct adr_error* error, int status, const char* api,
                                      const struct adr_device* dev);
 ADR_INTERNAL int adr__dispatch_traced_end(uint64_t start_ns, int status, const char* dev,
@@ -248,7 +251,7 @@ struct adr__range {
   const void* site; /* return address of the adr_alloc call, or NULL */
 };
 
-/* Ordered index beside the hash, maintained by memory.c only for devices
+/* Ordered index beside the hash, maintained by alloc.c only for devices
  * whose copies are range-checked (adr__range_checked). O(log n) expected;
  * one mutex per table. insert: ENOMEM when it cannot grow. */
 ADR_INTERNAL int adr__alloc_table_ranges_insert(struct adr__alloc_table* t, void* ptr, size_t size,

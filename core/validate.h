@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * Range checks and the validation layer (validate.c): the hooks the entry
- * points in sync.c, copy.c and memory.c call. docs/validation.md describes
+ * points in sync.c, copy.c and alloc.c call. docs/validation.md describes
  * what is checked and when.
  *
  * Two tiers:
@@ -53,7 +53,7 @@ static inline bool adr__validate_begin(void) {
 /* ---- ranges (always) ----------------------------------------------------- */
 
 /* Whether copies and memsets on dev are checked against the allocation
- * they start in (and so whether memory.c keeps dev's interval index). */
+ * they start in (and so whether alloc.c keeps dev's interval index). */
 static inline bool adr__range_checked(const struct adr_device* dev) {
   return !dev->host_accessible || ADR__VALIDATING();
 }
@@ -112,13 +112,13 @@ ADR_INTERNAL int adr__validate_event(const char* op, const struct adr_event* eve
 
 /* ---- frees (layer on) ---------------------------------------------------- */
 
-/* memory.c: the allocation (already out of the table) goes to the
+/* alloc.c: the allocation (already out of the table) goes to the
  * quarantine instead of its handler; true when it did (false: hand it to
  * the handler now). */
 ADR_INTERNAL bool adr__validate_free_defer(struct adr_device* dev, const void* handler, void* ptr,
                                            size_t size, void* cookie, struct adr_stream* stream,
                                            const void* alloc_site, const void* free_site);
-/* memory.c, for a pointer the table does not know: EINVAL with a double
+/* alloc.c, for a pointer the table does not know: EINVAL with a double
  * free message when ptr is in the quarantine, else 0. */
 ADR_INTERNAL int adr__validate_free_unknown(struct adr_device* dev, void* ptr,
                                             struct adr_error* error);

@@ -275,22 +275,3 @@ const struct adr__alloc_config* adr__alloc_config(void) {
   pthread_once(&config_once, read_config);
   return &config;
 }
-
-const char* adr__format_bytes(uint64_t bytes, char* buf, size_t size) {
-  static const char* const names[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (bytes < 1024) {
-    snprintf(buf, size, "%llu B", (unsigned long long)bytes);
-    return buf;
-  }
-  double v = (double)bytes;
-  unsigned u = 0;
-  while (v >= 1024 && u + 1 < sizeof(names) / sizeof(names[0])) {
-    v /= 1024;
-    u++;
-  }
-  if (v == (double)(uint64_t)v)
-    snprintf(buf, size, "%llu %s", (unsigned long long)v, names[u]);
-  else
-    snprintf(buf, size, "%.1f %s", v, names[u]);
-  return buf;
-}

@@ -65,10 +65,8 @@ ADR_INTERNAL int adr__alloc_config_parse(const char* variable, const char* text,
                                          struct adr__alloc_config* out, struct adr_error* error);
 /* ADR_ALLOC, parsed once. */
 ADR_INTERNAL const struct adr__alloc_config* adr__alloc_config(void);
-/* "2 GiB", "1.5 MiB", "17 B" into buf. */
-ADR_INTERNAL const char* adr__format_bytes(uint64_t bytes, char* buf, size_t size);
 
-/* ---- per-device state (device.c) ----------------------------------------- */
+/* ---- per-device state (device_memory.c) ----------------------------------------- */
 
 struct adr__oom_entry {
   adr_oom_fn fn;

@@ -10,7 +10,7 @@
  * `struct adr__pool_upstream` and orders reuse across streams through
  * `struct adr__pool_sync`, whose streams are opaque keys (NULL = the host:
  * memory freed with a NULL stream is unused by any queued work). The device
- * glue lives in memory.c; the unit tests drive the pool with fakes.
+ * glue lives in device_memory.c; the unit tests drive the pool with fakes.
  */
 #ifndef ADR_CORE_MEMORY_POOL_H
 #define ADR_CORE_MEMORY_POOL_H
