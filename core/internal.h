@@ -118,6 +118,11 @@ struct adr__backend {
   int64_t device_count[ADR_MAX_DEVICE_TYPES];
 };
 
+/* The loader's checks of a backend's table (ABI, struct_size, name, device
+ * types, ADR_BACKEND_REQUIRED_SLOTS): false with b->state REJECTED and
+ * b->reason set when one fails. */
+ADR_INTERNAL bool adr__loader_check_table(struct adr__backend* b, const struct adr_backend* vt);
+
 /* A slot of the vtable is usable if the backend's struct covers it and it
  * is not NULL. */
 #define ADR__HAS_SLOT(vt, slot)                                                    \

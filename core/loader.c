@@ -184,14 +184,7 @@ static void reject(struct adr__backend* b, int state, const char* fmt, ...) {
            state == ADR_BACKEND_REJECTED ? "rejected" : "unavailable", b->reason);
 }
 
-/* The slots without which a backend cannot work at all. */
-#define ADR__REQUIRED_SLOTS(X)                                                                     \
-  X(init)                                                                                          \
-  X(device_count) X(device_open) X(device_close) X(device_info) X(alloc) X(free) X(copy) X(memset) \
-      X(stream_create) X(stream_destroy) X(stream_synchronize) X(event_create) X(event_destroy)    \
-          X(event_record) X(event_wait) X(event_synchronize) X(event_query) X(event_native)
-
-static bool validate_table(struct adr__backend* b, const struct adr_backend* vt) {
+bool adr__loader_check_table(struct adr__backend* b, const struct adr_backend* vt) {
   if (vt->abi_major != ADR_BACKEND_ABI_MAJOR) {
     reject(b, ADR_BACKEND_REJECTED, "ABI major version %u, this core speaks %u", vt->abi_major,
            ADR_BACKEND_ABI_MAJOR);
@@ -214,7 +207,7 @@ static bool validate_table(struct adr__backend* b, const struct adr_backend* vt)
     reject(b, ADR_BACKEND_REJECTED, "required slot '%s' is NULL", #slot); \
     return false;                                                         \
   }
-  ADR__REQUIRED_SLOTS(ADR__CHECK_SLOT)
+  ADR_BACKEND_REQUIRED_SLOTS(ADR__CHECK_SLOT)
 #undef ADR__CHECK_SLOT
   for (uint32_t i = 0; i < vt->device_type_count; i++) {
     if (vt->device_types[i] <= 0) {
@@ -335,7 +328,7 @@ void adr__loader_load(struct adr__backend* b) {
            ADR_BACKEND_ABI_MAJOR, ADR_BACKEND_ABI_MINOR);
     return;
   }
-  if (!validate_table(b, vt)) return;
+  if (!adr__loader_check_table(b, vt)) return;
   if (b->in_manifest && strcmp(vt->name, b->name) != 0)
     adr__log(ADR_LOG_WARN, "loader", "%s calls itself '%s'; registered as '%s'", b->path, vt->name,
              b->name);

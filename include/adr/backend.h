@@ -95,7 +95,7 @@ struct adr_backend {
   uint32_t device_type_count;
   uint32_t reserved32;
 
-  /* --- lifecycle (required: init, device_count, device_open) --- */
+  /* --- lifecycle (required: all but shutdown) --- */
 
   /* Called once before any other slot. ENODEV means "unavailable" (driver
    * or hardware missing) and must carry the reason; any other failure is a
@@ -112,7 +112,7 @@ struct adr_backend {
   int (*device_info)(struct adr_backend_device* dev, struct adr_device_info* out,
                      struct adr_error* error);
 
-  /* --- memory (required: alloc, free, copy) --- */
+  /* --- memory (required: all) --- */
 
   /* size > 0, alignment a power of two >= 64 (checked by the core). */
   int (*alloc)(struct adr_backend_device* dev, size_t size, size_t alignment,
@@ -131,7 +131,7 @@ struct adr_backend {
   int (*memset)(struct adr_backend_device* dev, void* ptr, int value, size_t size,
                 struct adr_backend_stream* stream, struct adr_error* error);
 
-  /* --- streams (required: stream_create, stream_destroy, stream_synchronize) --- */
+  /* --- streams (required: all) --- */
   int (*stream_create)(struct adr_backend_device* dev, uint32_t flags,
                        struct adr_backend_stream** out, struct adr_error* error);
   int (*stream_destroy)(struct adr_backend_device* dev, struct adr_backend_stream* stream,
@@ -198,6 +198,16 @@ _Static_assert(offsetof(struct adr_backend, reserved) == 280, "adr_backend reser
 _Static_assert(sizeof(struct adr_backend) == 408, "adr_backend size");
 _Static_assert(sizeof(struct adr_backend_host) == 104, "adr_backend_host size");
 #endif
+
+/* The slots a backend must fill (non-NULL), listed once: the loader
+ * rejects a table that leaves one NULL, docs/backend-abi.md's table says
+ * the same and tests/unit/test_required_slots.c checks both. Every other
+ * slot is optional (NULL: ENOTSUP, or nothing to do for shutdown). */
+#define ADR_BACKEND_REQUIRED_SLOTS(X)                                                              \
+  X(init)                                                                                          \
+  X(device_count) X(device_open) X(device_close) X(device_info) X(alloc) X(free) X(copy) X(memset) \
+      X(stream_create) X(stream_destroy) X(stream_synchronize) X(event_create) X(event_destroy)    \
+          X(event_record) X(event_wait) X(event_synchronize) X(event_query) X(event_native)
 
 /* Smallest struct_size the core accepts: the ABI 1.0 slots up to
  * event_native (the required ones). Later optional slots are checked
