@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "overlap.h"
 
 static size_t natural_alignment(const struct adr_backend_device* dev) {
   return dev->type == ARROW_DEVICE_CUDA ? 256 : 4096;
@@ -265,42 +266,26 @@ static bool is_pageable(const void* p) {
 }
 
 /* Overlapping ranges of one allocation: the driver does not promise
- * memmove semantics, adr does (adr.h). Pieces no longer than the distance
- * never overlap, so when there are few they are queued in the order that
- * reads every byte before it is overwritten. Otherwise the copy goes
- * through the stream's scratch buffer (device memory of the stream's
- * device, at most CUDA_OVERLAP_SCRATCH bytes, made on first use and freed
- * with the stream): each piece is copied out whole before it is copied
- * back, in the same order. Queued, never waited for; the device's
- * stage_lock keeps two threads' pieces on one stream from interleaving. */
-#define CUDA_OVERLAP_MAX_PIECES 16
-#define CUDA_OVERLAP_SCRATCH ((size_t)1 << 20)
+ * memmove semantics, adr does (adr.h); backends/common/overlap.h orders
+ * the pieces. The scratch buffer is device memory of the stream's device,
+ * made on first use and freed with the stream. Queued, never waited for;
+ * the device's stage_lock keeps two threads' pieces on one stream from
+ * interleaving. */
+static int queue_piece(void* ctx, uintptr_t dst, uintptr_t src, size_t len) {
+  struct adr_backend_stream* stream = ctx;
+  return (int)cuda_api.cuMemcpyAsync((CUdeviceptr)dst, (CUdeviceptr)src, len, stream->stream);
+}
 
 static CUresult copy_overlapping(struct adr_backend_device* owner, CUdeviceptr d, CUdeviceptr s,
                                  size_t size, struct adr_backend_stream* stream) {
-  size_t dist = d > s ? d - s : s - d;
-  size_t piece = dist;
   CUresult r = CUDA_SUCCESS;
   pthread_mutex_lock(&owner->stage_lock);
-  if (size / dist >= CUDA_OVERLAP_MAX_PIECES) {
-    if (stream->scratch == 0) {
-      r = cuda_api.cuMemAlloc(&stream->scratch, CUDA_OVERLAP_SCRATCH);
-      if (r != CUDA_SUCCESS) stream->scratch = 0;
-    }
-    piece = CUDA_OVERLAP_SCRATCH;
+  if (adr_overlap_needs_scratch(d, s, size) && stream->scratch == 0) {
+    r = cuda_api.cuMemAlloc(&stream->scratch, ADR_OVERLAP_SCRATCH);
+    if (r != CUDA_SUCCESS) stream->scratch = 0;
   }
-  size_t pieces = (size + piece - 1) / piece;
-  for (size_t i = 0; i < pieces && r == CUDA_SUCCESS; i++) {
-    size_t k = d < s ? i : pieces - 1 - i; /* down: low first; up: high first */
-    size_t off = k * piece, len = size - off < piece ? size - off : piece;
-    if (piece == dist) {
-      r = cuda_api.cuMemcpyAsync(d + off, s + off, len, stream->stream);
-    } else {
-      r = cuda_api.cuMemcpyAsync(stream->scratch, s + off, len, stream->stream);
-      if (r == CUDA_SUCCESS)
-        r = cuda_api.cuMemcpyAsync(d + off, stream->scratch, len, stream->stream);
-    }
-  }
+  if (r == CUDA_SUCCESS)
+    r = (CUresult)adr_overlap_copy(d, s, size, stream->scratch, queue_piece, stream);
   pthread_mutex_unlock(&owner->stage_lock);
   return r;
 }
@@ -339,7 +324,7 @@ int cuda_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_
       if (r != CUDA_SUCCESS) cuda_api.cuStreamSynchronize(stream->stream);
       stage_put(owner, stage);
     }
-  } else if (dst_dev != NULL && dst_dev == src_dev && d != s && d < s + size && s < d + size) {
+  } else if (dst_dev != NULL && dst_dev == src_dev && adr_overlap(d, s, size)) {
     how = "overlapping cuMemcpyAsync";
     r = copy_overlapping(owner, d, s, size, stream);
   } else {

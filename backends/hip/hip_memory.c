@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "hip_internal.h"
+#include "overlap.h"
 #include "range_map.h"
 
 struct allocation {
@@ -363,42 +364,35 @@ static bool is_device_memory(const struct adr_backend_device* dev) {
 }
 
 /* Overlapping ranges of one allocation: the runtime does not promise
- * memmove semantics, adr does (adr.h). Pieces no longer than the distance
- * never overlap, so when there are few they are queued in the order that
- * reads every byte before it is overwritten. Otherwise the copy goes
- * through the stream's scratch buffer (device memory of the stream's
- * device, at most HIP_OVERLAP_SCRATCH bytes, made on first use and freed
- * with the stream): each piece is copied out whole before it is copied
- * back, in the same order. Queued, never waited for; the device's
- * stage_lock keeps two threads' pieces on one stream from interleaving. */
-#define HIP_OVERLAP_MAX_PIECES 16
-#define HIP_OVERLAP_SCRATCH ((size_t)1 << 20)
+ * memmove semantics, adr does (adr.h); backends/common/overlap.h orders
+ * the pieces. The scratch buffer is device memory of the stream's device,
+ * made on first use and freed with the stream. Queued, never waited for;
+ * the device's stage_lock keeps two threads' pieces on one stream from
+ * interleaving. */
+struct piece_ctx {
+  struct adr_backend_stream* stream;
+  hipMemcpyKind kind; /* for direct pieces; scratch legs use hipMemcpyDefault */
+  uintptr_t scratch;
+};
+
+static int queue_piece(void* ctx, uintptr_t dst, uintptr_t src, size_t len) {
+  const struct piece_ctx* c = ctx;
+  hipMemcpyKind kind = dst == c->scratch || src == c->scratch ? hipMemcpyDefault : c->kind;
+  return (int)adr_hip.hipMemcpyAsync((void*)dst, (const void*)src, len, kind, c->stream->stream);
+}
 
 static hipError_t copy_overlapping(char* d, const char* s, size_t size, hipMemcpyKind kind,
                                    struct adr_backend_stream* stream) {
   struct adr_backend_device* owner = stream->device;
-  size_t dist = d > s ? (size_t)(d - s) : (size_t)(s - d);
-  size_t piece = dist;
   hipError_t e = hipSuccess;
   pthread_mutex_lock(&owner->stage_lock);
-  if (size / dist >= HIP_OVERLAP_MAX_PIECES) {
-    if (stream->scratch == NULL) {
-      e = adr_hip.hipMalloc(&stream->scratch, HIP_OVERLAP_SCRATCH);
-      if (e != hipSuccess) stream->scratch = NULL;
-    }
-    piece = HIP_OVERLAP_SCRATCH;
+  if (adr_overlap_needs_scratch((uintptr_t)d, (uintptr_t)s, size) && stream->scratch == NULL) {
+    e = adr_hip.hipMalloc(&stream->scratch, ADR_OVERLAP_SCRATCH);
+    if (e != hipSuccess) stream->scratch = NULL;
   }
-  size_t pieces = (size + piece - 1) / piece;
-  for (size_t i = 0; i < pieces && e == hipSuccess; i++) {
-    size_t k = d < s ? i : pieces - 1 - i; /* down: low first; up: high first */
-    size_t off = k * piece, len = size - off < piece ? size - off : piece;
-    if (piece == dist) {
-      e = adr_hip.hipMemcpyAsync(d + off, s + off, len, kind, stream->stream);
-    } else {
-      e = adr_hip.hipMemcpyAsync(stream->scratch, s + off, len, hipMemcpyDefault, stream->stream);
-      if (e == hipSuccess)
-        e = adr_hip.hipMemcpyAsync(d + off, stream->scratch, len, hipMemcpyDefault, stream->stream);
-    }
+  if (e == hipSuccess) {
+    struct piece_ctx c = {stream, kind, (uintptr_t)stream->scratch};
+    e = (hipError_t)adr_overlap_copy((uintptr_t)d, (uintptr_t)s, size, c.scratch, queue_piece, &c);
   }
   pthread_mutex_unlock(&owner->stage_lock);
   return e;
@@ -447,8 +441,8 @@ int adr_hip_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backe
      * stream of ordinal 0 filling hip:1): let unified addressing route it. */
     const struct adr_backend_device* mem_dev = d ? dst_dev : s ? src_dev : NULL;
     if (mem_dev != NULL && mem_dev->ordinal != stream->device->ordinal) kind = hipMemcpyDefault;
-    const char *dc = dst, *sc = src;
-    if (dst_dev != NULL && dst_dev == src_dev && dc != sc && dc < sc + size && sc < dc + size) {
+    if (dst_dev != NULL && dst_dev == src_dev &&
+        adr_overlap((uintptr_t)dst, (uintptr_t)src, size)) {
       fn = "overlapping hipMemcpyAsync";
       e = copy_overlapping(dst, src, size, kind, stream);
     } else {
