@@ -15,9 +15,10 @@
  * The hot path (host<->device, device<->device on one backend) is checks
  * plus one indirect call. The range checks (validate.h) cost two compares;
  * on a device that is not host-accessible (or with the validation layer
- * on) they also look the range up in the device's interval index under its
- * lock (or a per-thread cache), the lookup the backend repeats against its own (pool-chunk
- * sized) map.
+ * on) they also look the range up in the device's interval index (answered
+ * from a per-thread cache while the index is unchanged, else under its
+ * lock): the user's allocation, which the backend's own map cannot see
+ * inside a pool chunk.
  */
 #include <errno.h>
 #include <stdlib.h>
