@@ -57,9 +57,10 @@ static int alloc_common(const char* op, struct adr_device* device,
   if (alignment > (size_t)PTRDIFF_MAX || size > (size_t)PTRDIFF_MAX - alignment)
     return adr__errorf(error, EOVERFLOW, op, device->backend->name,
                        "size %zu with alignment %zu exceeds PTRDIFF_MAX", size, alignment);
-  int st = check_stream(op, device, stream, error);
-  if (st) return st;
+  /* validation first: a destroyed stream's fields are not to be trusted. */
+  int st;
   if (validating && (st = adr__validate_stream(op, stream, error)) != 0) return st;
+  if ((st = check_stream(op, device, stream, error)) != 0) return st;
   struct adr__device_memory* m = device->memory;
   if (m == NULL)
     return adr__errorf(error, ENOMEM, op, device->backend->name,
@@ -125,10 +126,10 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
   if (adr__shut_down()) return adr__shutdown_error(error, "adr_free", device);
   if (ptr == NULL)
     return adr__errorf(error, EINVAL, "adr_free", device->backend->name, "ptr is NULL");
-  int st = check_stream("adr_free", device, stream, error);
-  if (st) return st;
   bool validating = ADR__VALIDATING();
+  int st;
   if (validating && (st = adr__validate_stream("adr_free", stream, error)) != 0) return st;
+  if ((st = check_stream("adr_free", device, stream, error)) != 0) return st;
   size_t recorded = 0;
   const void* handler = NULL;
   void* cookie = NULL;
@@ -171,9 +172,9 @@ int adr_memset(struct adr_device* device, void* ptr, int value, size_t size,
   if (size == 0) return 0;
   if (ptr == NULL)
     return adr__errorf(error, EINVAL, "adr_memset", device->backend->name, "ptr is NULL");
-  int st = check_stream("adr_memset", device, stream, error);
-  if (st) return st;
+  int st;
   if (ADR__VALIDATING() && (st = adr__validate_stream("adr_memset", stream, error)) != 0) return st;
+  if ((st = check_stream("adr_memset", device, stream, error)) != 0) return st;
   if ((st = adr__range_check("adr_memset", device, "memset", ptr, size, error)) != 0) return st;
   st = ADR__DISPATCH(
       device, "adr_memset", "memset",
