@@ -93,6 +93,98 @@ static bool child_equal(struct cmp_ctx* c, const struct ArrowSchema* schema, int
   return eq;
 }
 
+/* Dictionary-encoded: the decoded values, compared in the dictionaries. */
+static bool equal_dictionary(struct cmp_ctx* c, const struct ArrowSchema* schema,
+                             const struct adr_format* f, const struct ArrowArray* a, int64_t ia,
+                             const struct ArrowArray* b, int64_t ib) {
+  bool sg = f->type == ADR_TYPE_INT8 || f->type == ADR_TYPE_INT16 || f->type == ADR_TYPE_INT32 ||
+            f->type == ADR_TYPE_INT64;
+  int64_t xa = int_at(a->buffers[1], f->bit_width, sg, ia);
+  int64_t xb = int_at(b->buffers[1], f->bit_width, sg, ib);
+  size_t mark = adr__path_push_name(&c->path, "dictionary");
+  bool eq = elem_equal(c, schema->dictionary, a->dictionary, a->dictionary->offset + xa,
+                       b->dictionary, b->dictionary->offset + xb, xa);
+  if (eq) adr__path_pop(&c->path, mark);
+  return eq;
+}
+
+/* Fixed width and bool: the bytes (bits) of the value. */
+static bool equal_fixed(struct cmp_ctx* c, const struct adr_format* f, const struct ArrowArray* a,
+                        int64_t ia, const struct ArrowArray* b, int64_t ib, int64_t logical) {
+  if (f->bit_width == 1) {
+    bool x = adr__bit(adr__buf(a, 1), ia), y = adr__bit(adr__buf(b, 1), ib);
+    return x == y || differ(c, logical, "%s != %s", x ? "true" : "false", y ? "true" : "false");
+  }
+  int64_t w = f->bit_width / 8;
+  const uint8_t* x = adr__buf(a, 1) + ia * w;
+  const uint8_t* y = adr__buf(b, 1) + ib * w;
+  if (memcmp(x, y, (size_t)w) == 0) return true;
+  if (w == 8) {
+    int64_t p, q;
+    memcpy(&p, x, 8);
+    memcpy(&q, y, 8);
+    return differ(c, logical, "%" PRId64 " != %" PRId64 " (as int64)", p, q);
+  }
+  return differ(c, logical, "%s values differ", adr_type_name(f->type));
+}
+
+/* Var-binary, utf8 and views: the value's bytes. */
+static bool equal_binary(struct cmp_ctx* c, const struct adr_format* f, const struct ArrowArray* a,
+                         int64_t ia, const struct ArrowArray* b, int64_t ib, int64_t logical) {
+  int64_t la, lb;
+  const uint8_t* x = value_bytes(a, f, ia, &la);
+  const uint8_t* y = value_bytes(b, f, ib, &lb);
+  if (la == lb && (la == 0 || memcmp(x, y, (size_t)la) == 0)) return true;
+  return differ(c, logical, "\"%.*s\" != \"%.*s\"", (int)(la < 40 ? la : 40), (const char*)x,
+                (int)(lb < 40 ? lb : 40), (const char*)y);
+}
+
+/* Lists and list views: the same length, then item by item. */
+static bool equal_list(struct cmp_ctx* c, const struct ArrowSchema* schema,
+                       const struct adr_format* f, const struct ArrowArray* a, int64_t ia,
+                       const struct ArrowArray* b, int64_t ib, int64_t logical) {
+  int ob = f->offset_bytes;
+  int64_t sa = adr__offset_at(a, 1, ob, ia), sb = adr__offset_at(b, 1, ob, ib);
+  int64_t na = f->layout == ADR_LAYOUT_LIST ? adr__offset_at(a, 1, ob, ia + 1) - sa
+                                            : adr__offset_at(a, 2, ob, ia);
+  int64_t nb = f->layout == ADR_LAYOUT_LIST ? adr__offset_at(b, 1, ob, ib + 1) - sb
+                                            : adr__offset_at(b, 2, ob, ib);
+  if (na != nb)
+    return differ(c, logical, "list lengths %lld != %lld", (long long)na, (long long)nb);
+  for (int64_t k = 0; k < na; k++)
+    if (!child_equal(c, schema, 0, a, sa + k, b, sb + k)) return false;
+  return true;
+}
+
+/* Sparse and dense unions: the same type id, then the selected child's
+ * value. */
+static bool equal_union(struct cmp_ctx* c, const struct ArrowSchema* schema,
+                        const struct adr_format* f, const struct ArrowArray* a, int64_t ia,
+                        const struct ArrowArray* b, int64_t ib, int64_t logical) {
+  int8_t ta = ((const int8_t*)a->buffers[0])[ia], tb = ((const int8_t*)b->buffers[0])[ib];
+  if (ta != tb) return differ(c, logical, "union type ids %d != %d", ta, tb);
+  int k = 0;
+  while (k < f->n_type_ids && f->type_ids[k] != ta) k++;
+  if (k == f->n_type_ids) return differ(c, logical, "unknown union type id %d", ta);
+  int64_t xa = ia, xb = ib;
+  if (f->layout == ADR_LAYOUT_DENSE_UNION) {
+    xa = ((const int32_t*)a->buffers[1])[ia];
+    xb = ((const int32_t*)b->buffers[1])[ib];
+  }
+  return child_equal(c, schema, k, a, xa, b, xb);
+}
+
+/* Run-end encoded: the values of the runs that hold the element. */
+static bool equal_run_end(struct cmp_ctx* c, const struct ArrowSchema* schema,
+                          const struct ArrowArray* a, int64_t ia, const struct ArrowArray* b,
+                          int64_t ib) {
+  struct adr_format rf;
+  adr_format_parse(schema->children[0]->format, &rf, NULL);
+  int64_t ra = run_index(a->children[0], rf.bit_width, ia);
+  int64_t rb = run_index(b->children[0], rf.bit_width, ib);
+  return child_equal(c, schema, 1, a, ra, b, rb);
+}
+
 /* ia / ib are absolute buffer indices; `logical` is reported on mismatch. */
 static bool elem_equal(struct cmp_ctx* c, const struct ArrowSchema* schema,
                        const struct ArrowArray* a, int64_t ia, const struct ArrowArray* b,
@@ -103,91 +195,32 @@ static bool elem_equal(struct cmp_ctx* c, const struct ArrowSchema* schema,
   bool va = adr__valid(a, &f, ia), vb = adr__valid(b, &f, ib);
   if (va != vb) return differ(c, logical, "%s != %s", va ? "value" : "null", vb ? "value" : "null");
   if (!va) return true;
-  if (schema->dictionary != NULL) {
-    bool sg = f.type == ADR_TYPE_INT8 || f.type == ADR_TYPE_INT16 || f.type == ADR_TYPE_INT32 ||
-              f.type == ADR_TYPE_INT64;
-    int64_t xa = int_at(a->buffers[1], f.bit_width, sg, ia);
-    int64_t xb = int_at(b->buffers[1], f.bit_width, sg, ib);
-    size_t mark = adr__path_push_name(&c->path, "dictionary");
-    bool eq = elem_equal(c, schema->dictionary, a->dictionary, a->dictionary->offset + xa,
-                         b->dictionary, b->dictionary->offset + xb, xa);
-    if (eq) adr__path_pop(&c->path, mark);
-    return eq;
-  }
+  if (schema->dictionary != NULL) return equal_dictionary(c, schema, &f, a, ia, b, ib);
   switch (f.layout) {
     case ADR_LAYOUT_NULL:
       return true;
-    case ADR_LAYOUT_FIXED: {
-      if (f.bit_width == 1) {
-        bool x = adr__bit(adr__buf(a, 1), ia), y = adr__bit(adr__buf(b, 1), ib);
-        return x == y || differ(c, logical, "%s != %s", x ? "true" : "false", y ? "true" : "false");
-      }
-      int64_t w = f.bit_width / 8;
-      const uint8_t* x = adr__buf(a, 1) + ia * w;
-      const uint8_t* y = adr__buf(b, 1) + ib * w;
-      if (memcmp(x, y, (size_t)w) == 0) return true;
-      if (w == 8) {
-        int64_t p, q;
-        memcpy(&p, x, 8);
-        memcpy(&q, y, 8);
-        return differ(c, logical, "%" PRId64 " != %" PRId64 " (as int64)", p, q);
-      }
-      return differ(c, logical, "%s values differ", adr_type_name(f.type));
-    }
+    case ADR_LAYOUT_FIXED:
+      return equal_fixed(c, &f, a, ia, b, ib, logical);
     case ADR_LAYOUT_VAR_BINARY:
-    case ADR_LAYOUT_BINARY_VIEW: {
-      int64_t la, lb;
-      const uint8_t* x = value_bytes(a, &f, ia, &la);
-      const uint8_t* y = value_bytes(b, &f, ib, &lb);
-      if (la == lb && (la == 0 || memcmp(x, y, (size_t)la) == 0)) return true;
-      return differ(c, logical, "\"%.*s\" != \"%.*s\"", (int)(la < 40 ? la : 40), (const char*)x,
-                    (int)(lb < 40 ? lb : 40), (const char*)y);
-    }
+    case ADR_LAYOUT_BINARY_VIEW:
+      return equal_binary(c, &f, a, ia, b, ib, logical);
     case ADR_LAYOUT_LIST:
-    case ADR_LAYOUT_LIST_VIEW: {
-      int ob = f.offset_bytes;
-      int64_t sa = adr__offset_at(a, 1, ob, ia), sb = adr__offset_at(b, 1, ob, ib);
-      int64_t na = f.layout == ADR_LAYOUT_LIST ? adr__offset_at(a, 1, ob, ia + 1) - sa
-                                               : adr__offset_at(a, 2, ob, ia);
-      int64_t nb = f.layout == ADR_LAYOUT_LIST ? adr__offset_at(b, 1, ob, ib + 1) - sb
-                                               : adr__offset_at(b, 2, ob, ib);
-      if (na != nb)
-        return differ(c, logical, "list lengths %lld != %lld", (long long)na, (long long)nb);
-      for (int64_t k = 0; k < na; k++)
-        if (!child_equal(c, schema, 0, a, sa + k, b, sb + k)) return false;
+    case ADR_LAYOUT_LIST_VIEW:
+      return equal_list(c, schema, &f, a, ia, b, ib, logical);
+    case ADR_LAYOUT_FIXED_LIST:
+      for (int64_t k = 0; k < f.fixed_size; k++)
+        if (!child_equal(c, schema, 0, a, ia * f.fixed_size + k, b, ib * f.fixed_size + k))
+          return false;
       return true;
-    }
-    case ADR_LAYOUT_FIXED_LIST: {
-      int64_t n = f.fixed_size;
-      for (int64_t k = 0; k < n; k++)
-        if (!child_equal(c, schema, 0, a, ia * n + k, b, ib * n + k)) return false;
-      return true;
-    }
     case ADR_LAYOUT_STRUCT:
       for (int64_t k = 0; k < a->n_children; k++)
         if (!child_equal(c, schema, k, a, ia, b, ib)) return false;
       return true;
     case ADR_LAYOUT_SPARSE_UNION:
-    case ADR_LAYOUT_DENSE_UNION: {
-      int8_t ta = ((const int8_t*)a->buffers[0])[ia], tb = ((const int8_t*)b->buffers[0])[ib];
-      if (ta != tb) return differ(c, logical, "union type ids %d != %d", ta, tb);
-      int k = 0;
-      while (k < f.n_type_ids && f.type_ids[k] != ta) k++;
-      if (k == f.n_type_ids) return differ(c, logical, "unknown union type id %d", ta);
-      int64_t xa = ia, xb = ib;
-      if (f.layout == ADR_LAYOUT_DENSE_UNION) {
-        xa = ((const int32_t*)a->buffers[1])[ia];
-        xb = ((const int32_t*)b->buffers[1])[ib];
-      }
-      return child_equal(c, schema, k, a, xa, b, xb);
-    }
-    case ADR_LAYOUT_RUN_END: {
-      struct adr_format rf;
-      adr_format_parse(schema->children[0]->format, &rf, NULL);
-      int64_t ra = run_index(a->children[0], rf.bit_width, ia);
-      int64_t rb = run_index(b->children[0], rf.bit_width, ib);
-      return child_equal(c, schema, 1, a, ra, b, rb);
-    }
+    case ADR_LAYOUT_DENSE_UNION:
+      return equal_union(c, schema, &f, a, ia, b, ib, logical);
+    case ADR_LAYOUT_RUN_END:
+      return equal_run_end(c, schema, a, ia, b, ib);
   }
   return true;
 }
