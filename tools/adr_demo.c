@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "adr/adr.h"
+#include "sample_table.h" /* tools/fixtures */
 
 #define CHECK(call)                                                            \
   do {                                                                         \
@@ -32,7 +33,7 @@ static int table_round_trip(struct adr_device* dev, struct adr_device* cpu) {
   struct ArrowSchema schema;
   struct ArrowDeviceArray table, on_dev, back;
   struct adr_stream* s = NULL;
-  CHECK(adr_array_sample_table(rows, &schema, &table, &err));
+  CHECK(fixture_sample_table(rows, &schema, &table, &err));
   CHECK(adr_stream_create(dev, &s, &err));
   CHECK(adr_device_array_deep_copy(&schema, &table, dev, s, &on_dev, NULL, &err));
   /* The copy back waits on on_dev's sync_event itself and is complete on

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * Logical comparison of two arrays and the sample table used by the demo,
- * the benchmark and the tests.
+ * Logical comparison of two arrays.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -94,6 +93,98 @@ static bool child_equal(struct cmp_ctx* c, const struct ArrowSchema* schema, int
   return eq;
 }
 
+/* Dictionary-encoded: the decoded values, compared in the dictionaries. */
+static bool equal_dictionary(struct cmp_ctx* c, const struct ArrowSchema* schema,
+                             const struct adr_format* f, const struct ArrowArray* a, int64_t ia,
+                             const struct ArrowArray* b, int64_t ib) {
+  bool sg = f->type == ADR_TYPE_INT8 || f->type == ADR_TYPE_INT16 || f->type == ADR_TYPE_INT32 ||
+            f->type == ADR_TYPE_INT64;
+  int64_t xa = int_at(a->buffers[1], f->bit_width, sg, ia);
+  int64_t xb = int_at(b->buffers[1], f->bit_width, sg, ib);
+  size_t mark = adr__path_push_name(&c->path, "dictionary");
+  bool eq = elem_equal(c, schema->dictionary, a->dictionary, a->dictionary->offset + xa,
+                       b->dictionary, b->dictionary->offset + xb, xa);
+  if (eq) adr__path_pop(&c->path, mark);
+  return eq;
+}
+
+/* Fixed width and bool: the bytes (bits) of the value. */
+static bool equal_fixed(struct cmp_ctx* c, const struct adr_format* f, const struct ArrowArray* a,
+                        int64_t ia, const struct ArrowArray* b, int64_t ib, int64_t logical) {
+  if (f->bit_width == 1) {
+    bool x = adr__bit(adr__buf(a, 1), ia), y = adr__bit(adr__buf(b, 1), ib);
+    return x == y || differ(c, logical, "%s != %s", x ? "true" : "false", y ? "true" : "false");
+  }
+  int64_t w = f->bit_width / 8;
+  const uint8_t* x = adr__buf(a, 1) + ia * w;
+  const uint8_t* y = adr__buf(b, 1) + ib * w;
+  if (memcmp(x, y, (size_t)w) == 0) return true;
+  if (w == 8) {
+    int64_t p, q;
+    memcpy(&p, x, 8);
+    memcpy(&q, y, 8);
+    return differ(c, logical, "%" PRId64 " != %" PRId64 " (as int64)", p, q);
+  }
+  return differ(c, logical, "%s values differ", adr_type_name(f->type));
+}
+
+/* Var-binary, utf8 and views: the value's bytes. */
+static bool equal_binary(struct cmp_ctx* c, const struct adr_format* f, const struct ArrowArray* a,
+                         int64_t ia, const struct ArrowArray* b, int64_t ib, int64_t logical) {
+  int64_t la, lb;
+  const uint8_t* x = value_bytes(a, f, ia, &la);
+  const uint8_t* y = value_bytes(b, f, ib, &lb);
+  if (la == lb && (la == 0 || memcmp(x, y, (size_t)la) == 0)) return true;
+  return differ(c, logical, "\"%.*s\" != \"%.*s\"", (int)(la < 40 ? la : 40), (const char*)x,
+                (int)(lb < 40 ? lb : 40), (const char*)y);
+}
+
+/* Lists and list views: the same length, then item by item. */
+static bool equal_list(struct cmp_ctx* c, const struct ArrowSchema* schema,
+                       const struct adr_format* f, const struct ArrowArray* a, int64_t ia,
+                       const struct ArrowArray* b, int64_t ib, int64_t logical) {
+  int ob = f->offset_bytes;
+  int64_t sa = adr__offset_at(a, 1, ob, ia), sb = adr__offset_at(b, 1, ob, ib);
+  int64_t na = f->layout == ADR_LAYOUT_LIST ? adr__offset_at(a, 1, ob, ia + 1) - sa
+                                            : adr__offset_at(a, 2, ob, ia);
+  int64_t nb = f->layout == ADR_LAYOUT_LIST ? adr__offset_at(b, 1, ob, ib + 1) - sb
+                                            : adr__offset_at(b, 2, ob, ib);
+  if (na != nb)
+    return differ(c, logical, "list lengths %lld != %lld", (long long)na, (long long)nb);
+  for (int64_t k = 0; k < na; k++)
+    if (!child_equal(c, schema, 0, a, sa + k, b, sb + k)) return false;
+  return true;
+}
+
+/* Sparse and dense unions: the same type id, then the selected child's
+ * value. */
+static bool equal_union(struct cmp_ctx* c, const struct ArrowSchema* schema,
+                        const struct adr_format* f, const struct ArrowArray* a, int64_t ia,
+                        const struct ArrowArray* b, int64_t ib, int64_t logical) {
+  int8_t ta = ((const int8_t*)a->buffers[0])[ia], tb = ((const int8_t*)b->buffers[0])[ib];
+  if (ta != tb) return differ(c, logical, "union type ids %d != %d", ta, tb);
+  int k = 0;
+  while (k < f->n_type_ids && f->type_ids[k] != ta) k++;
+  if (k == f->n_type_ids) return differ(c, logical, "unknown union type id %d", ta);
+  int64_t xa = ia, xb = ib;
+  if (f->layout == ADR_LAYOUT_DENSE_UNION) {
+    xa = ((const int32_t*)a->buffers[1])[ia];
+    xb = ((const int32_t*)b->buffers[1])[ib];
+  }
+  return child_equal(c, schema, k, a, xa, b, xb);
+}
+
+/* Run-end encoded: the values of the runs that hold the element. */
+static bool equal_run_end(struct cmp_ctx* c, const struct ArrowSchema* schema,
+                          const struct ArrowArray* a, int64_t ia, const struct ArrowArray* b,
+                          int64_t ib) {
+  struct adr_format rf;
+  adr_format_parse(schema->children[0]->format, &rf, NULL);
+  int64_t ra = run_index(a->children[0], rf.bit_width, ia);
+  int64_t rb = run_index(b->children[0], rf.bit_width, ib);
+  return child_equal(c, schema, 1, a, ra, b, rb);
+}
+
 /* ia / ib are absolute buffer indices; `logical` is reported on mismatch. */
 static bool elem_equal(struct cmp_ctx* c, const struct ArrowSchema* schema,
                        const struct ArrowArray* a, int64_t ia, const struct ArrowArray* b,
@@ -104,91 +195,32 @@ static bool elem_equal(struct cmp_ctx* c, const struct ArrowSchema* schema,
   bool va = adr__valid(a, &f, ia), vb = adr__valid(b, &f, ib);
   if (va != vb) return differ(c, logical, "%s != %s", va ? "value" : "null", vb ? "value" : "null");
   if (!va) return true;
-  if (schema->dictionary != NULL) {
-    bool sg = f.type == ADR_TYPE_INT8 || f.type == ADR_TYPE_INT16 || f.type == ADR_TYPE_INT32 ||
-              f.type == ADR_TYPE_INT64;
-    int64_t xa = int_at(a->buffers[1], f.bit_width, sg, ia);
-    int64_t xb = int_at(b->buffers[1], f.bit_width, sg, ib);
-    size_t mark = adr__path_push_name(&c->path, "dictionary");
-    bool eq = elem_equal(c, schema->dictionary, a->dictionary, a->dictionary->offset + xa,
-                         b->dictionary, b->dictionary->offset + xb, xa);
-    if (eq) adr__path_pop(&c->path, mark);
-    return eq;
-  }
+  if (schema->dictionary != NULL) return equal_dictionary(c, schema, &f, a, ia, b, ib);
   switch (f.layout) {
     case ADR_LAYOUT_NULL:
       return true;
-    case ADR_LAYOUT_FIXED: {
-      if (f.bit_width == 1) {
-        bool x = adr__bit(adr__buf(a, 1), ia), y = adr__bit(adr__buf(b, 1), ib);
-        return x == y || differ(c, logical, "%s != %s", x ? "true" : "false", y ? "true" : "false");
-      }
-      int64_t w = f.bit_width / 8;
-      const uint8_t* x = adr__buf(a, 1) + ia * w;
-      const uint8_t* y = adr__buf(b, 1) + ib * w;
-      if (memcmp(x, y, (size_t)w) == 0) return true;
-      if (w == 8) {
-        int64_t p, q;
-        memcpy(&p, x, 8);
-        memcpy(&q, y, 8);
-        return differ(c, logical, "%" PRId64 " != %" PRId64 " (as int64)", p, q);
-      }
-      return differ(c, logical, "%s values differ", adr_type_name(f.type));
-    }
+    case ADR_LAYOUT_FIXED:
+      return equal_fixed(c, &f, a, ia, b, ib, logical);
     case ADR_LAYOUT_VAR_BINARY:
-    case ADR_LAYOUT_BINARY_VIEW: {
-      int64_t la, lb;
-      const uint8_t* x = value_bytes(a, &f, ia, &la);
-      const uint8_t* y = value_bytes(b, &f, ib, &lb);
-      if (la == lb && (la == 0 || memcmp(x, y, (size_t)la) == 0)) return true;
-      return differ(c, logical, "\"%.*s\" != \"%.*s\"", (int)(la < 40 ? la : 40), (const char*)x,
-                    (int)(lb < 40 ? lb : 40), (const char*)y);
-    }
+    case ADR_LAYOUT_BINARY_VIEW:
+      return equal_binary(c, &f, a, ia, b, ib, logical);
     case ADR_LAYOUT_LIST:
-    case ADR_LAYOUT_LIST_VIEW: {
-      int ob = f.offset_bytes;
-      int64_t sa = adr__offset_at(a, 1, ob, ia), sb = adr__offset_at(b, 1, ob, ib);
-      int64_t na = f.layout == ADR_LAYOUT_LIST ? adr__offset_at(a, 1, ob, ia + 1) - sa
-                                               : adr__offset_at(a, 2, ob, ia);
-      int64_t nb = f.layout == ADR_LAYOUT_LIST ? adr__offset_at(b, 1, ob, ib + 1) - sb
-                                               : adr__offset_at(b, 2, ob, ib);
-      if (na != nb)
-        return differ(c, logical, "list lengths %lld != %lld", (long long)na, (long long)nb);
-      for (int64_t k = 0; k < na; k++)
-        if (!child_equal(c, schema, 0, a, sa + k, b, sb + k)) return false;
+    case ADR_LAYOUT_LIST_VIEW:
+      return equal_list(c, schema, &f, a, ia, b, ib, logical);
+    case ADR_LAYOUT_FIXED_LIST:
+      for (int64_t k = 0; k < f.fixed_size; k++)
+        if (!child_equal(c, schema, 0, a, ia * f.fixed_size + k, b, ib * f.fixed_size + k))
+          return false;
       return true;
-    }
-    case ADR_LAYOUT_FIXED_LIST: {
-      int64_t n = f.fixed_size;
-      for (int64_t k = 0; k < n; k++)
-        if (!child_equal(c, schema, 0, a, ia * n + k, b, ib * n + k)) return false;
-      return true;
-    }
     case ADR_LAYOUT_STRUCT:
       for (int64_t k = 0; k < a->n_children; k++)
         if (!child_equal(c, schema, k, a, ia, b, ib)) return false;
       return true;
     case ADR_LAYOUT_SPARSE_UNION:
-    case ADR_LAYOUT_DENSE_UNION: {
-      int8_t ta = ((const int8_t*)a->buffers[0])[ia], tb = ((const int8_t*)b->buffers[0])[ib];
-      if (ta != tb) return differ(c, logical, "union type ids %d != %d", ta, tb);
-      int k = 0;
-      while (k < f.n_type_ids && f.type_ids[k] != ta) k++;
-      if (k == f.n_type_ids) return differ(c, logical, "unknown union type id %d", ta);
-      int64_t xa = ia, xb = ib;
-      if (f.layout == ADR_LAYOUT_DENSE_UNION) {
-        xa = ((const int32_t*)a->buffers[1])[ia];
-        xb = ((const int32_t*)b->buffers[1])[ib];
-      }
-      return child_equal(c, schema, k, a, xa, b, xb);
-    }
-    case ADR_LAYOUT_RUN_END: {
-      struct adr_format rf;
-      adr_format_parse(schema->children[0]->format, &rf, NULL);
-      int64_t ra = run_index(a->children[0], rf.bit_width, ia);
-      int64_t rb = run_index(b->children[0], rf.bit_width, ib);
-      return child_equal(c, schema, 1, a, ra, b, rb);
-    }
+    case ADR_LAYOUT_DENSE_UNION:
+      return equal_union(c, schema, &f, a, ia, b, ib, logical);
+    case ADR_LAYOUT_RUN_END:
+      return equal_run_end(c, schema, a, ia, b, ib);
   }
   return true;
 }
@@ -250,141 +282,4 @@ int adr_device_array_equal(const struct ArrowSchema* schema, const struct ArrowD
   adr_device_array_release(&ta);
   adr_device_array_release(&tb);
   return st;
-}
-
-/* ---- sample table --------------------------------------------------------- */
-
-static int write_decimal(char* out, int64_t v) {
-  char tmp[24];
-  int n = 0;
-  do {
-    tmp[n++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v > 0);
-  for (int i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
-  return n;
-}
-
-static int decimal_digits(int64_t v) {
-  int n = 1;
-  while (v >= 10) {
-    v /= 10;
-    n++;
-  }
-  return n;
-}
-
-int adr_array_sample_table(int64_t rows, struct ArrowSchema* out_schema,
-                           struct ArrowDeviceArray* out_array, struct adr_error* error) {
-  const char* op = "adr_array_sample_table";
-  if (out_schema == NULL || out_array == NULL)
-    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL",
-                       out_schema ? "out_array" : "out_schema");
-  if (rows < 0 || rows > 100000000)
-    return adr__errorf(error, EINVAL, op, NULL, "rows %lld outside [0, 100000000]",
-                       (long long)rows);
-  struct adr_device* cpu;
-  int st = adr_device_get(ARROW_DEVICE_CPU, 0, &cpu, error);
-  if (st) return st;
-
-  struct ArrowSchema s;
-  st = adr_schema_init(&s, "+s", "", 0, 4, error);
-  if (st) return st;
-  const int64_t nullable = ARROW_FLAG_NULLABLE;
-  st = adr_schema_init(s.children[0], "l", "id", 0, 0, error);
-  if (!st) st = adr_schema_init(s.children[1], "u", "name", nullable, 0, error);
-  if (!st) st = adr_schema_init(s.children[2], "+l", "tags", nullable, 1, error);
-  if (!st) st = adr_schema_init(s.children[2]->children[0], "i", "item", nullable, 0, error);
-  if (!st) st = adr_schema_init(s.children[3], "+s", "point", nullable, 2, error);
-  if (!st) st = adr_schema_init(s.children[3]->children[0], "g", "x", nullable, 0, error);
-  if (!st) st = adr_schema_init(s.children[3]->children[1], "b", "ok", nullable, 0, error);
-  if (st) {
-    s.release(&s);
-    return st;
-  }
-
-  struct ArrowArray a;
-  st = adr_array_init(cpu, 1, 4, &a, error);
-  if (st) {
-    s.release(&s);
-    return st;
-  }
-  a.length = rows;
-  struct ArrowArray* id = a.children[0];
-  struct ArrowArray* name = a.children[1];
-  struct ArrowArray* tags = a.children[2];
-  struct ArrowArray* point = a.children[3];
-  size_t n = (size_t)rows;
-  size_t bitmap = (n + 7) / 8;
-  int64_t* ids = NULL;
-  uint8_t* name_valid = NULL;
-  int32_t* name_offsets = NULL;
-  char* name_data = NULL;
-  int32_t* tag_offsets = NULL;
-  int32_t* tag_values = NULL;
-  double* xs = NULL;
-  uint8_t* oks = NULL;
-  int64_t n_tags = 0;
-  size_t name_bytes = 0;
-  for (int64_t i = 0; i < rows; i++) {
-    n_tags += i % 4;
-    if (i % 7 != 3) name_bytes += 4 + (size_t)decimal_digits(i);
-  }
-  st = adr_array_init(cpu, 2, 0, id, error);
-  if (!st) st = adr_array_alloc_buffer(id, 1, n * 8, NULL, (void**)&ids, error);
-  if (!st) st = adr_array_init(cpu, 3, 0, name, error);
-  if (!st) st = adr_array_alloc_buffer(name, 0, bitmap, NULL, (void**)&name_valid, error);
-  if (!st) st = adr_array_alloc_buffer(name, 1, (n + 1) * 4, NULL, (void**)&name_offsets, error);
-  if (!st) st = adr_array_alloc_buffer(name, 2, name_bytes, NULL, (void**)&name_data, error);
-  if (!st) st = adr_array_init(cpu, 2, 1, tags, error);
-  if (!st) st = adr_array_alloc_buffer(tags, 1, (n + 1) * 4, NULL, (void**)&tag_offsets, error);
-  if (!st) st = adr_array_init(cpu, 2, 0, tags->children[0], error);
-  if (!st)
-    st = adr_array_alloc_buffer(tags->children[0], 1, (size_t)n_tags * 4, NULL, (void**)&tag_values,
-                                error);
-  if (!st) st = adr_array_init(cpu, 1, 2, point, error);
-  if (!st) st = adr_array_init(cpu, 2, 0, point->children[0], error);
-  if (!st) st = adr_array_alloc_buffer(point->children[0], 1, n * 8, NULL, (void**)&xs, error);
-  if (!st) st = adr_array_init(cpu, 2, 0, point->children[1], error);
-  if (!st) st = adr_array_alloc_buffer(point->children[1], 1, bitmap, NULL, (void**)&oks, error);
-  if (st) {
-    a.release(&a);
-    s.release(&s);
-    return st;
-  }
-  if (bitmap > 0) {
-    memset(name_valid, 0, bitmap);
-    memset(oks, 0, bitmap);
-  }
-  int32_t pos = 0, tpos = 0;
-  int64_t nulls = 0;
-  for (int64_t i = 0; i < rows; i++) {
-    ids[i] = i * 3 - 7;
-    name_offsets[i] = pos;
-    if (i % 7 == 3) {
-      nulls++;
-    } else {
-      name_valid[i / 8] |= (uint8_t)(1u << (i % 8));
-      memcpy(name_data + pos, "row-", 4);
-      pos += 4 + write_decimal(name_data + pos + 4, i);
-    }
-    tag_offsets[i] = tpos;
-    for (int64_t k = 0; k < i % 4; k++) tag_values[tpos++] = (int32_t)(i + k);
-    xs[i] = (double)i * 0.5;
-    if (i % 3 == 0) oks[i / 8] |= (uint8_t)(1u << (i % 8));
-  }
-  name_offsets[n] = pos;
-  tag_offsets[n] = tpos;
-  id->length = name->length = tags->length = point->length = rows;
-  point->children[0]->length = point->children[1]->length = rows;
-  tags->children[0]->length = n_tags;
-  name->null_count = nulls;
-  st = adr_device_array_init(cpu, &a, NULL, out_array, error);
-  if (st) {
-    a.release(&a);
-    s.release(&s);
-    return st;
-  }
-  *out_schema = s;
-  return 0;
 }

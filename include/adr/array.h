@@ -336,13 +336,6 @@ ADR_API int adr_device_array_equal(const struct ArrowSchema* schema,
                                    const struct ArrowDeviceArray* b, bool* out_equal,
                                    struct adr_error* out_difference, struct adr_error* error);
 
-/* A sample table on the CPU for demos, benchmarks and tests: a struct of
- * `rows` rows with columns  id: int64,  name: utf8 (nullable, every 7th
- * null),  tags: list<int32> (0-3 items),  point: struct<x: float64, ok: bool>.
- * The caller owns and releases both. */
-ADR_API int adr_array_sample_table(int64_t rows, struct ArrowSchema* out_schema,
-                                   struct ArrowDeviceArray* out_array, struct adr_error* error);
-
 /* ------------------------------------------------------------------------ */
 /* Device array streams (synchronous)                                       */
 /* ------------------------------------------------------------------------ */

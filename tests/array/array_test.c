@@ -485,7 +485,7 @@ static void build_nested(struct ArrowSchema* s, struct ArrowDeviceArray* out) {
 
 static void build_sample(struct ArrowSchema* s, struct ArrowDeviceArray* out) {
   struct adr_error err;
-  ASSERT_OK(adr_array_sample_table(1000, s, out, &err), &err);
+  ASSERT_OK(fixture_sample_table(1000, s, out, &err), &err);
 }
 
 static void build_sample_sliced(struct ArrowSchema* s, struct ArrowDeviceArray* out) {

@@ -17,6 +17,7 @@
 
 #include "adr/adr.h"
 #include "adr/array.h"
+#include "sample_table.h" /* tools/fixtures */
 
 /* Fails the test with the message when st != 0. */
 #define ASSERT_OK(expr, err)                                                    \

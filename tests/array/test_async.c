@@ -29,7 +29,7 @@ static int source_next(void* ctx, struct ArrowDeviceArray* out, struct adr_error
   if (k == s->fail_at) return adr_error_set(error, ENOSPC, "source broke at batch %d", k);
   if (s->n >= 0 && k >= s->n) return 0;
   struct ArrowSchema schema;
-  int st = adr_array_sample_table(10 + k, &schema, out, error);
+  int st = fixture_sample_table(10 + k, &schema, out, error);
   if (st == 0) schema.release(&schema);
   return st;
 }
@@ -41,7 +41,7 @@ static void make_source(struct source* s, int n, int fail_at, struct ArrowDevice
   s->produced = 0;
   struct ArrowSchema schema;
   struct ArrowDeviceArray a;
-  ASSERT_OK(adr_array_sample_table(1, &schema, &a, &err), &err);
+  ASSERT_OK(fixture_sample_table(1, &schema, &a, &err), &err);
   adr_device_array_release(&a);
   ASSERT_OK(adr_device_array_stream_from_callback(&schema, ARROW_DEVICE_CPU, source_next, NULL, s,
                                                   out, &err),
@@ -422,7 +422,7 @@ static int raw_extract(struct ArrowAsyncTask* task, struct ArrowDeviceArray* out
   struct ArrowSchema s;
   struct ArrowDeviceArray a;
   struct adr_error err;
-  if (adr_array_sample_table(20 + r->delivered, &s, &a, &err) != 0) return ENOMEM;
+  if (fixture_sample_table(20 + r->delivered, &s, &a, &err) != 0) return ENOMEM;
   s.release(&s);
   if (out != NULL)
     *out = a;
@@ -447,7 +447,7 @@ static void* raw_main(void* arg) {
   struct ArrowSchema schema;
   struct ArrowDeviceArray tmp;
   struct adr_error err;
-  adr_array_sample_table(1, &schema, &tmp, &err);
+  fixture_sample_table(1, &schema, &tmp, &err);
   adr_device_array_release(&tmp);
   int rc = h->on_schema(h, &schema);
   if (schema.release) schema.release(&schema);

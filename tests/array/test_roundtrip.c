@@ -75,7 +75,7 @@ static void test_round_trip_detects_change(void** state) {
   struct adr_error err, diff;
   struct ArrowSchema schema;
   struct ArrowDeviceArray host, dev, back;
-  ASSERT_OK(adr_array_sample_table(50, &schema, &host, &err), &err);
+  ASSERT_OK(fixture_sample_table(50, &schema, &host, &err), &err);
   ASSERT_OK(adr_device_array_deep_copy(&schema, &host, dut, NULL, &dev, NULL, &err), &err);
   ASSERT_OK(adr_device_array_deep_copy(&schema, &dev, test_cpu(), NULL, &back, NULL, &err), &err);
   /* change name[8] ("row-8") in the copy */
@@ -222,7 +222,7 @@ static void test_deep_copy_errors(void** state) {
   struct adr_error err;
   struct ArrowSchema schema;
   struct ArrowDeviceArray host, out;
-  ASSERT_OK(adr_array_sample_table(10, &schema, &host, &err), &err);
+  ASSERT_OK(fixture_sample_table(10, &schema, &host, &err), &err);
   assert_int_equal(adr_device_array_deep_copy(&schema, NULL, dut, NULL, &out, NULL, &err), EINVAL);
   assert_non_null(strstr(err.message, "src is NULL"));
   /* corrupt a last offset: offsets not monotonic within the copied range */

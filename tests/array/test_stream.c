@@ -17,7 +17,7 @@ static struct adr_device* dut;
 
 static void sample(int64_t rows, struct ArrowSchema* s, struct ArrowDeviceArray* a) {
   struct adr_error err;
-  ASSERT_OK(adr_array_sample_table(rows, s, a, &err), &err);
+  ASSERT_OK(fixture_sample_table(rows, s, a, &err), &err);
 }
 
 static void test_from_arrays(void** state) {
@@ -106,7 +106,7 @@ static int counting_next(void* ctx, struct ArrowDeviceArray* out, struct adr_err
   if (k == c->fail_at) return adr_error_set(error, EIO, "disk on fire at batch %d", k);
   if (k >= c->end_at) return 0; /* out left released: the end */
   struct ArrowSchema s;
-  int st = adr_array_sample_table(100 + k, &s, out, error);
+  int st = fixture_sample_table(100 + k, &s, out, error);
   if (st == 0) s.release(&s);
   return st;
 }
@@ -162,7 +162,7 @@ static int wrong_type_next(struct ArrowDeviceArrayStream* self, struct ArrowDevi
   (void)self;
   struct ArrowSchema s;
   struct adr_error err;
-  int st = adr_array_sample_table(3, &s, out, &err);
+  int st = fixture_sample_table(3, &s, out, &err);
   if (st == 0) s.release(&s);
   return st;
 }

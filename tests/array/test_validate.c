@@ -378,12 +378,37 @@ static void test_depth_limit(void** state) {
   expect_invalid(&s[0], &d, ADR_VALIDATE_STRUCTURE, "nested deeper than 64 levels");
 }
 
+/* The sample-table fixture (tools/fixtures/sample_table.h) the other array
+ * tests build on: valid, with the shape its header promises. */
+static void test_sample_table_fixture(void** state) {
+  (void)state;
+  struct adr_error err;
+  struct ArrowSchema s;
+  struct ArrowDeviceArray a;
+  ASSERT_OK(fixture_sample_table(15, &s, &a, &err), &err);
+  ASSERT_OK(adr_device_array_validate(&s, &a, ADR_VALIDATE_FULL, &err), &err);
+  assert_int_equal(a.device_type, ARROW_DEVICE_CPU);
+  assert_int_equal(a.array.length, 15);
+  assert_int_equal(a.array.n_children, 4);
+  assert_string_equal(s.children[1]->name, "name");
+  assert_int_equal(a.array.children[1]->null_count, 2); /* rows 3 and 10 */
+  const int64_t* ids = a.array.children[0]->buffers[1];
+  assert_int_equal(ids[14], 14 * 3 - 7);
+  assert_int_equal(a.array.children[2]->children[0]->length, 21); /* sum of i % 4 */
+  adr_device_array_release(&a);
+  s.release(&s);
+  memset(&err, 0, sizeof(err));
+  assert_int_equal(fixture_sample_table(-1, &s, &a, &err), EINVAL);
+  assert_string_equal(err.message, "[fixture_sample_table] rows -1 outside [0, 100000000]");
+  assert_int_equal(fixture_sample_table(1, NULL, &a, &err), EINVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_catalogue_valid), cmocka_unit_test(test_structure_errors),
       cmocka_unit_test(test_data_errors),     cmocka_unit_test(test_union_ree_view_dict_errors),
       cmocka_unit_test(test_depth_limit),     cmocka_unit_test(test_map_null_keys),
-      cmocka_unit_test(test_absent_validity),
+      cmocka_unit_test(test_absent_validity), cmocka_unit_test(test_sample_table_fixture),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

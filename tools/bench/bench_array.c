@@ -13,6 +13,7 @@
 #include "adr/adr.h"
 #include "adr/array.h"
 #include "bench.h"
+#include "sample_table.h" /* tools/fixtures */
 
 void bench_run_array(struct bench_ctx* ctx);
 
@@ -206,7 +207,7 @@ static void bench_device(struct bench_ctx* ctx, struct adr_device* cpu, struct a
   struct ArrowSchema bs;
   struct ArrowDeviceArray batch;
   int64_t batch_rows = rows / 10 > 0 ? rows / 10 : 1;
-  if (adr_array_sample_table(batch_rows, &bs, &batch, &err) != 0) return;
+  if (fixture_sample_table(batch_rows, &bs, &batch, &err) != 0) return;
   struct adr_copy_stats st = {.struct_size = sizeof(st)};
   struct ArrowDeviceArray probe;
   if (adr_device_array_deep_copy(&bs, &batch, dev, NULL, &probe, &st, &err) == 0) {
@@ -236,7 +237,7 @@ void bench_run_array(struct bench_ctx* ctx) {
   int64_t rows = bench_quick(ctx) ? 1000000 : 10000000;
   struct ArrowSchema schema;
   struct ArrowDeviceArray host;
-  if (adr_array_sample_table(rows, &schema, &host, &err) != 0) {
+  if (fixture_sample_table(rows, &schema, &host, &err) != 0) {
     fprintf(stderr, "bench array: %s\n", err.message);
     return;
   }
