@@ -239,10 +239,10 @@ void bench_run_memory(struct bench_ctx* ctx) {
           }
           double backend = measure(dev, USE_BACKEND, n, max_size, cap, threads, &st);
           backend_prev = backend;
-          if (st != 0) {
-            fprintf(stderr, "adr-bench memory: %s %s: an allocation failed with %s\n", group, label,
-                    adr_status_name(st));
-          }
+          /* A refused allocation is part of the workload (counted, the
+           * step frees instead); a failed free is an error. */
+          bench_expect(ctx, st == 0, "memory %s %s: an operation failed with %s", group, label,
+                       adr_status_name(st));
           bench_report(ctx, group, label, pool, backend, "ns/op", "backend alloc",
                        BENCH_LOWER_IS_BETTER);
           if (is_cpu) {
