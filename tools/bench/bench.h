@@ -28,6 +28,21 @@ void bench_report(struct bench_ctx* ctx, const char* group, const char* label, d
                   double baseline_value, const char* unit, const char* baseline_name,
                   enum bench_better better);
 
+/* Byte checks. Every row that moves bytes says whether the bytes arrived:
+ * call bench_expect() (or bench_expect_fill()) for the row before
+ * bench_report(), for adr's path and the baseline's alike. The checks made
+ * since the previous row are folded into the next bench_report() row:
+ * "ok" when all held, "FAILED" when one did not, "-" (JSON null) when the
+ * row checks nothing (timings of calls that move no bytes). A failed check
+ * prints what differed on stderr and makes adr-bench exit 1 once every
+ * area has run, so a fast wrong answer can never pass for a result. */
+void bench_expect(struct bench_ctx* ctx, bool ok, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Checks that `n` bytes at `p` all equal `byte`; `what` names them in the
+ * message ("adr H2D 4 KiB"). Returns the result. */
+bool bench_expect_fill(struct bench_ctx* ctx, const void* p, int byte, size_t n, const char* what);
+
 /* A row without a baseline (counts such as "host syncs per copy"). */
 void bench_note(struct bench_ctx* ctx, const char* group, const char* label, double value,
                 const char* unit);

@@ -41,6 +41,17 @@ static void memcpy_fn(void* p) {
   bench_sink(a->dst);
 }
 
+/* Clears the destination, runs `fn` once and checks the bytes arrived
+ * (the source holds `byte`). */
+static void check_copy(struct bench_ctx* ctx, void (*fn)(void*), struct copy_arg* a, int byte,
+                       const char* what) {
+  struct copy_arg once = *a;
+  once.reps = 1;
+  memset(once.dst, byte ^ 0xff, once.size);
+  fn(&once);
+  bench_expect_fill(ctx, once.dst, byte, once.size, what);
+}
+
 struct alloc_arg {
   struct adr_device* cpu;
   size_t size;
@@ -174,6 +185,8 @@ void bench_run_core(struct bench_ctx* ctx) {
     char src[64], dst[64];
     memset(src, 1, sizeof(src));
     struct copy_arg a = {cpu, dst, src, 64, 1000};
+    check_copy(ctx, adr_copy_fn, &a, 1, "adr_copy 64 B");
+    check_copy(ctx, memcpy_fn, &a, 1, "memcpy 64 B");
     double t_adr = bench_time(adr_copy_fn, &a, min_s, 1) / a.reps * 1e9;
     double t_mem = bench_time(memcpy_fn, &a, min_s, 1) / a.reps * 1e9;
     bench_report(ctx, "dispatch", "adr_copy 64 B", t_adr, t_mem, "ns/op", "memcpy",
@@ -196,6 +209,8 @@ void bench_run_core(struct bench_ctx* ctx) {
     int reps = sizes[i] >= (64u << 20) ? 1 : (int)((64u << 20) / sizes[i]);
     if (reps > 4096) reps = 4096;
     struct copy_arg a = {cpu, dst, src, sizes[i], reps};
+    check_copy(ctx, adr_copy_fn, &a, 3, "cpu adr_copy");
+    check_copy(ctx, memcpy_fn, &a, 3, "cpu memcpy");
     /* Interleave so frequency drift hits both sides alike. */
     double t_mem = bench_time(memcpy_fn, &a, min_s, 2);
     double t_adr = bench_time(adr_copy_fn, &a, min_s, 2);

@@ -46,6 +46,8 @@ struct workload {
   size_t max_size;
   size_t max_usage;
   uint64_t seed;
+  double deadline;  /* bench_now() past which the run stops (over budget) */
+  bool over_budget; /* out: stopped at the deadline */
   size_t ops;    /* out: operations done */
   size_t failed; /* out: allocations refused */
   int status;    /* out: first unexpected error */
@@ -100,7 +102,12 @@ static void* run_workload(void* arg) {
   size_t active = 0, made = 0, bytes = 0;
   w->ops = 0;
   w->failed = 0;
+  w->over_budget = false;
   for (size_t i = 0; i < w->n * 2; i++) {
+    if ((i & 255) == 255 && bench_now() > w->deadline) {
+      w->over_budget = true;
+      break;
+    }
     size_t size = 1 + (size_t)(next(&rng) % w->max_size);
     bool alloc = true;
     if (active > 0) {
@@ -136,9 +143,17 @@ static void* run_workload(void* arg) {
   return NULL;
 }
 
-/* ns per operation over `threads` threads running the workload once. */
+/* Seconds one measurement may take, for any allocator: a native allocator
+ * at tens of microseconds per call, or one that slows down as its heap
+ * fragments (PoCL's clSVMFree did: one 100k x 64 MiB row ran past 7
+ * minutes), is stopped at the budget and its row reported as skipped. */
+#define ROW_BUDGET_S 10.0
+
+/* ns per operation over `threads` threads running the workload once;
+ * *over_budget is set when a thread stopped at the deadline. */
 static double measure_once(struct adr_device* dev, enum which which, size_t n, size_t max_size,
-                           size_t max_usage, int threads, int* status) {
+                           size_t max_usage, int threads, double deadline, int* status,
+                           bool* over_budget) {
   struct workload w[2];
   pthread_t th[2];
   for (int t = 0; t < threads; t++) {
@@ -148,6 +163,8 @@ static double measure_once(struct adr_device* dev, enum which which, size_t n, s
                              max_size,
                              max_usage / (size_t)threads,
                              0x9E3779B97F4A7C15ull * (uint64_t)(t + 1),
+                             deadline,
+                             false,
                              0,
                              0,
                              0};
@@ -164,18 +181,26 @@ static double measure_once(struct adr_device* dev, enum which which, size_t n, s
   for (int t = 0; t < threads; t++) {
     ops += w[t].ops;
     if (w[t].status != 0 && *status == 0) *status = w[t].status;
+    if (w[t].over_budget) *over_budget = true;
   }
   return ops ? elapsed * 1e9 / (double)ops : 0;
 }
 
 /* The best of several runs (at least 3, and at least 0.2 s in all), as
- * bench_time does for the other areas. */
+ * bench_time does for the other areas; 0 when the first run did not finish
+ * within ROW_BUDGET_S (later runs stop at the budget too). */
 static double measure(struct adr_device* dev, enum which which, size_t n, size_t max_size,
                       size_t max_usage, int threads, int* status) {
   double best = 0, spent = 0;
+  double deadline = bench_now() + ROW_BUDGET_S;
   for (int round = 0; round < 50 && (round < 3 || spent < 0.2); round++) {
     double t0 = bench_now();
-    double v = measure_once(dev, which, n, max_size, max_usage, threads, status);
+    bool over = false;
+    double v = measure_once(dev, which, n, max_size, max_usage, threads, deadline, status, &over);
+    if (over) {
+      if (round == 0) return 0;
+      break;
+    }
     spent += bench_now() - t0;
     if (round == 0 || v < best) best = v;
     if (spent > 5.0) break; /* slow allocators: a few runs are plenty */
@@ -220,17 +245,22 @@ void bench_run_memory(struct bench_ctx* ctx) {
           /* The first run warms the pool to the workload's size, as RMM's
            * pool is warm after its first iteration; best of the runs. */
           double pool = measure(dev, USE_POOL, n, max_size, cap, threads, &st);
+          bool pool_over = pool == 0;
           /* Give the pool's cache back before the baselines run, so they do
            * not compete with gigabytes the pool holds. */
           adr_memory_trim(dev, NULL, NULL);
           char label[64];
           snprintf(label, sizeof(label), "%zuk %zuMiB %dT", n / 1000, sizes[si], threads);
-          /* A native allocator at tens of microseconds per call takes
-           * minutes for 2 x 100,000 operations (and often slows down as its
-           * own heap fragments: PoCL's did, past 10 minutes): skip what the
-           * smaller run predicts to exceed 10 s, and say so. */
+          /* Two guards, for every allocator: a run is stopped at
+           * ROW_BUDGET_S (measure returns 0), and a backend run that the
+           * smaller count predicts to exceed it is not started. Either way
+           * the row says so. */
           double predicted_s = backend_prev * 2.0 * (double)n * 1e-9;
-          if (predicted_s > 10.0) {
+          if (pool_over) {
+            bench_note(ctx, group, label, ROW_BUDGET_S, "s budget: pool run stopped, row skipped");
+            continue;
+          }
+          if (predicted_s > ROW_BUDGET_S) {
             bench_note(ctx, group, label, predicted_s, "s: backend run skipped (predicted)");
             bench_note(ctx, group, label, pool, "ns/op pool");
             if (ci == 0) pool_first = pool;
@@ -239,16 +269,26 @@ void bench_run_memory(struct bench_ctx* ctx) {
           }
           double backend = measure(dev, USE_BACKEND, n, max_size, cap, threads, &st);
           backend_prev = backend;
-          if (st != 0) {
-            fprintf(stderr, "adr-bench memory: %s %s: an allocation failed with %s\n", group, label,
-                    adr_status_name(st));
+          if (backend == 0) {
+            /* Stopped at the budget: the next counts would be slower. */
+            backend_prev = ROW_BUDGET_S * 1e9;
+            bench_note(ctx, group, label, ROW_BUDGET_S, "s budget: backend run stopped, skipped");
+            bench_note(ctx, group, label, pool, "ns/op pool");
+            if (ci == 0) pool_first = pool;
+            pool_last = pool;
+            continue;
           }
+          /* A refused allocation is part of the workload (counted, the
+           * step frees instead); a failed free is an error. */
+          bench_expect(ctx, st == 0, "memory %s %s: an operation failed with %s", group, label,
+                       adr_status_name(st));
           bench_report(ctx, group, label, pool, backend, "ns/op", "backend alloc",
                        BENCH_LOWER_IS_BETTER);
           if (is_cpu) {
             double glibc = measure(dev, USE_GLIBC, n, max_size, cap, threads, &st);
-            bench_report(ctx, group, label, pool, glibc, "ns/op", "glibc aligned_alloc",
-                         BENCH_LOWER_IS_BETTER);
+            if (glibc > 0)
+              bench_report(ctx, group, label, pool, glibc, "ns/op", "glibc aligned_alloc",
+                           BENCH_LOWER_IS_BETTER);
           }
           if (ci == 0) pool_first = pool;
           pool_last = pool;

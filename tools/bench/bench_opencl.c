@@ -2,10 +2,18 @@
  *
  * OpenCL rows: H2D, D2H and D2D bandwidth at 4 KiB, 1 MiB and 64 MiB and
  * small-copy latency, each next to the same transfer written directly
- * against OpenCL in the same run (blocking clEnqueueWriteBuffer /
- * ReadBuffer / CopyBuffer on a plain cl_mem, on the adr device's own
- * context and queue). Where the address mode makes host copies a memcpy
- * (svm-fine), extra rows compare adr with memcpy itself.
+ * against OpenCL in the same run, on the adr device's own context and
+ * queue. The baselines are what a programmer would write for the memory
+ * the address mode uses:
+ *   every mode:         blocking clEnqueueWriteBuffer / ReadBuffer and
+ *                       CopyBuffer + clFinish on a plain cl_mem;
+ *   svm-fine, coarse:   blocking clEnqueueSVMMemcpy on clSVMAlloc memory
+ *                       of the same granularity;
+ *   svm-fine:           clFinish on the queue, then memcpy on the
+ *                       fine-grained SVM pointer (the host may touch it).
+ * Where host copies are a memcpy (svm-fine), extra rows compare adr with
+ * memcpy between two host buffers. Every row first checks the bytes each
+ * side moved (bench_expect).
  *
  * The address mode is the backend's (ADR_OPENCL_MEMORY, read once per
  * process): run `ADR_OPENCL_MEMORY=buffer adr-bench opencl` for the cl_mem
@@ -31,6 +39,8 @@ struct copy_arg {
   void* dev_b;
   cl_mem mem_a; /* plain cl_mem for the direct baseline */
   cl_mem mem_b;
+  void* svm_a; /* clSVMAlloc'd, the address mode's granularity (SVM modes) */
+  void* svm_b;
   void* host_a;
   void* host_b;
   size_t size;
@@ -76,6 +86,17 @@ static void direct_fn(void* p) {
   bench_sink(a->host_b);
 }
 
+static void svm_memcpy_fn(void* p) {
+  struct copy_arg* a = p;
+  for (int i = 0; i < a->reps; i++) {
+    void* dst = a->dir == H2D ? a->svm_a : a->dir == D2H ? a->host_b : a->svm_b;
+    const void* src = a->dir == H2D ? a->host_a : a->svm_a;
+    if (clEnqueueSVMMemcpy(a->queue, CL_TRUE, dst, src, a->size, 0, NULL, NULL) != CL_SUCCESS)
+      a->failures++;
+  }
+  bench_sink(a->host_b);
+}
+
 /* memcpy through a pointer the compiler cannot see through. */
 static void* (*volatile memcpy_ptr)(void*, const void*, size_t) = memcpy;
 
@@ -83,6 +104,60 @@ static void memcpy_fn(void* p) {
   struct copy_arg* a = p;
   for (int i = 0; i < a->reps; i++) memcpy_ptr(a->host_b, a->host_a, a->size);
   bench_sink(a->host_b);
+}
+
+/* Fine-grained SVM: wait for the queue, then let the host copy. */
+static void finish_memcpy_fn(void* p) {
+  struct copy_arg* a = p;
+  for (int i = 0; i < a->reps; i++) {
+    if (clFinish(a->queue) != CL_SUCCESS) a->failures++;
+    void* dst = a->dir == H2D ? a->svm_a : a->dir == D2H ? a->host_b : a->svm_b;
+    const void* src = a->dir == H2D ? a->host_a : a->svm_a;
+    memcpy_ptr(dst, src, a->size);
+  }
+  bench_sink(a->host_b);
+}
+
+enum side { SIDE_ADR, SIDE_CLMEM, SIDE_SVM, SIDE_HOST };
+
+/* Puts `byte` in the side's source and `other` in its destination, runs
+ * `fn` once and reads the destination back into host_b to check it. */
+static void check_side(struct bench_ctx* ctx, struct copy_arg* a, enum side side,
+                       void (*fn)(void*), int byte, const char* what) {
+  size_t n = a->size;
+  int other = byte ^ 0xff;
+  int reps = a->reps;
+  a->reps = 1;
+  memset(a->host_a, byte, n);
+  memset(a->host_b, other, n);
+  if (side == SIDE_ADR) {
+    adr_memset(a->dev, a->dev_a, a->dir == H2D ? other : byte, n, NULL, NULL);
+    adr_memset(a->dev, a->dev_b, other, n, NULL, NULL);
+  } else if (side == SIDE_CLMEM) {
+    cl_uchar src = (cl_uchar)(a->dir == H2D ? other : byte), dst = (cl_uchar)other;
+    clEnqueueFillBuffer(a->queue, a->mem_a, &src, 1, 0, n, 0, NULL, NULL);
+    clEnqueueFillBuffer(a->queue, a->mem_b, &dst, 1, 0, n, 0, NULL, NULL);
+    clFinish(a->queue);
+  } else if (side == SIDE_SVM) {
+    cl_uchar src = (cl_uchar)(a->dir == H2D ? other : byte), dst = (cl_uchar)other;
+    clEnqueueSVMMemFill(a->queue, a->svm_a, &src, 1, n, 0, NULL, NULL);
+    clEnqueueSVMMemFill(a->queue, a->svm_b, &dst, 1, n, 0, NULL, NULL);
+    clFinish(a->queue);
+  }
+  fn(a);
+  if (a->dir != D2H) {
+    /* Read the device destination back. */
+    if (side == SIDE_ADR)
+      adr_copy(a->cpu, a->host_b, a->dev, a->dir == H2D ? a->dev_a : a->dev_b, n, NULL, NULL);
+    else if (side == SIDE_CLMEM)
+      clEnqueueReadBuffer(a->queue, a->dir == H2D ? a->mem_a : a->mem_b, CL_TRUE, 0, n,
+                          a->host_b, 0, NULL, NULL);
+    else if (side == SIDE_SVM)
+      clEnqueueSVMMemcpy(a->queue, CL_TRUE, a->host_b, a->dir == H2D ? a->svm_a : a->svm_b, n, 0,
+                         NULL, NULL);
+  }
+  a->reps = reps;
+  bench_expect_fill(ctx, a->host_b, byte, n, what);
 }
 
 /* Best seconds per call of adr and of the baseline, measured alternately
@@ -133,6 +208,9 @@ void bench_run_opencl(struct bench_ctx* ctx) {
                      : (uintptr_t)native == ADR_OPENCL_ADDRESS_SVM_COARSE ? "svm-coarse"
                                                                           : "buffer";
   bool memcpy_path = (uintptr_t)native == ADR_OPENCL_ADDRESS_SVM_FINE;
+  bool svm_base = (uintptr_t)native != ADR_OPENCL_ADDRESS_BUFFER;
+  cl_svm_mem_flags svm_flags =
+      CL_MEM_READ_WRITE | (memcpy_path ? CL_MEM_SVM_FINE_GRAIN_BUFFER : (cl_svm_mem_flags)0);
 
   bool quick = bench_quick(ctx);
   double min_s = quick ? 0.05 : 0.25;
@@ -145,6 +223,11 @@ void bench_run_opencl(struct bench_ctx* ctx) {
   cl_int rc = CL_SUCCESS;
   a.mem_a = clCreateBuffer(context, CL_MEM_READ_WRITE, max, NULL, &rc);
   if (rc == CL_SUCCESS) a.mem_b = clCreateBuffer(context, CL_MEM_READ_WRITE, max, NULL, &rc);
+  if (svm_base) {
+    a.svm_a = clSVMAlloc(context, svm_flags, max, 0);
+    a.svm_b = clSVMAlloc(context, svm_flags, max, 0);
+    if (a.svm_a == NULL || a.svm_b == NULL) rc = CL_OUT_OF_RESOURCES;
+  }
   a.host_a = aligned_alloc(4096, max);
   a.host_b = aligned_alloc(4096, max);
   if (rc != CL_SUCCESS || a.host_a == NULL || a.host_b == NULL ||
@@ -162,22 +245,39 @@ void bench_run_opencl(struct bench_ctx* ctx) {
   clFinish(queue);
 
   for (int d = H2D; d <= D2D; d++) {
-    char group[64], mgroup[64];
+    char group[64], mgroup[80], what[96];
     snprintf(group, sizeof(group), "opencl %s %s", mode, dir_name((enum dir)d));
     snprintf(mgroup, sizeof(mgroup), "opencl %s %s vs memcpy", mode, dir_name((enum dir)d));
     for (size_t i = 0; i < count; i++) {
       a.dir = (enum dir)d;
       a.size = sizes[i];
       a.reps = sizes[i] <= 4096 ? 200 : sizes[i] <= ((size_t)1 << 20) ? 10 : 1;
-      double t_adr, t_cl;
-      measure_pair(adr_fn, direct_fn, &a, min_s, &t_adr, &t_cl);
+      snprintf(what, sizeof(what), "%s %s", group, labels[i]);
+      int byte = 0x10 + 3 * (int)i + d;
       double gb = (double)a.size / 1e9;
-      bench_report(ctx, group, labels[i], gb / t_adr, gb / t_cl, "GB/s", direct_name(a.dir),
+      double t_adr, t_base;
+      check_side(ctx, &a, SIDE_ADR, adr_fn, byte, what);
+      check_side(ctx, &a, SIDE_CLMEM, direct_fn, byte, what);
+      measure_pair(adr_fn, direct_fn, &a, min_s, &t_adr, &t_base);
+      bench_report(ctx, group, labels[i], gb / t_adr, gb / t_base, "GB/s", direct_name(a.dir),
                    BENCH_HIGHER_IS_BETTER);
+      if (svm_base) {
+        check_side(ctx, &a, SIDE_ADR, adr_fn, byte ^ 0x40, what);
+        check_side(ctx, &a, SIDE_SVM, svm_memcpy_fn, byte ^ 0x40, what);
+        measure_pair(adr_fn, svm_memcpy_fn, &a, min_s, &t_adr, &t_base);
+        bench_report(ctx, group, labels[i], gb / t_adr, gb / t_base, "GB/s",
+                     "clEnqueueSVMMemcpy", BENCH_HIGHER_IS_BETTER);
+      }
       if (memcpy_path) {
-        double t_adr2, t_mem;
-        measure_pair(adr_fn, memcpy_fn, &a, min_s, &t_adr2, &t_mem);
-        bench_report(ctx, mgroup, labels[i], gb / t_adr2, gb / t_mem, "GB/s", "memcpy",
+        check_side(ctx, &a, SIDE_ADR, adr_fn, byte ^ 0x50, what);
+        check_side(ctx, &a, SIDE_SVM, finish_memcpy_fn, byte ^ 0x50, what);
+        measure_pair(adr_fn, finish_memcpy_fn, &a, min_s, &t_adr, &t_base);
+        bench_report(ctx, group, labels[i], gb / t_adr, gb / t_base, "GB/s",
+                     "clFinish+memcpy on SVM", BENCH_HIGHER_IS_BETTER);
+        check_side(ctx, &a, SIDE_ADR, adr_fn, byte ^ 0x60, what);
+        check_side(ctx, &a, SIDE_HOST, memcpy_fn, byte ^ 0x60, what);
+        measure_pair(adr_fn, memcpy_fn, &a, min_s, &t_adr, &t_base);
+        bench_report(ctx, mgroup, labels[i], gb / t_adr, gb / t_base, "GB/s", "memcpy",
                      BENCH_HIGHER_IS_BETTER);
       }
     }
@@ -191,27 +291,42 @@ void bench_run_opencl(struct bench_ctx* ctx) {
       a.dir = (enum dir)d;
       a.size = 64;
       a.reps = 1000;
-      double t_adr, t_cl;
+      char label[32], what[112];
+      snprintf(label, sizeof(label), "64 B %s", dir_name((enum dir)d));
+      snprintf(what, sizeof(what), "%s %s", group, label);
+      double t_adr, t_cl, t_base;
+      check_side(ctx, &a, SIDE_ADR, adr_fn, 0x70 + d, what);
+      check_side(ctx, &a, SIDE_CLMEM, direct_fn, 0x70 + d, what);
       measure_pair(adr_fn, direct_fn, &a, min_s, &t_adr, &t_cl);
       t_adr *= 1e6;
       t_cl *= 1e6;
-      char label[32];
-      snprintf(label, sizeof(label), "64 B %s", dir_name((enum dir)d));
       bench_report(ctx, group, label, t_adr, t_cl, "us/op", direct_name(a.dir),
                    BENCH_LOWER_IS_BETTER);
+      if (svm_base) {
+        void (*fn)(void*) = memcpy_path ? finish_memcpy_fn : svm_memcpy_fn;
+        check_side(ctx, &a, SIDE_ADR, adr_fn, 0x78 + d, what);
+        check_side(ctx, &a, SIDE_SVM, fn, 0x78 + d, what);
+        double t_adr2;
+        measure_pair(adr_fn, fn, &a, min_s, &t_adr2, &t_base);
+        bench_report(ctx, group, label, t_adr2 * 1e6, t_base * 1e6, "us/op",
+                     memcpy_path ? "clFinish+memcpy on SVM" : "clEnqueueSVMMemcpy",
+                     BENCH_LOWER_IS_BETTER);
+      }
       bench_note(ctx, group, d == H2D   ? "64 B H2D overhead vs direct"
                              : d == D2H ? "64 B D2H overhead vs direct"
                                         : "64 B D2D overhead vs direct",
                  t_adr - t_cl, "us/op");
     }
   }
-  if (a.failures > 0) fprintf(stderr, "bench opencl: %d copies failed\n", a.failures);
+  bench_expect(ctx, a.failures == 0, "bench opencl: %d copies failed", a.failures);
 
 cleanup:
   if (a.dev_a != NULL) adr_free(dev, a.dev_a, max, NULL, NULL);
   if (a.dev_b != NULL) adr_free(dev, a.dev_b, max, NULL, NULL);
   if (a.mem_a != NULL) clReleaseMemObject(a.mem_a);
   if (a.mem_b != NULL) clReleaseMemObject(a.mem_b);
+  if (a.svm_a != NULL) clSVMFree(context, a.svm_a);
+  if (a.svm_b != NULL) clSVMFree(context, a.svm_b);
   free(a.host_a);
   free(a.host_b);
   return;

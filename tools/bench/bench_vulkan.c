@@ -10,7 +10,11 @@
  *   alloc:  vkCreateBuffer + vkAllocateMemory (device-address flag) +
  *           vkBindBufferMemory and their destruction, per allocation,
  *           which is what one addressable buffer costs without adr.
+ * For H2D and D2H a second baseline is what a programmer writes when the
+ * memory is host-visible (it is on lavapipe and on every integrated GPU):
+ * a memcpy into or out of mapped, device-local, host-visible memory.
  * adr's side goes through the public API with the NULL (blocking) stream.
+ * Every row first checks the bytes each side moved (bench_expect).
  * The copy mode is the backend's (ADR_VULKAN_COPY, read once): run
  * `ADR_VULKAN_COPY=staging adr-bench vulkan` for the staging ring; group
  * names say which path adr took.
@@ -58,7 +62,14 @@ static int find_type(const struct vk_direct* d, uint32_t bits, VkMemoryPropertyF
   return fallback;
 }
 
-static int buf_create(struct vk_direct* d, VkDeviceSize size, bool host, struct vk_buf* out) {
+static void buf_destroy(struct vk_direct* d, struct vk_buf* b);
+
+enum buf_kind { BUF_STAGING, BUF_DEVICE, BUF_DEVICE_MAPPED };
+
+static int buf_create(struct vk_direct* d, VkDeviceSize size, enum buf_kind kind,
+                      struct vk_buf* out) {
+  bool host = kind == BUF_STAGING;
+  bool mapped = kind != BUF_DEVICE;
   memset(out, 0, sizeof(*out));
   VkBufferCreateInfo bci = {
       .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
@@ -71,11 +82,13 @@ static int buf_create(struct vk_direct* d, VkDeviceSize size, bool host, struct 
   if (vkCreateBuffer(d->device, &bci, NULL, &out->buffer) != VK_SUCCESS) return -1;
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements(d->device, out->buffer, &req);
-  int type =
-      host ? find_type(d, req.memoryTypeBits,
-                       VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                       VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
-           : find_type(d, req.memoryTypeBits, 0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  const VkMemoryPropertyFlags visible =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  int type = kind == BUF_STAGING
+                 ? find_type(d, req.memoryTypeBits, visible, VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
+             : kind == BUF_DEVICE_MAPPED
+                 ? find_type(d, req.memoryTypeBits, visible | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0)
+                 : find_type(d, req.memoryTypeBits, 0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
   VkMemoryAllocateFlagsInfo fi = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
                                   .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
   VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
@@ -88,8 +101,11 @@ static int buf_create(struct vk_direct* d, VkDeviceSize size, bool host, struct 
     if (out->memory != VK_NULL_HANDLE) vkFreeMemory(d->device, out->memory, NULL);
     return -1;
   }
-  if (host && vkMapMemory(d->device, out->memory, 0, VK_WHOLE_SIZE, 0, &out->mapped) != VK_SUCCESS)
+  if (mapped &&
+      vkMapMemory(d->device, out->memory, 0, VK_WHOLE_SIZE, 0, &out->mapped) != VK_SUCCESS) {
+    buf_destroy(d, out);
     return -1;
+  }
   return 0;
 }
 
@@ -135,6 +151,7 @@ struct copy_arg {
   void* dev_a;
   void* dev_b;
   struct vk_buf staging, buf_a, buf_b;
+  struct vk_buf mapped; /* device-local, host-visible: the memcpy baseline */
   void* host_a;
   void* host_b;
   size_t size;
@@ -178,6 +195,74 @@ static void direct_copy_fn(void* p) {
   bench_sink(a->host_b);
 }
 
+static void mapped_copy_fn(void* p) {
+  struct copy_arg* a = p;
+  if (a->dir == H2D)
+    memcpy(a->mapped.mapped, a->host_a, a->size);
+  else
+    memcpy(a->host_b, a->mapped.mapped, a->size);
+  bench_sink(a->host_b);
+}
+
+/* Fills a device-only buffer through the staging buffer. */
+static void buf_fill(struct vk_direct* d, struct copy_arg* a, VkBuffer dst, int byte) {
+  memset(a->staging.mapped, byte, a->size);
+  submit_copy(d, a->staging.buffer, dst, a->size, false);
+}
+
+/* Runs each side once with its source holding `byte` and its destination
+ * holding something else, then reads every destination back and checks
+ * it. */
+static void check_copies(struct bench_ctx* ctx, struct copy_arg* a, int byte, const char* what) {
+  size_t n = a->size;
+  int other = byte ^ 0xff;
+  struct vk_direct* d = a->d;
+  char msg[96];
+  /* Destinations first (they share the staging buffer), then sources. */
+  if (a->dir == H2D) {
+    adr_memset(a->dev, a->dev_a, other, n, NULL, NULL);
+    buf_fill(d, a, a->buf_a.buffer, other);
+  } else if (a->dir == D2D) {
+    adr_memset(a->dev, a->dev_b, other, n, NULL, NULL);
+    buf_fill(d, a, a->buf_b.buffer, other);
+  }
+  memset(a->host_a, byte, n);
+  if (a->dir != H2D) {
+    adr_copy(a->dev, a->dev_a, a->cpu, a->host_a, n, NULL, NULL);
+    buf_fill(d, a, a->buf_a.buffer, byte);
+  }
+  if (a->mapped.mapped != NULL) memset(a->mapped.mapped, a->dir == H2D ? other : byte, n);
+
+  memset(a->host_b, other, n);
+  adr_copy_fn(a);
+  snprintf(msg, sizeof(msg), "adr %s", what);
+  if (a->dir == D2H) {
+    bench_expect_fill(ctx, a->host_b, byte, n, msg);
+  } else {
+    memset(a->host_b, other, n);
+    adr_copy(a->cpu, a->host_b, a->dev, a->dir == H2D ? a->dev_a : a->dev_b, n, NULL, NULL);
+    bench_expect_fill(ctx, a->host_b, byte, n, msg);
+  }
+
+  memset(a->host_b, other, n);
+  direct_copy_fn(a);
+  snprintf(msg, sizeof(msg), "vkCmdCopyBuffer %s", what);
+  if (a->dir == D2H) {
+    bench_expect_fill(ctx, a->host_b, byte, n, msg);
+  } else {
+    memset(a->staging.mapped, other, n);
+    submit_copy(d, a->dir == H2D ? a->buf_a.buffer : a->buf_b.buffer, a->staging.buffer, n, true);
+    bench_expect_fill(ctx, a->staging.mapped, byte, n, msg);
+  }
+
+  if (a->mapped.mapped != NULL && a->dir != D2D) {
+    memset(a->host_b, other, n);
+    mapped_copy_fn(a);
+    snprintf(msg, sizeof(msg), "mapped memcpy %s", what);
+    bench_expect_fill(ctx, a->dir == H2D ? a->mapped.mapped : a->host_b, byte, n, msg);
+  }
+}
+
 static const char* size_label(size_t size, char* buf, size_t n) {
   if (size >= (1u << 20))
     snprintf(buf, n, "%zu MiB", size >> 20);
@@ -201,21 +286,32 @@ static void copy_rows(struct bench_ctx* ctx, struct adr_device* dev, struct adr_
     bool ok = a.host_a != NULL && a.host_b != NULL &&
               adr_alloc(dev, size, 0, NULL, &a.dev_a, NULL) == 0 &&
               adr_alloc(dev, size, 0, NULL, &a.dev_b, NULL) == 0 &&
-              buf_create(d, size, true, &a.staging) == 0 &&
-              buf_create(d, size, false, &a.buf_a) == 0 &&
-              buf_create(d, size, false, &a.buf_b) == 0;
+              buf_create(d, size, BUF_STAGING, &a.staging) == 0 &&
+              buf_create(d, size, BUF_DEVICE, &a.buf_a) == 0 &&
+              buf_create(d, size, BUF_DEVICE, &a.buf_b) == 0;
+    /* No device-local host-visible type on this device: no memcpy row. */
+    if (ok) buf_create(d, size, BUF_DEVICE_MAPPED, &a.mapped);
     if (ok) {
-      memset(a.host_a, 0x5a, size);
       for (int dir = H2D; dir <= D2D; dir++) {
         a.dir = (enum dir)dir;
+        char group[64], label[32], what[48];
+        size_label(size, label, sizeof(label));
+        snprintf(what, sizeof(what), "%s %s", names[dir], label);
+        check_copies(ctx, &a, 0x10 + dir, what);
         double min_s = bench_quick(ctx) ? 0.05 : 0.2;
         double t_adr = bench_time(adr_copy_fn, &a, min_s, 3);
         double t_vk = bench_time(direct_copy_fn, &a, min_s, 3);
-        char group[64], label[32];
         snprintf(group, sizeof(group), "vulkan %s (%s)", names[dir], path);
-        bench_report(ctx, group, size_label(size, label, sizeof(label)), size / t_adr / 1e9,
-                     size / t_vk / 1e9, "GB/s", "staging+vkCmdCopyBuffer+fence",
-                     BENCH_HIGHER_IS_BETTER);
+        bench_report(ctx, group, label, size / t_adr / 1e9, size / t_vk / 1e9, "GB/s",
+                     "staging+vkCmdCopyBuffer+fence", BENCH_HIGHER_IS_BETTER);
+        if (a.mapped.mapped != NULL && dir != D2D) {
+          double t_map = bench_time(mapped_copy_fn, &a, min_s, 3);
+          double t_adr2 = bench_time(adr_copy_fn, &a, min_s, 3);
+          if (t_adr2 < t_adr) t_adr = t_adr2;
+          check_copies(ctx, &a, 0x20 + dir, what);
+          bench_report(ctx, group, label, size / t_adr / 1e9, size / t_map / 1e9, "GB/s",
+                       "memcpy on mapped device-local", BENCH_HIGHER_IS_BETTER);
+        }
       }
     } else {
       bench_note(ctx, "vulkan copies", "setup failed", (double)size, "bytes");
@@ -225,6 +321,7 @@ static void copy_rows(struct bench_ctx* ctx, struct adr_device* dev, struct adr_
     buf_destroy(d, &a.staging);
     buf_destroy(d, &a.buf_a);
     buf_destroy(d, &a.buf_b);
+    buf_destroy(d, &a.mapped);
     if (a.dev_a != NULL) adr_free(dev, a.dev_a, size, NULL, NULL);
     if (a.dev_b != NULL) adr_free(dev, a.dev_b, size, NULL, NULL);
     free(a.host_a);
@@ -236,19 +333,30 @@ static void copy_rows(struct bench_ctx* ctx, struct adr_device* dev, struct adr_
   a.host_a = calloc(1, 64);
   a.host_b = calloc(1, 64);
   if (a.host_a != NULL && a.host_b != NULL && adr_alloc(dev, 64, 0, NULL, &a.dev_a, NULL) == 0 &&
-      buf_create(d, 64, true, &a.staging) == 0 && buf_create(d, 64, false, &a.buf_a) == 0) {
+      buf_create(d, 64, BUF_STAGING, &a.staging) == 0 &&
+      buf_create(d, 64, BUF_DEVICE, &a.buf_a) == 0) {
+    buf_create(d, 64, BUF_DEVICE_MAPPED, &a.mapped);
     for (int dir = H2D; dir <= D2H; dir++) {
       a.dir = (enum dir)dir;
+      const char* label = dir == H2D ? "64 B H2D" : "64 B D2H";
+      check_copies(ctx, &a, 0x30 + dir, label);
       double t_adr = bench_time(adr_copy_fn, &a, 0.1, 10);
       double t_vk = bench_time(direct_copy_fn, &a, 0.1, 10);
       char group[64];
       snprintf(group, sizeof(group), "vulkan latency (%s)", path);
-      bench_report(ctx, group, dir == H2D ? "64 B H2D" : "64 B D2H", t_adr * 1e6, t_vk * 1e6,
-                   "us/op", "staging+vkCmdCopyBuffer+fence", BENCH_LOWER_IS_BETTER);
+      bench_report(ctx, group, label, t_adr * 1e6, t_vk * 1e6, "us/op",
+                   "staging+vkCmdCopyBuffer+fence", BENCH_LOWER_IS_BETTER);
+      if (a.mapped.mapped != NULL) {
+        double t_map = bench_time(mapped_copy_fn, &a, 0.1, 1000);
+        check_copies(ctx, &a, 0x40 + dir, label);
+        bench_report(ctx, group, label, t_adr * 1e6, t_map * 1e6, "us/op",
+                     "memcpy on mapped device-local", BENCH_LOWER_IS_BETTER);
+      }
     }
   }
   buf_destroy(d, &a.staging);
   buf_destroy(d, &a.buf_a);
+  buf_destroy(d, &a.mapped);
   if (a.dev_a != NULL) adr_free(dev, a.dev_a, 64, NULL, NULL);
   free(a.host_a);
   free(a.host_b);
@@ -273,7 +381,7 @@ static void adr_alloc_fn(void* p) {
 static void direct_alloc_fn(void* p) {
   struct alloc_arg* a = p;
   struct vk_buf b;
-  if (buf_create(a->d, a->size, false, &b) != 0) a->failures++;
+  if (buf_create(a->d, a->size, BUF_DEVICE, &b) != 0) a->failures++;
   buf_destroy(a->d, &b);
 }
 
