@@ -5,7 +5,7 @@
  * makes for itself, fail with a chosen status. For tests.
  *
  * Off (the default) it costs one relaxed atomic load and a predictable branch
- * per dispatched call (ADR__DISPATCH in internal.h). Nothing here is ABI.
+ * per dispatched call (core/dispatch.c). Nothing here is ABI.
  */
 #ifndef ADR_CORE_FAULT_H
 #define ADR_CORE_FAULT_H

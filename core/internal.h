@@ -16,7 +16,7 @@
 
 #define ADR_INTERNAL __attribute__((visibility("hidden")))
 
-#include "fault.h" /* the fault-injection hook in ADR__DISPATCH */
+#include "fault.h" /* the fault-injection hook of dispatch.c */
 
 /* ---- logging (log.c) ---------------------------------------------------- */
 
@@ -98,7 +98,7 @@ ADR_INTERNAL bool adr__backend_allowed(const struct adr__selector* rules, const 
 /* Device type for a selector name ("cuda", "hip_host" ...), 0 if unknown. */
 ADR_INTERNAL ArrowDeviceType adr__device_type_from_name(const char* name, size_t len);
 
-/* ---- registry and loader (registry.c, loader.c) ------------------------- */
+/* ---- registry, loader and devices (registry.c, loader.c, device.c) ------- */
 
 struct adr_device;
 
@@ -166,6 +166,16 @@ struct adr_device {
   struct adr__device_memory* memory; /* set by adr__memory_device_init */
 };
 
+/* Device objects (device.c). adr__device_create wraps a device the backend
+ * opened or adopted: its default stream, capabilities and memory state;
+ * on failure the backend's device is closed and nothing is kept. Registry
+ * lock held. adr__device_release gives back its memory state, default
+ * stream and native device at process exit (the struct stays). */
+ADR_INTERNAL int adr__device_create(struct adr__backend* b, const char* api, ArrowDeviceType type,
+                                    int64_t id, struct adr_backend_device* handle,
+                                    struct adr_device** out, struct adr_error* error);
+ADR_INTERNAL void adr__device_release(struct adr_device* dev);
+
 /* Registry lock: guards backend loading and device creation only. */
 ADR_INTERNAL pthread_mutex_t* adr__registry_lock(void);
 /* Load (if needed) the backend that serves `type`; NULL + error if none. */
@@ -214,35 +224,18 @@ ADR_INTERNAL int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* 
                                               size_t* out_size, const void** out_data,
                                               void** out_cookie);
 
-/* ---- tracing of dispatched calls ---------------------------------------- */
+/* ---- tracing and error context of dispatched calls (dispatch.c) --------- */
 
-/* Wraps one indirect call into a backend slot: at ADR_LOG=trace logs the
- * call with its duration and status; on failure rewrites the backend's
- * message so it names the public operation and the backend:
- * "[adr_copy][opencl] CL_...: ...". `call` yields int; a variable named
- * `error` (struct adr_error*) must be in scope. */
-#define ADR__DISPATCH(dev, api, slot, call, fmt, ...)                                              \
-  __extension__({                                                                                  \
-    int adr__st_;                                                                                  \
-    if (__builtin_expect(atomic_load_explicit(&adr__fault_armed, memory_order_relaxed) != 0, 0) && \
-        (adr__st_ = adr__fault_dispatch(slot, error)) != 0) {                                      \
-      /* injected (core/fault.c): the backend is not called */                                     \
-    } else if (__builtin_expect(adr__log_level() < ADR_LOG_TRACE, 1)) {                            \
-      adr__st_ = (call);                                                                           \
-    } else {                                                                                       \
-      uint64_t adr__t0_ = adr__now_ns();                                                           \
-      adr__st_ = (call);                                                                           \
-      adr__dispatch_traced_end(adr__t0_, adr__st_, (dev)->name, slot, fmt, __VA_ARGS__);           \
-    }                                                                                              \
-    if (__builtin_expect(adr__st_ != 0, 0)) adr__error_context(error, adr__st_, api, dev);         \
-    adr__st_;                                                                                      \
-  })
-
+/* The calls into a backend are the functions of dispatch.h; these are the
+ * pieces they share with the rest of the core. */
 /* "512 B", "4 KiB", "1.5 GiB" into buf (core/error.c); returns buf. */
 ADR_INTERNAL const char* adr__format_bytes(uint64_t bytes, char* buf, size_t size);
 
+/* Turns a backend's (or an allocation handler's) message in `error` into the
+ * core's: "[api][backend] NATIVE: description" (error.c). The one place a
+ * backend's failure text is rewritten; error may be NULL. */
 ADR_INTERNAL void adr__error_context(struct adr_error* error, int status, const char* api,
-                                     const struct adr_device* dev);
+                                     const char* backend);
 ADR_INTERNAL int adr__dispatch_traced_end(uint64_t start_ns, int status, const char* dev,
                                           const char* op, const char* fmt, ...) ADR_PRINTF(5, 6);
 
