@@ -18,20 +18,19 @@
  * core's own allocations armed. Read relaxed on the hot path. */
 #define ADR__FAULT_DISPATCH 1
 #define ADR__FAULT_MALLOC 2
-extern __attribute__((visibility("hidden"))) _Atomic int adr__fault_armed;
+extern _Atomic int adr__fault_armed;
 
 /* Counts a dispatched call of `slot` ("alloc", "copy", "stream_synchronize"
  * ...) and, when it is the chosen one, writes "NAME: injected fault ..." to
  * `error` (may be NULL) and returns the chosen status; else 0. */
-__attribute__((visibility("hidden"))) int adr__fault_dispatch(const char* slot,
-                                                              struct adr_error* error);
+int adr__fault_dispatch(const char* slot, struct adr_error* error);
 
 /* Reads ADR_FAULT once (secure_getenv: ignored in elevated processes). A
  * malformed value is returned every time (EINVAL, message naming the
  * variable and the column). */
-__attribute__((visibility("hidden"))) int adr__fault_env(struct adr_error* error);
+int adr__fault_env(struct adr_error* error);
 
 /* Turns injection off (process teardown: nothing may fail there). */
-__attribute__((visibility("hidden"))) void adr__fault_disarm(void);
+void adr__fault_disarm(void);
 
 #endif /* ADR_CORE_FAULT_H */

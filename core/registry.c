@@ -2,7 +2,9 @@
  *
  * The registry: which backends exist (the in-tree manifest plus third-party
  * libraries found in ADR_PLUGIN_PATH), which device type each serves, and
- * the device objects.
+ * the table of device objects with the lookups that fill it (adr_device_get,
+ * adr_device_default, adr_device_adopt, the enumeration, adr_pointer_query);
+ * device.c makes and releases the objects themselves.
  *
  * Locking: one mutex guards loading backends and creating devices; it is
  * taken by adr_device_get and friends, never by the operations on a device
