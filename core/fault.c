@@ -3,8 +3,9 @@
  * Fault injection for tests, in the spirit of SQLite's test VFS: a countdown
  * over the dispatched backend calls (every fallible call through
  * core/dispatch.c but the loader's init and device_count: the pool's own
- * chunk allocations and events included) or over the core's own allocations (fault_alloc.h), that makes
- * the Nth matching call fail with a chosen status, once or from then on.
+ * chunk allocations and events included) or over the core's own
+ * allocations (fault_alloc.h), that makes the Nth matching call fail with a
+ * chosen status, once or from then on.
  *
  * Controlled by adr_test_fault_set (adr/testing.h) or ADR_FAULT. The
  * configuration is written by one thread while no other changes it (tests
