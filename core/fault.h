@@ -18,7 +18,7 @@
  * core's own allocations armed. Read relaxed on the hot path. */
 #define ADR__FAULT_DISPATCH 1
 #define ADR__FAULT_MALLOC 2
-extern _Atomic int adr__fault_armed;
+extern __attribute__((visibility("hidden"))) _Atomic int adr__fault_armed;
 
 /* Counts a dispatched call of `slot` ("alloc", "copy", "stream_synchronize"
  * ...) and, when it is the chosen one, writes "NAME: injected fault ..." to

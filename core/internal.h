@@ -16,8 +16,12 @@
 
 /* Every symbol of the core is hidden unless its declaration says ADR_API
  * (-fvisibility=hidden in meson.build), so internal declarations carry no
- * visibility mark. ADR_INTERNAL is kept empty only for
- * core/array/array_internal.h until its declarations drop it. */
+ * visibility mark. The exception is the four extern variables read on hot
+ * paths (adr__log_level_value, adr__shutdown_flag, adr__fault_armed,
+ * adr__validate_state): the flag does not reach extern declarations, and
+ * marked hidden they are read PC-relative instead of through the GOT.
+ * ADR_INTERNAL is kept empty only for core/array/array_internal.h until its
+ * declarations drop it. */
 #define ADR_INTERNAL
 
 #include "fault.h" /* the fault-injection hook of dispatch.c */
@@ -26,7 +30,7 @@
 
 /* Current ADR_LOG level; read without a lock on every dispatch, so it is a
  * relaxed atomic set once by the environment reader. */
-extern _Atomic int adr__log_level_value;
+extern __attribute__((visibility("hidden"))) _Atomic int adr__log_level_value;
 
 static inline int adr__log_level(void) {
   return atomic_load_explicit(&adr__log_level_value, memory_order_relaxed);
@@ -270,7 +274,7 @@ size_t adr__alloc_table_ranges_foreach(struct adr__alloc_table* t,
 
 /* Set (never cleared) when the exit-time teardown starts. Every public call
  * that would touch device state checks it and returns ESHUTDOWN. */
-extern _Atomic int adr__shutdown_flag;
+extern __attribute__((visibility("hidden"))) _Atomic int adr__shutdown_flag;
 static inline bool adr__shut_down(void) {
   return __builtin_expect(atomic_load_explicit(&adr__shutdown_flag, memory_order_acquire) != 0, 0);
 }

@@ -28,7 +28,7 @@
 #include "internal.h"
 
 /* -1 undecided, 0 off, 1 on. Written once under a once-guard. */
-extern _Atomic int adr__validate_state;
+extern __attribute__((visibility("hidden"))) _Atomic int adr__validate_state;
 
 /* The layer is on. For calls that only use existing objects: while the
  * state is undecided no object exists that it would have to know about. */
