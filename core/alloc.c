@@ -15,7 +15,7 @@
 #include <errno.h>
 #include <stdint.h>
 
-#include "internal.h"
+#include "dispatch.h"
 #include "memory/memory_internal.h"
 #include "validate.h"
 
@@ -34,9 +34,7 @@ static int check_stream(const char* op, struct adr_device* dev, struct adr_strea
 }
 
 static int sync_default(const char* op, struct adr_device* dev, struct adr_error* error) {
-  return ADR__DISPATCH(dev, op, "stream_synchronize",
-                       dev->vt->stream_synchronize(dev->handle, dev->default_stream.handle, error),
-                       "%s", "default stream");
+  return adr__dispatch_stream_synchronize(dev, op, dev->default_stream.handle, error);
 }
 
 static int alloc_common(const char* op, struct adr_device* device,
@@ -85,7 +83,7 @@ static int alloc_common(const char* op, struct adr_device* device,
   if (st) {
     /* The pool or an application handler may write "[pool] ..." or no
      * prefix at all: the message names the public operation. */
-    adr__error_context(error, st, op, device);
+    adr__error_context(error, st, op, device->backend->name);
     return st;
   }
   bool ranged = adr__range_checked(device);
@@ -156,7 +154,7 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
   }
   st = adr__memory_free(device, handler, ptr, size ? size : 1, stream, cookie, error);
   if (st) {
-    adr__error_context(error, st, "adr_free", device);
+    adr__error_context(error, st, "adr_free", device->backend->name);
     /* Nothing was freed: keep the allocation known. */
     adr__alloc_table_insert_data(device->allocs, ptr, size, handler, cookie);
     if (ranged) adr__alloc_table_ranges_insert(device->allocs, ptr, size, range.site);
@@ -176,10 +174,8 @@ int adr_memset(struct adr_device* device, void* ptr, int value, size_t size,
   if (ADR__VALIDATING() && (st = adr__validate_stream("adr_memset", stream, error)) != 0) return st;
   if ((st = check_stream("adr_memset", device, stream, error)) != 0) return st;
   if ((st = adr__range_check("adr_memset", device, "memset", ptr, size, error)) != 0) return st;
-  st = ADR__DISPATCH(
-      device, "adr_memset", "memset",
-      device->vt->memset(device->handle, ptr, value, size, stream_handle(device, stream), error),
-      "ptr=%p value=%d size=%zu", ptr, value, size);
+  st = adr__dispatch_memset(device, "adr_memset", ptr, value, size, stream_handle(device, stream),
+                            error);
   if (st == 0 && stream == NULL) st = sync_default("adr_memset", device, error);
   return st;
 }
@@ -190,21 +186,12 @@ int adr_host_register(struct adr_device* device, void* ptr, size_t size, struct 
                        device == NULL ? "device is NULL"
                        : ptr == NULL  ? "ptr is NULL"
                                       : "size is 0");
-  if (!ADR__HAS_SLOT(device->vt, host_register))
-    return adr__errorf(error, ENOTSUP, "adr_host_register", device->backend->name,
-                       "the backend cannot page-lock host memory");
-  return ADR__DISPATCH(device, "adr_host_register", "host_register",
-                       device->vt->host_register(device->handle, ptr, size, error),
-                       "ptr=%p size=%zu", ptr, size);
+  return adr__dispatch_host_register(device, "adr_host_register", ptr, size, error);
 }
 
 int adr_host_unregister(struct adr_device* device, void* ptr, struct adr_error* error) {
   if (device == NULL || ptr == NULL)
     return adr__errorf(error, EINVAL, "adr_host_unregister", NULL, "%s is NULL",
                        device ? "ptr" : "device");
-  if (!ADR__HAS_SLOT(device->vt, host_unregister))
-    return adr__errorf(error, ENOTSUP, "adr_host_unregister", device->backend->name,
-                       "the backend cannot page-lock host memory");
-  return ADR__DISPATCH(device, "adr_host_unregister", "host_unregister",
-                       device->vt->host_unregister(device->handle, ptr, error), "ptr=%p", ptr);
+  return adr__dispatch_host_unregister(device, "adr_host_unregister", ptr, error);
 }

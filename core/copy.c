@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "dispatch.h"
 #include "validate.h"
 
 #define STAGING_CHUNK ((size_t)8 << 20)
@@ -36,15 +36,12 @@ static inline bool is_cpu(const struct adr_device* d) {
 static int backend_copy(struct adr_device* owner, struct adr_backend_device* dst_h, void* dst,
                         struct adr_backend_device* src_h, const void* src, size_t size,
                         struct adr_backend_stream* stream, struct adr_error* error) {
-  return ADR__DISPATCH(owner, "adr_copy", "copy",
-                       owner->vt->copy(dst_h, dst, src_h, src, size, stream, error),
-                       "dst=%p src=%p size=%zu", dst, src, size);
+  return adr__dispatch_copy(owner, "adr_copy", dst_h, dst, src_h, src, size, stream, error);
 }
 
 static int synchronize(struct adr_device* dev, struct adr_backend_stream* s,
                        struct adr_error* error) {
-  return ADR__DISPATCH(dev, "adr_copy", "stream_synchronize",
-                       dev->vt->stream_synchronize(dev->handle, s, error), "%p", (void*)s);
+  return adr__dispatch_stream_synchronize(dev, "adr_copy", s, error);
 }
 
 /* X -> Y through host memory. Both sides run on their own streams; the

@@ -82,8 +82,7 @@ int adr__errorf(struct adr_error* error, int status, const char* op, const char*
   return status;
 }
 
-void adr__error_context(struct adr_error* error, int status, const char* api,
-                        const struct adr_device* dev) {
+void adr__error_context(struct adr_error* error, int status, const char* api, const char* backend) {
   if (error == NULL) return;
   /* Backends write "[slot][backend] NATIVE: text"; keep "NATIVE: text". */
   const char* rest = error->message;
@@ -98,7 +97,7 @@ void adr__error_context(struct adr_error* error, int status, const char* api,
     snprintf(body, sizeof(body), "%s: the backend gave no message", adr_status_name(status));
   else
     snprintf(body, sizeof(body), "%s", rest);
-  adr__errorf(error, status, api, dev->backend->name, "%s", body);
+  adr__errorf(error, status, api, backend, "%s", body);
 }
 
 /* "512 B", "4 KiB", "1.5 GiB": binary units, one decimal when not whole. */

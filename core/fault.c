@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * Fault injection for tests, in the spirit of SQLite's test VFS: a countdown
- * over the dispatched backend calls (every call through ADR__DISPATCH, i.e.
- * every checked call into a backend slot, the pool's own chunk allocations
- * included) or over the core's own allocations (fault_alloc.h), that makes
- * the Nth matching call fail with a chosen status, once or from then on.
+ * over the dispatched backend calls (every fallible call through
+ * core/dispatch.c but the loader's init and device_count: the pool's own
+ * chunk allocations and events included) or over the core's own
+ * allocations (fault_alloc.h), that makes the Nth matching call fail with a
+ * chosen status, once or from then on.
  *
  * Controlled by adr_test_fault_set (adr/testing.h) or ADR_FAULT. The
  * configuration is written by one thread while no other changes it (tests
  * arm it between workloads); the counters are atomic so calls on any thread
- * count. Off, ADR__DISPATCH and the allocation wrappers read one relaxed
+ * count. Off, dispatch.c and the allocation wrappers read one relaxed
  * atomic and branch.
  */
 #include <ctype.h>
@@ -42,8 +43,8 @@ static struct {
   _Atomic uint64_t fired;
 } g;
 
-/* The slots a test may name: every slot the core dispatches through
- * ADR__DISPATCH, plus "any" and "malloc". */
+/* The slots a test may name: every fallible slot dispatch.c injects into,
+ * plus "any" and "malloc". */
 static const char* const slots[] = {
     "any",
     "malloc",
@@ -59,8 +60,12 @@ static const char* const slots[] = {
     "event_record",
     "event_wait",
     "event_synchronize",
+    "event_query",
     "event_import",
     "stream_import",
+    "device_open",
+    "device_adopt",
+    "pointer_query",
     "device_info",
     "device_native",
     "device_properties",

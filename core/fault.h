@@ -5,7 +5,7 @@
  * makes for itself, fail with a chosen status. For tests.
  *
  * Off (the default) it costs one relaxed atomic load and a predictable branch
- * per dispatched call (ADR__DISPATCH in internal.h). Nothing here is ABI.
+ * per dispatched call (core/dispatch.c). Nothing here is ABI.
  */
 #ifndef ADR_CORE_FAULT_H
 #define ADR_CORE_FAULT_H
@@ -23,15 +23,14 @@ extern __attribute__((visibility("hidden"))) _Atomic int adr__fault_armed;
 /* Counts a dispatched call of `slot` ("alloc", "copy", "stream_synchronize"
  * ...) and, when it is the chosen one, writes "NAME: injected fault ..." to
  * `error` (may be NULL) and returns the chosen status; else 0. */
-__attribute__((visibility("hidden"))) int adr__fault_dispatch(const char* slot,
-                                                              struct adr_error* error);
+int adr__fault_dispatch(const char* slot, struct adr_error* error);
 
 /* Reads ADR_FAULT once (secure_getenv: ignored in elevated processes). A
  * malformed value is returned every time (EINVAL, message naming the
  * variable and the column). */
-__attribute__((visibility("hidden"))) int adr__fault_env(struct adr_error* error);
+int adr__fault_env(struct adr_error* error);
 
 /* Turns injection off (process teardown: nothing may fail there). */
-__attribute__((visibility("hidden"))) void adr__fault_disarm(void);
+void adr__fault_disarm(void);
 
 #endif /* ADR_CORE_FAULT_H */

@@ -14,12 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-__attribute__((visibility("hidden"))) void* adr__malloc(size_t size);
-__attribute__((visibility("hidden"))) void* adr__calloc(size_t n, size_t size);
-__attribute__((visibility("hidden"))) void* adr__realloc(void* ptr, size_t size);
-__attribute__((visibility("hidden"))) void* adr__aligned_alloc(size_t alignment, size_t size);
-__attribute__((visibility("hidden"))) char* adr__strdup(const char* s);
-__attribute__((visibility("hidden"))) char* adr__strndup(const char* s, size_t n);
+void* adr__malloc(size_t size);
+void* adr__calloc(size_t n, size_t size);
+void* adr__realloc(void* ptr, size_t size);
+void* adr__aligned_alloc(size_t alignment, size_t size);
+char* adr__strdup(const char* s);
+char* adr__strndup(const char* s, size_t n);
 
 #ifndef ADR__FAULT_NO_REDIRECT
 #define malloc(size) adr__malloc(size)

@@ -14,29 +14,37 @@
 #include "adr/adr.h"
 #include "adr/backend.h"
 
-#define ADR_INTERNAL __attribute__((visibility("hidden")))
+/* Every symbol of the core is hidden unless its declaration says ADR_API
+ * (-fvisibility=hidden in meson.build), so internal declarations carry no
+ * visibility mark. The exception is the four extern variables read on hot
+ * paths (adr__log_level_value, adr__shutdown_flag, adr__fault_armed,
+ * adr__validate_state): the flag does not reach extern declarations, and
+ * marked hidden they are read PC-relative instead of through the GOT.
+ * ADR_INTERNAL is kept empty only for core/array/array_internal.h until its
+ * declarations drop it. */
+#define ADR_INTERNAL
 
-#include "fault.h" /* the fault-injection hook in ADR__DISPATCH */
+#include "fault.h" /* the fault-injection hook of dispatch.c */
 
 /* ---- logging (log.c) ---------------------------------------------------- */
 
 /* Current ADR_LOG level; read without a lock on every dispatch, so it is a
  * relaxed atomic set once by the environment reader. */
-extern ADR_INTERNAL _Atomic int adr__log_level_value;
+extern __attribute__((visibility("hidden"))) _Atomic int adr__log_level_value;
 
 static inline int adr__log_level(void) {
   return atomic_load_explicit(&adr__log_level_value, memory_order_relaxed);
 }
-ADR_INTERNAL void adr__log(int level, const char* component, const char* fmt, ...) ADR_PRINTF(3, 4);
-ADR_INTERNAL void adr__log_configure(int level, const char* file_path);
+void adr__log(int level, const char* component, const char* fmt, ...) ADR_PRINTF(3, 4);
+void adr__log_configure(int level, const char* file_path);
 /* Monotonic nanoseconds, for trace durations. */
-ADR_INTERNAL uint64_t adr__now_ns(void);
+uint64_t adr__now_ns(void);
 
 /* ---- errors (error.c) --------------------------------------------------- */
 
 /* Prefixes "[op]" (and "[backend]" when given) to a formatted message. */
-ADR_INTERNAL int adr__errorf(struct adr_error* error, int status, const char* op,
-                             const char* backend, const char* fmt, ...) ADR_PRINTF(5, 6);
+int adr__errorf(struct adr_error* error, int status, const char* op, const char* backend,
+                const char* fmt, ...) ADR_PRINTF(5, 6);
 
 /* ---- environment (env.c) ------------------------------------------------ */
 
@@ -56,14 +64,14 @@ struct adr__config {
 /* Read only after adr__ensure_init returned 0 (or through adr__config(),
  * which calls it): before the configuration is published, its fields are
  * empty. */
-ADR_INTERNAL const struct adr__config* adr__config(void);
+const struct adr__config* adr__config(void);
 /* Reads and publishes the environment on first success. EINVAL (a
  * malformed variable) is sticky; any other status (ENOMEM) is not: nothing
  * is published and the next call reads again. */
-ADR_INTERNAL int adr__ensure_init(struct adr_error* error);
+int adr__ensure_init(struct adr_error* error);
 /* Whether the process runs with elevated privileges (AT_SECURE: setuid,
  * setgid or file capabilities), i.e. whether secure_getenv returns NULL. */
-ADR_INTERNAL bool adr__elevated(void);
+bool adr__elevated(void);
 
 /* ---- selector (selector.c) ---------------------------------------------- */
 
@@ -88,17 +96,17 @@ struct adr__selector {
 
 /* Parse ADR_DEVICE / ADR_BACKENDS text. On error: EINVAL and a message
  * naming `variable`, the 1-based column and what was expected. */
-ADR_INTERNAL int adr__parse_device_list(const char* variable, const char* text,
-                                        struct adr__selector** out, struct adr_error* error);
-ADR_INTERNAL int adr__parse_backend_list(const char* variable, const char* text,
-                                         struct adr__selector** out, struct adr_error* error);
-ADR_INTERNAL void adr__selector_free(struct adr__selector* sel);
+int adr__parse_device_list(const char* variable, const char* text, struct adr__selector** out,
+                           struct adr_error* error);
+int adr__parse_backend_list(const char* variable, const char* text, struct adr__selector** out,
+                            struct adr_error* error);
+void adr__selector_free(struct adr__selector* sel);
 /* Whether ADR_BACKENDS (NULL = everything) lets backend `name` load. */
-ADR_INTERNAL bool adr__backend_allowed(const struct adr__selector* rules, const char* name);
+bool adr__backend_allowed(const struct adr__selector* rules, const char* name);
 /* Device type for a selector name ("cuda", "hip_host" ...), 0 if unknown. */
-ADR_INTERNAL ArrowDeviceType adr__device_type_from_name(const char* name, size_t len);
+ArrowDeviceType adr__device_type_from_name(const char* name, size_t len);
 
-/* ---- registry and loader (registry.c, loader.c) ------------------------- */
+/* ---- registry, loader and devices (registry.c, loader.c, device.c) ------- */
 
 struct adr_device;
 
@@ -121,7 +129,7 @@ struct adr__backend {
 /* The loader's checks of a backend's table (ABI, struct_size, name, device
  * types, ADR_BACKEND_REQUIRED_SLOTS): false with b->state REJECTED and
  * b->reason set when one fails. */
-ADR_INTERNAL bool adr__loader_check_table(struct adr__backend* b, const struct adr_backend* vt);
+bool adr__loader_check_table(struct adr__backend* b, const struct adr_backend* vt);
 
 /* A slot of the vtable is usable if the backend's struct covers it and it
  * is not NULL. */
@@ -166,85 +174,73 @@ struct adr_device {
   struct adr__device_memory* memory; /* set by adr__memory_device_init */
 };
 
+/* Device objects (device.c). adr__device_create wraps a device the backend
+ * opened or adopted: its default stream, capabilities and memory state;
+ * on failure the backend's device is closed and nothing is kept. Registry
+ * lock held. adr__device_release gives back its memory state, default
+ * stream and native device at process exit (the struct stays). */
+int adr__device_create(struct adr__backend* b, const char* api, ArrowDeviceType type, int64_t id,
+                       struct adr_backend_device* handle, struct adr_device** out,
+                       struct adr_error* error);
+void adr__device_release(struct adr_device* dev);
+
 /* Registry lock: guards backend loading and device creation only. */
-ADR_INTERNAL pthread_mutex_t* adr__registry_lock(void);
+pthread_mutex_t* adr__registry_lock(void);
 /* Load (if needed) the backend that serves `type`; NULL + error if none. */
-ADR_INTERNAL struct adr__backend* adr__backend_for_type(ArrowDeviceType type,
-                                                        struct adr_error* error);
+struct adr__backend* adr__backend_for_type(ArrowDeviceType type, struct adr_error* error);
 /* Loader: fill b->dl/vt/state from the search path. Registry lock held. */
-ADR_INTERNAL void adr__loader_load(struct adr__backend* b);
+void adr__loader_load(struct adr__backend* b);
 /* Loader: find third-party libadr_*.so in ADR_PLUGIN_PATH and append them
  * to the registry (not loaded). Registry lock held. */
-ADR_INTERNAL void adr__loader_discover(void);
-ADR_INTERNAL const char* adr__loader_search_path(void);
-ADR_INTERNAL const struct adr_backend_host* adr__host_services(void);
+void adr__loader_discover(void);
+const char* adr__loader_search_path(void);
+const struct adr_backend_host* adr__host_services(void);
 /* Registry internals for the loader. */
-ADR_INTERNAL struct adr__backend* adr__registry_add(const char* name, const char* library,
-                                                    bool in_manifest);
-ADR_INTERNAL struct adr__backend* adr__registry_find(const char* name);
+struct adr__backend* adr__registry_add(const char* name, const char* library, bool in_manifest);
+struct adr__backend* adr__registry_find(const char* name);
 
 /* ---- memory front end (alloc.c) ----------------------------------------- */
 
 /* Called once per device after it is created (registry lock held) and at
  * process exit before the device is closed. */
-ADR_INTERNAL void adr__memory_device_init(struct adr_device* dev);
-ADR_INTERNAL void adr__memory_device_teardown(struct adr_device* dev);
+void adr__memory_device_init(struct adr_device* dev);
+void adr__memory_device_teardown(struct adr_device* dev);
 /* Called by adr_stream_destroy before the backend destroys the stream: the
  * pool stops keying cached blocks by it. */
-ADR_INTERNAL void adr__memory_stream_retire(struct adr_stream* stream);
+void adr__memory_stream_retire(struct adr_stream* stream);
 
 /* ---- allocation table (alloc_table.c) ----------------------------------- */
 
-ADR_INTERNAL struct adr__alloc_table* adr__alloc_table_create(void);
-ADR_INTERNAL void adr__alloc_table_destroy(struct adr__alloc_table* t);
+struct adr__alloc_table* adr__alloc_table_create(void);
+void adr__alloc_table_destroy(struct adr__alloc_table* t);
 /* Record ptr -> size; ENOMEM if the table cannot grow. */
-ADR_INTERNAL int adr__alloc_table_insert(struct adr__alloc_table* t, void* ptr, size_t size);
+int adr__alloc_table_insert(struct adr__alloc_table* t, void* ptr, size_t size);
 /* Remove ptr if it is recorded with `size`: 0; ENOENT unknown pointer;
  * ERANGE recorded with another size (*out_size tells which); nothing
  * removed on error. */
-ADR_INTERNAL int adr__alloc_table_remove(struct adr__alloc_table* t, void* ptr, size_t size,
-                                         size_t* out_size);
-ADR_INTERNAL size_t adr__alloc_table_count(struct adr__alloc_table* t);
+int adr__alloc_table_remove(struct adr__alloc_table* t, void* ptr, size_t size, size_t* out_size);
+size_t adr__alloc_table_count(struct adr__alloc_table* t);
 /* The same, carrying two words per allocation (the allocation handler it
  * came from, and the pool's block for the built-in pool); remove returns
  * them in *out_data / *out_cookie (either may be NULL). */
-ADR_INTERNAL int adr__alloc_table_insert_data(struct adr__alloc_table* t, void* ptr, size_t size,
-                                              const void* data, void* cookie);
-ADR_INTERNAL int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t size,
-                                              size_t* out_size, const void** out_data,
-                                              void** out_cookie);
+int adr__alloc_table_insert_data(struct adr__alloc_table* t, void* ptr, size_t size,
+                                 const void* data, void* cookie);
+int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t size,
+                                 size_t* out_size, const void** out_data, void** out_cookie);
 
-/* ---- tracing of dispatched calls ---------------------------------------- */
+/* ---- tracing and error context of dispatched calls (dispatch.c) --------- */
 
-/* Wraps one indirect call into a backend slot: at ADR_LOG=trace logs the
- * call with its duration and status; on failure rewrites the backend's
- * message so it names the public operation and the backend:
- * "[adr_copy][opencl] CL_...: ...". `call` yields int; a variable named
- * `error` (struct adr_error*) must be in scope. */
-#define ADR__DISPATCH(dev, api, slot, call, fmt, ...)                                              \
-  __extension__({                                                                                  \
-    int adr__st_;                                                                                  \
-    if (__builtin_expect(atomic_load_explicit(&adr__fault_armed, memory_order_relaxed) != 0, 0) && \
-        (adr__st_ = adr__fault_dispatch(slot, error)) != 0) {                                      \
-      /* injected (core/fault.c): the backend is not called */                                     \
-    } else if (__builtin_expect(adr__log_level() < ADR_LOG_TRACE, 1)) {                            \
-      adr__st_ = (call);                                                                           \
-    } else {                                                                                       \
-      uint64_t adr__t0_ = adr__now_ns();                                                           \
-      adr__st_ = (call);                                                                           \
-      adr__dispatch_traced_end(adr__t0_, adr__st_, (dev)->name, slot, fmt, __VA_ARGS__);           \
-    }                                                                                              \
-    if (__builtin_expect(adr__st_ != 0, 0)) adr__error_context(error, adr__st_, api, dev);         \
-    adr__st_;                                                                                      \
-  })
-
+/* The calls into a backend are the functions of dispatch.h; these are the
+ * pieces they share with the rest of the core. */
 /* "512 B", "4 KiB", "1.5 GiB" into buf (core/error.c); returns buf. */
-ADR_INTERNAL const char* adr__format_bytes(uint64_t bytes, char* buf, size_t size);
+const char* adr__format_bytes(uint64_t bytes, char* buf, size_t size);
 
-ADR_INTERNAL void adr__error_context(struct adr_error* error, int status, const char* api,
-                                     const struct adr_device* dev);
-ADR_INTERNAL int adr__dispatch_traced_end(uint64_t start_ns, int status, const char* dev,
-                                          const char* op, const char* fmt, ...) ADR_PRINTF(5, 6);
+/* Turns a backend's (or an allocation handler's) message in `error` into the
+ * core's: "[api][backend] NATIVE: description" (error.c). The one place a
+ * backend's failure text is rewritten; error may be NULL. */
+void adr__error_context(struct adr_error* error, int status, const char* api, const char* backend);
+int adr__dispatch_traced_end(uint64_t start_ns, int status, const char* dev, const char* op,
+                             const char* fmt, ...) ADR_PRINTF(5, 6);
 
 /* ---- interval index of live allocations (alloc_table.c) ----------------- */
 
@@ -259,34 +255,34 @@ struct adr__range {
 /* Ordered index beside the hash, maintained by alloc.c only for devices
  * whose copies are range-checked (adr__range_checked). O(log n) expected;
  * one mutex per table. insert: ENOMEM when it cannot grow. */
-ADR_INTERNAL int adr__alloc_table_ranges_insert(struct adr__alloc_table* t, void* ptr, size_t size,
-                                                const void* site);
+int adr__alloc_table_ranges_insert(struct adr__alloc_table* t, void* ptr, size_t size,
+                                   const void* site);
 /* Returns the removed range's site (NULL if ptr was not in the index). */
-ADR_INTERNAL const void* adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr);
+const void* adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr);
 /* The live allocation whose [start, start + max(size, 1)) contains p.
  * Each thread remembers its last two answers while the index is unchanged
  * (a version counter), so repeated lookups take no lock. */
-ADR_INTERNAL bool adr__alloc_table_ranges_find(struct adr__alloc_table* t, const void* p,
-                                               struct adr__range* out);
+bool adr__alloc_table_ranges_find(struct adr__alloc_table* t, const void* p,
+                                  struct adr__range* out);
 /* Calls fn (may be NULL) for each range in address order under the read
  * lock (fn must not call back into the table); returns the count. */
-ADR_INTERNAL size_t adr__alloc_table_ranges_foreach(
-    struct adr__alloc_table* t, void (*fn)(void* ctx, const struct adr__range* r), void* ctx);
+size_t adr__alloc_table_ranges_foreach(struct adr__alloc_table* t,
+                                       void (*fn)(void* ctx, const struct adr__range* r),
+                                       void* ctx);
 
 /* ---- process lifetime (registry.c, docs/lifetime.md) --------------------- */
 
 /* Set (never cleared) when the exit-time teardown starts. Every public call
  * that would touch device state checks it and returns ESHUTDOWN. */
-extern ADR_INTERNAL _Atomic int adr__shutdown_flag;
+extern __attribute__((visibility("hidden"))) _Atomic int adr__shutdown_flag;
 static inline bool adr__shut_down(void) {
   return __builtin_expect(atomic_load_explicit(&adr__shutdown_flag, memory_order_acquire) != 0, 0);
 }
 /* ESHUTDOWN with "[op][backend] ESHUTDOWN: ..." (dev may be NULL). */
-ADR_INTERNAL int adr__shutdown_error(struct adr_error* error, const char* op,
-                                     const struct adr_device* dev);
+int adr__shutdown_error(struct adr_error* error, const char* op, const struct adr_device* dev);
 /* Created (not imported, not default) streams are listed so the teardown
  * can drain them; adr_stream_create / adr_stream_destroy call these. */
-ADR_INTERNAL void adr__stream_track(struct adr_stream* stream);
-ADR_INTERNAL void adr__stream_untrack(struct adr_stream* stream);
+void adr__stream_track(struct adr_stream* stream);
+void adr__stream_untrack(struct adr_stream* stream);
 
 #endif /* ADR_CORE_INTERNAL_H */

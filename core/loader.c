@@ -25,7 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "dispatch.h"
 
 #ifndef ADR_BUILD_ROOT
 #define ADR_BUILD_ROOT ""
@@ -339,7 +339,7 @@ void adr__loader_load(struct adr__backend* b) {
   memcpy(b->types, vt->device_types, sizeof(ArrowDeviceType) * vt->device_type_count);
 
   struct adr_error err = {{0}};
-  int st = vt->init(&err);
+  int st = adr__dispatch_init(b, vt, &err);
   if (st != 0) {
     reject(b, st == ENODEV ? ADR_BACKEND_UNAVAILABLE : ADR_BACKEND_REJECTED, "%s%s (%s)",
            st == ENODEV ? "" : "init failed: ", err.message[0] ? err.message : "no message",
@@ -349,7 +349,7 @@ void adr__loader_load(struct adr__backend* b) {
   for (uint32_t i = 0; i < b->type_count; i++) {
     int64_t n = 0;
     memset(&err, 0, sizeof(err));
-    st = vt->device_count(b->types[i], &n, &err);
+    st = adr__dispatch_device_count(b, vt, b->types[i], &n, &err);
     if (st != 0) {
       adr__log(ADR_LOG_WARN, b->name, "device_count(%s) failed: %s",
                adr_device_type_name(b->types[i]) ? adr_device_type_name(b->types[i]) : "?",

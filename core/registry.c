@@ -2,7 +2,9 @@
  *
  * The registry: which backends exist (the in-tree manifest plus third-party
  * libraries found in ADR_PLUGIN_PATH), which device type each serves, and
- * the device objects.
+ * the table of device objects with the lookups that fill it (adr_device_get,
+ * adr_device_default, adr_device_adopt, the enumeration, adr_pointer_query);
+ * device.c makes and releases the objects themselves.
  *
  * Locking: one mutex guards loading backends and creating devices; it is
  * taken by adr_device_get and friends, never by the operations on a device
@@ -22,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "dispatch.h"
 
 #define MAX_BACKENDS 32
 #define MAX_TYPE 32 /* ArrowDeviceType values are small positive integers */
@@ -232,47 +234,6 @@ static int grow_type(struct type_devices* td, size_t need) {
   return 0;
 }
 
-/* Wrap an opened backend device into an adr_device. Lock held. */
-static int make_device_locked(struct adr__backend* b, ArrowDeviceType type, int64_t id,
-                              struct adr_backend_device* handle, struct adr_device** out,
-                              struct adr_error* error) {
-  const char* tname = adr_device_type_name(type);
-  struct adr_device* dev = calloc(1, sizeof(*dev));
-  struct adr__alloc_table* table = adr__alloc_table_create();
-  struct adr_backend_stream* stream = NULL;
-  int st = (dev && table) ? 0 : ENOMEM;
-  if (st) {
-    adr__errorf(error, ENOMEM, "adr_device_get", b->name, "out of memory");
-  } else {
-    st = b->vt->stream_create(handle, ADR_BACKEND_STREAM_DEFAULT, &stream, error);
-  }
-  if (st) {
-    free(dev);
-    if (table) adr__alloc_table_destroy(table);
-    b->vt->device_close(handle);
-    return st;
-  }
-  dev->vt = b->vt;
-  dev->handle = handle;
-  dev->backend = b;
-  dev->type = type;
-  dev->id = id;
-  dev->allocs = table;
-  dev->default_stream.device = dev;
-  dev->default_stream.handle = stream;
-  dev->default_stream.flags = ADR__STREAM_DEFAULT;
-  snprintf(dev->name, sizeof(dev->name), "%.24s:%lld", tname ? tname : b->name, (long long)id);
-
-  struct adr_device_info info;
-  memset(&info, 0, sizeof(info));
-  info.struct_size = sizeof(info);
-  if (b->vt->device_info(handle, &info, NULL) == 0)
-    dev->host_accessible = (info.caps & ADR_CAP_HOST_ACCESSIBLE) != 0;
-  adr__memory_device_init(dev);
-  *out = dev;
-  return 0;
-}
-
 static int device_get_locked(ArrowDeviceType type, int64_t id, struct adr_device** out,
                              struct adr_error* error) {
   if (type <= 0 || type >= MAX_TYPE)
@@ -295,9 +256,9 @@ static int device_get_locked(ArrowDeviceType type, int64_t id, struct adr_device
   if (grow_type(td, (size_t)id + 1) != 0)
     return adr__errorf(error, ENOMEM, "adr_device_get", NULL, "out of memory");
   struct adr_backend_device* handle = NULL;
-  int st = b->vt->device_open(type, id, &handle, error);
+  int st = adr__dispatch_device_open(b, "adr_device_get", type, id, &handle, error);
   if (st) return st;
-  st = make_device_locked(b, type, id, handle, &td->items[id], error);
+  st = adr__device_create(b, "adr_device_get", type, id, handle, &td->items[id], error);
   if (st) return st;
   adr__log(ADR_LOG_INFO, b->name, "opened device %s", td->items[id]->name);
   *out = td->items[id];
@@ -457,70 +418,6 @@ int adr_device_at(size_t index, struct adr_device** out, struct adr_error* error
   return 0;
 }
 
-ArrowDeviceType adr_device_type(const struct adr_device* device) {
-  return device ? device->type : 0;
-}
-
-int64_t adr_device_id(const struct adr_device* device) {
-  return device ? device->id : -1;
-}
-
-const char* adr_device_name(const struct adr_device* device) {
-  return device ? device->name : "(null)";
-}
-
-int adr_device_info_get(struct adr_device* device, struct adr_device_info* out,
-                        struct adr_error* error) {
-  if (device == NULL || out == NULL)
-    return adr__errorf(error, EINVAL, "adr_device_info_get", NULL, "%s is NULL",
-                       device ? "out" : "device");
-  if (out->struct_size < offsetof(struct adr_device_info, reserved))
-    return adr__errorf(error, EINVAL, "adr_device_info_get", NULL,
-                       "out->struct_size %u is too small (set it to sizeof(struct "
-                       "adr_device_info))",
-                       out->struct_size);
-  /* Fill a full-size copy and hand back what the caller's struct holds, so
-   * a backend never writes past an older caller's struct. */
-  struct adr_device_info info;
-  memset(&info, 0, sizeof(info));
-  info.struct_size = sizeof(info);
-  info.device_type = device->type;
-  info.device_id = device->id;
-  info.alignment = ADR_MIN_ALIGNMENT;
-  snprintf(info.backend, sizeof(info.backend), "%.31s", device->backend->name);
-  int st = ADR__DISPATCH(device, "adr_device_info_get", "device_info",
-                         device->vt->device_info(device->handle, &info, error), "%s", "");
-  if (st) return st;
-  uint32_t size = out->struct_size < sizeof(info) ? out->struct_size : (uint32_t)sizeof(info);
-  memcpy(out, &info, size);
-  out->struct_size = size;
-  return 0;
-}
-
-int adr_device_native(struct adr_device* device, int kind, void** out, struct adr_error* error) {
-  if (device == NULL || out == NULL)
-    return adr__errorf(error, EINVAL, "adr_device_native", NULL, "%s is NULL",
-                       device ? "out" : "device");
-  if (!ADR__HAS_SLOT(device->vt, device_native))
-    return adr__errorf(error, ENOTSUP, "adr_device_native", device->backend->name,
-                       "the backend exposes no native handles");
-  return ADR__DISPATCH(device, "adr_device_native", "device_native",
-                       device->vt->device_native(device->handle, kind, out, error), "kind=%d",
-                       kind);
-}
-
-int adr_device_properties(struct adr_device* device, adr_property_fn emit, void* ctx,
-                          struct adr_error* error) {
-  if (device == NULL || emit == NULL)
-    return adr__errorf(error, EINVAL, "adr_device_properties", NULL, "%s is NULL",
-                       device ? "emit" : "device");
-  if (!ADR__HAS_SLOT(device->vt, device_properties))
-    return adr__errorf(error, ENOTSUP, "adr_device_properties", device->backend->name,
-                       "the backend describes no properties");
-  return ADR__DISPATCH(device, "adr_device_properties", "device_properties",
-                       device->vt->device_properties(device->handle, emit, ctx, error), "%s", "");
-}
-
 int adr_device_adopt(ArrowDeviceType type, const void* native_desc, struct adr_device** out,
                      struct adr_error* error) {
   if (native_desc == NULL || out == NULL)
@@ -537,11 +434,6 @@ int adr_device_adopt(ArrowDeviceType type, const void* native_desc, struct adr_d
     pthread_mutex_unlock(&registry_mutex);
     return ENODEV;
   }
-  if (!ADR__HAS_SLOT(b->vt, device_adopt)) {
-    pthread_mutex_unlock(&registry_mutex);
-    return adr__errorf(error, ENOTSUP, "adr_device_adopt", b->name,
-                       "the backend cannot adopt native devices");
-  }
   size_t ti = 0;
   claims(b, type, &ti);
   struct type_devices* td = &devices_by_type[type];
@@ -551,9 +443,10 @@ int adr_device_adopt(ArrowDeviceType type, const void* native_desc, struct adr_d
   if (st) {
     st = adr__errorf(error, ENOMEM, "adr_device_adopt", NULL, "out of memory");
   } else {
-    st = b->vt->device_adopt(type, id, native_desc, &handle, error);
+    st = adr__dispatch_device_adopt(b, "adr_device_adopt", type, id, native_desc, &handle, error);
   }
-  if (st == 0) st = make_device_locked(b, type, id, handle, &td->items[id], error);
+  if (st == 0)
+    st = adr__device_create(b, "adr_device_adopt", type, id, handle, &td->items[id], error);
   if (st == 0) {
     td->adopted++;
     *out = td->items[id];
@@ -627,8 +520,8 @@ int adr_pointer_query(const void* ptr, struct adr_device** out, struct adr_error
   pthread_mutex_lock(&registry_mutex);
   for (size_t i = 0; i < backend_count && type == 0; i++) {
     struct adr__backend* b = &backends[i];
-    if (b->state != ADR_BACKEND_LOADED || !ADR__HAS_SLOT(b->vt, pointer_query)) continue;
-    if (b->vt->pointer_query(ptr, &type, &id, NULL) != 0) type = 0;
+    if (b->state != ADR_BACKEND_LOADED) continue;
+    if (adr__dispatch_pointer_query(b, "adr_pointer_query", ptr, &type, &id, NULL) != 0) type = 0;
   }
   if (type != 0) st = device_get_locked(type, id, out, error);
   pthread_mutex_unlock(&registry_mutex);
@@ -848,7 +741,7 @@ static void teardown(void) {
   for (struct adr_stream* s = live_streams; s != NULL; s = s->live_next) {
     struct adr_device* dev = s->device;
     struct adr_error e = {{0}};
-    if (dev->vt->stream_synchronize(dev->handle, s->handle, &e) != 0) {
+    if (adr__dispatch_stream_synchronize(dev, "teardown", s->handle, &e) != 0) {
       char why[sizeof(e.message) + 64];
       snprintf(why, sizeof(why), "a stream failed to drain (%s)", e.message);
       abandon(dev, why);
@@ -860,7 +753,7 @@ static void teardown(void) {
       struct adr_device* dev = td->items[i];
       if (dev == NULL || dev->vt == &shutdown_vtable) continue;
       struct adr_error e = {{0}};
-      if (dev->vt->stream_synchronize(dev->handle, dev->default_stream.handle, &e) != 0) {
+      if (adr__dispatch_stream_synchronize(dev, "teardown", dev->default_stream.handle, &e) != 0) {
         char why[sizeof(e.message) + 64];
         snprintf(why, sizeof(why), "the default stream failed to drain (%s)", e.message);
         abandon(dev, why);
@@ -873,7 +766,7 @@ static void teardown(void) {
     /* No adr__memory_stream_retire: it records events, which a backend
      * whose exit handler already ran cannot do; the pool goes next anyway,
      * and its destruction does not look at streams. */
-    dev->vt->stream_destroy(dev->handle, s->handle, NULL);
+    adr__dispatch_stream_destroy(dev, "teardown", s->handle, NULL);
     s->handle = NULL;
   }
   pthread_mutex_unlock(&streams_mutex);
@@ -882,11 +775,7 @@ static void teardown(void) {
     for (size_t i = 0; i < td->cap; i++) {
       struct adr_device* dev = td->items[i];
       if (dev == NULL || dev->vt == &shutdown_vtable) continue;
-      if (!is_abandoned(dev)) {
-        adr__memory_device_teardown(dev);
-        dev->vt->stream_destroy(dev->handle, dev->default_stream.handle, NULL);
-        dev->vt->device_close(dev->handle);
-      }
+      if (!is_abandoned(dev)) adr__device_release(dev);
       dev->vt = &shutdown_vtable;
       dev->handle = NULL;
       dev->default_stream.handle = NULL;
@@ -895,10 +784,10 @@ static void teardown(void) {
   atomic_store(&default_device, NULL);
   for (size_t i = 0; i < backend_count; i++) {
     struct adr__backend* b = &backends[i];
-    if (b->state != ADR_BACKEND_LOADED || !ADR__HAS_SLOT(b->vt, shutdown)) continue;
+    if (b->state != ADR_BACKEND_LOADED) continue;
     bool keep = false;
     for (size_t k = 0; k < abandoned_count; k++) keep |= abandoned[k]->backend == b;
-    if (!keep && !abandoned_overflow) b->vt->shutdown();
+    if (!keep && !abandoned_overflow) adr__dispatch_shutdown(b);
   }
   pthread_mutex_unlock(&registry_mutex);
 }

@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "dispatch.h"
 #include "validate.h"
 
 /* Objects are made and released under the layer's regime, which is fixed
@@ -55,8 +55,7 @@ int adr_stream_create(struct adr_device* device, struct adr_stream** out, struct
   struct adr_stream* s = obj_new(v, ADR__VOBJ_STREAM, sizeof(*s), ADR__CALL_SITE());
   if (s == NULL)
     return adr__errorf(error, ENOMEM, "adr_stream_create", BACKEND(device), "out of memory");
-  int st = ADR__DISPATCH(device, "adr_stream_create", "stream_create",
-                         device->vt->stream_create(device->handle, 0, &s->handle, error), "%s", "");
+  int st = adr__dispatch_stream_create(device, "adr_stream_create", 0, &s->handle, error);
   if (st) {
     obj_discard(v, s);
     return st;
@@ -77,9 +76,7 @@ int adr_stream_destroy(struct adr_stream* stream, struct adr_error* error) {
     return adr__errorf(error, EINVAL, "adr_stream_destroy", BACKEND(dev),
                        "the default stream of %s cannot be destroyed", dev->name);
   adr__memory_stream_retire(stream);
-  int st = ADR__DISPATCH(dev, "adr_stream_destroy", "stream_destroy",
-                         dev->vt->stream_destroy(dev->handle, stream->handle, error), "%p",
-                         (void*)stream->handle);
+  int st = adr__dispatch_stream_destroy(dev, "adr_stream_destroy", stream->handle, error);
   if (st) return st;
   adr__stream_untrack(stream);
   obj_release(stream, ADR__CALL_SITE());
@@ -91,9 +88,7 @@ int adr_stream_synchronize(struct adr_stream* stream, struct adr_error* error) {
     return adr__errorf(error, EINVAL, "adr_stream_synchronize", NULL, "stream is NULL");
   CHECK_STREAM("adr_stream_synchronize", stream);
   struct adr_device* dev = stream->device;
-  return ADR__DISPATCH(dev, "adr_stream_synchronize", "stream_synchronize",
-                       dev->vt->stream_synchronize(dev->handle, stream->handle, error), "%p",
-                       (void*)stream->handle);
+  return adr__dispatch_stream_synchronize(dev, "adr_stream_synchronize", stream->handle, error);
 }
 
 struct adr_stream* adr_stream_default(struct adr_device* device) {
@@ -111,17 +106,12 @@ int adr_stream_import(struct adr_device* device, void* native_stream, struct adr
                        device == NULL          ? "device"
                        : native_stream == NULL ? "native_stream"
                                                : "out");
-  if (!ADR__HAS_SLOT(device->vt, stream_import))
-    return adr__errorf(error, ENOTSUP, "adr_stream_import", BACKEND(device),
-                       "the backend cannot wrap native streams");
   bool v = adr__validate_begin();
   struct adr_stream* s = obj_new(v, ADR__VOBJ_STREAM, sizeof(*s), ADR__CALL_SITE());
   if (s == NULL)
     return adr__errorf(error, ENOMEM, "adr_stream_import", BACKEND(device), "out of memory");
   int st =
-      ADR__DISPATCH(device, "adr_stream_import", "stream_import",
-                    device->vt->stream_import(device->handle, native_stream, &s->handle, error),
-                    "native=%p", native_stream);
+      adr__dispatch_stream_import(device, "adr_stream_import", native_stream, &s->handle, error);
   if (st) {
     obj_discard(v, s);
     return st;
@@ -140,8 +130,7 @@ void* adr_stream_native(struct adr_stream* stream) {
     return NULL;
   }
   struct adr_device* dev = stream->device;
-  if (!ADR__HAS_SLOT(dev->vt, stream_native)) return NULL;
-  return dev->vt->stream_native(dev->handle, stream->handle);
+  return adr__dispatch_stream_native(dev, stream->handle);
 }
 
 int adr_event_create(struct adr_device* device, struct adr_event** out, struct adr_error* error) {
@@ -152,8 +141,7 @@ int adr_event_create(struct adr_device* device, struct adr_event** out, struct a
   struct adr_event* e = obj_new(v, ADR__VOBJ_EVENT, sizeof(*e), ADR__CALL_SITE());
   if (e == NULL)
     return adr__errorf(error, ENOMEM, "adr_event_create", BACKEND(device), "out of memory");
-  int st = ADR__DISPATCH(device, "adr_event_create", "event_create",
-                         device->vt->event_create(device->handle, &e->handle, error), "%s", "");
+  int st = adr__dispatch_event_create(device, "adr_event_create", &e->handle, error);
   if (st) {
     obj_discard(v, e);
     return st;
@@ -168,9 +156,7 @@ int adr_event_destroy(struct adr_event* event, struct adr_error* error) {
   if (event == NULL) return adr__errorf(error, EINVAL, "adr_event_destroy", NULL, "event is NULL");
   CHECK_EVENT("adr_event_destroy", event);
   struct adr_device* dev = event->device;
-  int st = ADR__DISPATCH(dev, "adr_event_destroy", "event_destroy",
-                         dev->vt->event_destroy(dev->handle, event->handle, error), "%p",
-                         (void*)event->handle);
+  int st = adr__dispatch_event_destroy(dev, "adr_event_destroy", event->handle, error);
   if (st) return st;
   obj_release(event, ADR__CALL_SITE());
   return 0;
@@ -189,9 +175,7 @@ int adr_event_record(struct adr_event* event, struct adr_stream* stream, struct 
     return adr__errorf(error, EINVAL, "adr_event_record", BACKEND(dev),
                        "an imported event belongs to its producer and cannot be re-recorded");
   struct adr_backend_stream* s = stream ? stream->handle : dev->default_stream.handle;
-  return ADR__DISPATCH(dev, "adr_event_record", "event_record",
-                       dev->vt->event_record(dev->handle, event->handle, s, error), "event=%p",
-                       (void*)event->handle);
+  return adr__dispatch_event_record(dev, "adr_event_record", event->handle, s, error);
 }
 
 int adr_stream_wait_event(struct adr_stream* stream, struct adr_event* event,
@@ -205,9 +189,8 @@ int adr_stream_wait_event(struct adr_stream* stream, struct adr_event* event,
   /* A stream of another backend cannot wait on this event device-side:
    * the host waits instead, which orders the work just as well. */
   if (sdev->backend != edev->backend || stream == NULL) return adr_event_synchronize(event, error);
-  return ADR__DISPATCH(sdev, "adr_stream_wait_event", "event_wait",
-                       sdev->vt->event_wait(sdev->handle, event->handle, stream->handle, error),
-                       "event=%p stream=%p", (void*)event->handle, (void*)stream->handle);
+  return adr__dispatch_event_wait(sdev, "adr_stream_wait_event", event->handle, stream->handle,
+                                  error);
 }
 
 int adr_event_synchronize(struct adr_event* event, struct adr_error* error) {
@@ -215,16 +198,14 @@ int adr_event_synchronize(struct adr_event* event, struct adr_error* error) {
     return adr__errorf(error, EINVAL, "adr_event_synchronize", NULL, "event is NULL");
   CHECK_EVENT("adr_event_synchronize", event);
   struct adr_device* dev = event->device;
-  return ADR__DISPATCH(dev, "adr_event_synchronize", "event_synchronize",
-                       dev->vt->event_synchronize(dev->handle, event->handle, error), "event=%p",
-                       (void*)event->handle);
+  return adr__dispatch_event_synchronize(dev, "adr_event_synchronize", event->handle, error);
 }
 
 int adr_event_query(struct adr_event* event, struct adr_error* error) {
   if (event == NULL) return adr__errorf(error, EINVAL, "adr_event_query", NULL, "event is NULL");
   CHECK_EVENT("adr_event_query", event);
   struct adr_device* dev = event->device;
-  return dev->vt->event_query(dev->handle, event->handle, error);
+  return adr__dispatch_event_query(dev, "adr_event_query", event->handle, error);
 }
 
 void* adr_event_native(struct adr_event* event) {
@@ -234,7 +215,7 @@ void* adr_event_native(struct adr_event* event) {
     return NULL;
   }
   struct adr_device* dev = event->device;
-  return dev->vt->event_native(dev->handle, event->handle);
+  return adr__dispatch_event_native(dev, event->handle);
 }
 
 int adr_event_import(struct adr_device* device, void* sync_event, struct adr_event** out,
@@ -244,16 +225,11 @@ int adr_event_import(struct adr_device* device, void* sync_event, struct adr_eve
                        device == NULL       ? "device"
                        : sync_event == NULL ? "sync_event"
                                             : "out");
-  if (!ADR__HAS_SLOT(device->vt, event_import))
-    return adr__errorf(error, ENOTSUP, "adr_event_import", BACKEND(device),
-                       "the backend cannot wrap native events");
   bool v = adr__validate_begin();
   struct adr_event* e = obj_new(v, ADR__VOBJ_EVENT, sizeof(*e), ADR__CALL_SITE());
   if (e == NULL)
     return adr__errorf(error, ENOMEM, "adr_event_import", BACKEND(device), "out of memory");
-  int st = ADR__DISPATCH(device, "adr_event_import", "event_import",
-                         device->vt->event_import(device->handle, sync_event, &e->handle, error),
-                         "sync_event=%p", sync_event);
+  int st = adr__dispatch_event_import(device, "adr_event_import", sync_event, &e->handle, error);
   if (st) {
     obj_discard(v, e);
     return st;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatch.h"
 #include "memory/memory_internal.h"
 
 _Atomic int adr__validate_state = -1;
@@ -294,8 +295,8 @@ static size_t ring_head, ring_count, ring_bytes;
 static void release(struct qentry* q) {
   struct adr_device* dev = q->dev;
   if (q->event != NULL) {
-    dev->vt->event_synchronize(dev->handle, q->event, NULL);
-    dev->vt->event_destroy(dev->handle, q->event, NULL);
+    adr__dispatch_event_synchronize(dev, "adr_free", q->event, NULL);
+    adr__dispatch_event_destroy(dev, "adr_free", q->event, NULL);
   }
   if (dev->memory != NULL)
     adr__memory_free(dev, q->handler, q->ptr, q->size ? q->size : 1, NULL, q->cookie, NULL);
@@ -326,9 +327,9 @@ bool adr__validate_free_defer(struct adr_device* dev, const void* handler, void*
   if (stream != NULL) {
     /* The handler will see a host-ordered free: remember where the
      * stream was so that release() waits for exactly that work. */
-    if (dev->vt->event_create(dev->handle, &q.event, NULL) != 0) return false;
-    if (dev->vt->event_record(dev->handle, q.event, stream->handle, NULL) != 0) {
-      dev->vt->event_destroy(dev->handle, q.event, NULL);
+    if (adr__dispatch_event_create(dev, "adr_free", &q.event, NULL) != 0) return false;
+    if (adr__dispatch_event_record(dev, "adr_free", q.event, stream->handle, NULL) != 0) {
+      adr__dispatch_event_destroy(dev, "adr_free", q.event, NULL);
       return false;
     }
   }

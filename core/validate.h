@@ -28,7 +28,7 @@
 #include "internal.h"
 
 /* -1 undecided, 0 off, 1 on. Written once under a once-guard. */
-extern ADR_INTERNAL _Atomic int adr__validate_state;
+extern __attribute__((visibility("hidden"))) _Atomic int adr__validate_state;
 
 /* The layer is on. For calls that only use existing objects: while the
  * state is undecided no object exists that it would have to know about. */
@@ -36,7 +36,7 @@ extern ADR_INTERNAL _Atomic int adr__validate_state;
   __builtin_expect(atomic_load_explicit(&adr__validate_state, memory_order_relaxed) > 0, 0)
 
 /* Decides the state (reads ADR_VALIDATE) if nobody did; returns it. */
-ADR_INTERNAL bool adr__validate_decide(void);
+bool adr__validate_decide(void);
 
 /* For calls that create objects: the layer is on, deciding it first if
  * this is the first such call. */
@@ -74,8 +74,8 @@ static inline int adr__range_sane(const char* op, const struct adr_device* dev, 
 /* EINVAL when [p, p+size) starts inside a live allocation of dev and runs
  * past its end. An address in no allocation adr made (memory of an
  * imported array, host memory on the CPU device) is not checked here. */
-ADR_INTERNAL int adr__range_check_slow(const char* op, struct adr_device* dev, const char* what,
-                                       const void* p, size_t size, struct adr_error* error);
+int adr__range_check_slow(const char* op, struct adr_device* dev, const char* what, const void* p,
+                          size_t size, struct adr_error* error);
 
 static inline int adr__range_check(const char* op, struct adr_device* dev, const char* what,
                                    const void* p, size_t size, struct adr_error* error) {
@@ -89,43 +89,41 @@ static inline int adr__range_check(const char* op, struct adr_device* dev, const
 enum { ADR__VOBJ_STREAM = 1, ADR__VOBJ_EVENT = 2 };
 
 /* A stream or event with the layer's header in front (zeroed object). */
-ADR_INTERNAL void* adr__validate_obj_create(int kind, size_t size, const void* site);
+void* adr__validate_obj_create(int kind, size_t size, const void* site);
 /* Object is live now (its device is set): it enters the leak list. */
-ADR_INTERNAL void adr__validate_obj_live(void* obj);
+void adr__validate_obj_live(void* obj);
 /* Creation failed: freed at once. */
-ADR_INTERNAL void adr__validate_obj_discard(void* obj);
+void adr__validate_obj_discard(void* obj);
 /* Destroyed: marked dead with the site and quarantined (freed later, in
  * creation-independent FIFO order, once the quarantine is full). */
-ADR_INTERNAL void adr__validate_obj_destroy(void* obj, const void* site);
+void adr__validate_obj_destroy(void* obj, const void* site);
 
 /* 0 for NULL, a default stream or a live stream; EINVAL naming the stream
  * and where it was destroyed otherwise. */
-ADR_INTERNAL int adr__validate_stream_slow(const char* op, const struct adr_stream* stream,
-                                           struct adr_error* error);
+int adr__validate_stream_slow(const char* op, const struct adr_stream* stream,
+                              struct adr_error* error);
 static inline int adr__validate_stream(const char* op, const struct adr_stream* stream,
                                        struct adr_error* error) {
   if (stream == NULL || (stream->flags & ADR__STREAM_DEFAULT)) return 0;
   return adr__validate_stream_slow(op, stream, error);
 }
-ADR_INTERNAL int adr__validate_event(const char* op, const struct adr_event* event,
-                                     struct adr_error* error);
+int adr__validate_event(const char* op, const struct adr_event* event, struct adr_error* error);
 
 /* ---- frees (layer on) ---------------------------------------------------- */
 
 /* alloc.c: the allocation (already out of the table) goes to the
  * quarantine instead of its handler; true when it did (false: hand it to
  * the handler now). */
-ADR_INTERNAL bool adr__validate_free_defer(struct adr_device* dev, const void* handler, void* ptr,
-                                           size_t size, void* cookie, struct adr_stream* stream,
-                                           const void* alloc_site, const void* free_site);
+bool adr__validate_free_defer(struct adr_device* dev, const void* handler, void* ptr, size_t size,
+                              void* cookie, struct adr_stream* stream, const void* alloc_site,
+                              const void* free_site);
 /* alloc.c, for a pointer the table does not know: EINVAL with a double
  * free message when ptr is in the quarantine, else 0. */
-ADR_INTERNAL int adr__validate_free_unknown(struct adr_device* dev, void* ptr,
-                                            struct adr_error* error);
+int adr__validate_free_unknown(struct adr_device* dev, void* ptr, struct adr_error* error);
 /* Releases dev's quarantined allocations to their handlers (an allocation
  * failed for lack of memory, or exit). */
-ADR_INTERNAL void adr__validate_flush(struct adr_device* dev);
+void adr__validate_flush(struct adr_device* dev);
 /* A validated allocation was made on dev (for the leak report). */
-ADR_INTERNAL void adr__validate_note_device(struct adr_device* dev);
+void adr__validate_note_device(struct adr_device* dev);
 
 #endif /* ADR_CORE_VALIDATE_H */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatch.h"
 #include "memory_internal.h"
 
 #define OOM_MAX_ATTEMPTS 64
@@ -29,14 +30,12 @@ static struct adr_backend_stream* backend_stream(struct adr_device* dev,
 static int backend_alloc(void* ctx, struct adr_device* dev, size_t size, size_t alignment,
                          struct adr_stream* stream, void** out, struct adr_error* error) {
   (void)ctx;
-  int st = ADR__DISPATCH(
-      dev, "adr_alloc", "alloc",
-      dev->vt->alloc(dev->handle, size, alignment, backend_stream(dev, stream), out, error),
-      "size=%zu align=%zu", size, alignment);
+  int st = adr__dispatch_alloc(dev, "adr_alloc", size, alignment, backend_stream(dev, stream), out,
+                               error);
   /* A NULL stream promises memory usable at once, everywhere. */
   if (st == 0 && stream == NULL && dev->memory != NULL && dev->memory->stream_ordered_alloc) {
-    st = dev->vt->stream_synchronize(dev->handle, dev->default_stream.handle, error);
-    if (st != 0) dev->vt->free(dev->handle, *out, size, dev->default_stream.handle, NULL);
+    st = adr__dispatch_stream_synchronize(dev, "adr_alloc", dev->default_stream.handle, error);
+    if (st != 0) adr__dispatch_free(dev, "adr_alloc", *out, size, dev->default_stream.handle, NULL);
   }
   return st;
 }
@@ -44,9 +43,7 @@ static int backend_alloc(void* ctx, struct adr_device* dev, size_t size, size_t 
 static int backend_free(void* ctx, struct adr_device* dev, void* ptr, size_t size,
                         struct adr_stream* stream, struct adr_error* error) {
   (void)ctx;
-  return ADR__DISPATCH(dev, "adr_free", "free",
-                       dev->vt->free(dev->handle, ptr, size, backend_stream(dev, stream), error),
-                       "ptr=%p size=%zu", ptr, size);
+  return adr__dispatch_free(dev, "adr_free", ptr, size, backend_stream(dev, stream), error);
 }
 
 static const struct adr_allocator backend_handler = {
@@ -114,29 +111,50 @@ static int up_alloc(void* ctx, size_t size, size_t alignment, void** out, struct
 static void up_free(void* ctx, void* ptr, size_t size) {
   backend_free(NULL, ctx, ptr, size, NULL, NULL);
 }
+/* The pool's event calls. A failure is not the application's: the pool
+ * falls back to not reusing the block (pool.h), so it is returned to the
+ * pool as before and logged here as a warning with the backend's message,
+ * "[pool][backend] NATIVE: description". */
+static int ev_failed(struct adr_device* dev, int st, const struct adr_error* e) {
+  if (st != 0)
+    adr__log(ADR_LOG_WARN, dev->name, "%s (the pool does not reuse the blocks it covers)",
+             e->message);
+  return st;
+}
 static int ev_create(void* ctx, void** out) {
   struct adr_device* dev = ctx;
-  return dev->vt->event_create(dev->handle, (struct adr_backend_event**)out, NULL);
+  struct adr_error e = {{0}};
+  return ev_failed(
+      dev, adr__dispatch_event_create(dev, "pool", (struct adr_backend_event**)out, &e), &e);
 }
 static void ev_destroy(void* ctx, void* ev) {
   struct adr_device* dev = ctx;
-  dev->vt->event_destroy(dev->handle, ev, NULL);
+  struct adr_error e = {{0}};
+  ev_failed(dev, adr__dispatch_event_destroy(dev, "pool", ev, &e), &e);
 }
 static int ev_record(void* ctx, void* ev, void* stream) {
   struct adr_device* dev = ctx;
-  return dev->vt->event_record(dev->handle, ev, ((struct adr_stream*)stream)->handle, NULL);
+  struct adr_error e = {{0}};
+  return ev_failed(
+      dev, adr__dispatch_event_record(dev, "pool", ev, ((struct adr_stream*)stream)->handle, &e),
+      &e);
 }
 static int ev_wait(void* ctx, void* ev, void* stream) {
   struct adr_device* dev = ctx;
-  return dev->vt->event_wait(dev->handle, ev, ((struct adr_stream*)stream)->handle, NULL);
+  struct adr_error e = {{0}};
+  return ev_failed(
+      dev, adr__dispatch_event_wait(dev, "pool", ev, ((struct adr_stream*)stream)->handle, &e), &e);
 }
 static int ev_query(void* ctx, void* ev) {
   struct adr_device* dev = ctx;
-  return dev->vt->event_query(dev->handle, ev, NULL);
+  struct adr_error e = {{0}};
+  int st = adr__dispatch_event_query(dev, "pool", ev, &e);
+  return st == EBUSY ? st : ev_failed(dev, st, &e);
 }
 static int ev_sync(void* ctx, void* ev) {
   struct adr_device* dev = ctx;
-  return dev->vt->event_synchronize(dev->handle, ev, NULL);
+  struct adr_error e = {{0}};
+  return ev_failed(dev, adr__dispatch_event_synchronize(dev, "pool", ev, &e), &e);
 }
 
 /* ---- handler checks and selection ---------------------------------------- */
@@ -220,7 +238,8 @@ static bool release_cache(struct adr_device* dev, const struct adr_allocator* h,
   if (trim != NULL && h != &pool_handler) trim(h->ctx, dev, &released, NULL);
   bool synced = false;
   if (wait && m->stream_ordered_alloc)
-    synced = dev->vt->stream_synchronize(dev->handle, dev->default_stream.handle, NULL) == 0;
+    synced =
+        adr__dispatch_stream_synchronize(dev, "adr_alloc", dev->default_stream.handle, NULL) == 0;
   return released != 0 || synced;
 }
 
@@ -473,7 +492,7 @@ void adr__memory_device_init(struct adr_device* dev) {
   struct adr_device_info info;
   memset(&info, 0, sizeof(info));
   info.struct_size = sizeof(info);
-  if (dev->vt->device_info(dev->handle, &info, NULL) == 0)
+  if (adr__dispatch_device_info(dev, "adr_device_get", &info, NULL) == 0)
     m->stream_ordered_alloc = (info.caps & ADR_CAP_STREAM_ORDERED_ALLOC) != 0;
 
   struct adr__pool_upstream up = {dev, up_alloc, up_free};

@@ -44,8 +44,8 @@ static inline void adr__counters_sub(struct adr__counters* c, uint64_t size) {
   atomic_fetch_sub_explicit(&c->count, 1, memory_order_relaxed);
 }
 
-ADR_INTERNAL void adr__counters_read(struct adr__counters* c, struct adr_memory_stats* out);
-ADR_INTERNAL void adr__counters_reset_peaks(struct adr__counters* c);
+void adr__counters_read(struct adr__counters* c, struct adr_memory_stats* out);
+void adr__counters_reset_peaks(struct adr__counters* c);
 
 /* ---- ADR_ALLOC (config.c) ------------------------------------------------ */
 
@@ -61,10 +61,10 @@ struct adr__alloc_config {
 
 /* Parses `text` (NULL or "" = defaults). EINVAL with a message naming
  * `variable`, the 1-based column and what was expected. */
-ADR_INTERNAL int adr__alloc_config_parse(const char* variable, const char* text,
-                                         struct adr__alloc_config* out, struct adr_error* error);
+int adr__alloc_config_parse(const char* variable, const char* text, struct adr__alloc_config* out,
+                            struct adr_error* error);
 /* ADR_ALLOC, parsed once. */
-ADR_INTERNAL const struct adr__alloc_config* adr__alloc_config(void);
+const struct adr__alloc_config* adr__alloc_config(void);
 
 /* ---- per-device state (device_memory.c) ----------------------------------------- */
 
@@ -95,24 +95,22 @@ struct adr__device_memory {
 /* out_cookie (may be NULL): receives the pool's block handle when the
  * built-in pool served the request directly, else NULL; pass it back to
  * adr__memory_free. */
-ADR_INTERNAL int adr__memory_alloc(struct adr_device* dev, const struct adr_allocator* handler,
-                                   size_t size, size_t alignment, struct adr_stream* stream,
-                                   void** out, void** out_cookie, struct adr_error* error);
-ADR_INTERNAL int adr__memory_free(struct adr_device* dev, const struct adr_allocator* handler,
-                                  void* ptr, size_t size, struct adr_stream* stream, void* cookie,
-                                  struct adr_error* error);
+int adr__memory_alloc(struct adr_device* dev, const struct adr_allocator* handler, size_t size,
+                      size_t alignment, struct adr_stream* stream, void** out, void** out_cookie,
+                      struct adr_error* error);
+int adr__memory_free(struct adr_device* dev, const struct adr_allocator* handler, void* ptr,
+                     size_t size, struct adr_stream* stream, void* cookie, struct adr_error* error);
 /* Checks a handler's struct_size, version and slots. */
-ADR_INTERNAL int adr__allocator_check(const char* op, const struct adr_allocator* h,
-                                      struct adr_error* error);
+int adr__allocator_check(const char* op, const struct adr_allocator* h, struct adr_error* error);
 
 /* ---- adaptors (adaptors.c) ----------------------------------------------- */
 
 /* Whether h was made by adr_allocator_*_create. */
-ADR_INTERNAL bool adr__adaptor_is(const struct adr_allocator* h);
+bool adr__adaptor_is(const struct adr_allocator* h);
 /* Counts one more (or one fewer) place that holds the adaptor (a device
  * it is installed on, an adaptor stacked over it). No-op for others. */
-ADR_INTERNAL void adr__adaptor_hold(const struct adr_allocator* h, int delta);
+void adr__adaptor_hold(const struct adr_allocator* h, int delta);
 /* Destroys an adaptor whatever holds it (device teardown at exit). */
-ADR_INTERNAL void adr__adaptor_destroy_force(struct adr_allocator* adaptor);
+void adr__adaptor_destroy_force(struct adr_allocator* adaptor);
 
 #endif /* ADR_CORE_MEMORY_INTERNAL_H */

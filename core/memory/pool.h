@@ -21,10 +21,6 @@
 
 #include "adr/adr.h"
 
-#ifndef ADR_INTERNAL
-#define ADR_INTERNAL __attribute__((visibility("hidden")))
-#endif
-
 /* Where chunks come from. alloc returns 0/ENOMEM/... with a message; the
  * memory needs no stream ordering (it is host-ordered). */
 struct adr__pool_upstream {
@@ -76,57 +72,55 @@ struct adr__pool_stats {
 /* max_cached's default: "an eighth of the device" (from memory_total, bytes;
  * 0 = unknown), at least 256 MiB, at most 4 GiB; 256 MiB when unknown. */
 #define ADR__POOL_MAX_CACHED_AUTO (SIZE_MAX - 1)
-ADR_INTERNAL size_t adr__pool_default_max_cached(uint64_t memory_total);
+size_t adr__pool_default_max_cached(uint64_t memory_total);
 
 struct adr__pool;
 
 /* Blocks at most this large are served from size classes. */
 #define ADR__POOL_SMALL_MAX ((size_t)1 << 20)
 
-ADR_INTERNAL void adr__pool_options_default(struct adr__pool_options* opts);
+void adr__pool_options_default(struct adr__pool_options* opts);
 /* Copies *up and *sync (sync may be NULL). */
-ADR_INTERNAL int adr__pool_create(const struct adr__pool_options* opts,
-                                  const struct adr__pool_upstream* up,
-                                  const struct adr__pool_sync* sync, struct adr__pool** out,
-                                  struct adr_error* error);
+int adr__pool_create(const struct adr__pool_options* opts, const struct adr__pool_upstream* up,
+                     const struct adr__pool_sync* sync, struct adr__pool** out,
+                     struct adr_error* error);
 /* Returns every chunk upstream (outstanding allocations included) without
  * waiting for any stream: the caller guarantees no queued work uses the
  * memory (process exit, tests). Returns how many allocations were
  * outstanding. */
-ADR_INTERNAL size_t adr__pool_destroy(struct adr__pool* pool);
+size_t adr__pool_destroy(struct adr__pool* pool);
 
 /* size > 0, alignment a power of two >= 64. ENOMEM (message from upstream)
  * when the pool cannot grow: the caller trims and retries. */
-ADR_INTERNAL int adr__pool_alloc(struct adr__pool* pool, size_t size, size_t alignment,
-                                 void* stream, void** out, struct adr_error* error);
+int adr__pool_alloc(struct adr__pool* pool, size_t size, size_t alignment, void* stream, void** out,
+                    struct adr_error* error);
 /* The same without the pool's address map: *out_block identifies the
  * allocation and must be passed to adr__pool_free_block (the front end keeps
  * it in its allocation table, saving a second hash lookup per call). */
-ADR_INTERNAL int adr__pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignment,
-                                       void* stream, void** out, void** out_block,
-                                       struct adr_error* error);
-ADR_INTERNAL int adr__pool_free_block(struct adr__pool* pool, void* block, size_t size,
-                                      void* stream, struct adr_error* error);
+int adr__pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignment, void* stream,
+                          void** out, void** out_block, struct adr_error* error);
+int adr__pool_free_block(struct adr__pool* pool, void* block, size_t size, void* stream,
+                         struct adr_error* error);
 /* EINVAL for an address the pool did not hand out, ERANGE for a wrong size
  * (nothing freed). */
-ADR_INTERNAL int adr__pool_free(struct adr__pool* pool, void* ptr, size_t size, void* stream,
-                                struct adr_error* error);
+int adr__pool_free(struct adr__pool* pool, void* ptr, size_t size, void* stream,
+                   struct adr_error* error);
 /* Releases free chunks upstream. wait: host-wait for streams whose frees
  * are still pending, so their blocks can be released too. Returns bytes. */
-ADR_INTERNAL size_t adr__pool_trim(struct adr__pool* pool, bool wait);
+size_t adr__pool_trim(struct adr__pool* pool, bool wait);
 /* The stream is going away (its work has completed): its cached blocks
  * become usable by everyone. */
-ADR_INTERNAL void adr__pool_stream_retire(struct adr__pool* pool, void* stream);
-ADR_INTERNAL void adr__pool_stats_get(struct adr__pool* pool, struct adr__pool_stats* out);
-ADR_INTERNAL void adr__pool_stats_reset_peaks(struct adr__pool* pool);
+void adr__pool_stream_retire(struct adr__pool* pool, void* stream);
+void adr__pool_stats_get(struct adr__pool* pool, struct adr__pool_stats* out);
+void adr__pool_stats_reset_peaks(struct adr__pool* pool);
 
 /* Checks the pool's invariants (for the tests): 0, or EPROTO with a
  * description in msg. */
-ADR_INTERNAL int adr__pool_check(struct adr__pool* pool, char* msg, size_t size);
+int adr__pool_check(struct adr__pool* pool, char* msg, size_t size);
 
 /* Size-class helpers (exposed for the unit tests). */
-ADR_INTERNAL unsigned adr__pool_class_index(size_t size);
-ADR_INTERNAL size_t adr__pool_class_size(unsigned index);
+unsigned adr__pool_class_index(size_t size);
+size_t adr__pool_class_size(unsigned index);
 #define ADR__POOL_CLASS_COUNT 52u
 
 #endif /* ADR_CORE_MEMORY_POOL_H */

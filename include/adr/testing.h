@@ -28,10 +28,11 @@ extern "C" {
  *   include/adr/backend.h: "alloc", "free", "copy", "memset",
  *   "stream_create", "stream_destroy", "stream_synchronize", "event_create",
  *   "event_destroy", "event_record", "event_wait", "event_synchronize",
- *   "event_import", "stream_import", "device_info", "device_native",
+ *   "event_query", "event_import", "stream_import", "device_open",
+ *   "device_adopt", "pointer_query", "device_info", "device_native",
  *   "device_properties", "host_register", "host_unregister"; "any" counts
- *   every dispatched call (the pool's chunk allocations and the core's
- *   internal synchronisations included); "malloc" counts the core's own
+ *   every dispatched call (the pool's chunk allocations and events and the
+ *   core's internal synchronisations included); "malloc" counts the core's own
  *   host allocations (malloc, calloc, realloc, aligned_alloc, strdup,
  *   strndup in core/) instead, which then fail as out of memory.
  * nth: the 1-based number of the matching call, counted from now, that

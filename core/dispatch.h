@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * One checked call per slot of the backend vtable (dispatch.c), in the
+ * manner of SQLite's sqlite3OsRead wrappers: every call the core makes into
+ * a backend goes through exactly one of these functions, and no other core
+ * file reads a slot of `struct adr_backend` (tests/unit/check_dispatch.py).
+ *
+ * Each function, in order:
+ *   - an optional slot (backend.h: not in ADR_BACKEND_REQUIRED_SLOTS) that
+ *     the backend's struct_size does not cover or left NULL is ENOTSUP with
+ *     "[api][backend] the backend cannot ..." (void and pointer slots: does
+ *     nothing, NULL);
+ *   - the fault-injection hook (core/fault.c), for every fallible slot but
+ *     the loader's init and device_count: the injected call never reaches
+ *     the backend;
+ *   - the indirect call; at ADR_LOG=trace also timed and logged as
+ *     "adr: trace: [DEVICE] slot(args) -> STATUS in N ns" (DEVICE: the
+ *     device's name, or the backend's for calls made before a device
+ *     exists);
+ *   - on failure (not EBUSY from event_query, which is an answer), the
+ *     backend's message becomes the core's through adr__error_context
+ *     (error.c): "[api][backend] NATIVE: description".
+ * `api` is the public operation the message names ("adr_copy"; "pool" for
+ * the caching pool's own event calls). `error` may be NULL.
+ *
+ * Off the trace level the cost over the bare indirect call is one direct
+ * call, two relaxed atomic loads and their predictable branches.
+ *
+ * Thread safety: as the slots themselves (backend.h: any thread). Nothing
+ * here is ABI.
+ */
+#ifndef ADR_CORE_DISPATCH_H
+#define ADR_CORE_DISPATCH_H
+
+#include "internal.h"
+
+/* ---- lifecycle ------------------------------------------------------------
+ * The loader's calls take the table explicitly: it is not yet b->vt. Their
+ * failure text is the backend's own (it becomes the rejection reason, or a
+ * warning), with no "[api][backend]" prefix added. */
+int adr__dispatch_init(const struct adr__backend* b, const struct adr_backend* vt,
+                       struct adr_error* error);
+int adr__dispatch_device_count(const struct adr__backend* b, const struct adr_backend* vt,
+                               ArrowDeviceType type, int64_t* out, struct adr_error* error);
+/* Optional slot: nothing to do when absent. */
+void adr__dispatch_shutdown(const struct adr__backend* b);
+int adr__dispatch_device_open(const struct adr__backend* b, const char* api, ArrowDeviceType type,
+                              int64_t id, struct adr_backend_device** out, struct adr_error* error);
+void adr__dispatch_device_close(struct adr_device* dev);
+int adr__dispatch_device_info(struct adr_device* dev, const char* api, struct adr_device_info* out,
+                              struct adr_error* error);
+
+/* ---- memory ---------------------------------------------------------------- */
+int adr__dispatch_alloc(struct adr_device* dev, const char* api, size_t size, size_t alignment,
+                        struct adr_backend_stream* stream, void** out, struct adr_error* error);
+int adr__dispatch_free(struct adr_device* dev, const char* api, void* ptr, size_t size,
+                       struct adr_backend_stream* stream, struct adr_error* error);
+/* `owner` is the device whose backend runs the copy (its name is traced). */
+int adr__dispatch_copy(struct adr_device* owner, const char* api,
+                       struct adr_backend_device* dst_dev, void* dst,
+                       struct adr_backend_device* src_dev, const void* src, size_t size,
+                       struct adr_backend_stream* stream, struct adr_error* error);
+int adr__dispatch_memset(struct adr_device* dev, const char* api, void* ptr, int value, size_t size,
+                         struct adr_backend_stream* stream, struct adr_error* error);
+
+/* ---- streams ----------------------------------------------------------------- */
+int adr__dispatch_stream_create(struct adr_device* dev, const char* api, uint32_t flags,
+                                struct adr_backend_stream** out, struct adr_error* error);
+int adr__dispatch_stream_destroy(struct adr_device* dev, const char* api,
+                                 struct adr_backend_stream* stream, struct adr_error* error);
+int adr__dispatch_stream_synchronize(struct adr_device* dev, const char* api,
+                                     struct adr_backend_stream* stream, struct adr_error* error);
+
+/* ---- events ------------------------------------------------------------------ */
+int adr__dispatch_event_create(struct adr_device* dev, const char* api,
+                               struct adr_backend_event** out, struct adr_error* error);
+int adr__dispatch_event_destroy(struct adr_device* dev, const char* api,
+                                struct adr_backend_event* event, struct adr_error* error);
+int adr__dispatch_event_record(struct adr_device* dev, const char* api,
+                               struct adr_backend_event* event, struct adr_backend_stream* stream,
+                               struct adr_error* error);
+int adr__dispatch_event_wait(struct adr_device* dev, const char* api,
+                             struct adr_backend_event* event, struct adr_backend_stream* stream,
+                             struct adr_error* error);
+int adr__dispatch_event_synchronize(struct adr_device* dev, const char* api,
+                                    struct adr_backend_event* event, struct adr_error* error);
+/* 0 complete, EBUSY pending (no message written), other: an error. */
+int adr__dispatch_event_query(struct adr_device* dev, const char* api,
+                              struct adr_backend_event* event, struct adr_error* error);
+void* adr__dispatch_event_native(struct adr_device* dev, struct adr_backend_event* event);
+
+/* ---- interop (optional slots) -------------------------------------------------- */
+int adr__dispatch_event_import(struct adr_device* dev, const char* api, void* sync_event,
+                               struct adr_backend_event** out, struct adr_error* error);
+int adr__dispatch_stream_import(struct adr_device* dev, const char* api, void* native_stream,
+                                struct adr_backend_stream** out, struct adr_error* error);
+void* adr__dispatch_stream_native(struct adr_device* dev, struct adr_backend_stream* stream);
+int adr__dispatch_pointer_query(const struct adr__backend* b, const char* api, const void* ptr,
+                                ArrowDeviceType* out_type, int64_t* out_id,
+                                struct adr_error* error);
+int adr__dispatch_device_native(struct adr_device* dev, const char* api, int kind, void** out,
+                                struct adr_error* error);
+int adr__dispatch_device_adopt(const struct adr__backend* b, const char* api, ArrowDeviceType type,
+                               int64_t id, const void* native_desc, struct adr_backend_device** out,
+                               struct adr_error* error);
+int adr__dispatch_device_properties(struct adr_device* dev, const char* api, adr_property_fn emit,
+                                    void* ctx, struct adr_error* error);
+int adr__dispatch_host_register(struct adr_device* dev, const char* api, void* ptr, size_t size,
+                                struct adr_error* error);
+int adr__dispatch_host_unregister(struct adr_device* dev, const char* api, void* ptr,
+                                  struct adr_error* error);
+
+#endif /* ADR_CORE_DISPATCH_H */
