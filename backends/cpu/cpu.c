@@ -24,11 +24,10 @@
 #include <unistd.h>
 
 #include "adr/backend.h"
+#include "host.h"
 #include "range_map.h"
 
 #define CPU_NAME "cpu"
-
-static const struct adr_backend_host* host;
 
 struct adr_backend_device {
   int id;
@@ -170,8 +169,7 @@ static int submit(struct adr_backend_stream* s, const struct task* proto, const 
 /* ---- lifecycle and devices --------------------------------------------- */
 
 static int cpu_init(struct adr_error* error) {
-  (void)error;
-  return 0;
+  return adr_host_init(CPU_NAME, error);
 }
 
 static int cpu_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
@@ -454,10 +452,4 @@ static const struct adr_backend cpu_backend = {
     .pointer_query = cpu_pointer_query,
 };
 
-ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(
-    uint32_t host_abi_major, uint32_t host_abi_minor, const struct adr_backend_host* services) {
-  (void)host_abi_minor;
-  if (host_abi_major != ADR_BACKEND_ABI_MAJOR) return NULL;
-  host = services;
-  return &cpu_backend;
-}
+ADR_BACKEND_DEFINE_QUERY(cpu_backend, adr_host_set)

@@ -52,8 +52,8 @@ int ocl_devices_enumerate(struct adr_error* error) {
     rc = ocl.clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, NULL, &n);
     if (rc == CL_DEVICE_NOT_FOUND || n == 0) continue;
     if (rc != CL_SUCCESS) {
-      ocl_log(ADR_LOG_WARN, "platform %u: clGetDeviceIDs failed with %s; skipped", p,
-              ocl_error_name(rc));
+      adr_host_log(ADR_LOG_WARN, "platform %u: clGetDeviceIDs failed with %s; skipped", p,
+                   ocl_error_name(rc));
       continue;
     }
     cl_device_id* ids = calloc(n, sizeof(*ids));
@@ -201,8 +201,8 @@ static int device_setup(struct adr_backend_device* dev, const char* op, struct a
       break;
   }
   dev->host_copy = dev->mode == ADR_OPENCL_ADDRESS_SVM_FINE && ocl_host_copy_enabled;
-  ocl_log(ADR_LOG_INFO, "opencl:%lld '%s': address mode %s%s", (long long)dev->id, dev->name,
-          ocl_mode_name(dev->mode), dev->host_copy ? " (host copies by memcpy)" : "");
+  adr_host_log(ADR_LOG_INFO, "opencl:%lld '%s': address mode %s%s", (long long)dev->id, dev->name,
+               ocl_mode_name(dev->mode), dev->host_copy ? " (host copies by memcpy)" : "");
   return 0;
 }
 

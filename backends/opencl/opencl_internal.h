@@ -30,6 +30,7 @@
 
 #include "adr/backend.h"
 #include "adr/opencl.h"
+#include "host.h"
 #include "range_map.h"
 #include "opencl_symbols.h"
 
@@ -57,9 +58,7 @@ bool ocl_loader_has_svm(void);
 
 /* ---- host services and configuration (opencl_backend.c) --------------- */
 
-extern const struct adr_backend_host* ocl_host;
-
-void ocl_log(int level, const char* fmt, ...) ADR_PRINTF(2, 3);
+/* Logging and getenv: adr_host_log / adr_host_getenv (backends/common/host.h). */
 
 /* ADR_OPENCL_MEMORY: 0 = auto, OCL_MODE_ANY_SVM = "svm" (the best SVM the
  * device has), otherwise the forced enum adr_opencl_address_mode. */

@@ -205,8 +205,8 @@ void ocl_memory_release_device(struct adr_backend_device* dev) {
     n++;
   }
   if (n > 0)
-    ocl_log(ADR_LOG_WARN, "opencl:%lld closed with %zu live allocation(s); released them",
-            (long long)dev->id, n);
+    adr_host_log(ADR_LOG_WARN, "opencl:%lld closed with %zu live allocation(s); released them",
+                 (long long)dev->id, n);
 }
 
 /* One side of a copy: host memory (dev NULL), an SVM pointer, or a cl_mem

@@ -29,6 +29,7 @@
 
 #include "adr/backend.h"
 #include "adr/vulkan.h"
+#include "host.h"
 
 #define VKB_NAME "vulkan"
 
@@ -126,7 +127,6 @@ enum vkb_validation { VKB_VALIDATION_OFF = 0, VKB_VALIDATION_ON = 1, VKB_VALIDAT
 
 /* Set once in init (before any other slot can run), read-only after. */
 struct vkb_globals {
-  const struct adr_backend_host* host;
   void* libvulkan;
   char libvulkan_path[64];
   PFN_vkGetInstanceProcAddr gipa;
@@ -164,11 +164,9 @@ bool vkb_resolve_instance(struct vkb_instance* in, const char** missing);
 
 /* ---- instance (vulkan_instance.c) ---------------------------------------- */
 
+/* Checks the host services first (adr_host_init); logging and getenv are
+ * adr_host_log / adr_host_getenv (backends/common/host.h). */
 int vkb_init(struct adr_error* error);
-/* The host's log and getenv services (getenv is secure in elevated
- * processes; NULL when unset or when the host has none). */
-void vkb_log(int level, const char* fmt, ...) ADR_PRINTF(2, 3);
-const char* vkb_env(const char* name);
 void vkb_shutdown(void);
 /* The backend's exit handler (registered again after each device is made,
  * so it runs before the driver's own handlers); runs once. */

@@ -224,10 +224,10 @@ static const struct adr_backend table = {
 };
 
 #ifndef NO_ENTRY
-ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(
-    uint32_t host_abi_major, uint32_t host_abi_minor, const struct adr_backend_host* host) {
-  return &table;
+static void keep_host(const struct adr_backend_host* host) {
+  (void)host; /* the test plugins use no host service */
 }
+ADR_BACKEND_DEFINE_QUERY(table, keep_host)
 #else
 /* Keep the table referenced so the module is otherwise identical. */
 ADR_BACKEND_EXPORT const struct adr_backend* adr_test_not_the_entry(void);
