@@ -150,8 +150,7 @@ static int submit(struct adr_backend_stream* s, const struct task* proto, const 
     return 0;
   }
   struct task* t = malloc(sizeof(*t));
-  if (t == NULL)
-    return adr_backend_error_set(error, ENOMEM, "[%s][cpu] ENOMEM: cannot queue a task", op);
+  if (t == NULL) return adr_backend_error_set(error, ENOMEM, "ENOMEM: cannot queue a task");
   *t = *proto;
   t->next = NULL;
   if (t->event) atomic_fetch_add(&t->event->refs, 1);
@@ -181,8 +180,7 @@ static int cpu_device_count(ArrowDeviceType type, int64_t* out, struct adr_error
 static int cpu_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
                            struct adr_error* error) {
   if (type != ARROW_DEVICE_CPU || id != 0)
-    return adr_backend_error_set(error, ENODEV, "[device_open][cpu] ENODEV: no device %lld",
-                                 (long long)id);
+    return adr_backend_error_set(error, ENODEV, "ENODEV: no device %lld", (long long)id);
   *out = &the_device;
   return 0;
 }
@@ -230,8 +228,7 @@ static int cpu_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t
                              struct adr_error* error) {
   struct adr_range r;
   if (adr_range_map_find(&ranges, (uintptr_t)ptr, 0, &r) != 0)
-    return adr_backend_error_set(error, ENOENT,
-                                 "[pointer_query][cpu] ENOENT: %p is not in a CPU allocation", ptr);
+    return adr_backend_error_set(error, ENOENT, "ENOENT: %p is not in a CPU allocation", ptr);
   *out_type = ARROW_DEVICE_CPU;
   *out_id = 0;
   return 0;
@@ -250,14 +247,12 @@ static int cpu_alloc(struct adr_backend_device* dev, size_t size, size_t alignme
   size_t rounded = (size + alignment - 1) & ~(alignment - 1);
   void* p = aligned_alloc(alignment, rounded);
   if (p == NULL)
-    return adr_backend_error_set(error, ENOMEM,
-                                 "[alloc][cpu] ENOMEM: cannot allocate %zu bytes aligned to %zu",
+    return adr_backend_error_set(error, ENOMEM, "ENOMEM: cannot allocate %zu bytes aligned to %zu",
                                  size, alignment);
   struct adr_range r = {(uintptr_t)p, size};
   if (adr_range_map_insert(&ranges, &r) != 0) {
     free(p);
-    return adr_backend_error_set(error, ENOMEM,
-                                 "[alloc][cpu] ENOMEM: cannot record the allocation's range");
+    return adr_backend_error_set(error, ENOMEM, "ENOMEM: cannot record the allocation's range");
   }
   *out = p;
   return 0;
@@ -302,8 +297,7 @@ static int cpu_stream_create(struct adr_backend_device* dev, uint32_t flags,
     return 0;
   }
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
-  if (s == NULL)
-    return adr_backend_error_set(error, ENOMEM, "[stream_create][cpu] ENOMEM: out of memory");
+  if (s == NULL) return adr_backend_error_set(error, ENOMEM, "ENOMEM: out of memory");
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->work, NULL);
   pthread_cond_init(&s->idle, NULL);
@@ -314,7 +308,7 @@ static int cpu_stream_create(struct adr_backend_device* dev, uint32_t flags,
     pthread_cond_destroy(&s->idle);
     free(s);
     return adr_backend_error_set(error, rc == EAGAIN ? EAGAIN : EIO,
-                                 "[stream_create][cpu] %s: cannot start the stream's thread",
+                                 "%s: cannot start the stream's thread",
                                  rc == EAGAIN ? "EAGAIN" : "EIO");
   }
   *out = s;
@@ -334,7 +328,11 @@ static int cpu_stream_synchronize(struct adr_backend_device* dev, struct adr_bac
 
 static int cpu_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* s,
                               struct adr_error* error) {
-  if (s->is_default) return 0;
+  /* The teardown contract (adr/backend.h): the default stream is the
+   * device's; the core never asks, and a host that does gets EINVAL. */
+  if (s->is_default)
+    return adr_backend_error_set(error, EINVAL,
+                                 "EINVAL: the default stream is released by device_close");
   cpu_stream_synchronize(dev, s, error);
   pthread_mutex_lock(&s->lock);
   s->stop = true;
@@ -354,8 +352,7 @@ static int cpu_event_create(struct adr_backend_device* dev, struct adr_backend_e
                             struct adr_error* error) {
   (void)dev;
   struct adr_backend_event* e = calloc(1, sizeof(*e));
-  if (e == NULL)
-    return adr_backend_error_set(error, ENOMEM, "[event_create][cpu] ENOMEM: out of memory");
+  if (e == NULL) return adr_backend_error_set(error, ENOMEM, "ENOMEM: out of memory");
   pthread_mutex_init(&e->lock, NULL);
   pthread_cond_init(&e->cond, NULL);
   atomic_init(&e->refs, 1);

@@ -32,7 +32,7 @@ static int read_environment(struct adr_error* error) {
     else if (strcmp(memory, "buffer") == 0)
       ocl_forced_mode = ADR_OPENCL_ADDRESS_BUFFER;
     else
-      return ocl_errorf(error, EINVAL, "init",
+      return ocl_errorf(error, EINVAL,
                         "ADR_OPENCL_MEMORY='%s' is not valid at position 1: expected auto, svm, "
                         "svm-fine, svm-coarse or buffer",
                         memory);
@@ -45,7 +45,7 @@ static int read_environment(struct adr_error* error) {
     else if (strcmp(host_copy, "0") == 0)
       ocl_host_copy_enabled = false;
     else
-      return ocl_errorf(error, EINVAL, "init",
+      return ocl_errorf(error, EINVAL,
                         "ADR_OPENCL_HOST_COPY='%s' is not valid at position 1: expected 0 or 1",
                         host_copy);
   }
@@ -76,7 +76,7 @@ static void backend_shutdown(void) {
 
 static int backend_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
   if (type != ARROW_DEVICE_OPENCL)
-    return ocl_errorf(error, EINVAL, "adr_device_count", "device type %d is not OpenCL", (int)type);
+    return ocl_errorf(error, EINVAL, "device type %d is not OpenCL", (int)type);
   *out = ocl_devices_count();
   return 0;
 }

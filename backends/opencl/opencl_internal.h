@@ -73,13 +73,12 @@ extern bool ocl_host_copy_enabled;
 const char* ocl_error_name(cl_int code);
 /* errno status for a cl_int (0 for CL_SUCCESS). */
 int ocl_status(cl_int code);
-/* Writes "[op][opencl] CL_NAME: <fmt...>" and returns ocl_status(code). */
-int ocl_fail(struct adr_error* error, const char* op, cl_int code, const char* fmt, ...)
-    ADR_PRINTF(4, 5);
-/* Writes "[op][opencl] ENAME: <fmt...>" for failures that are not a cl_int
- * and returns status. */
-int ocl_errorf(struct adr_error* error, int status, const char* op, const char* fmt, ...)
-    ADR_PRINTF(4, 5);
+/* Writes "CL_NAME: <fmt...>" (no "[operation][backend]": the core adds it)
+ * and returns ocl_status(code), EIO for CL_SUCCESS. */
+int ocl_check(cl_int code, struct adr_error* error, const char* fmt, ...) ADR_PRINTF(3, 4);
+/* Writes "ENAME: <fmt...>" for failures that are not a cl_int and returns
+ * status. */
+int ocl_errorf(struct adr_error* error, int status, const char* fmt, ...) ADR_PRINTF(3, 4);
 
 /* ---- devices (opencl_device.c) ------------------------------------------ */
 

@@ -219,7 +219,7 @@ static int copy_peer(struct adr_backend_device* dst_dev, void* dst,
   struct adr_backend_stream* ds = s->dev == dst_dev ? s : dst_dev->default_stream;
   size_t piece = size < VKB_CHUNK_MAX ? size : VKB_CHUNK_MAX;
   uint8_t* bounce = malloc(piece);
-  if (bounce == NULL) return vkb_fail(error, ENOMEM, op, "out of host memory for a bounce buffer");
+  if (bounce == NULL) return vkb_errorf(error, ENOMEM, "out of host memory for a bounce buffer");
   int st = 0;
   for (size_t off = 0; st == 0 && off < size; off += piece) {
     size_t n = size - off < piece ? size - off : piece;

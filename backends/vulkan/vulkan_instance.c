@@ -49,8 +49,8 @@ static int parse_environment(struct adr_error* error) {
     else if (strcmp(v, "fatal") == 0)
       vkb_g.validation = VKB_VALIDATION_FATAL;
     else
-      return vkb_fail(error, EINVAL, "init",
-                      "ADR_VULKAN_VALIDATION=\"%s\": column 1: expected off, on or fatal", v);
+      return vkb_errorf(error, EINVAL,
+                        "ADR_VULKAN_VALIDATION=\"%s\": column 1: expected off, on or fatal", v);
   }
   v = adr_host_getenv("ADR_VULKAN_COPY");
   vkb_g.copy_mode = VKB_COPY_AUTO;
@@ -62,8 +62,8 @@ static int parse_environment(struct adr_error* error) {
     else if (strcmp(v, "staging") == 0)
       vkb_g.copy_mode = VKB_COPY_STAGING;
     else
-      return vkb_fail(error, EINVAL, "init",
-                      "ADR_VULKAN_COPY=\"%s\": column 1: expected auto, mapped or staging", v);
+      return vkb_errorf(error, EINVAL,
+                        "ADR_VULKAN_COPY=\"%s\": column 1: expected auto, mapped or staging", v);
   }
   v = adr_host_getenv("ADR_VULKAN_BLOCK_SIZE");
   vkb_g.block_size_env = 0;
@@ -72,8 +72,8 @@ static int parse_environment(struct adr_error* error) {
     int st = adr_bytesize_parse("ADR_VULKAN_BLOCK_SIZE", v, &n, error);
     if (st != 0) return st;
     if (n < 65536 || n > (UINT64_C(1) << 40) || (n & (n - 1)) != 0)
-      return vkb_fail(error, EINVAL, "init",
-                      "ADR_VULKAN_BLOCK_SIZE=\"%s\": must be a power of two from 64K to 1T", v);
+      return vkb_errorf(error, EINVAL,
+                        "ADR_VULKAN_BLOCK_SIZE=\"%s\": must be a power of two from 64K to 1T", v);
     vkb_g.block_size_env = n;
   }
   return 0;
@@ -131,9 +131,8 @@ static int create_instance(struct adr_error* error) {
   if (vkb_g.g.vkEnumerateInstanceVersion != NULL)
     vkb_g.g.vkEnumerateInstanceVersion(&loader_version);
   if (loader_version < VK_API_VERSION_1_2)
-    return vkb_fail(error, ENODEV, "init",
-                    "unavailable: the Vulkan loader supports %u.%u, adr needs 1.2",
-                    VK_API_VERSION_MAJOR(loader_version), VK_API_VERSION_MINOR(loader_version));
+    return vkb_errorf(error, ENODEV, "unavailable: the Vulkan loader supports %u.%u, adr needs 1.2",
+                      VK_API_VERSION_MAJOR(loader_version), VK_API_VERSION_MINOR(loader_version));
 
   const char* layers[1];
   const char* exts[1];
@@ -141,16 +140,16 @@ static int create_instance(struct adr_error* error) {
   bool debug_utils = false;
   if (vkb_g.validation != VKB_VALIDATION_OFF) {
     if (!has_layer(VKB_VALIDATION_LAYER))
-      return vkb_fail(
-          error, ENOENT, "init",
+      return vkb_errorf(
+          error, ENOENT,
           "VK_ERROR_LAYER_NOT_PRESENT: ADR_VULKAN_VALIDATION is set but " VKB_VALIDATION_LAYER
           " is not installed (Debian: vulkan-validationlayers)");
     layers[layer_count++] = VKB_VALIDATION_LAYER;
     if (!has_instance_extension(NULL, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) &&
         !has_instance_extension(VKB_VALIDATION_LAYER, VK_EXT_DEBUG_UTILS_EXTENSION_NAME))
-      return vkb_fail(error, ENOTSUP, "init",
-                      "VK_ERROR_EXTENSION_NOT_PRESENT: ADR_VULKAN_VALIDATION "
-                      "needs " VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+      return vkb_errorf(error, ENOTSUP,
+                        "VK_ERROR_EXTENSION_NOT_PRESENT: ADR_VULKAN_VALIDATION "
+                        "needs " VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
     exts[ext_count++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
     debug_utils = true;
   }
@@ -178,10 +177,10 @@ static int create_instance(struct adr_error* error) {
   VkInstance instance = VK_NULL_HANDLE;
   VkResult r = vkb_g.g.vkCreateInstance(&ci, NULL, &instance);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
-    return vkb_fail(
-        error, ENODEV, "init",
+    return vkb_errorf(
+        error, ENODEV,
         "unavailable: no Vulkan driver (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER)");
-  if (r != VK_SUCCESS) return vkb_error(error, "init", r, "vkCreateInstance");
+  if (r != VK_SUCCESS) return vkb_check(r, error, "vkCreateInstance");
 
   struct vkb_instance* in = &vkb_g.instance;
   in->handle = instance;
@@ -194,14 +193,14 @@ static int create_instance(struct adr_error* error) {
         (PFN_vkDestroyInstance)(void (*)(void))vkb_g.gipa(instance, "vkDestroyInstance");
     if (destroy != NULL) destroy(instance, NULL);
     memset(in, 0, sizeof(*in));
-    return vkb_fail(error, ENODEV, "init", "unavailable: the Vulkan loader lacks %s", missing);
+    return vkb_errorf(error, ENODEV, "unavailable: the Vulkan loader lacks %s", missing);
   }
   if (debug_utils && in->vkCreateDebugUtilsMessengerEXT != NULL) {
     r = in->vkCreateDebugUtilsMessengerEXT(instance, &mci, NULL, &vkb_g.messenger);
     if (r != VK_SUCCESS) {
       in->vkDestroyInstance(instance, NULL);
       memset(in, 0, sizeof(*in));
-      return vkb_error(error, "init", r, "vkCreateDebugUtilsMessengerEXT");
+      return vkb_check(r, error, "vkCreateDebugUtilsMessengerEXT");
     }
   }
   uint32_t n = 0;
@@ -220,7 +219,7 @@ static int create_instance(struct adr_error* error) {
     vkb_g.messenger = VK_NULL_HANDLE;
     in->vkDestroyInstance(instance, NULL);
     memset(in, 0, sizeof(*in));
-    return vkb_error(error, "init", r, "vkEnumeratePhysicalDevices");
+    return vkb_check(r, error, "vkEnumeratePhysicalDevices");
   }
   vkb_g.physical_count = n;
   return 0;

@@ -201,13 +201,11 @@ int vkb_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_i
 const char* vkb_result_name(VkResult r);
 /* errno value for a VkResult (0 for VK_SUCCESS). */
 int vkb_result_status(VkResult r);
-/* Writes "[op][vulkan] VK_NAME: <what>: <description>" and returns the
- * status for `r`. */
-int vkb_error(struct adr_error* error, const char* op, VkResult r, const char* fmt, ...)
-    ADR_PRINTF(4, 5);
-/* "[op][vulkan] <message>" with an explicit status (no VkResult). */
-int vkb_fail(struct adr_error* error, int status, const char* op, const char* fmt, ...)
-    ADR_PRINTF(4, 5);
+/* Writes "VK_NAME: <what>: <description>" (no "[operation][backend]": the
+ * core adds it) and returns the status for `r`, EIO for a success code. */
+int vkb_check(VkResult r, struct adr_error* error, const char* fmt, ...) ADR_PRINTF(3, 4);
+/* Writes "ENAME: <message>" and returns status (failures with no VkResult). */
+int vkb_errorf(struct adr_error* error, int status, const char* fmt, ...) ADR_PRINTF(3, 4);
 
 /* ---- memory (vulkan_memory.c) ------------------------------------------------ */
 

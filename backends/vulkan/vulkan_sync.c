@@ -77,7 +77,7 @@ int vkb_timeline_wait(struct adr_backend_device* dev, uint64_t value, const char
                             .pValues = &value};
   VkResult r = dev->fn.vkWaitSemaphores(dev->device, &wi, UINT64_MAX);
   if (r != VK_SUCCESS)
-    return vkb_error(error, op, r, "vkWaitSemaphores(timeline >= %" PRIu64 ")", value);
+    return vkb_check(r, error, "vkWaitSemaphores(timeline >= %" PRIu64 ")", value);
   completed_raise(dev, value);
   return 0;
 }
@@ -112,7 +112,7 @@ int vkb_cmd_begin(struct adr_backend_stream* s, struct vkb_cmd* out, const char*
       slot->value = 0;
     } else if (s->cb_count == 0) {
       pthread_mutex_unlock(&s->lock);
-      return vkb_error(error, op, r, "vkAllocateCommandBuffers");
+      return vkb_check(r, error, "vkAllocateCommandBuffers");
     }
   }
   if (slot == NULL) {
@@ -130,7 +130,7 @@ int vkb_cmd_begin(struct adr_backend_stream* s, struct vkb_cmd* out, const char*
   VkResult r = dev->fn.vkBeginCommandBuffer(slot->cb, &bi);
   if (r != VK_SUCCESS) {
     pthread_mutex_unlock(&s->lock);
-    return vkb_error(error, op, r, "vkBeginCommandBuffer");
+    return vkb_check(r, error, "vkBeginCommandBuffer");
   }
   vkb_barrier_all(dev, slot->cb);
   /* Imported foreign events this stream was told to wait for. One already
@@ -167,7 +167,7 @@ int vkb_cmd_submit(struct vkb_cmd* c, uint64_t* out_value, const char* op,
   VkResult r = dev->fn.vkEndCommandBuffer(c->cb);
   if (r != VK_SUCCESS) {
     pthread_mutex_unlock(&s->lock);
-    return vkb_error(error, op, r, "vkEndCommandBuffer");
+    return vkb_check(r, error, "vkEndCommandBuffer");
   }
   pthread_mutex_lock(&dev->queue_lock);
   uint64_t value = dev->next_value + 1;
@@ -185,7 +185,7 @@ int vkb_cmd_submit(struct vkb_cmd* c, uint64_t* out_value, const char* op,
   pthread_mutex_unlock(&dev->queue_lock);
   if (r != VK_SUCCESS) {
     pthread_mutex_unlock(&s->lock);
-    return vkb_error(error, op, r, "vkQueueSubmit");
+    return vkb_check(r, error, "vkQueueSubmit");
   }
   c->slot->value = value;
   s->last_value = value;
@@ -231,7 +231,7 @@ int vkb_queue_post(struct adr_backend_device* dev, uint64_t* out_value, const ch
   VkResult r = dev->fn.vkQueueSubmit(dev->queue, 1, &si, VK_NULL_HANDLE);
   if (r == VK_SUCCESS) dev->next_value = value;
   pthread_mutex_unlock(&dev->queue_lock);
-  if (r != VK_SUCCESS) return vkb_error(error, op, r, "vkQueueSubmit (empty, timeline signal)");
+  if (r != VK_SUCCESS) return vkb_check(r, error, "vkQueueSubmit (empty, timeline signal)");
   *out_value = value;
   return 0;
 }
@@ -283,7 +283,7 @@ int vkb_stream_create(struct adr_backend_device* dev, uint32_t flags,
     return 0;
   }
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
-  if (s == NULL) return vkb_fail(error, ENOMEM, "adr_stream_create", "out of host memory");
+  if (s == NULL) return vkb_errorf(error, ENOMEM, "out of host memory");
   s->dev = dev;
   pthread_mutex_init(&s->lock, NULL);
   VkCommandPoolCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -294,7 +294,7 @@ int vkb_stream_create(struct adr_backend_device* dev, uint32_t flags,
   if (r != VK_SUCCESS) {
     pthread_mutex_destroy(&s->lock);
     free(s);
-    return vkb_error(error, "adr_stream_create", r, "vkCreateCommandPool");
+    return vkb_check(r, error, "vkCreateCommandPool");
   }
   s->is_default = (flags & ADR_BACKEND_STREAM_DEFAULT) != 0;
   pthread_mutex_lock(&dev->objects_lock);
@@ -327,9 +327,11 @@ void vkb_stream_release(struct adr_backend_stream* s) {
 
 int vkb_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* s,
                        struct adr_error* error) {
+  /* The teardown contract (adr/backend.h): the default stream is released
+   * by device_close with the device; the core never passes it here. */
+  if (s->is_default)
+    return vkb_errorf(error, EINVAL, "the default stream is released by device_close");
   if (vkb_exited()) return 0;
-  /* The core refuses adr_stream_destroy on the default stream; it reaches
-   * here for it only at teardown, just before device_close. */
   pthread_mutex_lock(&s->lock);
   uint64_t v = s->last_value;
   pthread_mutex_unlock(&s->lock);
@@ -358,14 +360,13 @@ void* vkb_stream_native(struct adr_backend_device* dev, struct adr_backend_strea
 
 int vkb_stream_import(struct adr_backend_device* dev, void* native_stream,
                       struct adr_backend_stream** out, struct adr_error* error) {
-  static const char op[] = "adr_stream_import";
-  if (native_stream == NULL) return vkb_fail(error, EINVAL, op, "native_stream is NULL");
+  if (native_stream == NULL) return vkb_errorf(error, EINVAL, "native_stream is NULL");
   if ((VkQueue)native_stream != dev->queue)
-    return vkb_fail(error, EINVAL, op,
-                    "%p is not the VkQueue of vulkan:%" PRId64
-                    " (%p); adr submits to one queue per device: adopt a device "
-                    "(adr_device_adopt) to use another queue",
-                    native_stream, dev->id, (void*)dev->queue);
+    return vkb_errorf(error, EINVAL,
+                      "%p is not the VkQueue of vulkan:%" PRId64
+                      " (%p); adr submits to one queue per device: adopt a device "
+                      "(adr_device_adopt) to use another queue",
+                      native_stream, dev->id, (void*)dev->queue);
   vkb_queue_share(dev);
   return vkb_stream_create(dev, 0, out, error);
 }
@@ -383,7 +384,7 @@ static void event_link(struct adr_backend_device* dev, struct adr_backend_event*
 int vkb_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
                      struct adr_error* error) {
   struct adr_backend_event* e = calloc(1, sizeof(*e));
-  if (e == NULL) return vkb_fail(error, ENOMEM, "adr_event_create", "out of host memory");
+  if (e == NULL) return vkb_errorf(error, ENOMEM, "out of host memory");
   VkEventCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
   VkResult r = dev->fn.vkCreateEvent(dev->device, &ci, NULL, &e->vk);
   /* A never-recorded event is complete, for adr and for raw consumers. */
@@ -393,7 +394,7 @@ int vkb_event_create(struct adr_backend_device* dev, struct adr_backend_event** 
   }
   if (r != VK_SUCCESS) {
     free(e);
-    return vkb_error(error, "adr_event_create", r, "vkCreateEvent/vkSetEvent");
+    return vkb_check(r, error, "vkCreateEvent/vkSetEvent");
   }
   e->dev = dev;
   e->kind = VKB_EVENT_OWN;
@@ -432,13 +433,13 @@ int vkb_event_record(struct adr_backend_device* dev, struct adr_backend_event* e
                      struct adr_backend_stream* s, struct adr_error* error) {
   static const char op[] = "adr_event_record";
   if (e->kind != VKB_EVENT_OWN)
-    return vkb_fail(error, EINVAL, op, "an imported event cannot be recorded");
+    return vkb_errorf(error, EINVAL, "an imported event cannot be recorded");
   /* The host reset below must not race the previous record's set: wait for
    * it (re-recording an event whose previous record is pending blocks). */
   int st = vkb_timeline_wait(dev, e->value, op, error);
   if (st != 0) return st;
   VkResult r = dev->fn.vkResetEvent(dev->device, e->vk);
-  if (r != VK_SUCCESS) return vkb_error(error, op, r, "vkResetEvent");
+  if (r != VK_SUCCESS) return vkb_check(r, error, "vkResetEvent");
   struct vkb_cmd c;
   st = vkb_cmd_begin(s, &c, op, error);
   if (st != 0) {
@@ -467,7 +468,7 @@ int vkb_event_wait(struct adr_backend_device* dev, struct adr_backend_event* e,
       VkEvent* w = realloc(s->foreign_waits, cap * sizeof(*w));
       if (w == NULL) {
         pthread_mutex_unlock(&s->lock);
-        return vkb_fail(error, ENOMEM, op, "out of host memory");
+        return vkb_errorf(error, ENOMEM, "out of host memory");
       }
       s->foreign_waits = w;
       s->foreign_cap = cap;
@@ -493,7 +494,7 @@ static int foreign_status(struct adr_backend_device* dev, struct adr_backend_eve
   VkResult r = dev->fn.vkGetEventStatus(dev->device, e->vk);
   if (r == VK_EVENT_SET) return 0;
   if (r == VK_EVENT_RESET) return EBUSY;
-  return vkb_error(error, op, r, "vkGetEventStatus");
+  return vkb_check(r, error, "vkGetEventStatus");
 }
 
 int vkb_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* e,
@@ -531,10 +532,9 @@ void* vkb_event_native(struct adr_backend_device* dev, struct adr_backend_event*
 
 int vkb_event_import(struct adr_backend_device* dev, void* sync_event,
                      struct adr_backend_event** out, struct adr_error* error) {
-  static const char op[] = "adr_event_import";
-  if (sync_event == NULL) return vkb_fail(error, EINVAL, op, "sync_event is NULL");
+  if (sync_event == NULL) return vkb_errorf(error, EINVAL, "sync_event is NULL");
   struct adr_backend_event* e = calloc(1, sizeof(*e));
-  if (e == NULL) return vkb_fail(error, ENOMEM, op, "out of host memory");
+  if (e == NULL) return vkb_errorf(error, ENOMEM, "out of host memory");
   e->dev = dev;
   e->kind = VKB_EVENT_FOREIGN;
   vkb_devices_lock(true);
@@ -561,12 +561,12 @@ int vkb_event_import(struct adr_backend_device* dev, void* sync_event,
     ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
     if (got < 0 && errno == EFAULT) {
       free(e);
-      return vkb_fail(error, EINVAL, op, "sync_event %p is not readable memory", sync_event);
+      return vkb_errorf(error, EINVAL, "sync_event %p is not readable memory", sync_event);
     }
     if (got != (ssize_t)sizeof(e->vk)) e->vk = *(VkEvent*)sync_event;
     if (e->vk == VK_NULL_HANDLE) {
       free(e);
-      return vkb_fail(error, EINVAL, op, "*sync_event is VK_NULL_HANDLE");
+      return vkb_errorf(error, EINVAL, "*sync_event is VK_NULL_HANDLE");
     }
     /* A VkEvent is a non-dispatchable handle Vulkan offers no way to
      * validate; one status query here turns a handle the validation layer
@@ -575,10 +575,10 @@ int vkb_event_import(struct adr_backend_device* dev, void* sync_event,
     VkResult r = dev->fn.vkGetEventStatus(dev->device, e->vk);
     if (r != VK_EVENT_SET && r != VK_EVENT_RESET) {
       free(e);
-      return vkb_fail(error, EINVAL, op,
-                      "*sync_event is not a VkEvent of vulkan:%" PRId64
-                      " (vkGetEventStatus returned %d)",
-                      dev->id, (int)r);
+      return vkb_errorf(error, EINVAL,
+                        "*sync_event is not a VkEvent of vulkan:%" PRId64
+                        " (vkGetEventStatus returned %d)",
+                        dev->id, (int)r);
     }
   }
   event_link(dev, e);
