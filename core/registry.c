@@ -883,8 +883,8 @@ static void teardown(void) {
       struct adr_device* dev = td->items[i];
       if (dev == NULL || dev->vt == &shutdown_vtable) continue;
       if (!is_abandoned(dev)) {
+        /* The default stream goes with the device (adr/backend.h). */
         adr__memory_device_teardown(dev);
-        dev->vt->stream_destroy(dev->handle, dev->default_stream.handle, NULL);
         dev->vt->device_close(dev->handle);
       }
       dev->vt = &shutdown_vtable;
