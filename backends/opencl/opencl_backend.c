@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bytesize.h"
 #include "opencl_internal.h"
 
 int ocl_forced_mode;
@@ -32,10 +33,8 @@ static int read_environment(struct adr_error* error) {
     else if (strcmp(memory, "buffer") == 0)
       ocl_forced_mode = ADR_OPENCL_ADDRESS_BUFFER;
     else
-      return ocl_errorf(error, EINVAL,
-                        "ADR_OPENCL_MEMORY='%s' is not valid at position 1: expected auto, svm, "
-                        "svm-fine, svm-coarse or buffer",
-                        memory);
+      return adr_syntax_error(error, "ADR_OPENCL_MEMORY", memory, 0,
+                              "auto, svm, svm-fine, svm-coarse or buffer");
   }
   const char* host_copy = adr_host_getenv("ADR_OPENCL_HOST_COPY");
   ocl_host_copy_enabled = true;
@@ -45,9 +44,7 @@ static int read_environment(struct adr_error* error) {
     else if (strcmp(host_copy, "0") == 0)
       ocl_host_copy_enabled = false;
     else
-      return ocl_errorf(error, EINVAL,
-                        "ADR_OPENCL_HOST_COPY='%s' is not valid at position 1: expected 0 or 1",
-                        host_copy);
+      return adr_syntax_error(error, "ADR_OPENCL_HOST_COPY", host_copy, 0, "0 or 1");
   }
   return 0;
 }

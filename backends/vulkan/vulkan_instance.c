@@ -49,8 +49,7 @@ static int parse_environment(struct adr_error* error) {
     else if (strcmp(v, "fatal") == 0)
       vkb_g.validation = VKB_VALIDATION_FATAL;
     else
-      return vkb_errorf(error, EINVAL,
-                        "ADR_VULKAN_VALIDATION=\"%s\": column 1: expected off, on or fatal", v);
+      return adr_syntax_error(error, "ADR_VULKAN_VALIDATION", v, 0, "off, on or fatal");
   }
   v = adr_host_getenv("ADR_VULKAN_COPY");
   vkb_g.copy_mode = VKB_COPY_AUTO;
@@ -62,8 +61,7 @@ static int parse_environment(struct adr_error* error) {
     else if (strcmp(v, "staging") == 0)
       vkb_g.copy_mode = VKB_COPY_STAGING;
     else
-      return vkb_errorf(error, EINVAL,
-                        "ADR_VULKAN_COPY=\"%s\": column 1: expected auto, mapped or staging", v);
+      return adr_syntax_error(error, "ADR_VULKAN_COPY", v, 0, "auto, mapped or staging");
   }
   v = adr_host_getenv("ADR_VULKAN_BLOCK_SIZE");
   vkb_g.block_size_env = 0;
