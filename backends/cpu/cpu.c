@@ -141,8 +141,7 @@ static void* worker(void* arg) {
 
 /* Run `t` now on the default stream, or queue it on a created stream. The
  * task is copied, so callers pass a stack object. */
-static int submit(struct adr_backend_stream* s, const struct task* proto, const char* op,
-                  struct adr_error* error) {
+static int submit(struct adr_backend_stream* s, const struct task* proto, struct adr_error* error) {
   if (s->is_default) {
     struct task t = *proto;
     if (t.event) atomic_fetch_add(&t.event->refs, 1);
@@ -264,7 +263,7 @@ static int cpu_free(struct adr_backend_device* dev, void* ptr, size_t size,
   (void)size;
   adr_range_map_remove(&ranges, (uintptr_t)ptr, NULL);
   struct task t = {.kind = TASK_FREE, .dst = ptr};
-  return submit(stream, &t, "free", error);
+  return submit(stream, &t, error);
 }
 
 static int cpu_copy(struct adr_backend_device* dst_dev, void* dst,
@@ -277,14 +276,14 @@ static int cpu_copy(struct adr_backend_device* dst_dev, void* dst,
     memmove(dst, src, size); /* the common case, without a task */
     return 0;
   }
-  return submit(stream, &t, "copy", error);
+  return submit(stream, &t, error);
 }
 
 static int cpu_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
                       struct adr_backend_stream* stream, struct adr_error* error) {
   (void)dev;
   struct task t = {.kind = TASK_MEMSET, .dst = ptr, .value = value, .size = size};
-  return submit(stream, &t, "memset", error);
+  return submit(stream, &t, error);
 }
 
 /* ---- streams ------------------------------------------------------------- */
@@ -375,7 +374,7 @@ static int cpu_event_record(struct adr_backend_device* dev, struct adr_backend_e
   uint64_t target = ++e->recorded;
   pthread_mutex_unlock(&e->lock);
   struct task t = {.kind = TASK_SIGNAL, .event = e, .target = target};
-  return submit(s, &t, "event_record", error);
+  return submit(s, &t, error);
 }
 
 static int cpu_event_wait(struct adr_backend_device* dev, struct adr_backend_event* e,
@@ -385,7 +384,7 @@ static int cpu_event_wait(struct adr_backend_device* dev, struct adr_backend_eve
   uint64_t target = e->recorded;
   pthread_mutex_unlock(&e->lock);
   struct task t = {.kind = TASK_WAIT, .event = e, .target = target};
-  return submit(s, &t, "event_wait", error);
+  return submit(s, &t, error);
 }
 
 static int cpu_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* e,

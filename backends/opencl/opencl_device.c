@@ -124,7 +124,7 @@ static void platform_string(cl_platform_id p, cl_platform_info what, char* out, 
 
 /* Fills what both open and adopt need once platform/device/context/queue
  * are set, and picks the address mode. */
-static int device_setup(struct adr_backend_device* dev, const char* op, struct adr_error* error) {
+static int device_setup(struct adr_backend_device* dev, struct adr_error* error) {
   device_string(dev->device, CL_DEVICE_NAME, dev->name, sizeof(dev->name));
   device_string(dev->device, CL_DEVICE_VENDOR, dev->vendor, sizeof(dev->vendor));
   device_string(dev->device, CL_DRIVER_VERSION, dev->driver, sizeof(dev->driver));
@@ -230,8 +230,8 @@ int ocl_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device*
     return st;
   }
   cl_command_queue queue = NULL;
-  int st = device_setup(dev, "adr_device_get", error);
-  if (st == 0) st = ocl_queue_create(dev, "adr_device_get", &queue, error);
+  int st = device_setup(dev, error);
+  if (st == 0) st = ocl_queue_create(dev, &queue, error);
   if (st != 0) {
     ocl.clReleaseContext(dev->context);
     free(dev);
@@ -257,7 +257,6 @@ static int find_entry(cl_device_id device, int* out_platform, int* out_device) {
 
 int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
                      struct adr_backend_device** out, struct adr_error* error) {
-  static const char op[] = "adr_device_adopt";
   const struct adr_opencl_device_desc* desc = native_desc;
   if (type != ARROW_DEVICE_OPENCL)
     return ocl_errorf(error, EINVAL, "device type %d is not OpenCL", (int)type);
@@ -273,8 +272,8 @@ int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
     return ocl_errorf(error, EINVAL,
                       "the descriptor needs both a cl_context and a "
                       "cl_command_queue");
-  int hst = ocl_handle_check(desc->context, op, "cl_context", error);
-  if (hst == 0) hst = ocl_handle_check(desc->queue, op, "cl_command_queue", error);
+  int hst = ocl_handle_check(desc->context, "cl_context", error);
+  if (hst == 0) hst = ocl_handle_check(desc->queue, "cl_command_queue", error);
   if (hst != 0) return hst;
   cl_context queue_context = NULL;
   cl_device_id queue_device = NULL;
@@ -307,7 +306,7 @@ int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
   dev->device = queue_device;
   dev->context = desc->context;
   find_entry(queue_device, &dev->platform_index, &dev->device_index);
-  int st = device_setup(dev, op, error);
+  int st = device_setup(dev, error);
   if (st != 0) {
     free(dev);
     return st;

@@ -54,8 +54,7 @@ void ocl_handle_learn(const void* object) {
   if (known_count < OCL_MAX_DISPATCH) known_dispatch[known_count++] = word;
 }
 
-int ocl_handle_check(const void* handle, const char* op, const char* what,
-                     struct adr_error* error) {
+int ocl_handle_check(const void* handle, const char* what, struct adr_error* error) {
   if (handle == NULL) return ocl_errorf(error, EINVAL, "the %s is NULL", what);
   void* word = NULL;
   if (!ocl_peek_pointer(handle, &word))

@@ -218,7 +218,7 @@ int ocl_buffer_lookup(struct adr_backend_device* dev, struct adr_opencl_buffer* 
  * starts with it, cl_khr_icd). `what` names the handle in the message.
  * EINVAL with a message otherwise. A pointer into readable memory that
  * happens to start with the dispatch word is not caught (see README). */
-int ocl_handle_check(const void* handle, const char* op, const char* what, struct adr_error* error);
+int ocl_handle_check(const void* handle, const char* what, struct adr_error* error);
 /* Reads *(void**)ptr without faulting; false when it is not readable. */
 bool ocl_peek_pointer(const void* ptr, void** out);
 /* Records the dispatch table of an enumerated object (init). */
@@ -236,7 +236,7 @@ struct adr_backend_event {
 };
 
 /* Creates the in-order queue for a stream of dev. */
-int ocl_queue_create(struct adr_backend_device* dev, const char* op, cl_command_queue* out,
+int ocl_queue_create(struct adr_backend_device* dev, cl_command_queue* out,
                      struct adr_error* error);
 int ocl_stream_create(struct adr_backend_device* dev, uint32_t flags,
                       struct adr_backend_stream** out, struct adr_error* error);

@@ -219,8 +219,8 @@ static bool host_addressable(const struct side* s) {
   return s->dev == NULL || (s->mem == NULL && s->dev->host_copy);
 }
 
-static int resolve(struct adr_backend_device* dev, const void* ptr, size_t size, const char* op,
-                   const char* what, struct side* out, struct adr_error* error) {
+static int resolve(struct adr_backend_device* dev, const void* ptr, size_t size, const char* what,
+                   struct side* out, struct adr_error* error) {
   out->dev = NULL;
   out->addr = (void*)ptr;
   out->mem = NULL;
@@ -377,11 +377,10 @@ static int enqueue_overlapping(struct adr_backend_stream* stream, struct adr_bac
 int ocl_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
              const void* src, size_t size, struct adr_backend_stream* stream,
              struct adr_error* error) {
-  static const char op[] = "adr_copy";
   if (size == 0) return 0;
   struct side d, s;
-  int st = resolve(dst_dev, dst, size, op, "destination", &d, error);
-  if (st == 0) st = resolve(src_dev, src, size, op, "source", &s, error);
+  int st = resolve(dst_dev, dst, size, "destination", &d, error);
+  if (st == 0) st = resolve(src_dev, src, size, "source", &s, error);
   if (st != 0) return st;
   if (d.dev != NULL && s.dev != NULL && d.dev->context != s.dev->context)
     return peer_copy(&d, &s, size, stream, error);
@@ -410,10 +409,9 @@ int ocl_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_d
 
 int ocl_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
                struct adr_backend_stream* stream, struct adr_error* error) {
-  static const char op[] = "adr_memset";
   if (size == 0) return 0;
   struct side d;
-  int st = resolve(dev, ptr, size, op, "destination", &d, error);
+  int st = resolve(dev, ptr, size, "destination", &d, error);
   if (st != 0) return st;
   if (stream->dev->context != d.dev->context)
     return ocl_errorf(error, EINVAL, "the stream belongs to opencl:%lld, not to opencl:%lld",

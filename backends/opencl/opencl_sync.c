@@ -22,7 +22,7 @@
 
 #include "opencl_internal.h"
 
-int ocl_queue_create(struct adr_backend_device* dev, const char* op, cl_command_queue* out,
+int ocl_queue_create(struct adr_backend_device* dev, cl_command_queue* out,
                      struct adr_error* error) {
   cl_int rc = CL_SUCCESS;
   cl_command_queue q;
@@ -101,7 +101,7 @@ int ocl_stream_create(struct adr_backend_device* dev, uint32_t flags,
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
   if (s == NULL) return ocl_errorf(error, ENOMEM, "out of host memory");
   cl_command_queue q = NULL;
-  int st = ocl_queue_create(dev, "adr_stream_create", &q, error);
+  int st = ocl_queue_create(dev, &q, error);
   if (st != 0) {
     free(s);
     return st;
@@ -136,9 +136,8 @@ int ocl_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_st
 
 int ocl_stream_import(struct adr_backend_device* dev, void* native_stream,
                       struct adr_backend_stream** out, struct adr_error* error) {
-  static const char op[] = "adr_stream_import";
   cl_command_queue q = native_stream;
-  int st = ocl_handle_check(q, op, "cl_command_queue", error);
+  int st = ocl_handle_check(q, "cl_command_queue", error);
   if (st != 0) return st;
   cl_context ctx = NULL;
   cl_device_id qdev = NULL;
@@ -214,8 +213,8 @@ int ocl_event_create(struct adr_backend_device* dev, struct adr_backend_event** 
  * context is a context, and whose fields have values an event can have
  * (the driver may not check the object's type). Events of other contexts
  * are fine: a wait bridges them. */
-static int check_event(cl_event e, const char* op, struct adr_error* error) {
-  int st = ocl_handle_check(e, op, "cl_event", error);
+static int check_event(cl_event e, struct adr_error* error) {
+  int st = ocl_handle_check(e, "cl_event", error);
   if (st != 0) return st;
   cl_context ctx = NULL;
   cl_uint refs = 0, ndev = 0;
@@ -229,7 +228,7 @@ static int check_event(cl_event e, const char* op, struct adr_error* error) {
   if (rc == CL_SUCCESS)
     rc = ocl.clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, NULL);
   if (rc != CL_SUCCESS) return ocl_check(rc, error, "*sync_event is not a valid cl_event");
-  if (ocl_handle_check(ctx, op, "event's context", NULL) != 0 ||
+  if (ocl_handle_check(ctx, "event's context", NULL) != 0 ||
       ocl.clGetContextInfo(ctx, CL_CONTEXT_NUM_DEVICES, sizeof(ndev), &ndev, NULL) != CL_SUCCESS ||
       ndev == 0)
     return ocl_errorf(error, EINVAL, "*sync_event %p is not a cl_event (no valid context)",
@@ -246,7 +245,6 @@ static int check_event(cl_event e, const char* op, struct adr_error* error) {
 
 int ocl_event_import(struct adr_backend_device* dev, void* sync_event,
                      struct adr_backend_event** out, struct adr_error* error) {
-  static const char op[] = "adr_event_import";
   if (sync_event == NULL)
     return ocl_errorf(error, EINVAL, "sync_event is NULL (expected a cl_event*)");
   void* word = NULL;
@@ -254,7 +252,7 @@ int ocl_event_import(struct adr_backend_device* dev, void* sync_event,
     return ocl_errorf(error, EINVAL, "sync_event %p is not readable memory", sync_event);
   cl_event native = word;
   if (native != NULL) {
-    int st = check_event(native, op, error);
+    int st = check_event(native, error);
     if (st != 0) return st;
   }
   struct adr_backend_event* e = calloc(1, sizeof(*e));

@@ -105,7 +105,7 @@ static void device_free(struct adr_backend_device* dev) {
 /* Everything after the VkDevice and its queue exist: dispatch table,
  * properties, semaphore, memory types, default stream. On failure the
  * caller destroys what this made with device_teardown. */
-static int device_setup(struct adr_backend_device* dev, const char* op, struct adr_error* error) {
+static int device_setup(struct adr_backend_device* dev, struct adr_error* error) {
 #define VKB_X(name)                                                                              \
   dev->fn.name = (PFN_##name)(void (*)(void))dev->inst->vkGetDeviceProcAddr(dev->device, #name); \
   if (dev->fn.name == NULL)                                                                      \
@@ -145,7 +145,7 @@ static void device_release_vulkan(struct adr_backend_device* dev) {
   if (dev->released) return;
   dev->released = true;
   if (dev->timeline != VK_NULL_HANDLE && dev->fn.vkWaitSemaphores != NULL)
-    vkb_timeline_wait(dev, dev->next_value, "device_close", NULL);
+    vkb_timeline_wait(dev, dev->next_value, NULL);
   while (dev->events != NULL) vkb_event_release(dev->events);
   while (dev->streams != NULL) vkb_stream_release(dev->streams);
   if (dev->fn.vkDestroyBuffer != NULL) {
@@ -202,7 +202,6 @@ int vkb_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error
 
 int vkb_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
                     struct adr_error* error) {
-  static const char op[] = "adr_device_get";
   if (type != ARROW_DEVICE_VULKAN || id < 0 || (uint64_t)id >= vkb_g.physical_count)
     return vkb_errorf(error, ENODEV, "vulkan:%" PRId64 " does not exist (%u device(s))", id,
                       vkb_g.physical_count);
@@ -252,7 +251,7 @@ int vkb_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device*
     device_free(dev);
     return st;
   }
-  int st = device_setup(dev, op, error);
+  int st = device_setup(dev, error);
   if (st != 0) {
     device_teardown(dev);
     device_free(dev);
@@ -265,7 +264,6 @@ int vkb_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device*
 
 int vkb_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
                      struct adr_backend_device** out, struct adr_error* error) {
-  static const char op[] = "adr_device_adopt";
   const struct adr_vulkan_adopt_desc* d = native_desc;
   if (type != ARROW_DEVICE_VULKAN)
     return vkb_errorf(error, EINVAL, "the Vulkan backend adopts only ARROW_DEVICE_VULKAN");
@@ -339,7 +337,7 @@ int vkb_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
   dev->queue = (VkQueue)d->queue;
   dev->queue_family = d->queue_family_index;
   dev->queue_index = d->queue_index;
-  int st = device_setup(dev, op, error);
+  int st = device_setup(dev, error);
   if (st != 0) {
     device_teardown(dev);
     device_free(dev);

@@ -391,19 +391,17 @@ struct vkb_cmd {
   VkCommandBuffer cb;
 };
 
-int vkb_cmd_begin(struct adr_backend_stream* s, struct vkb_cmd* out, const char* op,
-                  struct adr_error* error);
+int vkb_cmd_begin(struct adr_backend_stream* s, struct vkb_cmd* out, struct adr_error* error);
 /* Ends, submits (signal value returned in *out_value) and unlocks. */
-int vkb_cmd_submit(struct vkb_cmd* c, uint64_t* out_value, const char* op, struct adr_error* error);
+int vkb_cmd_submit(struct vkb_cmd* c, uint64_t* out_value, struct adr_error* error);
 void vkb_cmd_abort(struct vkb_cmd* c);
 
 uint64_t vkb_timeline_value(struct adr_backend_device* dev);
 /* Host wait until the device's timeline reaches `value`. */
-int vkb_timeline_wait(struct adr_backend_device* dev, uint64_t value, const char* op,
-                      struct adr_error* error);
+int vkb_timeline_wait(struct adr_backend_device* dev, uint64_t value, struct adr_error* error);
 /* Host wait for everything queued on the stream, including device-side
  * waits registered for its next submission. */
-int vkb_stream_wait_idle(struct adr_backend_stream* s, const char* op, struct adr_error* error);
+int vkb_stream_wait_idle(struct adr_backend_stream* s, struct adr_error* error);
 /* True when nothing of the stream is pending and no device-side wait is
  * registered (the mapped fast path may then run on the host at once). */
 bool vkb_stream_idle(struct adr_backend_stream* s);
@@ -416,8 +414,7 @@ void vkb_queue_share(struct adr_backend_device* dev);
 /* Submits an empty batch signalling the next timeline value (so the
  * timeline covers everything submitted to the queue before, the
  * application's work included) and returns that value. */
-int vkb_queue_post(struct adr_backend_device* dev, uint64_t* out_value, const char* op,
-                   struct adr_error* error);
+int vkb_queue_post(struct adr_backend_device* dev, uint64_t* out_value, struct adr_error* error);
 /* The ADR_VULKAN_NATIVE_QUEUE_LOCK functions (ctx = the device). */
 void vkb_queue_lock_init(struct adr_backend_device* dev);
 
@@ -459,23 +456,23 @@ int vkb_free(struct adr_backend_device* dev, void* ptr, size_t size,
 /* Internal allocation (scratch, temporaries) and its release: `after` is a
  * timeline value the range may still be used until (0 = now). */
 int vkb_range_alloc(struct adr_backend_device* dev, VkDeviceSize size, VkDeviceSize alignment,
-                    struct vkb_range** out, const char* op, struct adr_error* error);
+                    struct vkb_range** out, struct adr_error* error);
 void vkb_range_free(struct adr_backend_device* dev, struct vkb_range* r, uint64_t after);
 /* Resolve [addr, addr + size) to the allocation containing it: EINVAL with
  * a message when no live allocation of the device contains it all. */
 int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size, struct vkb_loc* out,
-                const char* op, struct adr_error* error);
+                struct adr_error* error);
 /* Whether `addr` lies in a live allocation of dev (for pointer_query). */
 bool vkb_owns(struct adr_backend_device* dev, const void* addr);
 /* Host-visible block for staging (not in the address map). */
 int vkb_staging_block_create(struct adr_backend_device* dev, VkDeviceSize size,
-                             struct vkb_block** out, const char* op, struct adr_error* error);
+                             struct vkb_block** out, struct adr_error* error);
 void vkb_block_destroy(struct adr_backend_device* dev, struct vkb_block* b);
 /* Make host writes to a mapped range visible / device writes readable. */
 int vkb_flush(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
-              VkDeviceSize size, const char* op, struct adr_error* error);
+              VkDeviceSize size, struct adr_error* error);
 int vkb_invalidate(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
-                   VkDeviceSize size, const char* op, struct adr_error* error);
+                   VkDeviceSize size, struct adr_error* error);
 
 /* ---- copies (vulkan_copy.c) --------------------------------------------------- */
 

@@ -165,7 +165,7 @@ void vkb_block_destroy(struct adr_backend_device* dev, struct vkb_block* b) {
  * host-visible. */
 static int block_create(struct adr_backend_device* dev, VkDeviceSize size, bool device_address,
                         const uint32_t* types, uint32_t type_count, struct vkb_block** out,
-                        const char* op, struct adr_error* error) {
+                        struct adr_error* error) {
   struct vkb_block* b = calloc(1, sizeof(*b));
   struct vkb_range* whole = calloc(1, sizeof(*whole));
   if (b == NULL || whole == NULL) {
@@ -250,8 +250,8 @@ static int block_create(struct adr_backend_device* dev, VkDeviceSize size, bool 
 }
 
 int vkb_staging_block_create(struct adr_backend_device* dev, VkDeviceSize size,
-                             struct vkb_block** out, const char* op, struct adr_error* error) {
-  return block_create(dev, size, false, &dev->staging_type, 1, out, op, error);
+                             struct vkb_block** out, struct adr_error* error) {
+  return block_create(dev, size, false, &dev->staging_type, 1, out, error);
 }
 
 static void block_link(struct adr_backend_device* dev, struct vkb_block* b) {
@@ -343,7 +343,7 @@ static void reclaim_deferred(struct adr_backend_device* dev) {
 /* ---- allocation ---------------------------------------------------------------- */
 
 static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size, VkDeviceSize align,
-                              struct vkb_range** out, const char* op, struct adr_error* error) {
+                              struct vkb_range** out, struct adr_error* error) {
   if (size > dev->max_alloc)
     return vkb_errorf(error, ENOMEM,
                       "VK_ERROR_OUT_OF_DEVICE_MEMORY: %" PRIu64
@@ -366,7 +366,7 @@ static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size,
       if (!b->dedicated) r = block_take(b, need, align, spare);
     if (r == NULL) {
       struct vkb_block* b = NULL;
-      st = block_create(dev, dev->block_size, true, dev->alloc_types, dev->alloc_type_count, &b, op,
+      st = block_create(dev, dev->block_size, true, dev->alloc_types, dev->alloc_type_count, &b,
                         error);
       if (st == 0) {
         block_link(dev, b);
@@ -377,7 +377,7 @@ static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size,
     struct vkb_block* b = NULL;
     VkDeviceSize bsize = need + (align > granule ? align : 0);
     if (bsize > dev->max_alloc) bsize = need;
-    st = block_create(dev, bsize, true, dev->alloc_types, dev->alloc_type_count, &b, op, error);
+    st = block_create(dev, bsize, true, dev->alloc_types, dev->alloc_type_count, &b, error);
     if (st == 0) {
       b->dedicated = true;
       block_link(dev, b);
@@ -414,10 +414,10 @@ static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size,
 }
 
 int vkb_range_alloc(struct adr_backend_device* dev, VkDeviceSize size, VkDeviceSize alignment,
-                    struct vkb_range** out, const char* op, struct adr_error* error) {
+                    struct vkb_range** out, struct adr_error* error) {
   pthread_mutex_lock(&dev->mem_lock);
   reclaim_deferred(dev);
-  int st = range_alloc_locked(dev, size, alignment, out, op, error);
+  int st = range_alloc_locked(dev, size, alignment, out, error);
   pthread_mutex_unlock(&dev->mem_lock);
   return st;
 }
@@ -445,7 +445,7 @@ int vkb_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
               struct adr_backend_stream* stream, void** out, struct adr_error* error) {
   (void)stream; /* sub-allocated memory is ready at once for any stream */
   struct vkb_range* r = NULL;
-  int st = vkb_range_alloc(dev, size, alignment, &r, "adr_alloc", error);
+  int st = vkb_range_alloc(dev, size, alignment, &r, error);
   if (st == 0) *out = (void*)(uintptr_t)r->addr;
   return st;
 }
@@ -475,7 +475,7 @@ int vkb_free(struct adr_backend_device* dev, void* ptr, size_t size,
 }
 
 int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size, struct vkb_loc* out,
-                const char* op, struct adr_error* error) {
+                struct adr_error* error) {
   VkDeviceAddress a = (VkDeviceAddress)(uintptr_t)addr;
   pthread_mutex_lock(&dev->mem_lock);
   struct vkb_range* r = map_find(dev, a);
@@ -517,7 +517,7 @@ static VkMappedMemoryRange mapped_range(struct adr_backend_device* dev, struct v
 }
 
 int vkb_flush(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
-              VkDeviceSize size, const char* op, struct adr_error* error) {
+              VkDeviceSize size, struct adr_error* error) {
   if (b->coherent) return 0;
   VkMappedMemoryRange mr = mapped_range(dev, b, off, size);
   VkResult r = dev->fn.vkFlushMappedMemoryRanges(dev->device, 1, &mr);
@@ -525,7 +525,7 @@ int vkb_flush(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize 
 }
 
 int vkb_invalidate(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
-                   VkDeviceSize size, const char* op, struct adr_error* error) {
+                   VkDeviceSize size, struct adr_error* error) {
   if (b->coherent) return 0;
   VkMappedMemoryRange mr = mapped_range(dev, b, off, size);
   VkResult r = dev->fn.vkInvalidateMappedMemoryRanges(dev->device, 1, &mr);

@@ -68,8 +68,7 @@ uint64_t vkb_timeline_value(struct adr_backend_device* dev) {
   return v;
 }
 
-int vkb_timeline_wait(struct adr_backend_device* dev, uint64_t value, const char* op,
-                      struct adr_error* error) {
+int vkb_timeline_wait(struct adr_backend_device* dev, uint64_t value, struct adr_error* error) {
   if (value == 0 || value <= atomic_load_explicit(&dev->completed, memory_order_relaxed)) return 0;
   VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
                             .semaphoreCount = 1,
@@ -84,8 +83,7 @@ int vkb_timeline_wait(struct adr_backend_device* dev, uint64_t value, const char
 
 /* ---- command buffers ----------------------------------------------------------- */
 
-int vkb_cmd_begin(struct adr_backend_stream* s, struct vkb_cmd* out, const char* op,
-                  struct adr_error* error) {
+int vkb_cmd_begin(struct adr_backend_stream* s, struct vkb_cmd* out, struct adr_error* error) {
   struct adr_backend_device* dev = s->dev;
   pthread_mutex_lock(&s->lock);
   /* A free command buffer: first against the cached completed value, then
@@ -118,7 +116,7 @@ int vkb_cmd_begin(struct adr_backend_stream* s, struct vkb_cmd* out, const char*
   if (slot == NULL) {
     /* All command buffers in flight: wait for the oldest. */
     slot = &s->cbs[s->cb_next % s->cb_count];
-    int st = vkb_timeline_wait(dev, slot->value, op, error);
+    int st = vkb_timeline_wait(dev, slot->value, error);
     if (st != 0) {
       pthread_mutex_unlock(&s->lock);
       return st;
@@ -159,8 +157,7 @@ void vkb_cmd_abort(struct vkb_cmd* c) {
   pthread_mutex_unlock(&s->lock);
 }
 
-int vkb_cmd_submit(struct vkb_cmd* c, uint64_t* out_value, const char* op,
-                   struct adr_error* error) {
+int vkb_cmd_submit(struct vkb_cmd* c, uint64_t* out_value, struct adr_error* error) {
   struct adr_backend_stream* s = c->s;
   struct adr_backend_device* dev = s->dev;
   vkb_barrier_host(dev, c->cb);
@@ -215,8 +212,7 @@ void vkb_queue_share(struct adr_backend_device* dev) {
   atomic_store_explicit(&dev->queue_shared, true, memory_order_relaxed);
 }
 
-int vkb_queue_post(struct adr_backend_device* dev, uint64_t* out_value, const char* op,
-                   struct adr_error* error) {
+int vkb_queue_post(struct adr_backend_device* dev, uint64_t* out_value, struct adr_error* error) {
   pthread_mutex_lock(&dev->queue_lock);
   uint64_t value = dev->next_value + 1;
   VkTimelineSemaphoreSubmitInfo tsi = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
@@ -255,7 +251,7 @@ void vkb_queue_lock_init(struct adr_backend_device* dev) {
   };
 }
 
-int vkb_stream_wait_idle(struct adr_backend_stream* s, const char* op, struct adr_error* error) {
+int vkb_stream_wait_idle(struct adr_backend_stream* s, struct adr_error* error) {
   pthread_mutex_lock(&s->lock);
   bool foreign = s->foreign_count > 0;
   uint64_t v = s->last_value > s->wait_value ? s->last_value : s->wait_value;
@@ -264,16 +260,16 @@ int vkb_stream_wait_idle(struct adr_backend_stream* s, const char* op, struct ad
     /* Pending waits on imported events: submit them (an empty command
      * buffer) so the timeline covers them. */
     struct vkb_cmd c;
-    int st = vkb_cmd_begin(s, &c, op, error);
-    if (st == 0) st = vkb_cmd_submit(&c, &v, op, error);
+    int st = vkb_cmd_begin(s, &c, error);
+    if (st == 0) st = vkb_cmd_submit(&c, &v, error);
     if (st != 0) return st;
   }
   if (atomic_load_explicit(&s->dev->queue_shared, memory_order_relaxed)) {
     /* The application may have submitted work adr's values do not cover. */
-    int st = vkb_queue_post(s->dev, &v, op, error);
+    int st = vkb_queue_post(s->dev, &v, error);
     if (st != 0) return st;
   }
-  return vkb_timeline_wait(s->dev, v, op, error);
+  return vkb_timeline_wait(s->dev, v, error);
 }
 
 int vkb_stream_create(struct adr_backend_device* dev, uint32_t flags,
@@ -337,7 +333,7 @@ int vkb_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream
   pthread_mutex_lock(&s->lock);
   uint64_t v = s->last_value;
   pthread_mutex_unlock(&s->lock);
-  int st = vkb_timeline_wait(dev, v, "adr_stream_destroy", error);
+  int st = vkb_timeline_wait(dev, v, error);
   if (st != 0) return st;
   vkb_stream_release(s);
   return 0;
@@ -347,7 +343,7 @@ int vkb_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_st
                            struct adr_error* error) {
   (void)dev;
   if (vkb_exited()) return 0;
-  return vkb_stream_wait_idle(s, "adr_stream_synchronize", error);
+  return vkb_stream_wait_idle(s, error);
 }
 
 /* Every stream of a device submits to the device's one VkQueue, so that is
@@ -424,7 +420,7 @@ int vkb_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* 
   if (vkb_exited()) return 0;
   /* vkDestroyEvent requires the submission that sets it to be complete. */
   if (e->kind == VKB_EVENT_OWN) {
-    int st = vkb_timeline_wait(dev, e->value, "adr_event_destroy", error);
+    int st = vkb_timeline_wait(dev, e->value, error);
     if (st != 0) return st;
   }
   vkb_event_release(e);
@@ -433,17 +429,16 @@ int vkb_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* 
 
 int vkb_event_record(struct adr_backend_device* dev, struct adr_backend_event* e,
                      struct adr_backend_stream* s, struct adr_error* error) {
-  static const char op[] = "adr_event_record";
   if (e->kind != VKB_EVENT_OWN)
     return vkb_errorf(error, EINVAL, "an imported event cannot be recorded");
   /* The host reset below must not race the previous record's set: wait for
    * it (re-recording an event whose previous record is pending blocks). */
-  int st = vkb_timeline_wait(dev, e->value, op, error);
+  int st = vkb_timeline_wait(dev, e->value, error);
   if (st != 0) return st;
   VkResult r = dev->fn.vkResetEvent(dev->device, e->vk);
   if (r != VK_SUCCESS) return vkb_check(r, error, "vkResetEvent");
   struct vkb_cmd c;
-  st = vkb_cmd_begin(s, &c, op, error);
+  st = vkb_cmd_begin(s, &c, error);
   if (st != 0) {
     dev->fn.vkSetEvent(dev->device, e->vk);
     return st;
@@ -451,7 +446,7 @@ int vkb_event_record(struct adr_backend_device* dev, struct adr_backend_event* e
   vkb_barrier_host(dev, c.cb);
   dev->fn.vkCmdSetEvent(c.cb, e->vk, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
   uint64_t value = 0;
-  st = vkb_cmd_submit(&c, &value, op, error);
+  st = vkb_cmd_submit(&c, &value, error);
   if (st != 0) {
     dev->fn.vkSetEvent(dev->device, e->vk);
     return st;
@@ -462,7 +457,6 @@ int vkb_event_record(struct adr_backend_device* dev, struct adr_backend_event* e
 
 int vkb_event_wait(struct adr_backend_device* dev, struct adr_backend_event* e,
                    struct adr_backend_stream* s, struct adr_error* error) {
-  static const char op[] = "adr_stream_wait_event";
   if (e->kind == VKB_EVENT_FOREIGN) {
     pthread_mutex_lock(&s->lock);
     if (s->foreign_count == s->foreign_cap) {
@@ -481,7 +475,7 @@ int vkb_event_wait(struct adr_backend_device* dev, struct adr_backend_event* e,
   }
   if (e->source != dev) {
     /* Another VkDevice: its timeline cannot be waited on by this queue. */
-    return vkb_timeline_wait(e->source, e->value, op, error);
+    return vkb_timeline_wait(e->source, e->value, error);
   }
   /* Same device: queue order already puts the stream's next work after the
    * event's submission; remember it for the host-side fast paths. */
@@ -492,7 +486,7 @@ int vkb_event_wait(struct adr_backend_device* dev, struct adr_backend_event* e,
 }
 
 static int foreign_status(struct adr_backend_device* dev, struct adr_backend_event* e,
-                          const char* op, struct adr_error* error) {
+                          struct adr_error* error) {
   VkResult r = dev->fn.vkGetEventStatus(dev->device, e->vk);
   if (r == VK_EVENT_SET) return 0;
   if (r == VK_EVENT_RESET) return EBUSY;
@@ -501,15 +495,14 @@ static int foreign_status(struct adr_backend_device* dev, struct adr_backend_eve
 
 int vkb_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* e,
                           struct adr_error* error) {
-  static const char op[] = "adr_event_synchronize";
   /* After the exit handler destroyed the devices all work has completed. */
   if (vkb_exited()) return 0;
-  if (e->kind != VKB_EVENT_FOREIGN) return vkb_timeline_wait(e->source, e->value, op, error);
+  if (e->kind != VKB_EVENT_FOREIGN) return vkb_timeline_wait(e->source, e->value, error);
   /* A foreign VkEvent has no timeline value; poll with a growing sleep
    * (1 us to 1 ms), never a busy spin. */
   long ns = 1000;
   for (;;) {
-    int st = foreign_status(dev, e, op, error);
+    int st = foreign_status(dev, e, error);
     if (st != EBUSY) return st;
     struct timespec ts = {0, ns};
     nanosleep(&ts, NULL);
@@ -520,7 +513,7 @@ int vkb_event_synchronize(struct adr_backend_device* dev, struct adr_backend_eve
 int vkb_event_query(struct adr_backend_device* dev, struct adr_backend_event* e,
                     struct adr_error* error) {
   if (vkb_exited()) return 0;
-  if (e->kind == VKB_EVENT_FOREIGN) return foreign_status(dev, e, "adr_event_query", error);
+  if (e->kind == VKB_EVENT_FOREIGN) return foreign_status(dev, e, error);
   if (e->value == 0 ||
       e->value <= atomic_load_explicit(&e->source->completed, memory_order_relaxed))
     return 0;
