@@ -66,7 +66,8 @@ int adr__device_create(struct adr__backend* b, const char* api, ArrowDeviceType 
 
 void adr__device_release(struct adr_device* dev) {
   adr__memory_device_teardown(dev);
-  adr__dispatch_stream_destroy(dev, "teardown", dev->default_stream.handle, NULL);
+  /* The default stream goes with the device: device_close releases it
+   * (the teardown contract in adr/backend.h). */
   adr__dispatch_device_close(dev);
 }
 

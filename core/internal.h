@@ -177,8 +177,9 @@ struct adr_device {
 /* Device objects (device.c). adr__device_create wraps a device the backend
  * opened or adopted: its default stream, capabilities and memory state;
  * on failure the backend's device is closed and nothing is kept. Registry
- * lock held. adr__device_release gives back its memory state, default
- * stream and native device at process exit (the struct stays). */
+ * lock held. adr__device_release gives back its memory state and closes
+ * the native device, which releases its default stream, at process exit
+ * (the struct stays). */
 int adr__device_create(struct adr__backend* b, const char* api, ArrowDeviceType type, int64_t id,
                        struct adr_backend_device* handle, struct adr_device** out,
                        struct adr_error* error);

@@ -24,11 +24,10 @@
 #include <unistd.h>
 
 #include "adr/backend.h"
+#include "host.h"
 #include "range_map.h"
 
 #define CPU_NAME "cpu"
-
-static const struct adr_backend_host* host;
 
 struct adr_backend_device {
   int id;
@@ -142,8 +141,7 @@ static void* worker(void* arg) {
 
 /* Run `t` now on the default stream, or queue it on a created stream. The
  * task is copied, so callers pass a stack object. */
-static int submit(struct adr_backend_stream* s, const struct task* proto, const char* op,
-                  struct adr_error* error) {
+static int submit(struct adr_backend_stream* s, const struct task* proto, struct adr_error* error) {
   if (s->is_default) {
     struct task t = *proto;
     if (t.event) atomic_fetch_add(&t.event->refs, 1);
@@ -151,8 +149,7 @@ static int submit(struct adr_backend_stream* s, const struct task* proto, const 
     return 0;
   }
   struct task* t = malloc(sizeof(*t));
-  if (t == NULL)
-    return adr_backend_error_set(error, ENOMEM, "[%s][cpu] ENOMEM: cannot queue a task", op);
+  if (t == NULL) return adr_backend_error_set(error, ENOMEM, "ENOMEM: cannot queue a task");
   *t = *proto;
   t->next = NULL;
   if (t->event) atomic_fetch_add(&t->event->refs, 1);
@@ -170,8 +167,7 @@ static int submit(struct adr_backend_stream* s, const struct task* proto, const 
 /* ---- lifecycle and devices --------------------------------------------- */
 
 static int cpu_init(struct adr_error* error) {
-  (void)error;
-  return 0;
+  return adr_host_init(CPU_NAME, error);
 }
 
 static int cpu_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
@@ -183,8 +179,7 @@ static int cpu_device_count(ArrowDeviceType type, int64_t* out, struct adr_error
 static int cpu_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
                            struct adr_error* error) {
   if (type != ARROW_DEVICE_CPU || id != 0)
-    return adr_backend_error_set(error, ENODEV, "[device_open][cpu] ENODEV: no device %lld",
-                                 (long long)id);
+    return adr_backend_error_set(error, ENODEV, "ENODEV: no device %lld", (long long)id);
   *out = &the_device;
   return 0;
 }
@@ -232,8 +227,7 @@ static int cpu_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t
                              struct adr_error* error) {
   struct adr_range r;
   if (adr_range_map_find(&ranges, (uintptr_t)ptr, 0, &r) != 0)
-    return adr_backend_error_set(error, ENOENT,
-                                 "[pointer_query][cpu] ENOENT: %p is not in a CPU allocation", ptr);
+    return adr_backend_error_set(error, ENOENT, "ENOENT: %p is not in a CPU allocation", ptr);
   *out_type = ARROW_DEVICE_CPU;
   *out_id = 0;
   return 0;
@@ -252,14 +246,12 @@ static int cpu_alloc(struct adr_backend_device* dev, size_t size, size_t alignme
   size_t rounded = (size + alignment - 1) & ~(alignment - 1);
   void* p = aligned_alloc(alignment, rounded);
   if (p == NULL)
-    return adr_backend_error_set(error, ENOMEM,
-                                 "[alloc][cpu] ENOMEM: cannot allocate %zu bytes aligned to %zu",
+    return adr_backend_error_set(error, ENOMEM, "ENOMEM: cannot allocate %zu bytes aligned to %zu",
                                  size, alignment);
   struct adr_range r = {(uintptr_t)p, size};
   if (adr_range_map_insert(&ranges, &r) != 0) {
     free(p);
-    return adr_backend_error_set(error, ENOMEM,
-                                 "[alloc][cpu] ENOMEM: cannot record the allocation's range");
+    return adr_backend_error_set(error, ENOMEM, "ENOMEM: cannot record the allocation's range");
   }
   *out = p;
   return 0;
@@ -271,7 +263,7 @@ static int cpu_free(struct adr_backend_device* dev, void* ptr, size_t size,
   (void)size;
   adr_range_map_remove(&ranges, (uintptr_t)ptr, NULL);
   struct task t = {.kind = TASK_FREE, .dst = ptr};
-  return submit(stream, &t, "free", error);
+  return submit(stream, &t, error);
 }
 
 static int cpu_copy(struct adr_backend_device* dst_dev, void* dst,
@@ -284,14 +276,14 @@ static int cpu_copy(struct adr_backend_device* dst_dev, void* dst,
     memmove(dst, src, size); /* the common case, without a task */
     return 0;
   }
-  return submit(stream, &t, "copy", error);
+  return submit(stream, &t, error);
 }
 
 static int cpu_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
                       struct adr_backend_stream* stream, struct adr_error* error) {
   (void)dev;
   struct task t = {.kind = TASK_MEMSET, .dst = ptr, .value = value, .size = size};
-  return submit(stream, &t, "memset", error);
+  return submit(stream, &t, error);
 }
 
 /* ---- streams ------------------------------------------------------------- */
@@ -304,8 +296,7 @@ static int cpu_stream_create(struct adr_backend_device* dev, uint32_t flags,
     return 0;
   }
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
-  if (s == NULL)
-    return adr_backend_error_set(error, ENOMEM, "[stream_create][cpu] ENOMEM: out of memory");
+  if (s == NULL) return adr_backend_error_set(error, ENOMEM, "ENOMEM: out of memory");
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->work, NULL);
   pthread_cond_init(&s->idle, NULL);
@@ -316,7 +307,7 @@ static int cpu_stream_create(struct adr_backend_device* dev, uint32_t flags,
     pthread_cond_destroy(&s->idle);
     free(s);
     return adr_backend_error_set(error, rc == EAGAIN ? EAGAIN : EIO,
-                                 "[stream_create][cpu] %s: cannot start the stream's thread",
+                                 "%s: cannot start the stream's thread",
                                  rc == EAGAIN ? "EAGAIN" : "EIO");
   }
   *out = s;
@@ -336,7 +327,11 @@ static int cpu_stream_synchronize(struct adr_backend_device* dev, struct adr_bac
 
 static int cpu_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* s,
                               struct adr_error* error) {
-  if (s->is_default) return 0;
+  /* The teardown contract (adr/backend.h): the default stream is the
+   * device's; the core never asks, and a host that does gets EINVAL. */
+  if (s->is_default)
+    return adr_backend_error_set(error, EINVAL,
+                                 "EINVAL: the default stream is released by device_close");
   cpu_stream_synchronize(dev, s, error);
   pthread_mutex_lock(&s->lock);
   s->stop = true;
@@ -356,8 +351,7 @@ static int cpu_event_create(struct adr_backend_device* dev, struct adr_backend_e
                             struct adr_error* error) {
   (void)dev;
   struct adr_backend_event* e = calloc(1, sizeof(*e));
-  if (e == NULL)
-    return adr_backend_error_set(error, ENOMEM, "[event_create][cpu] ENOMEM: out of memory");
+  if (e == NULL) return adr_backend_error_set(error, ENOMEM, "ENOMEM: out of memory");
   pthread_mutex_init(&e->lock, NULL);
   pthread_cond_init(&e->cond, NULL);
   atomic_init(&e->refs, 1);
@@ -380,7 +374,7 @@ static int cpu_event_record(struct adr_backend_device* dev, struct adr_backend_e
   uint64_t target = ++e->recorded;
   pthread_mutex_unlock(&e->lock);
   struct task t = {.kind = TASK_SIGNAL, .event = e, .target = target};
-  return submit(s, &t, "event_record", error);
+  return submit(s, &t, error);
 }
 
 static int cpu_event_wait(struct adr_backend_device* dev, struct adr_backend_event* e,
@@ -390,7 +384,7 @@ static int cpu_event_wait(struct adr_backend_device* dev, struct adr_backend_eve
   uint64_t target = e->recorded;
   pthread_mutex_unlock(&e->lock);
   struct task t = {.kind = TASK_WAIT, .event = e, .target = target};
-  return submit(s, &t, "event_wait", error);
+  return submit(s, &t, error);
 }
 
 static int cpu_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* e,
@@ -454,10 +448,4 @@ static const struct adr_backend cpu_backend = {
     .pointer_query = cpu_pointer_query,
 };
 
-ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(
-    uint32_t host_abi_major, uint32_t host_abi_minor, const struct adr_backend_host* services) {
-  (void)host_abi_minor;
-  if (host_abi_major != ADR_BACKEND_ABI_MAJOR) return NULL;
-  host = services;
-  return &cpu_backend;
-}
+ADR_BACKEND_DEFINE_QUERY(cpu_backend, adr_host_set)

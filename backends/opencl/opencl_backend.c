@@ -14,30 +14,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bytesize.h"
 #include "opencl_internal.h"
 
-const struct adr_backend_host* ocl_host;
 int ocl_forced_mode;
 bool ocl_host_copy_enabled = true;
 
-void ocl_log(int level, const char* fmt, ...) {
-  if (ocl_host == NULL || ocl_host->log == NULL) return;
-  if (ocl_host->log_level != NULL && level > ocl_host->log_level()) return;
-  char line[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof(line), fmt, ap);
-  va_end(ap);
-  ocl_host->log(level, OCL_NAME, "%s", line);
-}
-
-static const char* env(const char* name) {
-  if (ocl_host == NULL || ocl_host->getenv == NULL) return NULL;
-  return ocl_host->getenv(name);
-}
-
 static int read_environment(struct adr_error* error) {
-  const char* memory = env("ADR_OPENCL_MEMORY");
+  const char* memory = adr_host_getenv("ADR_OPENCL_MEMORY");
   ocl_forced_mode = 0;
   if (memory != NULL && memory[0] != '\0' && strcmp(memory, "auto") != 0) {
     if (strcmp(memory, "svm-fine") == 0)
@@ -49,12 +33,10 @@ static int read_environment(struct adr_error* error) {
     else if (strcmp(memory, "buffer") == 0)
       ocl_forced_mode = ADR_OPENCL_ADDRESS_BUFFER;
     else
-      return ocl_errorf(error, EINVAL, "init",
-                        "ADR_OPENCL_MEMORY='%s' is not valid at position 1: expected auto, svm, "
-                        "svm-fine, svm-coarse or buffer",
-                        memory);
+      return adr_syntax_error(error, "ADR_OPENCL_MEMORY", memory, 0,
+                              "auto, svm, svm-fine, svm-coarse or buffer");
   }
-  const char* host_copy = env("ADR_OPENCL_HOST_COPY");
+  const char* host_copy = adr_host_getenv("ADR_OPENCL_HOST_COPY");
   ocl_host_copy_enabled = true;
   if (host_copy != NULL && host_copy[0] != '\0') {
     if (strcmp(host_copy, "1") == 0)
@@ -62,25 +44,25 @@ static int read_environment(struct adr_error* error) {
     else if (strcmp(host_copy, "0") == 0)
       ocl_host_copy_enabled = false;
     else
-      return ocl_errorf(error, EINVAL, "init",
-                        "ADR_OPENCL_HOST_COPY='%s' is not valid at position 1: expected 0 or 1",
-                        host_copy);
+      return adr_syntax_error(error, "ADR_OPENCL_HOST_COPY", host_copy, 0, "0 or 1");
   }
   return 0;
 }
 
 static int backend_init(struct adr_error* error) {
-  int st = read_environment(error);
+  int st = adr_host_init(OCL_NAME, error);
   if (st != 0) return st;
-  st = ocl_loader_open(env("ADR_OPENCL_LIBRARY"), error);
+  st = read_environment(error);
+  if (st != 0) return st;
+  st = ocl_loader_open(adr_host_getenv("ADR_OPENCL_LIBRARY"), error);
   if (st != 0) return st;
   st = ocl_devices_enumerate(error);
   if (st != 0) return st;
-  ocl_log(ADR_LOG_INFO, "%lld device(s); SVM entry points %s; ADR_OPENCL_MEMORY=%s",
-          (long long)ocl_devices_count(), ocl_loader_has_svm() ? "present" : "absent",
-          ocl_forced_mode == 0 ? "auto" : ocl_forced_mode == OCL_MODE_ANY_SVM
-                                              ? "svm"
-                                              : ocl_mode_name(ocl_forced_mode));
+  adr_host_log(ADR_LOG_INFO, "%lld device(s); SVM entry points %s; ADR_OPENCL_MEMORY=%s",
+               (long long)ocl_devices_count(), ocl_loader_has_svm() ? "present" : "absent",
+               ocl_forced_mode == 0                  ? "auto"
+               : ocl_forced_mode == OCL_MODE_ANY_SVM ? "svm"
+                                                     : ocl_mode_name(ocl_forced_mode));
   return 0;
 }
 
@@ -91,8 +73,7 @@ static void backend_shutdown(void) {
 
 static int backend_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
   if (type != ARROW_DEVICE_OPENCL)
-    return ocl_errorf(error, EINVAL, "adr_device_count", "device type %d is not OpenCL",
-                      (int)type);
+    return ocl_errorf(error, EINVAL, "device type %d is not OpenCL", (int)type);
   *out = ocl_devices_count();
   return 0;
 }
@@ -139,13 +120,4 @@ static const struct adr_backend table = {
     .host_unregister = NULL,
 };
 
-const struct adr_backend* adr_backend_query(uint32_t host_abi_major, uint32_t host_abi_minor,
-                                            const struct adr_backend_host* host) {
-  (void)host_abi_minor; /* the table is valid for every 1.x host */
-  if (host_abi_major != ADR_BACKEND_ABI_MAJOR) return NULL;
-  /* Only use host services the host's struct actually has. */
-  if (host != NULL &&
-      host->struct_size >= offsetof(struct adr_backend_host, log_level) + sizeof(host->log_level))
-    ocl_host = host;
-  return &table;
-}
+ADR_BACKEND_DEFINE_QUERY(table, adr_host_set)

@@ -33,17 +33,17 @@ int ocl_devices_enumerate(struct adr_error* error) {
   cl_int rc = ocl.clGetPlatformIDs(0, NULL, &platform_count);
   if (rc == CL_PLATFORM_NOT_FOUND_KHR || (rc == CL_SUCCESS && platform_count == 0))
     return adr_backend_error_set(error, ENODEV,
-                                 "[init][" OCL_NAME "] unavailable: the ICD loader found no "
+                                 "unavailable: the ICD loader found no "
                                  "OpenCL platform (%s; see /etc/OpenCL/vendors and "
                                  "OCL_ICD_VENDORS)",
                                  rc == CL_SUCCESS ? "0 platforms" : ocl_error_name(rc));
-  if (rc != CL_SUCCESS) return ocl_fail(error, "init", rc, "clGetPlatformIDs failed");
+  if (rc != CL_SUCCESS) return ocl_check(rc, error, "clGetPlatformIDs failed");
   cl_platform_id* platforms = calloc(platform_count, sizeof(*platforms));
-  if (platforms == NULL) return ocl_errorf(error, ENOMEM, "init", "out of host memory");
+  if (platforms == NULL) return ocl_errorf(error, ENOMEM, "out of host memory");
   rc = ocl.clGetPlatformIDs(platform_count, platforms, NULL);
   if (rc != CL_SUCCESS) {
     free(platforms);
-    return ocl_fail(error, "init", rc, "clGetPlatformIDs failed");
+    return ocl_check(rc, error, "clGetPlatformIDs failed");
   }
   struct ocl_device_entry* list = NULL;
   int64_t count = 0;
@@ -52,8 +52,8 @@ int ocl_devices_enumerate(struct adr_error* error) {
     rc = ocl.clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, NULL, &n);
     if (rc == CL_DEVICE_NOT_FOUND || n == 0) continue;
     if (rc != CL_SUCCESS) {
-      ocl_log(ADR_LOG_WARN, "platform %u: clGetDeviceIDs failed with %s; skipped", p,
-              ocl_error_name(rc));
+      adr_host_log(ADR_LOG_WARN, "platform %u: clGetDeviceIDs failed with %s; skipped", p,
+                   ocl_error_name(rc));
       continue;
     }
     cl_device_id* ids = calloc(n, sizeof(*ids));
@@ -62,7 +62,7 @@ int ocl_devices_enumerate(struct adr_error* error) {
       free(ids);
       free(grown != NULL ? grown : list);
       free(platforms);
-      return ocl_errorf(error, ENOMEM, "init", "out of host memory");
+      return ocl_errorf(error, ENOMEM, "out of host memory");
     }
     list = grown;
     rc = ocl.clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, n, ids, NULL);
@@ -82,7 +82,7 @@ int ocl_devices_enumerate(struct adr_error* error) {
   if (count == 0) {
     free(list);
     return adr_backend_error_set(error, ENODEV,
-                                 "[init][" OCL_NAME "] unavailable: %u OpenCL platform(s) but "
+                                 "unavailable: %u OpenCL platform(s) but "
                                  "no device",
                                  platform_count);
   }
@@ -124,7 +124,7 @@ static void platform_string(cl_platform_id p, cl_platform_info what, char* out, 
 
 /* Fills what both open and adopt need once platform/device/context/queue
  * are set, and picks the address mode. */
-static int device_setup(struct adr_backend_device* dev, const char* op, struct adr_error* error) {
+static int device_setup(struct adr_backend_device* dev, struct adr_error* error) {
   device_string(dev->device, CL_DEVICE_NAME, dev->name, sizeof(dev->name));
   device_string(dev->device, CL_DEVICE_VENDOR, dev->vendor, sizeof(dev->vendor));
   device_string(dev->device, CL_DRIVER_VERSION, dev->driver, sizeof(dev->driver));
@@ -164,14 +164,14 @@ static int device_setup(struct adr_backend_device* dev, const char* op, struct a
   switch (ocl_forced_mode) {
     case ADR_OPENCL_ADDRESS_SVM_FINE:
       if (!fine)
-        return ocl_errorf(error, ENOTSUP, op,
+        return ocl_errorf(error, ENOTSUP,
                           "ADR_OPENCL_MEMORY=svm-fine but '%s' has no fine-grained buffer SVM",
                           dev->name);
       dev->mode = ADR_OPENCL_ADDRESS_SVM_FINE;
       break;
     case ADR_OPENCL_ADDRESS_SVM_COARSE:
       if (!coarse)
-        return ocl_errorf(error, ENOTSUP, op,
+        return ocl_errorf(error, ENOTSUP,
                           "ADR_OPENCL_MEMORY=svm-coarse but '%s' has no coarse-grained buffer "
                           "SVM",
                           dev->name);
@@ -179,7 +179,7 @@ static int device_setup(struct adr_backend_device* dev, const char* op, struct a
       break;
     case OCL_MODE_ANY_SVM:
       if (!fine && !coarse)
-        return ocl_errorf(error, ENOTSUP, op, "ADR_OPENCL_MEMORY=svm but '%s' has no buffer SVM",
+        return ocl_errorf(error, ENOTSUP, "ADR_OPENCL_MEMORY=svm but '%s' has no buffer SVM",
                           dev->name);
       dev->mode = fine && dev->host_unified ? ADR_OPENCL_ADDRESS_SVM_FINE
                                             : (coarse ? ADR_OPENCL_ADDRESS_SVM_COARSE
@@ -201,21 +201,20 @@ static int device_setup(struct adr_backend_device* dev, const char* op, struct a
       break;
   }
   dev->host_copy = dev->mode == ADR_OPENCL_ADDRESS_SVM_FINE && ocl_host_copy_enabled;
-  ocl_log(ADR_LOG_INFO, "opencl:%lld '%s': address mode %s%s", (long long)dev->id, dev->name,
-          ocl_mode_name(dev->mode), dev->host_copy ? " (host copies by memcpy)" : "");
+  adr_host_log(ADR_LOG_INFO, "opencl:%lld '%s': address mode %s%s", (long long)dev->id, dev->name,
+               ocl_mode_name(dev->mode), dev->host_copy ? " (host copies by memcpy)" : "");
   return 0;
 }
 
 int ocl_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
                     struct adr_error* error) {
   if (type != ARROW_DEVICE_OPENCL)
-    return ocl_errorf(error, EINVAL, "adr_device_get", "device type %d is not OpenCL", (int)type);
+    return ocl_errorf(error, EINVAL, "device type %d is not OpenCL", (int)type);
   if (id < 0 || id >= entry_count)
-    return ocl_errorf(error, ENODEV, "adr_device_get",
-                      "opencl:%lld does not exist (%lld OpenCL device(s))", (long long)id,
-                      (long long)entry_count);
+    return ocl_errorf(error, ENODEV, "opencl:%lld does not exist (%lld OpenCL device(s))",
+                      (long long)id, (long long)entry_count);
   struct adr_backend_device* dev = calloc(1, sizeof(*dev));
-  if (dev == NULL) return ocl_errorf(error, ENOMEM, "adr_device_get", "out of host memory");
+  if (dev == NULL) return ocl_errorf(error, ENOMEM, "out of host memory");
   const struct ocl_device_entry* e = &entries[id];
   dev->id = id;
   dev->platform = e->platform;
@@ -226,14 +225,13 @@ int ocl_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device*
   cl_int rc = CL_SUCCESS;
   dev->context = ocl.clCreateContext(props, 1, &e->device, NULL, NULL, &rc);
   if (dev->context == NULL || rc != CL_SUCCESS) {
-    int st = ocl_fail(error, "adr_device_get", rc, "clCreateContext for opencl:%lld failed",
-                      (long long)id);
+    int st = ocl_check(rc, error, "clCreateContext for opencl:%lld failed", (long long)id);
     free(dev);
     return st;
   }
   cl_command_queue queue = NULL;
-  int st = device_setup(dev, "adr_device_get", error);
-  if (st == 0) st = ocl_queue_create(dev, "adr_device_get", &queue, error);
+  int st = device_setup(dev, error);
+  if (st == 0) st = ocl_queue_create(dev, &queue, error);
   if (st != 0) {
     ocl.clReleaseContext(dev->context);
     free(dev);
@@ -259,22 +257,23 @@ static int find_entry(cl_device_id device, int* out_platform, int* out_device) {
 
 int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
                      struct adr_backend_device** out, struct adr_error* error) {
-  static const char op[] = "adr_device_adopt";
   const struct adr_opencl_device_desc* desc = native_desc;
   if (type != ARROW_DEVICE_OPENCL)
-    return ocl_errorf(error, EINVAL, op, "device type %d is not OpenCL", (int)type);
+    return ocl_errorf(error, EINVAL, "device type %d is not OpenCL", (int)type);
   if (desc == NULL)
-    return ocl_errorf(error, EINVAL, op, "native_desc is NULL (expected struct "
-                                         "adr_opencl_device_desc)");
+    return ocl_errorf(error, EINVAL,
+                      "native_desc is NULL (expected struct "
+                      "adr_opencl_device_desc)");
   if (desc->struct_size < offsetof(struct adr_opencl_device_desc, reserved))
-    return ocl_errorf(error, EINVAL, op,
+    return ocl_errorf(error, EINVAL,
                       "struct adr_opencl_device_desc.struct_size is %u, expected at least %zu",
                       desc->struct_size, offsetof(struct adr_opencl_device_desc, reserved));
   if (desc->context == NULL || desc->queue == NULL)
-    return ocl_errorf(error, EINVAL, op, "the descriptor needs both a cl_context and a "
-                                         "cl_command_queue");
-  int hst = ocl_handle_check(desc->context, op, "cl_context", error);
-  if (hst == 0) hst = ocl_handle_check(desc->queue, op, "cl_command_queue", error);
+    return ocl_errorf(error, EINVAL,
+                      "the descriptor needs both a cl_context and a "
+                      "cl_command_queue");
+  int hst = ocl_handle_check(desc->context, "cl_context", error);
+  if (hst == 0) hst = ocl_handle_check(desc->queue, "cl_command_queue", error);
   if (hst != 0) return hst;
   cl_context queue_context = NULL;
   cl_device_id queue_device = NULL;
@@ -287,27 +286,27 @@ int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
   if (rc == CL_SUCCESS)
     rc = ocl.clGetCommandQueueInfo(desc->queue, CL_QUEUE_PROPERTIES, sizeof(qprops), &qprops,
                                    NULL);
-  if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "the queue cannot be queried");
+  if (rc != CL_SUCCESS) return ocl_check(rc, error, "the queue cannot be queried");
   if (queue_context != desc->context)
-    return ocl_errorf(error, EINVAL, op, "the queue does not belong to the given context");
+    return ocl_errorf(error, EINVAL, "the queue does not belong to the given context");
   if (desc->device != NULL && desc->device != queue_device)
-    return ocl_errorf(error, EINVAL, op, "the queue does not belong to the given device");
+    return ocl_errorf(error, EINVAL, "the queue does not belong to the given device");
   if (qprops & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
-    return ocl_errorf(error, EINVAL, op,
+    return ocl_errorf(error, EINVAL,
                       "the queue is out-of-order; adr streams need an in-order queue");
   cl_platform_id platform = NULL;
   rc = ocl.clGetDeviceInfo(queue_device, CL_DEVICE_PLATFORM, sizeof(platform), &platform, NULL);
-  if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "the queue's device cannot be queried");
+  if (rc != CL_SUCCESS) return ocl_check(rc, error, "the queue's device cannot be queried");
 
   struct adr_backend_device* dev = calloc(1, sizeof(*dev));
-  if (dev == NULL) return ocl_errorf(error, ENOMEM, op, "out of host memory");
+  if (dev == NULL) return ocl_errorf(error, ENOMEM, "out of host memory");
   dev->id = id;
   dev->adopted = true;
   dev->platform = platform;
   dev->device = queue_device;
   dev->context = desc->context;
   find_entry(queue_device, &dev->platform_index, &dev->device_index);
-  int st = device_setup(dev, op, error);
+  int st = device_setup(dev, error);
   if (st != 0) {
     free(dev);
     return st;
@@ -361,13 +360,13 @@ int ocl_device_native(struct adr_backend_device* dev, int kind, void** out,
     case ADR_OPENCL_NATIVE_ADDRESS_MODE: *out = (void*)(uintptr_t)dev->mode; return 0;
     case ADR_OPENCL_NATIVE_BUFFER:
       if (*out == NULL)
-        return ocl_errorf(error, EINVAL, "adr_device_native",
+        return ocl_errorf(error, EINVAL,
                           "ADR_OPENCL_NATIVE_BUFFER needs *out to point to a struct "
                           "adr_opencl_buffer");
       return ocl_buffer_lookup(dev, (struct adr_opencl_buffer*)*out, error);
     default:
-      return ocl_errorf(error, ENOTSUP, "adr_device_native",
-                        "native kind %d is not an OpenCL kind (see adr/opencl.h)", kind);
+      return ocl_errorf(error, ENOTSUP, "native kind %d is not an OpenCL kind (see adr/opencl.h)",
+                        kind);
   }
 }
 

@@ -54,15 +54,14 @@ void ocl_handle_learn(const void* object) {
   if (known_count < OCL_MAX_DISPATCH) known_dispatch[known_count++] = word;
 }
 
-int ocl_handle_check(const void* handle, const char* op, const char* what,
-                     struct adr_error* error) {
-  if (handle == NULL) return ocl_errorf(error, EINVAL, op, "the %s is NULL", what);
+int ocl_handle_check(const void* handle, const char* what, struct adr_error* error) {
+  if (handle == NULL) return ocl_errorf(error, EINVAL, "the %s is NULL", what);
   void* word = NULL;
   if (!ocl_peek_pointer(handle, &word))
-    return ocl_errorf(error, EINVAL, op, "the %s %p is not readable memory", what, handle);
+    return ocl_errorf(error, EINVAL, "the %s %p is not readable memory", what, handle);
   for (int i = 0; i < known_count; i++)
     if (known_dispatch[i] == word) return 0;
-  return ocl_errorf(error, EINVAL, op,
+  return ocl_errorf(error, EINVAL,
                     "the %s %p is not an OpenCL object of any platform the ICD loader "
                     "reported (its first word is not an ICD dispatch table)",
                     what, handle);

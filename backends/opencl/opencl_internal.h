@@ -30,6 +30,7 @@
 
 #include "adr/backend.h"
 #include "adr/opencl.h"
+#include "host.h"
 #include "range_map.h"
 #include "opencl_symbols.h"
 
@@ -57,9 +58,7 @@ bool ocl_loader_has_svm(void);
 
 /* ---- host services and configuration (opencl_backend.c) --------------- */
 
-extern const struct adr_backend_host* ocl_host;
-
-void ocl_log(int level, const char* fmt, ...) ADR_PRINTF(2, 3);
+/* Logging and getenv: adr_host_log / adr_host_getenv (backends/common/host.h). */
 
 /* ADR_OPENCL_MEMORY: 0 = auto, OCL_MODE_ANY_SVM = "svm" (the best SVM the
  * device has), otherwise the forced enum adr_opencl_address_mode. */
@@ -74,13 +73,12 @@ extern bool ocl_host_copy_enabled;
 const char* ocl_error_name(cl_int code);
 /* errno status for a cl_int (0 for CL_SUCCESS). */
 int ocl_status(cl_int code);
-/* Writes "[op][opencl] CL_NAME: <fmt...>" and returns ocl_status(code). */
-int ocl_fail(struct adr_error* error, const char* op, cl_int code, const char* fmt, ...)
-    ADR_PRINTF(4, 5);
-/* Writes "[op][opencl] ENAME: <fmt...>" for failures that are not a cl_int
- * and returns status. */
-int ocl_errorf(struct adr_error* error, int status, const char* op, const char* fmt, ...)
-    ADR_PRINTF(4, 5);
+/* Writes "CL_NAME: <fmt...>" (no "[operation][backend]": the core adds it)
+ * and returns ocl_status(code), EIO for CL_SUCCESS. */
+int ocl_check(cl_int code, struct adr_error* error, const char* fmt, ...) ADR_PRINTF(3, 4);
+/* Writes "ENAME: <fmt...>" for failures that are not a cl_int and returns
+ * status. */
+int ocl_errorf(struct adr_error* error, int status, const char* fmt, ...) ADR_PRINTF(3, 4);
 
 /* ---- devices (opencl_device.c) ------------------------------------------ */
 
@@ -220,7 +218,7 @@ int ocl_buffer_lookup(struct adr_backend_device* dev, struct adr_opencl_buffer* 
  * starts with it, cl_khr_icd). `what` names the handle in the message.
  * EINVAL with a message otherwise. A pointer into readable memory that
  * happens to start with the dispatch word is not caught (see README). */
-int ocl_handle_check(const void* handle, const char* op, const char* what, struct adr_error* error);
+int ocl_handle_check(const void* handle, const char* what, struct adr_error* error);
 /* Reads *(void**)ptr without faulting; false when it is not readable. */
 bool ocl_peek_pointer(const void* ptr, void** out);
 /* Records the dispatch table of an enumerated object (init). */
@@ -238,7 +236,7 @@ struct adr_backend_event {
 };
 
 /* Creates the in-order queue for a stream of dev. */
-int ocl_queue_create(struct adr_backend_device* dev, const char* op, cl_command_queue* out,
+int ocl_queue_create(struct adr_backend_device* dev, cl_command_queue* out,
                      struct adr_error* error);
 int ocl_stream_create(struct adr_backend_device* dev, uint32_t flags,
                       struct adr_backend_stream** out, struct adr_error* error);

@@ -104,10 +104,9 @@ static cl_int release_native(const struct ocl_alloc* a, struct adr_backend_strea
 
 int ocl_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
               struct adr_backend_stream* stream, void** out, struct adr_error* error) {
-  static const char op[] = "adr_alloc";
   (void)stream; /* allocation is immediate, so it is ready on every stream */
   if (size > dev->max_alloc && dev->max_alloc != 0)
-    return ocl_errorf(error, ENOMEM, op,
+    return ocl_errorf(error, ENOMEM,
                       "%zu bytes exceed CL_DEVICE_MAX_MEM_ALLOC_SIZE (%" PRIu64 ") of opencl:%lld",
                       size, dev->max_alloc, (long long)dev->id);
   if (alignment < dev->alignment) alignment = dev->alignment;
@@ -116,13 +115,13 @@ int ocl_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
     cl_int rc = CL_SUCCESS;
     cl_mem mem = ocl.clCreateBuffer(dev->context, CL_MEM_READ_WRITE, size, NULL, &rc);
     if (mem == NULL || rc != CL_SUCCESS)
-      return ocl_fail(error, op, rc, "clCreateBuffer of %zu bytes on opencl:%lld failed", size,
-                      (long long)dev->id);
+      return ocl_check(rc, error, "clCreateBuffer of %zu bytes on opencl:%lld failed", size,
+                       (long long)dev->id);
     void* addr = NULL;
     int st = reserve_range(size, alignment, &addr, &a.reservation_size);
     if (st != 0) {
       ocl.clReleaseMemObject(mem);
-      return ocl_errorf(error, st, op,
+      return ocl_errorf(error, st,
                         "cannot reserve %zu bytes of address space (alignment %zu) for a cl_mem",
                         size, alignment);
     }
@@ -135,11 +134,11 @@ int ocl_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
      * inner pointer is as valid for kernels and SVM calls as the base. */
     size_t extra = alignment - dev->alignment;
     if (size > SIZE_MAX - extra)
-      return ocl_errorf(error, EOVERFLOW, op, "%zu bytes aligned to %zu overflow size_t", size,
+      return ocl_errorf(error, EOVERFLOW, "%zu bytes aligned to %zu overflow size_t", size,
                         alignment);
     size_t total = size + extra;
     if (total > dev->max_alloc && dev->max_alloc != 0)
-      return ocl_errorf(error, ENOMEM, op,
+      return ocl_errorf(error, ENOMEM,
                         "%zu bytes aligned to %zu exceed CL_DEVICE_MAX_MEM_ALLOC_SIZE (%" PRIu64
                         ") of opencl:%lld",
                         size, alignment, dev->max_alloc, (long long)dev->id);
@@ -147,9 +146,9 @@ int ocl_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
     if (dev->mode == ADR_OPENCL_ADDRESS_SVM_FINE) flags |= CL_MEM_SVM_FINE_GRAIN_BUFFER;
     void* p = ocl.clSVMAlloc(dev->context, flags, total, dev->alignment);
     if (p == NULL)
-      return ocl_fail(error, op, CL_MEM_OBJECT_ALLOCATION_FAILURE,
-                      "clSVMAlloc(%zu bytes, alignment %u) on opencl:%lld returned NULL", total,
-                      dev->alignment, (long long)dev->id);
+      return ocl_check(CL_MEM_OBJECT_ALLOCATION_FAILURE, error,
+                       "clSVMAlloc(%zu bytes, alignment %u) on opencl:%lld returned NULL", total,
+                       dev->alignment, (long long)dev->id);
     a.base = ((uintptr_t)p + alignment - 1) & ~(uintptr_t)(alignment - 1);
     a.reservation = p;
     a.reservation_size = total;
@@ -157,7 +156,7 @@ int ocl_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
   int st = adr_range_map_insert(&ocl_allocations, &a);
   if (st != 0) {
     release_native(&a, NULL);
-    return ocl_errorf(error, st == EEXIST ? EIO : st, op,
+    return ocl_errorf(error, st == EEXIST ? EIO : st,
                       st == EEXIST ? "the driver returned address %p, which overlaps a live "
                                      "allocation"
                                    : "cannot record allocation %p",
@@ -169,20 +168,18 @@ int ocl_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
 
 int ocl_free(struct adr_backend_device* dev, void* ptr, size_t size,
              struct adr_backend_stream* stream, struct adr_error* error) {
-  static const char op[] = "adr_free";
   struct ocl_alloc a;
   int st = adr_range_map_find(&ocl_allocations, (uintptr_t)ptr, 0, &a);
   if (st != 0 || a.base != (uintptr_t)ptr || a.owner != dev)
-    return ocl_errorf(error, EINVAL, op, "%p is not an allocation of opencl:%lld", ptr,
+    return ocl_errorf(error, EINVAL, "%p is not an allocation of opencl:%lld", ptr,
                       (long long)dev->id);
   if (a.size != size)
-    return ocl_errorf(error, EINVAL, op, "%p was allocated with %zu bytes, not %zu", ptr, a.size,
-                      size);
+    return ocl_errorf(error, EINVAL, "%p was allocated with %zu bytes, not %zu", ptr, a.size, size);
   if (stream->dev->context != dev->context)
-    return ocl_errorf(error, EINVAL, op, "the stream belongs to opencl:%lld, not to opencl:%lld",
+    return ocl_errorf(error, EINVAL, "the stream belongs to opencl:%lld, not to opencl:%lld",
                       (long long)stream->dev->id, (long long)dev->id);
   if (adr_range_map_remove(&ocl_allocations, a.base, &a) != 0)
-    return ocl_errorf(error, EINVAL, op, "%p was freed concurrently", ptr);
+    return ocl_errorf(error, EINVAL, "%p was freed concurrently", ptr);
   /* The core passes the default stream for a free with a NULL stream (the
    * caller guarantees no queued work uses the memory) and for the pool
    * giving chunks back (adr_memory_trim, the cap): when adr has nothing
@@ -193,7 +190,7 @@ int ocl_free(struct adr_backend_device* dev, void* ptr, size_t size,
    * adr_memory_trim returned. */
   if (stream == &dev->default_stream && ocl_stream_idle(stream)) stream = NULL;
   cl_int rc = release_native(&a, stream);
-  if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "releasing %p failed", ptr);
+  if (rc != CL_SUCCESS) return ocl_check(rc, error, "releasing %p failed", ptr);
   return 0;
 }
 
@@ -205,8 +202,8 @@ void ocl_memory_release_device(struct adr_backend_device* dev) {
     n++;
   }
   if (n > 0)
-    ocl_log(ADR_LOG_WARN, "opencl:%lld closed with %zu live allocation(s); released them",
-            (long long)dev->id, n);
+    adr_host_log(ADR_LOG_WARN, "opencl:%lld closed with %zu live allocation(s); released them",
+                 (long long)dev->id, n);
 }
 
 /* One side of a copy: host memory (dev NULL), an SVM pointer, or a cl_mem
@@ -222,8 +219,8 @@ static bool host_addressable(const struct side* s) {
   return s->dev == NULL || (s->mem == NULL && s->dev->host_copy);
 }
 
-static int resolve(struct adr_backend_device* dev, const void* ptr, size_t size, const char* op,
-                   const char* what, struct side* out, struct adr_error* error) {
+static int resolve(struct adr_backend_device* dev, const void* ptr, size_t size, const char* what,
+                   struct side* out, struct adr_error* error) {
   out->dev = NULL;
   out->addr = (void*)ptr;
   out->mem = NULL;
@@ -232,15 +229,15 @@ static int resolve(struct adr_backend_device* dev, const void* ptr, size_t size,
   struct ocl_alloc a;
   int st = adr_range_map_find(&ocl_allocations, (uintptr_t)ptr, size, &a);
   if (st == ENOENT)
-    return ocl_errorf(error, EINVAL, op, "%s %p is not inside an allocation of opencl:%lld", what,
-                      ptr, (long long)dev->id);
+    return ocl_errorf(error, EINVAL, "%s %p is not inside an allocation of opencl:%lld", what, ptr,
+                      (long long)dev->id);
   if (st == ERANGE)
-    return ocl_errorf(error, EINVAL, op,
+    return ocl_errorf(error, EINVAL,
                       "%s range [%p, +%zu) runs past the end of its %zu-byte allocation at %p",
                       what, ptr, size, a.size, (void*)a.base);
   struct adr_backend_device* owner = a.owner;
   if (owner != dev && owner->context != dev->context)
-    return ocl_errorf(error, EINVAL, op, "%s %p belongs to opencl:%lld, not opencl:%lld", what, ptr,
+    return ocl_errorf(error, EINVAL, "%s %p belongs to opencl:%lld, not opencl:%lld", what, ptr,
                       (long long)owner->id, (long long)dev->id);
   out->dev = owner;
   out->mem = a.native;
@@ -287,21 +284,20 @@ static cl_command_queue queue_for(struct adr_backend_device* dev,
  * sides are host-addressable). Completes before returning. */
 static int peer_copy(struct side* dst, struct side* src, size_t size,
                      struct adr_backend_stream* stream, struct adr_error* error) {
-  static const char op[] = "adr_copy";
   cl_int rc = ocl.clFinish(stream->queue);
-  if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "waiting for the stream failed");
+  if (rc != CL_SUCCESS) return ocl_check(rc, error, "waiting for the stream failed");
   if (host_addressable(dst) && host_addressable(src)) {
     /* Both sides' queues (one of them is the stream's, already idle). */
     rc = ocl.clFinish(queue_for(src->dev, stream));
     if (rc == CL_SUCCESS) rc = ocl.clFinish(queue_for(dst->dev, stream));
-    if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "waiting for the peer device failed");
+    if (rc != CL_SUCCESS) return ocl_check(rc, error, "waiting for the peer device failed");
     memmove(dst->addr, src->addr, size);
     return 0;
   }
   size_t chunk = size < OCL_STAGING_CHUNK ? size : OCL_STAGING_CHUNK;
   unsigned char* staging = malloc(chunk);
   if (staging == NULL)
-    return ocl_errorf(error, ENOMEM, op, "cannot allocate a %zu-byte staging buffer", chunk);
+    return ocl_errorf(error, ENOMEM, "cannot allocate a %zu-byte staging buffer", chunk);
   cl_command_queue src_q = queue_for(src->dev, stream);
   cl_command_queue dst_q = queue_for(dst->dev, stream);
   for (size_t done = 0; done < size && rc == CL_SUCCESS; done += chunk) {
@@ -317,8 +313,8 @@ static int peer_copy(struct side* dst, struct side* src, size_t size,
   }
   free(staging);
   if (rc != CL_SUCCESS)
-    return ocl_fail(error, op, rc, "staged copy from opencl:%lld to opencl:%lld failed",
-                    (long long)src->dev->id, (long long)dst->dev->id);
+    return ocl_check(rc, error, "staged copy from opencl:%lld to opencl:%lld failed",
+                     (long long)src->dev->id, (long long)dst->dev->id);
   return 0;
 }
 
@@ -335,15 +331,14 @@ static bool ranges_overlap(const void* a, const void* b, size_t n) {
 static int enqueue_overlapping(struct adr_backend_stream* stream, struct adr_backend_device* dev,
                                const struct side* d, const struct side* s, size_t size,
                                struct adr_error* error) {
-  static const char op[] = "adr_copy";
   cl_int rc = CL_SUCCESS;
   cl_event ev;
   if (d->mem != NULL) {
     cl_mem tmp = ocl.clCreateBuffer(dev->context, CL_MEM_READ_WRITE, size, NULL, &rc);
     if (tmp == NULL || rc != CL_SUCCESS)
-      return ocl_fail(error, op, rc != CL_SUCCESS ? rc : CL_MEM_OBJECT_ALLOCATION_FAILURE,
-                      "a %zu-byte temporary cl_mem for an overlapping copy on opencl:%lld", size,
-                      (long long)dev->id);
+      return ocl_check(rc != CL_SUCCESS ? rc : CL_MEM_OBJECT_ALLOCATION_FAILURE, error,
+                       "a %zu-byte temporary cl_mem for an overlapping copy on opencl:%lld", size,
+                       (long long)dev->id);
     rc = ocl.clEnqueueCopyBuffer(stream->queue, s->mem, tmp, s->offset, 0, size, 0, NULL, NULL);
     if (rc == CL_SUCCESS)
       rc = ocl.clEnqueueCopyBuffer(stream->queue, tmp, d->mem, 0, d->offset, size, 0, NULL,
@@ -355,9 +350,9 @@ static int enqueue_overlapping(struct adr_backend_stream* stream, struct adr_bac
     if (dev->mode == ADR_OPENCL_ADDRESS_SVM_FINE) flags |= CL_MEM_SVM_FINE_GRAIN_BUFFER;
     void* tmp = ocl.clSVMAlloc(dev->context, flags, size, 0);
     if (tmp == NULL)
-      return ocl_fail(error, op, CL_MEM_OBJECT_ALLOCATION_FAILURE,
-                      "a %zu-byte temporary SVM block for an overlapping copy on opencl:%lld", size,
-                      (long long)dev->id);
+      return ocl_check(CL_MEM_OBJECT_ALLOCATION_FAILURE, error,
+                       "a %zu-byte temporary SVM block for an overlapping copy on opencl:%lld",
+                       size, (long long)dev->id);
     rc = ocl.clEnqueueSVMMemcpy(stream->queue, CL_FALSE, tmp, s->addr, size, 0, NULL, NULL);
     if (rc == CL_SUCCESS)
       rc = ocl.clEnqueueSVMMemcpy(stream->queue, CL_FALSE, d->addr, tmp, size, 0, NULL, NULL);
@@ -374,25 +369,24 @@ static int enqueue_overlapping(struct adr_backend_stream* stream, struct adr_bac
   }
   if (rc == CL_SUCCESS) rc = ocl.clFlush(stream->queue);
   if (rc != CL_SUCCESS)
-    return ocl_fail(error, op, rc, "overlapping copy of %zu bytes from %p to %p on opencl:%lld",
-                    size, s->addr, d->addr, (long long)dev->id);
+    return ocl_check(rc, error, "overlapping copy of %zu bytes from %p to %p on opencl:%lld", size,
+                     s->addr, d->addr, (long long)dev->id);
   return 0;
 }
 
 int ocl_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
              const void* src, size_t size, struct adr_backend_stream* stream,
              struct adr_error* error) {
-  static const char op[] = "adr_copy";
   if (size == 0) return 0;
   struct side d, s;
-  int st = resolve(dst_dev, dst, size, op, "destination", &d, error);
-  if (st == 0) st = resolve(src_dev, src, size, op, "source", &s, error);
+  int st = resolve(dst_dev, dst, size, "destination", &d, error);
+  if (st == 0) st = resolve(src_dev, src, size, "source", &s, error);
   if (st != 0) return st;
   if (d.dev != NULL && s.dev != NULL && d.dev->context != s.dev->context)
     return peer_copy(&d, &s, size, stream, error);
   struct adr_backend_device* dev = d.dev != NULL ? d.dev : s.dev;
   if (stream->dev->context != dev->context)
-    return ocl_errorf(error, EINVAL, op, "the stream belongs to opencl:%lld, not to opencl:%lld",
+    return ocl_errorf(error, EINVAL, "the stream belongs to opencl:%lld, not to opencl:%lld",
                       (long long)stream->dev->id, (long long)dev->id);
   cl_int rc;
   /* The fast path runs only when the queue is adr's alone and everything
@@ -408,20 +402,19 @@ int ocl_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_d
   rc = enqueue_copy(stream->queue, &d, &s, size, CL_FALSE, ocl_track_slot(stream, &ev));
   if (rc == CL_SUCCESS) ocl_stream_track(stream, ev);
   if (rc != CL_SUCCESS)
-    return ocl_fail(error, op, rc, "copying %zu bytes from %p to %p on opencl:%lld failed", size,
-                    src, dst, (long long)dev->id);
+    return ocl_check(rc, error, "copying %zu bytes from %p to %p on opencl:%lld failed", size, src,
+                     dst, (long long)dev->id);
   return 0;
 }
 
 int ocl_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
                struct adr_backend_stream* stream, struct adr_error* error) {
-  static const char op[] = "adr_memset";
   if (size == 0) return 0;
   struct side d;
-  int st = resolve(dev, ptr, size, op, "destination", &d, error);
+  int st = resolve(dev, ptr, size, "destination", &d, error);
   if (st != 0) return st;
   if (stream->dev->context != d.dev->context)
-    return ocl_errorf(error, EINVAL, op, "the stream belongs to opencl:%lld, not to opencl:%lld",
+    return ocl_errorf(error, EINVAL, "the stream belongs to opencl:%lld, not to opencl:%lld",
                       (long long)stream->dev->id, (long long)dev->id);
   unsigned char pattern = (unsigned char)value;
   cl_int rc;
@@ -439,8 +432,8 @@ int ocl_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size
     if (rc == CL_SUCCESS) ocl_stream_track(stream, ev);
   }
   if (rc != CL_SUCCESS)
-    return ocl_fail(error, op, rc, "filling %zu bytes at %p on opencl:%lld failed", size, ptr,
-                    (long long)dev->id);
+    return ocl_check(rc, error, "filling %zu bytes at %p on opencl:%lld failed", size, ptr,
+                     (long long)dev->id);
   return 0;
 }
 
@@ -448,8 +441,7 @@ int ocl_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_i
                       struct adr_error* error) {
   struct ocl_alloc a;
   if (adr_range_map_find(&ocl_allocations, (uintptr_t)ptr, 0, &a) != 0)
-    return ocl_errorf(error, ENOENT, "adr_pointer_query", "%p is not inside an OpenCL allocation",
-                      ptr);
+    return ocl_errorf(error, ENOENT, "%p is not inside an OpenCL allocation", ptr);
   *out_type = ARROW_DEVICE_OPENCL;
   *out_id = ((const struct adr_backend_device*)a.owner)->id;
   return 0;
@@ -457,15 +449,14 @@ int ocl_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_i
 
 int ocl_buffer_lookup(struct adr_backend_device* dev, struct adr_opencl_buffer* q,
                       struct adr_error* error) {
-  static const char op[] = "adr_device_native";
   if (q->struct_size < offsetof(struct adr_opencl_buffer, reserved))
-    return ocl_errorf(error, EINVAL, op,
+    return ocl_errorf(error, EINVAL,
                       "struct adr_opencl_buffer.struct_size is %u, expected at least %zu",
                       q->struct_size, offsetof(struct adr_opencl_buffer, reserved));
   struct ocl_alloc a;
   if (adr_range_map_find(&ocl_allocations, (uintptr_t)q->address, 0, &a) != 0 || a.owner != dev)
-    return ocl_errorf(error, ENOENT, op, "%p is not inside an allocation of opencl:%lld",
-                      q->address, (long long)dev->id);
+    return ocl_errorf(error, ENOENT, "%p is not inside an allocation of opencl:%lld", q->address,
+                      (long long)dev->id);
   q->mode = (uint32_t)dev->mode;
   q->base = (void*)a.base;
   q->size = a.size;

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * The one place where OpenCL results become adr statuses and messages.
+ * The one place where OpenCL results become adr statuses and messages:
+ * "CL_NAME: description" (ocl_check) or "ENAME: description" (ocl_errorf);
+ * the core adds "[operation][opencl]".
  *
  * Mapping rules: allocation failures -> ENOMEM; "no such device/platform"
  * and unavailable compilers -> ENODEV/ENOTSUP; CL_INVALID_* (bad handles,
@@ -128,7 +130,7 @@ static const char* errno_name(int status) {
   }
 }
 
-int ocl_fail(struct adr_error* error, const char* op, cl_int code, const char* fmt, ...) {
+int ocl_check(cl_int code, struct adr_error* error, const char* fmt, ...) {
   int status = ocl_status(code);
   if (status == 0) status = EIO; /* a caller reporting CL_SUCCESS as a failure */
   if (error == NULL) return status;
@@ -139,18 +141,16 @@ int ocl_fail(struct adr_error* error, const char* op, cl_int code, const char* f
   va_end(ap);
   const char* name = ocl_error_name(code);
   if (name == unknown_name) /* keep the number of a code the table lacks */
-    return adr_backend_error_set(error, status, "[%s][" OCL_NAME "] CL_ERROR(%d): %s", op,
-                                 (int)code, detail);
-  return adr_backend_error_set(error, status, "[%s][" OCL_NAME "] %s: %s", op, name, detail);
+    return adr_backend_error_set(error, status, "CL_ERROR(%d): %s", (int)code, detail);
+  return adr_backend_error_set(error, status, "%s: %s", name, detail);
 }
 
-int ocl_errorf(struct adr_error* error, int status, const char* op, const char* fmt, ...) {
+int ocl_errorf(struct adr_error* error, int status, const char* fmt, ...) {
   if (error == NULL) return status;
   char detail[768];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(detail, sizeof(detail), fmt, ap);
   va_end(ap);
-  return adr_backend_error_set(error, status, "[%s][" OCL_NAME "] %s: %s", op, errno_name(status),
-                               detail);
+  return adr_backend_error_set(error, status, "%s: %s", errno_name(status), detail);
 }

@@ -22,7 +22,7 @@
 
 #include "opencl_internal.h"
 
-int ocl_queue_create(struct adr_backend_device* dev, const char* op, cl_command_queue* out,
+int ocl_queue_create(struct adr_backend_device* dev, cl_command_queue* out,
                      struct adr_error* error) {
   cl_int rc = CL_SUCCESS;
   cl_command_queue q;
@@ -33,8 +33,8 @@ int ocl_queue_create(struct adr_backend_device* dev, const char* op, cl_command_
     q = ocl.clCreateCommandQueue(dev->context, dev->device, 0, &rc);
   }
   if (q == NULL || rc != CL_SUCCESS)
-    return ocl_fail(error, op, rc, "creating an in-order command queue on opencl:%lld failed",
-                    (long long)dev->id);
+    return ocl_check(rc, error, "creating an in-order command queue on opencl:%lld failed",
+                     (long long)dev->id);
   *out = q;
   return 0;
 }
@@ -99,9 +99,9 @@ int ocl_stream_create(struct adr_backend_device* dev, uint32_t flags,
     return 0;
   }
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
-  if (s == NULL) return ocl_errorf(error, ENOMEM, "adr_stream_create", "out of host memory");
+  if (s == NULL) return ocl_errorf(error, ENOMEM, "out of host memory");
   cl_command_queue q = NULL;
-  int st = ocl_queue_create(dev, "adr_stream_create", &q, error);
+  int st = ocl_queue_create(dev, &q, error);
   if (st != 0) {
     free(s);
     return st;
@@ -115,16 +115,14 @@ int ocl_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream
                        struct adr_error* error) {
   (void)dev;
   if (stream->flags & OCL_STREAM_DEFAULT)
-    return ocl_errorf(error, EINVAL, "adr_stream_destroy", "the default stream is never destroyed");
+    return ocl_errorf(error, EINVAL, "the default stream is released by device_close");
   /* Imported queues are the application's: only our reference goes. */
   cl_int rc = ocl.clFinish(stream->queue);
   cl_int rc2 = ocl.clReleaseCommandQueue(stream->queue);
   ocl_stream_fini(stream);
   free(stream);
-  if (rc != CL_SUCCESS)
-    return ocl_fail(error, "adr_stream_destroy", rc, "waiting for the stream's work failed");
-  if (rc2 != CL_SUCCESS)
-    return ocl_fail(error, "adr_stream_destroy", rc2, "releasing the queue failed");
+  if (rc != CL_SUCCESS) return ocl_check(rc, error, "waiting for the stream's work failed");
+  if (rc2 != CL_SUCCESS) return ocl_check(rc2, error, "releasing the queue failed");
   return 0;
 }
 
@@ -132,16 +130,14 @@ int ocl_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_st
                            struct adr_error* error) {
   (void)dev;
   cl_int rc = ocl.clFinish(stream->queue);
-  if (rc != CL_SUCCESS)
-    return ocl_fail(error, "adr_stream_synchronize", rc, "clFinish failed");
+  if (rc != CL_SUCCESS) return ocl_check(rc, error, "clFinish failed");
   return 0;
 }
 
 int ocl_stream_import(struct adr_backend_device* dev, void* native_stream,
                       struct adr_backend_stream** out, struct adr_error* error) {
-  static const char op[] = "adr_stream_import";
   cl_command_queue q = native_stream;
-  int st = ocl_handle_check(q, op, "cl_command_queue", error);
+  int st = ocl_handle_check(q, "cl_command_queue", error);
   if (st != 0) return st;
   cl_context ctx = NULL;
   cl_device_id qdev = NULL;
@@ -154,23 +150,23 @@ int ocl_stream_import(struct adr_backend_device* dev, void* native_stream,
     rc = ocl.clGetCommandQueueInfo(q, CL_QUEUE_REFERENCE_COUNT, sizeof(refs), &refs, NULL);
   if (rc == CL_SUCCESS)
     rc = ocl.clGetCommandQueueInfo(q, CL_QUEUE_PROPERTIES, sizeof(props), &props, NULL);
-  if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "the queue cannot be queried");
+  if (rc != CL_SUCCESS) return ocl_check(rc, error, "the queue cannot be queried");
   /* The driver may not check the object's type: a context and a device
    * that are adr's own (and a live reference count) are what a queue of
    * this device has, and what another object read as a queue has not. */
   if (ctx != dev->context)
-    return ocl_errorf(error, EINVAL, op,
+    return ocl_errorf(error, EINVAL,
                       "%p belongs to another context than opencl:%lld's (it reports context "
                       "%p), or is not a cl_command_queue",
                       (void*)q, (long long)dev->id, (void*)ctx);
   if (qdev != dev->device || refs == 0)
-    return ocl_errorf(error, EINVAL, op, "%p is not a cl_command_queue of opencl:%lld's device",
+    return ocl_errorf(error, EINVAL, "%p is not a cl_command_queue of opencl:%lld's device",
                       (void*)q, (long long)dev->id);
   if (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
-    return ocl_errorf(error, EINVAL, op,
+    return ocl_errorf(error, EINVAL,
                       "the queue is out-of-order; adr streams need an in-order queue");
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
-  if (s == NULL) return ocl_errorf(error, ENOMEM, op, "out of host memory");
+  if (s == NULL) return ocl_errorf(error, ENOMEM, "out of host memory");
   ocl.clRetainCommandQueue(q);
   ocl_stream_init(s, dev, q, OCL_STREAM_IMPORTED);
   *out = s;
@@ -200,11 +196,11 @@ static cl_int completed_event(cl_context ctx, cl_event* out) {
 int ocl_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
                      struct adr_error* error) {
   struct adr_backend_event* e = calloc(1, sizeof(*e));
-  if (e == NULL) return ocl_errorf(error, ENOMEM, "adr_event_create", "out of host memory");
+  if (e == NULL) return ocl_errorf(error, ENOMEM, "out of host memory");
   cl_int rc = completed_event(dev->context, &e->event);
   if (rc != CL_SUCCESS) {
     free(e);
-    return ocl_fail(error, "adr_event_create", rc, "clCreateUserEvent failed");
+    return ocl_check(rc, error, "clCreateUserEvent failed");
   }
   pthread_mutex_init(&e->lock, NULL);
   e->dev = dev;
@@ -217,8 +213,8 @@ int ocl_event_create(struct adr_backend_device* dev, struct adr_backend_event** 
  * context is a context, and whose fields have values an event can have
  * (the driver may not check the object's type). Events of other contexts
  * are fine: a wait bridges them. */
-static int check_event(cl_event e, const char* op, struct adr_error* error) {
-  int st = ocl_handle_check(e, op, "cl_event", error);
+static int check_event(cl_event e, struct adr_error* error) {
+  int st = ocl_handle_check(e, "cl_event", error);
   if (st != 0) return st;
   cl_context ctx = NULL;
   cl_uint refs = 0, ndev = 0;
@@ -231,16 +227,16 @@ static int check_event(cl_event e, const char* op, struct adr_error* error) {
     rc = ocl.clGetEventInfo(e, CL_EVENT_COMMAND_TYPE, sizeof(type), &type, NULL);
   if (rc == CL_SUCCESS)
     rc = ocl.clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, NULL);
-  if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "*sync_event is not a valid cl_event");
-  if (ocl_handle_check(ctx, op, "event's context", NULL) != 0 ||
+  if (rc != CL_SUCCESS) return ocl_check(rc, error, "*sync_event is not a valid cl_event");
+  if (ocl_handle_check(ctx, "event's context", NULL) != 0 ||
       ocl.clGetContextInfo(ctx, CL_CONTEXT_NUM_DEVICES, sizeof(ndev), &ndev, NULL) != CL_SUCCESS ||
       ndev == 0)
-    return ocl_errorf(error, EINVAL, op, "*sync_event %p is not a cl_event (no valid context)",
+    return ocl_errorf(error, EINVAL, "*sync_event %p is not a cl_event (no valid context)",
                       (void*)e);
   /* Command types of OpenCL 1.0-3.0 and of the extensions (0x1xxx-0x4xxx),
    * execution status CL_COMPLETE..CL_QUEUED or a (negative) error. */
   if (refs == 0 || type < 0x1100 || type > 0x4fff || status > CL_QUEUED)
-    return ocl_errorf(error, EINVAL, op,
+    return ocl_errorf(error, EINVAL,
                       "*sync_event %p is not a cl_event (reference count %u, command type "
                       "0x%x, execution status %d)",
                       (void*)e, (unsigned)refs, (unsigned)type, (int)status);
@@ -249,19 +245,18 @@ static int check_event(cl_event e, const char* op, struct adr_error* error) {
 
 int ocl_event_import(struct adr_backend_device* dev, void* sync_event,
                      struct adr_backend_event** out, struct adr_error* error) {
-  static const char op[] = "adr_event_import";
   if (sync_event == NULL)
-    return ocl_errorf(error, EINVAL, op, "sync_event is NULL (expected a cl_event*)");
+    return ocl_errorf(error, EINVAL, "sync_event is NULL (expected a cl_event*)");
   void* word = NULL;
   if (!ocl_peek_pointer(sync_event, &word))
-    return ocl_errorf(error, EINVAL, op, "sync_event %p is not readable memory", sync_event);
+    return ocl_errorf(error, EINVAL, "sync_event %p is not readable memory", sync_event);
   cl_event native = word;
   if (native != NULL) {
-    int st = check_event(native, op, error);
+    int st = check_event(native, error);
     if (st != 0) return st;
   }
   struct adr_backend_event* e = calloc(1, sizeof(*e));
-  if (e == NULL) return ocl_errorf(error, ENOMEM, op, "out of host memory");
+  if (e == NULL) return ocl_errorf(error, ENOMEM, "out of host memory");
   /* The producer owns its event; our reference keeps it valid for as long
    * as the wrapper lives. A NULL cl_event means "nothing to wait for". */
   if (native != NULL) ocl.clRetainEvent(native);
@@ -285,10 +280,9 @@ int ocl_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* 
 
 int ocl_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
                      struct adr_backend_stream* stream, struct adr_error* error) {
-  static const char op[] = "adr_event_record";
   (void)dev;
   if (event->imported)
-    return ocl_errorf(error, ENOTSUP, op,
+    return ocl_errorf(error, ENOTSUP,
                       "an imported cl_event belongs to its producer and cannot be re-recorded");
   cl_event marker = NULL;
   cl_int rc = ocl.clEnqueueMarkerWithWaitList(stream->queue, 0, NULL, &marker);
@@ -296,11 +290,11 @@ int ocl_event_record(struct adr_backend_device* dev, struct adr_backend_event* e
     ocl.clRetainEvent(marker);
     ocl_stream_track(stream, marker);
   }
-  if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "clEnqueueMarkerWithWaitList failed");
+  if (rc != CL_SUCCESS) return ocl_check(rc, error, "clEnqueueMarkerWithWaitList failed");
   rc = ocl.clFlush(stream->queue);
   if (rc != CL_SUCCESS) {
     ocl.clReleaseEvent(marker);
-    return ocl_fail(error, op, rc, "clFlush failed");
+    return ocl_check(rc, error, "clFlush failed");
   }
   pthread_mutex_lock(&event->lock);
   cl_event old = event->event;
@@ -330,7 +324,6 @@ static void CL_CALLBACK bridge_complete(cl_event source, cl_int status, void* us
 
 int ocl_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
                    struct adr_backend_stream* stream, struct adr_error* error) {
-  static const char op[] = "adr_stream_wait_event";
   (void)dev;
   cl_event e = current(event);
   if (e == NULL) return 0;
@@ -353,7 +346,7 @@ int ocl_event_wait(struct adr_backend_device* dev, struct adr_backend_event* eve
   }
   if (rc == CL_SUCCESS) ocl_stream_track(stream, barrier);
   ocl.clReleaseEvent(e);
-  if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "making the stream wait failed");
+  if (rc != CL_SUCCESS) return ocl_check(rc, error, "making the stream wait failed");
   return 0;
 }
 
@@ -364,8 +357,7 @@ int ocl_event_synchronize(struct adr_backend_device* dev, struct adr_backend_eve
   if (e == NULL) return 0;
   cl_int rc = ocl.clWaitForEvents(1, &e);
   ocl.clReleaseEvent(e);
-  if (rc != CL_SUCCESS)
-    return ocl_fail(error, "adr_event_synchronize", rc, "clWaitForEvents failed");
+  if (rc != CL_SUCCESS) return ocl_check(rc, error, "clWaitForEvents failed");
   return 0;
 }
 
@@ -378,12 +370,12 @@ int ocl_event_query(struct adr_backend_device* dev, struct adr_backend_event* ev
   cl_int rc = ocl.clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status,
                                  NULL);
   ocl.clReleaseEvent(e);
-  if (rc != CL_SUCCESS) return ocl_fail(error, "adr_event_query", rc, "clGetEventInfo failed");
+  if (rc != CL_SUCCESS) return ocl_check(rc, error, "clGetEventInfo failed");
   /* A negative execution status is the error the failed command ended
    * with: name it, but report EIO whatever it was. */
   if (status < 0)
     return adr_backend_error_set(error, EIO,
-                                 "[adr_event_query][" OCL_NAME "] %s: the awaited work failed "
+                                 "%s: the awaited work failed "
                                  "(execution status %d)",
                                  ocl_error_name(status), (int)status);
   return status == CL_COMPLETE ? 0 : EBUSY;

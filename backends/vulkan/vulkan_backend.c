@@ -47,10 +47,4 @@ static const struct adr_backend vkb_backend = {
     .device_properties = vkb_device_properties,
 };
 
-ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(
-    uint32_t host_abi_major, uint32_t host_abi_minor, const struct adr_backend_host* host) {
-  (void)host_abi_minor;
-  if (host_abi_major != ADR_BACKEND_ABI_MAJOR) return NULL;
-  vkb_g.host = host;
-  return &vkb_backend;
-}
+ADR_BACKEND_DEFINE_QUERY(vkb_backend, adr_host_set)

@@ -39,11 +39,11 @@ static bool ranges_overlap(VkDeviceSize a, VkDeviceSize b, VkDeviceSize n) {
 /* ---- staging ring ---------------------------------------------------------- */
 
 /* Creates the ring on first use. staging_lock held. */
-static int staging_ensure(struct adr_backend_device* dev, const char* op, struct adr_error* error) {
+static int staging_ensure(struct adr_backend_device* dev, struct adr_error* error) {
   if (dev->staging != NULL) return 0;
   VkDeviceSize chunk = VKB_CHUNK_MAX;
   while (chunk > 65536 && chunk * VKB_STAGING_CHUNKS > dev->max_alloc) chunk /= 2;
-  int st = vkb_staging_block_create(dev, chunk * VKB_STAGING_CHUNKS, &dev->staging, op, error);
+  int st = vkb_staging_block_create(dev, chunk * VKB_STAGING_CHUNKS, &dev->staging, error);
   if (st != 0) return st;
   dev->chunk_size = chunk;
   memset(dev->chunks, 0, sizeof(dev->chunks));
@@ -53,7 +53,7 @@ static int staging_ensure(struct adr_backend_device* dev, const char* op, struct
 
 int vkb_staging_init(struct adr_backend_device* dev, struct adr_error* error) {
   pthread_mutex_lock(&dev->staging_lock);
-  int st = staging_ensure(dev, "adr_device_get", error);
+  int st = staging_ensure(dev, error);
   pthread_mutex_unlock(&dev->staging_lock);
   return st;
 }
@@ -64,26 +64,25 @@ void vkb_staging_release(struct adr_backend_device* dev) {
 }
 
 static int staged_upload(struct adr_backend_device* dev, struct vkb_loc dst, const uint8_t* src,
-                         size_t size, struct adr_backend_stream* s, const char* op,
-                         struct adr_error* error) {
+                         size_t size, struct adr_backend_stream* s, struct adr_error* error) {
   pthread_mutex_lock(&dev->staging_lock);
-  int st = staging_ensure(dev, op, error);
+  int st = staging_ensure(dev, error);
   for (size_t off = 0; st == 0 && off < size;) {
     size_t n = size - off < dev->chunk_size ? size - off : dev->chunk_size;
     uint32_t k = dev->chunk_next;
     dev->chunk_next = (k + 1) % VKB_STAGING_CHUNKS;
-    st = vkb_timeline_wait(dev, dev->chunks[k].busy_until, op, error);
+    st = vkb_timeline_wait(dev, dev->chunks[k].busy_until, error);
     if (st != 0) break;
     VkDeviceSize soff = (VkDeviceSize)k * dev->chunk_size;
     memcpy(dev->staging->mapped + soff, src + off, n);
-    st = vkb_flush(dev, dev->staging, soff, n, op, error);
+    st = vkb_flush(dev, dev->staging, soff, n, error);
     if (st != 0) break;
     struct vkb_cmd c;
-    st = vkb_cmd_begin(s, &c, op, error);
+    st = vkb_cmd_begin(s, &c, error);
     if (st != 0) break;
     VkBufferCopy region = {.srcOffset = soff, .dstOffset = dst.offset + off, .size = n};
     dev->fn.vkCmdCopyBuffer(c.cb, dev->staging->buffer, dst.block->buffer, 1, &region);
-    st = vkb_cmd_submit(&c, &dev->chunks[k].busy_until, op, error);
+    st = vkb_cmd_submit(&c, &dev->chunks[k].busy_until, error);
     off += n;
   }
   pthread_mutex_unlock(&dev->staging_lock);
@@ -91,30 +90,29 @@ static int staged_upload(struct adr_backend_device* dev, struct vkb_loc dst, con
 }
 
 static int staged_download(struct adr_backend_device* dev, uint8_t* dst, struct vkb_loc src,
-                           size_t size, struct adr_backend_stream* s, const char* op,
-                           struct adr_error* error) {
+                           size_t size, struct adr_backend_stream* s, struct adr_error* error) {
   struct inflight {
     uint32_t chunk;
     size_t off, n;
   } fly[VKB_STAGING_CHUNKS];
   uint32_t head = 0, count = 0;
   pthread_mutex_lock(&dev->staging_lock);
-  int st = staging_ensure(dev, op, error);
+  int st = staging_ensure(dev, error);
   size_t off = 0;
   while (st == 0 && (off < size || count > 0)) {
     if (off < size && count < VKB_STAGING_CHUNKS) {
       size_t n = size - off < dev->chunk_size ? size - off : dev->chunk_size;
       uint32_t k = dev->chunk_next;
       dev->chunk_next = (k + 1) % VKB_STAGING_CHUNKS;
-      st = vkb_timeline_wait(dev, dev->chunks[k].busy_until, op, error);
+      st = vkb_timeline_wait(dev, dev->chunks[k].busy_until, error);
       if (st != 0) break;
       struct vkb_cmd c;
-      st = vkb_cmd_begin(s, &c, op, error);
+      st = vkb_cmd_begin(s, &c, error);
       if (st != 0) break;
       VkBufferCopy region = {
           .srcOffset = src.offset + off, .dstOffset = (VkDeviceSize)k * dev->chunk_size, .size = n};
       dev->fn.vkCmdCopyBuffer(c.cb, src.block->buffer, dev->staging->buffer, 1, &region);
-      st = vkb_cmd_submit(&c, &dev->chunks[k].busy_until, op, error);
+      st = vkb_cmd_submit(&c, &dev->chunks[k].busy_until, error);
       if (st != 0) break;
       fly[(head + count) % VKB_STAGING_CHUNKS] = (struct inflight){k, off, n};
       count++;
@@ -125,8 +123,8 @@ static int staged_download(struct adr_backend_device* dev, uint8_t* dst, struct 
     head = (head + 1) % VKB_STAGING_CHUNKS;
     count--;
     VkDeviceSize soff = (VkDeviceSize)f->chunk * dev->chunk_size;
-    st = vkb_timeline_wait(dev, dev->chunks[f->chunk].busy_until, op, error);
-    if (st == 0) st = vkb_invalidate(dev, dev->staging, soff, f->n, op, error);
+    st = vkb_timeline_wait(dev, dev->chunks[f->chunk].busy_until, error);
+    if (st == 0) st = vkb_invalidate(dev, dev->staging, soff, f->n, error);
     if (st == 0) memcpy(dst + f->off, dev->staging->mapped + soff, f->n);
   }
   /* On error, chunks still in flight stay tagged with their values and are
@@ -138,56 +136,56 @@ static int staged_download(struct adr_backend_device* dev, uint8_t* dst, struct 
 /* ---- directions ------------------------------------------------------------- */
 
 static int copy_h2d(struct adr_backend_device* dev, void* dst, const void* src, size_t size,
-                    struct adr_backend_stream* s, const char* op, struct adr_error* error) {
+                    struct adr_backend_stream* s, struct adr_error* error) {
   struct vkb_loc d;
-  int st = vkb_resolve(dev, dst, size, &d, op, error);
+  int st = vkb_resolve(dev, dst, size, &d, error);
   if (st != 0) return st;
   if (dev->mapped_copies && d.block->mapped != NULL && vkb_stream_host_ready(s)) {
     memcpy(d.block->mapped + d.offset, src, size);
-    return vkb_flush(dev, d.block, d.offset, size, op, error);
+    return vkb_flush(dev, d.block, d.offset, size, error);
   }
-  return staged_upload(dev, d, src, size, s, op, error);
+  return staged_upload(dev, d, src, size, s, error);
 }
 
 static int copy_d2h(struct adr_backend_device* dev, void* dst, const void* src, size_t size,
-                    struct adr_backend_stream* s, const char* op, struct adr_error* error) {
+                    struct adr_backend_stream* s, struct adr_error* error) {
   struct vkb_loc l;
-  int st = vkb_resolve(dev, src, size, &l, op, error);
+  int st = vkb_resolve(dev, src, size, &l, error);
   if (st != 0) return st;
   if (dev->mapped_reads && l.block->mapped != NULL) {
-    st = vkb_stream_wait_idle(s, op, error);
-    if (st == 0) st = vkb_invalidate(dev, l.block, l.offset, size, op, error);
+    st = vkb_stream_wait_idle(s, error);
+    if (st == 0) st = vkb_invalidate(dev, l.block, l.offset, size, error);
     if (st == 0) memcpy(dst, l.block->mapped + l.offset, size);
     return st;
   }
-  return staged_download(dev, dst, l, size, s, op, error);
+  return staged_download(dev, dst, l, size, s, error);
 }
 
 static int copy_d2d(struct adr_backend_device* dev, void* dst, const void* src, size_t size,
-                    struct adr_backend_stream* s, const char* op, struct adr_error* error) {
+                    struct adr_backend_stream* s, struct adr_error* error) {
   struct vkb_loc d, l;
-  int st = vkb_resolve(dev, dst, size, &d, op, error);
-  if (st == 0) st = vkb_resolve(dev, src, size, &l, op, error);
+  int st = vkb_resolve(dev, dst, size, &d, error);
+  if (st == 0) st = vkb_resolve(dev, src, size, &l, error);
   if (st != 0) return st;
   if (d.block == l.block && d.offset == l.offset) return 0;
   if (dev->host_is_device && d.block->mapped != NULL && l.block->mapped != NULL &&
       vkb_stream_host_ready(s)) {
     /* A CPU device: the copy command would be a memcpy on a driver thread;
      * on an idle stream the calling thread does it without the hand-off. */
-    st = vkb_invalidate(dev, l.block, l.offset, size, op, error);
+    st = vkb_invalidate(dev, l.block, l.offset, size, error);
     if (st != 0) return st;
     memmove(d.block->mapped + d.offset, l.block->mapped + l.offset, size);
-    return vkb_flush(dev, d.block, d.offset, size, op, error);
+    return vkb_flush(dev, d.block, d.offset, size, error);
   }
   struct vkb_range* tmp = NULL;
   if (d.block == l.block && ranges_overlap(d.offset, l.offset, size)) {
     /* vkCmdCopyBuffer forbids overlapping regions: go through a temporary
      * allocation (two copies, a barrier between). */
-    st = vkb_range_alloc(dev, size, 64, &tmp, op, error);
+    st = vkb_range_alloc(dev, size, 64, &tmp, error);
     if (st != 0) return st;
   }
   struct vkb_cmd c;
-  st = vkb_cmd_begin(s, &c, op, error);
+  st = vkb_cmd_begin(s, &c, error);
   if (st != 0) {
     vkb_range_free(dev, tmp, 0);
     return st;
@@ -203,7 +201,7 @@ static int copy_d2d(struct adr_backend_device* dev, void* dst, const void* src, 
     dev->fn.vkCmdCopyBuffer(c.cb, l.block->buffer, d.block->buffer, 1, &r);
   }
   uint64_t value = 0;
-  st = vkb_cmd_submit(&c, &value, op, error);
+  st = vkb_cmd_submit(&c, &value, error);
   vkb_range_free(dev, tmp, st == 0 ? value : 0);
   return st;
 }
@@ -214,17 +212,17 @@ static int copy_d2d(struct adr_backend_device* dev, void* dst, const void* src, 
  * uses its default stream. */
 static int copy_peer(struct adr_backend_device* dst_dev, void* dst,
                      struct adr_backend_device* src_dev, const void* src, size_t size,
-                     struct adr_backend_stream* s, const char* op, struct adr_error* error) {
+                     struct adr_backend_stream* s, struct adr_error* error) {
   struct adr_backend_stream* ss = s->dev == src_dev ? s : src_dev->default_stream;
   struct adr_backend_stream* ds = s->dev == dst_dev ? s : dst_dev->default_stream;
   size_t piece = size < VKB_CHUNK_MAX ? size : VKB_CHUNK_MAX;
   uint8_t* bounce = malloc(piece);
-  if (bounce == NULL) return vkb_fail(error, ENOMEM, op, "out of host memory for a bounce buffer");
+  if (bounce == NULL) return vkb_errorf(error, ENOMEM, "out of host memory for a bounce buffer");
   int st = 0;
   for (size_t off = 0; st == 0 && off < size; off += piece) {
     size_t n = size - off < piece ? size - off : piece;
-    st = copy_d2h(src_dev, bounce, (const uint8_t*)src + off, n, ss, op, error);
-    if (st == 0) st = copy_h2d(dst_dev, (uint8_t*)dst + off, bounce, n, ds, op, error);
+    st = copy_d2h(src_dev, bounce, (const uint8_t*)src + off, n, ss, error);
+    if (st == 0) st = copy_h2d(dst_dev, (uint8_t*)dst + off, bounce, n, ds, error);
   }
   free(bounce);
   return st;
@@ -233,27 +231,25 @@ static int copy_peer(struct adr_backend_device* dst_dev, void* dst,
 int vkb_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
              const void* src, size_t size, struct adr_backend_stream* stream,
              struct adr_error* error) {
-  static const char op[] = "adr_copy";
   if (size == 0) return 0;
-  if (dst_dev == NULL) return copy_d2h(src_dev, dst, src, size, stream, op, error);
-  if (src_dev == NULL) return copy_h2d(dst_dev, dst, src, size, stream, op, error);
-  if (dst_dev != src_dev) return copy_peer(dst_dev, dst, src_dev, src, size, stream, op, error);
-  return copy_d2d(dst_dev, dst, src, size, stream, op, error);
+  if (dst_dev == NULL) return copy_d2h(src_dev, dst, src, size, stream, error);
+  if (src_dev == NULL) return copy_h2d(dst_dev, dst, src, size, stream, error);
+  if (dst_dev != src_dev) return copy_peer(dst_dev, dst, src_dev, src, size, stream, error);
+  return copy_d2d(dst_dev, dst, src, size, stream, error);
 }
 
 /* ---- memset ------------------------------------------------------------------ */
 
 int vkb_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
                struct adr_backend_stream* s, struct adr_error* error) {
-  static const char op[] = "adr_memset";
   if (size == 0) return 0;
   struct vkb_loc d;
-  int st = vkb_resolve(dev, ptr, size, &d, op, error);
+  int st = vkb_resolve(dev, ptr, size, &d, error);
   if (st != 0) return st;
   uint8_t byte = (uint8_t)value;
   if (dev->mapped_copies && d.block->mapped != NULL && vkb_stream_host_ready(s)) {
     memset(d.block->mapped + d.offset, byte, size);
-    return vkb_flush(dev, d.block, d.offset, size, op, error);
+    return vkb_flush(dev, d.block, d.offset, size, error);
   }
   /* vkCmdFillBuffer needs 4-byte aligned offset and size: fill the aligned
    * middle; the unaligned head and tail (up to 3 bytes each) are copied
@@ -269,7 +265,7 @@ int vkb_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size
     pthread_mutex_unlock(&s->lock);
     if (need) {
       struct vkb_range* r = NULL;
-      st = vkb_range_alloc(dev, 64, 64, &r, op, error);
+      st = vkb_range_alloc(dev, 64, 64, &r, error);
       if (st != 0) return st;
       pthread_mutex_lock(&s->lock);
       if (s->scratch == NULL) {
@@ -281,7 +277,7 @@ int vkb_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size
     }
   }
   struct vkb_cmd c;
-  st = vkb_cmd_begin(s, &c, op, error);
+  st = vkb_cmd_begin(s, &c, error);
   if (st != 0) return st;
   if (mid_end > mid_begin) {
     uint32_t pattern = 0x01010101u * byte;
@@ -303,5 +299,5 @@ int vkb_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size
           (VkBufferCopy){.srcOffset = scr->offset, .dstOffset = mid_end, .size = end - mid_end};
     dev->fn.vkCmdCopyBuffer(c.cb, scr->block->buffer, d.block->buffer, n, regions);
   }
-  return vkb_cmd_submit(&c, NULL, op, error);
+  return vkb_cmd_submit(&c, NULL, error);
 }

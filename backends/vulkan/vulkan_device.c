@@ -105,11 +105,11 @@ static void device_free(struct adr_backend_device* dev) {
 /* Everything after the VkDevice and its queue exist: dispatch table,
  * properties, semaphore, memory types, default stream. On failure the
  * caller destroys what this made with device_teardown. */
-static int device_setup(struct adr_backend_device* dev, const char* op, struct adr_error* error) {
+static int device_setup(struct adr_backend_device* dev, struct adr_error* error) {
 #define VKB_X(name)                                                                              \
   dev->fn.name = (PFN_##name)(void (*)(void))dev->inst->vkGetDeviceProcAddr(dev->device, #name); \
   if (dev->fn.name == NULL)                                                                      \
-    return vkb_fail(error, ENOTSUP, op, "VK_ERROR_INITIALIZATION_FAILED: %s not available", #name);
+    return vkb_errorf(error, ENOTSUP, "VK_ERROR_INITIALIZATION_FAILED: %s not available", #name);
   VKB_DEVICE_FNS(VKB_X)
 #undef VKB_X
   if (dev->queue == VK_NULL_HANDLE)
@@ -132,7 +132,7 @@ static int device_setup(struct adr_backend_device* dev, const char* op, struct a
   VkResult r = dev->fn.vkCreateSemaphore(dev->device, &sci, NULL, &dev->timeline);
   if (r != VK_SUCCESS) {
     dev->timeline = VK_NULL_HANDLE;
-    return vkb_error(error, op, r, "vkCreateSemaphore(timeline)");
+    return vkb_check(r, error, "vkCreateSemaphore(timeline)");
   }
   int st = vkb_memory_init(dev, error);
   if (st != 0) return st;
@@ -145,7 +145,7 @@ static void device_release_vulkan(struct adr_backend_device* dev) {
   if (dev->released) return;
   dev->released = true;
   if (dev->timeline != VK_NULL_HANDLE && dev->fn.vkWaitSemaphores != NULL)
-    vkb_timeline_wait(dev, dev->next_value, "device_close", NULL);
+    vkb_timeline_wait(dev, dev->next_value, NULL);
   while (dev->events != NULL) vkb_event_release(dev->events);
   while (dev->streams != NULL) vkb_stream_release(dev->streams);
   if (dev->fn.vkDestroyBuffer != NULL) {
@@ -202,24 +202,23 @@ int vkb_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error
 
 int vkb_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
                     struct adr_error* error) {
-  static const char op[] = "adr_device_get";
   if (type != ARROW_DEVICE_VULKAN || id < 0 || (uint64_t)id >= vkb_g.physical_count)
-    return vkb_fail(error, ENODEV, op, "vulkan:%" PRId64 " does not exist (%u device(s))", id,
-                    vkb_g.physical_count);
+    return vkb_errorf(error, ENODEV, "vulkan:%" PRId64 " does not exist (%u device(s))", id,
+                      vkb_g.physical_count);
   struct vkb_instance* in = &vkb_g.instance;
   VkPhysicalDevice pd = vkb_g.physical[id];
   struct vkb_caps caps;
   physical_caps(in, pd, &caps);
   if (caps.reason[0] != '\0')
-    return vkb_fail(error, ENODEV, op, "vulkan:%" PRId64 " (%s) is unusable: %s", id,
-                    caps.props.deviceName, caps.reason);
+    return vkb_errorf(error, ENODEV, "vulkan:%" PRId64 " (%s) is unusable: %s", id,
+                      caps.props.deviceName, caps.reason);
   uint32_t family = 0;
   if (pick_family(in, pd, &family) != 0)
-    return vkb_fail(error, ENODEV, op, "vulkan:%" PRId64 " (%s) is unusable: %s", id,
-                    caps.props.deviceName, "no queue family supports transfers");
+    return vkb_errorf(error, ENODEV, "vulkan:%" PRId64 " (%s) is unusable: %s", id,
+                      caps.props.deviceName, "no queue family supports transfers");
 
   struct adr_backend_device* dev = device_alloc(id);
-  if (dev == NULL) return vkb_fail(error, ENOMEM, op, "out of host memory");
+  if (dev == NULL) return vkb_errorf(error, ENOMEM, "out of host memory");
   dev->inst = in;
   dev->physical = pd;
   dev->queue_family = family;
@@ -245,14 +244,14 @@ int vkb_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device*
                             .ppEnabledExtensionNames = exts};
   VkResult r = in->vkCreateDevice(pd, &dci, NULL, &dev->device);
   if (r != VK_SUCCESS) {
-    int st = vkb_error(error, op, r, "vkCreateDevice(vulkan:%" PRId64 ", %s)", id,
-                       caps.props.deviceName);
+    int st =
+        vkb_check(r, error, "vkCreateDevice(vulkan:%" PRId64 ", %s)", id, caps.props.deviceName);
     dev->device = VK_NULL_HANDLE;
     device_teardown(dev);
     device_free(dev);
     return st;
   }
-  int st = device_setup(dev, op, error);
+  int st = device_setup(dev, error);
   if (st != 0) {
     device_teardown(dev);
     device_free(dev);
@@ -265,23 +264,21 @@ int vkb_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device*
 
 int vkb_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
                      struct adr_backend_device** out, struct adr_error* error) {
-  static const char op[] = "adr_device_adopt";
   const struct adr_vulkan_adopt_desc* d = native_desc;
   if (type != ARROW_DEVICE_VULKAN)
-    return vkb_fail(error, EINVAL, op, "the Vulkan backend adopts only ARROW_DEVICE_VULKAN");
-  if (d == NULL) return vkb_fail(error, EINVAL, op, "native_desc is NULL");
+    return vkb_errorf(error, EINVAL, "the Vulkan backend adopts only ARROW_DEVICE_VULKAN");
+  if (d == NULL) return vkb_errorf(error, EINVAL, "native_desc is NULL");
   if (d->struct_size < offsetof(struct adr_vulkan_adopt_desc, reserved))
-    return vkb_fail(error, EINVAL, op,
-                    "struct_size %u is smaller than struct adr_vulkan_adopt_desc (%zu)",
-                    d->struct_size, offsetof(struct adr_vulkan_adopt_desc, reserved));
+    return vkb_errorf(error, EINVAL,
+                      "struct_size %u is smaller than struct adr_vulkan_adopt_desc (%zu)",
+                      d->struct_size, offsetof(struct adr_vulkan_adopt_desc, reserved));
   if (d->instance == NULL || d->physical_device == NULL || d->device == NULL || d->queue == NULL)
-    return vkb_fail(error, EINVAL, op,
-                    "instance, physical_device, device and queue must all be set");
+    return vkb_errorf(error, EINVAL, "instance, physical_device, device and queue must all be set");
   if (d->api_version < VK_API_VERSION_1_2)
-    return vkb_fail(error, ENOTSUP, op, "api_version %u.%u: adr needs an instance of Vulkan 1.2+",
-                    VK_API_VERSION_MAJOR(d->api_version), VK_API_VERSION_MINOR(d->api_version));
+    return vkb_errorf(error, ENOTSUP, "api_version %u.%u: adr needs an instance of Vulkan 1.2+",
+                      VK_API_VERSION_MAJOR(d->api_version), VK_API_VERSION_MINOR(d->api_version));
   struct vkb_instance* in = calloc(1, sizeof(*in));
-  if (in == NULL) return vkb_fail(error, ENOMEM, op, "out of host memory");
+  if (in == NULL) return vkb_errorf(error, ENOMEM, "out of host memory");
   in->handle = (VkInstance)d->instance;
   in->owned = false;
   in->api_version = d->api_version;
@@ -291,15 +288,15 @@ int vkb_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
   const char* missing = NULL;
   if (in->gipa == NULL || !vkb_resolve_instance(in, &missing)) {
     free(in);
-    return vkb_fail(error, EINVAL, op, "cannot resolve %s on the given instance",
-                    missing ? missing : "vkGetInstanceProcAddr");
+    return vkb_errorf(error, EINVAL, "cannot resolve %s on the given instance",
+                      missing ? missing : "vkGetInstanceProcAddr");
   }
   VkPhysicalDevice pd = (VkPhysicalDevice)d->physical_device;
   struct vkb_caps caps;
   physical_caps(in, pd, &caps);
   if (caps.reason[0] != '\0') {
     free(in);
-    return vkb_fail(error, ENOTSUP, op, "%s is unusable: %s", caps.props.deviceName, caps.reason);
+    return vkb_errorf(error, ENOTSUP, "%s is unusable: %s", caps.props.deviceName, caps.reason);
   }
   uint32_t nf = 0;
   in->vkGetPhysicalDeviceQueueFamilyProperties(pd, &nf, NULL);
@@ -309,9 +306,9 @@ int vkb_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
   if (d->queue_family_index >= nf || d->queue_index >= q[d->queue_family_index].queueCount ||
       !family_transfers(q[d->queue_family_index].queueFlags)) {
     free(in);
-    return vkb_fail(error, EINVAL, op,
-                    "queue family %u index %u does not exist or cannot transfer (%u families)",
-                    d->queue_family_index, d->queue_index, nf);
+    return vkb_errorf(error, EINVAL,
+                      "queue family %u index %u does not exist or cannot transfer (%u families)",
+                      d->queue_family_index, d->queue_index, nf);
   }
   /* Two adr devices on one queue would submit to it under two different
    * locks: refuse adopting a queue adr already uses. */
@@ -322,15 +319,15 @@ int vkb_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
   pthread_mutex_unlock(&g_devices_lock);
   if (taken >= 0) {
     free(in);
-    return vkb_fail(error, EINVAL, op,
-                    "the queue %p is already used by vulkan:%" PRId64
-                    " (use that device, or give adr a queue of its own)",
-                    d->queue, taken);
+    return vkb_errorf(error, EINVAL,
+                      "the queue %p is already used by vulkan:%" PRId64
+                      " (use that device, or give adr a queue of its own)",
+                      d->queue, taken);
   }
   struct adr_backend_device* dev = device_alloc(id);
   if (dev == NULL) {
     free(in);
-    return vkb_fail(error, ENOMEM, op, "out of host memory");
+    return vkb_errorf(error, ENOMEM, "out of host memory");
   }
   dev->adopted = true;
   vkb_queue_share(dev);
@@ -340,7 +337,7 @@ int vkb_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
   dev->queue = (VkQueue)d->queue;
   dev->queue_family = d->queue_family_index;
   dev->queue_index = d->queue_index;
-  int st = device_setup(dev, op, error);
+  int st = device_setup(dev, error);
   if (st != 0) {
     device_teardown(dev);
     device_free(dev);
@@ -589,8 +586,9 @@ int vkb_device_native(struct adr_backend_device* dev, int kind, void** out,
       *out = (void*)dev->timeline;
       return 0;
     default:
-      return vkb_fail(error, ENOTSUP, "adr_device_native",
-                      "native kind %d is not one the Vulkan backend has (see adr/vulkan.h)", kind);
+      return vkb_errorf(error, ENOTSUP,
+                        "native kind %d is not one the Vulkan backend has (see adr/vulkan.h)",
+                        kind);
   }
 }
 
@@ -605,8 +603,7 @@ int vkb_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_i
     *out_id = found->id;
   }
   pthread_mutex_unlock(&g_devices_lock);
-  if (found == NULL)
-    return vkb_fail(error, ENOENT, "adr_pointer_query", "%p is not a Vulkan allocation", ptr);
+  if (found == NULL) return vkb_errorf(error, ENOENT, "%p is not a Vulkan allocation", ptr);
   return 0;
 }
 

@@ -14,9 +14,9 @@
  *   ADR_VULKAN_COPY        auto (default) | mapped | staging
  *       staging forces host <-> device copies through the staging ring
  *       even where device memory is host-visible.
- *   ADR_VULKAN_BLOCK_SIZE  bytes per VkDeviceMemory block (K/M/G suffix
- *       allowed, a power of two from 64K); default 64M or less on small
- *       heaps.
+ *   ADR_VULKAN_BLOCK_SIZE  bytes per VkDeviceMemory block, in the byte-size
+ *       grammar of ADR_ALLOC (backends/common/bytesize.h), a power of two
+ *       from 64K to 1T; default 64M or less on small heaps.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bytesize.h"
 #include "vulkan_internal.h"
 
 #define VKB_VALIDATION_LAYER "VK_LAYER_KHRONOS_validation"
@@ -35,32 +36,10 @@ struct vkb_globals vkb_g;
 
 static bool g_shut_down;
 
-/* ---- host services: log and getenv --------------------------------------- */
-
-void vkb_log(int level, const char* fmt, ...) {
-  const struct adr_backend_host* h = vkb_g.host;
-  if (h == NULL || h->log == NULL) return;
-  if (h->log_level != NULL && level > h->log_level()) return;
-  char buf[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof(buf), fmt, ap);
-  va_end(ap);
-  h->log(level, VKB_NAME, "%s", buf);
-}
-
-const char* vkb_env(const char* name) {
-  const struct adr_backend_host* h = vkb_g.host;
-  if (h == NULL || h->struct_size < offsetof(struct adr_backend_host, log_level) ||
-      h->getenv == NULL)
-    return NULL;
-  return h->getenv(name);
-}
-
 /* ---- environment ------------------------------------------------------------ */
 
 static int parse_environment(struct adr_error* error) {
-  const char* v = vkb_env("ADR_VULKAN_VALIDATION");
+  const char* v = adr_host_getenv("ADR_VULKAN_VALIDATION");
   vkb_g.validation = VKB_VALIDATION_OFF;
   if (v != NULL && v[0] != '\0') {
     if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0)
@@ -70,10 +49,9 @@ static int parse_environment(struct adr_error* error) {
     else if (strcmp(v, "fatal") == 0)
       vkb_g.validation = VKB_VALIDATION_FATAL;
     else
-      return vkb_fail(error, EINVAL, "init",
-                      "ADR_VULKAN_VALIDATION=\"%s\": column 1: expected off, on or fatal", v);
+      return adr_syntax_error(error, "ADR_VULKAN_VALIDATION", v, 0, "off, on or fatal");
   }
-  v = vkb_env("ADR_VULKAN_COPY");
+  v = adr_host_getenv("ADR_VULKAN_COPY");
   vkb_g.copy_mode = VKB_COPY_AUTO;
   if (v != NULL && v[0] != '\0') {
     if (strcmp(v, "auto") == 0)
@@ -83,34 +61,17 @@ static int parse_environment(struct adr_error* error) {
     else if (strcmp(v, "staging") == 0)
       vkb_g.copy_mode = VKB_COPY_STAGING;
     else
-      return vkb_fail(error, EINVAL, "init",
-                      "ADR_VULKAN_COPY=\"%s\": column 1: expected auto, mapped or staging", v);
+      return adr_syntax_error(error, "ADR_VULKAN_COPY", v, 0, "auto, mapped or staging");
   }
-  v = vkb_env("ADR_VULKAN_BLOCK_SIZE");
+  v = adr_host_getenv("ADR_VULKAN_BLOCK_SIZE");
   vkb_g.block_size_env = 0;
   if (v != NULL && v[0] != '\0') {
-    char* end = NULL;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    size_t col = (size_t)(end - v) + 1;
-    if (end == v || errno != 0 || v[0] == '-')
-      return vkb_fail(error, EINVAL, "init",
-                      "ADR_VULKAN_BLOCK_SIZE=\"%s\": column 1: expected a number of bytes", v);
-    int shift = 0;
-    if (*end == 'K' || *end == 'k') shift = 10;
-    if (*end == 'M' || *end == 'm') shift = 20;
-    if (*end == 'G' || *end == 'g') shift = 30;
-    if (shift != 0) end++;
-    if (*end != '\0')
-      return vkb_fail(error, EINVAL, "init",
-                      "ADR_VULKAN_BLOCK_SIZE=\"%s\": column %zu: expected K, M, G or the end", v,
-                      col);
-    if (n > (1ull << 40) >> shift)
-      return vkb_fail(error, EINVAL, "init", "ADR_VULKAN_BLOCK_SIZE=\"%s\": too large", v);
-    n <<= shift;
-    if (n < 65536 || (n & (n - 1)) != 0)
-      return vkb_fail(error, EINVAL, "init",
-                      "ADR_VULKAN_BLOCK_SIZE=\"%s\": must be a power of two of at least 64K", v);
+    uint64_t n = 0;
+    int st = adr_bytesize_parse("ADR_VULKAN_BLOCK_SIZE", v, &n, error);
+    if (st != 0) return st;
+    if (n < 65536 || n > (UINT64_C(1) << 40) || (n & (n - 1)) != 0)
+      return vkb_errorf(error, EINVAL,
+                        "ADR_VULKAN_BLOCK_SIZE=\"%s\": must be a power of two from 64K to 1T", v);
     vkb_g.block_size_env = n;
   }
   return 0;
@@ -133,8 +94,8 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL messenger_cb(VkDebugUtilsMessageSeverityFl
     atomic_fetch_add(&vkb_g.validation_messages, 1);
     if (vkb_g.validation == VKB_VALIDATION_FATAL) level = ADR_LOG_ERROR;
   }
-  vkb_log(level, "validation%s: %s", counts ? "" : " (not counted)",
-          data != NULL && data->pMessage != NULL ? data->pMessage : "(no message)");
+  adr_host_log(level, "validation%s: %s", counts ? "" : " (not counted)",
+               data != NULL && data->pMessage != NULL ? data->pMessage : "(no message)");
   return VK_FALSE;
 }
 
@@ -168,9 +129,8 @@ static int create_instance(struct adr_error* error) {
   if (vkb_g.g.vkEnumerateInstanceVersion != NULL)
     vkb_g.g.vkEnumerateInstanceVersion(&loader_version);
   if (loader_version < VK_API_VERSION_1_2)
-    return vkb_fail(error, ENODEV, "init",
-                    "unavailable: the Vulkan loader supports %u.%u, adr needs 1.2",
-                    VK_API_VERSION_MAJOR(loader_version), VK_API_VERSION_MINOR(loader_version));
+    return vkb_errorf(error, ENODEV, "unavailable: the Vulkan loader supports %u.%u, adr needs 1.2",
+                      VK_API_VERSION_MAJOR(loader_version), VK_API_VERSION_MINOR(loader_version));
 
   const char* layers[1];
   const char* exts[1];
@@ -178,16 +138,16 @@ static int create_instance(struct adr_error* error) {
   bool debug_utils = false;
   if (vkb_g.validation != VKB_VALIDATION_OFF) {
     if (!has_layer(VKB_VALIDATION_LAYER))
-      return vkb_fail(
-          error, ENOENT, "init",
+      return vkb_errorf(
+          error, ENOENT,
           "VK_ERROR_LAYER_NOT_PRESENT: ADR_VULKAN_VALIDATION is set but " VKB_VALIDATION_LAYER
           " is not installed (Debian: vulkan-validationlayers)");
     layers[layer_count++] = VKB_VALIDATION_LAYER;
     if (!has_instance_extension(NULL, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) &&
         !has_instance_extension(VKB_VALIDATION_LAYER, VK_EXT_DEBUG_UTILS_EXTENSION_NAME))
-      return vkb_fail(error, ENOTSUP, "init",
-                      "VK_ERROR_EXTENSION_NOT_PRESENT: ADR_VULKAN_VALIDATION "
-                      "needs " VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+      return vkb_errorf(error, ENOTSUP,
+                        "VK_ERROR_EXTENSION_NOT_PRESENT: ADR_VULKAN_VALIDATION "
+                        "needs " VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
     exts[ext_count++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
     debug_utils = true;
   }
@@ -215,10 +175,10 @@ static int create_instance(struct adr_error* error) {
   VkInstance instance = VK_NULL_HANDLE;
   VkResult r = vkb_g.g.vkCreateInstance(&ci, NULL, &instance);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
-    return vkb_fail(
-        error, ENODEV, "init",
+    return vkb_errorf(
+        error, ENODEV,
         "unavailable: no Vulkan driver (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER)");
-  if (r != VK_SUCCESS) return vkb_error(error, "init", r, "vkCreateInstance");
+  if (r != VK_SUCCESS) return vkb_check(r, error, "vkCreateInstance");
 
   struct vkb_instance* in = &vkb_g.instance;
   in->handle = instance;
@@ -231,14 +191,14 @@ static int create_instance(struct adr_error* error) {
         (PFN_vkDestroyInstance)(void (*)(void))vkb_g.gipa(instance, "vkDestroyInstance");
     if (destroy != NULL) destroy(instance, NULL);
     memset(in, 0, sizeof(*in));
-    return vkb_fail(error, ENODEV, "init", "unavailable: the Vulkan loader lacks %s", missing);
+    return vkb_errorf(error, ENODEV, "unavailable: the Vulkan loader lacks %s", missing);
   }
   if (debug_utils && in->vkCreateDebugUtilsMessengerEXT != NULL) {
     r = in->vkCreateDebugUtilsMessengerEXT(instance, &mci, NULL, &vkb_g.messenger);
     if (r != VK_SUCCESS) {
       in->vkDestroyInstance(instance, NULL);
       memset(in, 0, sizeof(*in));
-      return vkb_error(error, "init", r, "vkCreateDebugUtilsMessengerEXT");
+      return vkb_check(r, error, "vkCreateDebugUtilsMessengerEXT");
     }
   }
   uint32_t n = 0;
@@ -257,14 +217,16 @@ static int create_instance(struct adr_error* error) {
     vkb_g.messenger = VK_NULL_HANDLE;
     in->vkDestroyInstance(instance, NULL);
     memset(in, 0, sizeof(*in));
-    return vkb_error(error, "init", r, "vkEnumeratePhysicalDevices");
+    return vkb_check(r, error, "vkEnumeratePhysicalDevices");
   }
   vkb_g.physical_count = n;
   return 0;
 }
 
 int vkb_init(struct adr_error* error) {
-  int st = parse_environment(error);
+  int st = adr_host_init(VKB_NAME, error);
+  if (st != 0) return st;
+  st = parse_environment(error);
   if (st != 0) return st;
   atomic_store(&vkb_g.validation_messages, 0);
   st = vkb_loader_open(error);
@@ -276,22 +238,22 @@ int vkb_init(struct adr_error* error) {
     return st;
   }
   atexit(vkb_atexit);
-  vkb_log(ADR_LOG_DEBUG, "instance created: %u physical device(s), validation %s, copies %s",
-          vkb_g.physical_count,
-          vkb_g.validation == VKB_VALIDATION_OFF  ? "off"
-          : vkb_g.validation == VKB_VALIDATION_ON ? "on"
-                                                  : "fatal",
-          vkb_g.copy_mode == VKB_COPY_STAGING  ? "staging"
-          : vkb_g.copy_mode == VKB_COPY_MAPPED ? "mapped"
-                                               : "auto");
+  adr_host_log(ADR_LOG_DEBUG, "instance created: %u physical device(s), validation %s, copies %s",
+               vkb_g.physical_count,
+               vkb_g.validation == VKB_VALIDATION_OFF  ? "off"
+               : vkb_g.validation == VKB_VALIDATION_ON ? "on"
+                                                       : "fatal",
+               vkb_g.copy_mode == VKB_COPY_STAGING  ? "staging"
+               : vkb_g.copy_mode == VKB_COPY_MAPPED ? "mapped"
+                                                    : "auto");
   return 0;
 }
 
 static void fatal_check(void) {
   uint64_t n = atomic_load(&vkb_g.validation_messages);
   if (n == 0) return;
-  vkb_log(ADR_LOG_ERROR, "%" PRIu64 " Vulkan validation message(s) were reported in this process",
-          n);
+  adr_host_log(ADR_LOG_ERROR,
+               "%" PRIu64 " Vulkan validation message(s) were reported in this process", n);
   if (vkb_g.validation == VKB_VALIDATION_FATAL) {
     /* The contract of ADR_VULKAN_VALIDATION=fatal: a test process that
      * produced validation messages must not exit 0. Called at exit (from

@@ -29,6 +29,7 @@
 
 #include "adr/backend.h"
 #include "adr/vulkan.h"
+#include "host.h"
 
 #define VKB_NAME "vulkan"
 
@@ -126,7 +127,6 @@ enum vkb_validation { VKB_VALIDATION_OFF = 0, VKB_VALIDATION_ON = 1, VKB_VALIDAT
 
 /* Set once in init (before any other slot can run), read-only after. */
 struct vkb_globals {
-  const struct adr_backend_host* host;
   void* libvulkan;
   char libvulkan_path[64];
   PFN_vkGetInstanceProcAddr gipa;
@@ -164,11 +164,9 @@ bool vkb_resolve_instance(struct vkb_instance* in, const char** missing);
 
 /* ---- instance (vulkan_instance.c) ---------------------------------------- */
 
+/* Checks the host services first (adr_host_init); logging and getenv are
+ * adr_host_log / adr_host_getenv (backends/common/host.h). */
 int vkb_init(struct adr_error* error);
-/* The host's log and getenv services (getenv is secure in elevated
- * processes; NULL when unset or when the host has none). */
-void vkb_log(int level, const char* fmt, ...) ADR_PRINTF(2, 3);
-const char* vkb_env(const char* name);
 void vkb_shutdown(void);
 /* The backend's exit handler (registered again after each device is made,
  * so it runs before the driver's own handlers); runs once. */
@@ -203,13 +201,11 @@ int vkb_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_i
 const char* vkb_result_name(VkResult r);
 /* errno value for a VkResult (0 for VK_SUCCESS). */
 int vkb_result_status(VkResult r);
-/* Writes "[op][vulkan] VK_NAME: <what>: <description>" and returns the
- * status for `r`. */
-int vkb_error(struct adr_error* error, const char* op, VkResult r, const char* fmt, ...)
-    ADR_PRINTF(4, 5);
-/* "[op][vulkan] <message>" with an explicit status (no VkResult). */
-int vkb_fail(struct adr_error* error, int status, const char* op, const char* fmt, ...)
-    ADR_PRINTF(4, 5);
+/* Writes "VK_NAME: <what>: <description>" (no "[operation][backend]": the
+ * core adds it) and returns the status for `r`, EIO for a success code. */
+int vkb_check(VkResult r, struct adr_error* error, const char* fmt, ...) ADR_PRINTF(3, 4);
+/* Writes "ENAME: <message>" and returns status (failures with no VkResult). */
+int vkb_errorf(struct adr_error* error, int status, const char* fmt, ...) ADR_PRINTF(3, 4);
 
 /* ---- memory (vulkan_memory.c) ------------------------------------------------ */
 
@@ -395,19 +391,17 @@ struct vkb_cmd {
   VkCommandBuffer cb;
 };
 
-int vkb_cmd_begin(struct adr_backend_stream* s, struct vkb_cmd* out, const char* op,
-                  struct adr_error* error);
+int vkb_cmd_begin(struct adr_backend_stream* s, struct vkb_cmd* out, struct adr_error* error);
 /* Ends, submits (signal value returned in *out_value) and unlocks. */
-int vkb_cmd_submit(struct vkb_cmd* c, uint64_t* out_value, const char* op, struct adr_error* error);
+int vkb_cmd_submit(struct vkb_cmd* c, uint64_t* out_value, struct adr_error* error);
 void vkb_cmd_abort(struct vkb_cmd* c);
 
 uint64_t vkb_timeline_value(struct adr_backend_device* dev);
 /* Host wait until the device's timeline reaches `value`. */
-int vkb_timeline_wait(struct adr_backend_device* dev, uint64_t value, const char* op,
-                      struct adr_error* error);
+int vkb_timeline_wait(struct adr_backend_device* dev, uint64_t value, struct adr_error* error);
 /* Host wait for everything queued on the stream, including device-side
  * waits registered for its next submission. */
-int vkb_stream_wait_idle(struct adr_backend_stream* s, const char* op, struct adr_error* error);
+int vkb_stream_wait_idle(struct adr_backend_stream* s, struct adr_error* error);
 /* True when nothing of the stream is pending and no device-side wait is
  * registered (the mapped fast path may then run on the host at once). */
 bool vkb_stream_idle(struct adr_backend_stream* s);
@@ -420,8 +414,7 @@ void vkb_queue_share(struct adr_backend_device* dev);
 /* Submits an empty batch signalling the next timeline value (so the
  * timeline covers everything submitted to the queue before, the
  * application's work included) and returns that value. */
-int vkb_queue_post(struct adr_backend_device* dev, uint64_t* out_value, const char* op,
-                   struct adr_error* error);
+int vkb_queue_post(struct adr_backend_device* dev, uint64_t* out_value, struct adr_error* error);
 /* The ADR_VULKAN_NATIVE_QUEUE_LOCK functions (ctx = the device). */
 void vkb_queue_lock_init(struct adr_backend_device* dev);
 
@@ -463,23 +456,23 @@ int vkb_free(struct adr_backend_device* dev, void* ptr, size_t size,
 /* Internal allocation (scratch, temporaries) and its release: `after` is a
  * timeline value the range may still be used until (0 = now). */
 int vkb_range_alloc(struct adr_backend_device* dev, VkDeviceSize size, VkDeviceSize alignment,
-                    struct vkb_range** out, const char* op, struct adr_error* error);
+                    struct vkb_range** out, struct adr_error* error);
 void vkb_range_free(struct adr_backend_device* dev, struct vkb_range* r, uint64_t after);
 /* Resolve [addr, addr + size) to the allocation containing it: EINVAL with
  * a message when no live allocation of the device contains it all. */
 int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size, struct vkb_loc* out,
-                const char* op, struct adr_error* error);
+                struct adr_error* error);
 /* Whether `addr` lies in a live allocation of dev (for pointer_query). */
 bool vkb_owns(struct adr_backend_device* dev, const void* addr);
 /* Host-visible block for staging (not in the address map). */
 int vkb_staging_block_create(struct adr_backend_device* dev, VkDeviceSize size,
-                             struct vkb_block** out, const char* op, struct adr_error* error);
+                             struct vkb_block** out, struct adr_error* error);
 void vkb_block_destroy(struct adr_backend_device* dev, struct vkb_block* b);
 /* Make host writes to a mapped range visible / device writes readable. */
 int vkb_flush(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
-              VkDeviceSize size, const char* op, struct adr_error* error);
+              VkDeviceSize size, struct adr_error* error);
 int vkb_invalidate(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
-                   VkDeviceSize size, const char* op, struct adr_error* error);
+                   VkDeviceSize size, struct adr_error* error);
 
 /* ---- copies (vulkan_copy.c) --------------------------------------------------- */
 

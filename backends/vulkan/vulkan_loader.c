@@ -18,22 +18,22 @@ int vkb_loader_open(struct adr_error* error) {
   vkb_g.libvulkan = dlopen(VKB_LIBVULKAN, RTLD_NOW | RTLD_LOCAL);
   if (vkb_g.libvulkan == NULL) {
     const char* why = dlerror();
-    return vkb_fail(error, ENODEV, "init", "unavailable: %s not found (tried: %s)", VKB_LIBVULKAN,
-                    why != NULL ? why : VKB_LIBVULKAN);
+    return vkb_errorf(error, ENODEV, "unavailable: %s not found (tried: %s)", VKB_LIBVULKAN,
+                      why != NULL ? why : VKB_LIBVULKAN);
   }
   vkb_g.gipa = (PFN_vkGetInstanceProcAddr)dlsym(vkb_g.libvulkan, "vkGetInstanceProcAddr");
   if (vkb_g.gipa == NULL) {
     dlclose(vkb_g.libvulkan);
     vkb_g.libvulkan = NULL;
-    return vkb_fail(error, ENODEV, "init", "unavailable: %s does not export vkGetInstanceProcAddr",
-                    VKB_LIBVULKAN);
+    return vkb_errorf(error, ENODEV, "unavailable: %s does not export vkGetInstanceProcAddr",
+                      VKB_LIBVULKAN);
   }
-#define VKB_X(name, req)                                                                      \
-  vkb_g.g.name = (PFN_##name)(void (*)(void))vkb_g.gipa(VK_NULL_HANDLE, #name);               \
-  if (vkb_g.g.name == NULL && (req)) {                                                        \
-    dlclose(vkb_g.libvulkan);                                                                 \
-    vkb_g.libvulkan = NULL;                                                                   \
-    return vkb_fail(error, ENODEV, "init", "unavailable: %s lacks %s", VKB_LIBVULKAN, #name); \
+#define VKB_X(name, req)                                                                \
+  vkb_g.g.name = (PFN_##name)(void (*)(void))vkb_g.gipa(VK_NULL_HANDLE, #name);         \
+  if (vkb_g.g.name == NULL && (req)) {                                                  \
+    dlclose(vkb_g.libvulkan);                                                           \
+    vkb_g.libvulkan = NULL;                                                             \
+    return vkb_errorf(error, ENODEV, "unavailable: %s lacks %s", VKB_LIBVULKAN, #name); \
   }
   VKB_GLOBAL_FNS(VKB_X)
 #undef VKB_X

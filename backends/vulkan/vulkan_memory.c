@@ -165,13 +165,13 @@ void vkb_block_destroy(struct adr_backend_device* dev, struct vkb_block* b) {
  * host-visible. */
 static int block_create(struct adr_backend_device* dev, VkDeviceSize size, bool device_address,
                         const uint32_t* types, uint32_t type_count, struct vkb_block** out,
-                        const char* op, struct adr_error* error) {
+                        struct adr_error* error) {
   struct vkb_block* b = calloc(1, sizeof(*b));
   struct vkb_range* whole = calloc(1, sizeof(*whole));
   if (b == NULL || whole == NULL) {
     free(b);
     free(whole);
-    return vkb_fail(error, ENOMEM, op, "out of host memory for a block descriptor");
+    return vkb_errorf(error, ENOMEM, "out of host memory for a block descriptor");
   }
   VkBufferCreateInfo bci = {
       .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
@@ -184,7 +184,7 @@ static int block_create(struct adr_backend_device* dev, VkDeviceSize size, bool 
   if (r != VK_SUCCESS) {
     free(b);
     free(whole);
-    return vkb_error(error, op, r, "vkCreateBuffer(%" PRIu64 " bytes)", (uint64_t)size);
+    return vkb_check(r, error, "vkCreateBuffer(%" PRIu64 " bytes)", (uint64_t)size);
   }
   VkMemoryRequirements req;
   dev->fn.vkGetBufferMemoryRequirements(dev->device, b->buffer, &req);
@@ -213,10 +213,10 @@ static int block_create(struct adr_backend_device* dev, VkDeviceSize size, bool 
     free(b);
     free(whole);
     if (!any_type)
-      return vkb_fail(error, ENOMEM, op,
-                      "no memory type fits a buffer of %" PRIu64 " bytes (memoryTypeBits 0x%x)",
-                      (uint64_t)size, req.memoryTypeBits);
-    return vkb_error(error, op, r, "vkAllocateMemory(%" PRIu64 " bytes)", (uint64_t)req.size);
+      return vkb_errorf(error, ENOMEM,
+                        "no memory type fits a buffer of %" PRIu64 " bytes (memoryTypeBits 0x%x)",
+                        (uint64_t)size, req.memoryTypeBits);
+    return vkb_check(r, error, "vkAllocateMemory(%" PRIu64 " bytes)", (uint64_t)req.size);
   }
   b->type_index = mai.memoryTypeIndex;
   b->size = size;
@@ -230,8 +230,7 @@ static int block_create(struct adr_backend_device* dev, VkDeviceSize size, bool 
     b->mapped = p;
   }
   if (r != VK_SUCCESS) {
-    int st =
-        vkb_error(error, op, r, "binding/mapping a block of %" PRIu64 " bytes", (uint64_t)size);
+    int st = vkb_check(r, error, "binding/mapping a block of %" PRIu64 " bytes", (uint64_t)size);
     free(whole);
     vkb_block_destroy(dev, b);
     return st;
@@ -251,8 +250,8 @@ static int block_create(struct adr_backend_device* dev, VkDeviceSize size, bool 
 }
 
 int vkb_staging_block_create(struct adr_backend_device* dev, VkDeviceSize size,
-                             struct vkb_block** out, const char* op, struct adr_error* error) {
-  return block_create(dev, size, false, &dev->staging_type, 1, out, op, error);
+                             struct vkb_block** out, struct adr_error* error) {
+  return block_create(dev, size, false, &dev->staging_type, 1, out, error);
 }
 
 static void block_link(struct adr_backend_device* dev, struct vkb_block* b) {
@@ -344,12 +343,12 @@ static void reclaim_deferred(struct adr_backend_device* dev) {
 /* ---- allocation ---------------------------------------------------------------- */
 
 static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size, VkDeviceSize align,
-                              struct vkb_range** out, const char* op, struct adr_error* error) {
+                              struct vkb_range** out, struct adr_error* error) {
   if (size > dev->max_alloc)
-    return vkb_fail(error, ENOMEM, op,
-                    "VK_ERROR_OUT_OF_DEVICE_MEMORY: %" PRIu64
-                    " bytes exceed the device's largest allocation (%" PRIu64 " bytes)",
-                    (uint64_t)size, (uint64_t)dev->max_alloc);
+    return vkb_errorf(error, ENOMEM,
+                      "VK_ERROR_OUT_OF_DEVICE_MEMORY: %" PRIu64
+                      " bytes exceed the device's largest allocation (%" PRIu64 " bytes)",
+                      (uint64_t)size, (uint64_t)dev->max_alloc);
   VkDeviceSize granule = dev->granule;
   VkDeviceSize need = align_up(size, granule);
   if (align < granule) align = granule;
@@ -357,7 +356,7 @@ static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size,
   if (spare[0] == NULL || spare[1] == NULL) {
     free(spare[0]);
     free(spare[1]);
-    return vkb_fail(error, ENOMEM, op, "out of host memory for the allocation map");
+    return vkb_errorf(error, ENOMEM, "out of host memory for the allocation map");
   }
   struct vkb_range* r = NULL;
   int st = 0;
@@ -367,7 +366,7 @@ static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size,
       if (!b->dedicated) r = block_take(b, need, align, spare);
     if (r == NULL) {
       struct vkb_block* b = NULL;
-      st = block_create(dev, dev->block_size, true, dev->alloc_types, dev->alloc_type_count, &b, op,
+      st = block_create(dev, dev->block_size, true, dev->alloc_types, dev->alloc_type_count, &b,
                         error);
       if (st == 0) {
         block_link(dev, b);
@@ -378,17 +377,17 @@ static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size,
     struct vkb_block* b = NULL;
     VkDeviceSize bsize = need + (align > granule ? align : 0);
     if (bsize > dev->max_alloc) bsize = need;
-    st = block_create(dev, bsize, true, dev->alloc_types, dev->alloc_type_count, &b, op, error);
+    st = block_create(dev, bsize, true, dev->alloc_types, dev->alloc_type_count, &b, error);
     if (st == 0) {
       b->dedicated = true;
       block_link(dev, b);
       r = block_take(b, need, align, spare);
       if (r == NULL) {
         block_unlink_destroy(dev, b);
-        st = vkb_fail(error, ENOMEM, op,
-                      "dedicated block of %" PRIu64 " bytes cannot hold %" PRIu64
-                      " bytes aligned to %" PRIu64,
-                      (uint64_t)bsize, (uint64_t)need, (uint64_t)align);
+        st = vkb_errorf(error, ENOMEM,
+                        "dedicated block of %" PRIu64 " bytes cannot hold %" PRIu64
+                        " bytes aligned to %" PRIu64,
+                        (uint64_t)bsize, (uint64_t)need, (uint64_t)align);
       }
     }
   }
@@ -396,8 +395,8 @@ static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size,
   free(spare[1]);
   if (st != 0) return st;
   if (r == NULL)
-    return vkb_fail(error, ENOMEM, op, "no room for %" PRIu64 " bytes in a fresh block",
-                    (uint64_t)need);
+    return vkb_errorf(error, ENOMEM, "no room for %" PRIu64 " bytes in a fresh block",
+                      (uint64_t)need);
   r->addr = r->block->base + r->offset;
   r->user_size = size;
   r->free_after = 0;
@@ -407,7 +406,7 @@ static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size,
     /* Out of memory in tsearch (an overlap cannot happen: ranges are
      * disjoint by construction). */
     range_release(dev, r);
-    return vkb_fail(error, ENOMEM, op, "out of host memory for the address map");
+    return vkb_errorf(error, ENOMEM, "out of host memory for the address map");
   }
   dev->live_count++;
   *out = r;
@@ -415,10 +414,10 @@ static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size,
 }
 
 int vkb_range_alloc(struct adr_backend_device* dev, VkDeviceSize size, VkDeviceSize alignment,
-                    struct vkb_range** out, const char* op, struct adr_error* error) {
+                    struct vkb_range** out, struct adr_error* error) {
   pthread_mutex_lock(&dev->mem_lock);
   reclaim_deferred(dev);
-  int st = range_alloc_locked(dev, size, alignment, out, op, error);
+  int st = range_alloc_locked(dev, size, alignment, out, error);
   pthread_mutex_unlock(&dev->mem_lock);
   return st;
 }
@@ -446,7 +445,7 @@ int vkb_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
               struct adr_backend_stream* stream, void** out, struct adr_error* error) {
   (void)stream; /* sub-allocated memory is ready at once for any stream */
   struct vkb_range* r = NULL;
-  int st = vkb_range_alloc(dev, size, alignment, &r, "adr_alloc", error);
+  int st = vkb_range_alloc(dev, size, alignment, &r, error);
   if (st == 0) *out = (void*)(uintptr_t)r->addr;
   return st;
 }
@@ -464,11 +463,10 @@ int vkb_free(struct adr_backend_device* dev, void* ptr, size_t size,
   struct vkb_range* r = map_find(dev, (VkDeviceAddress)(uintptr_t)ptr);
   int st = 0;
   if (r == NULL || r->addr != (VkDeviceAddress)(uintptr_t)ptr)
-    st = vkb_fail(error, EINVAL, "adr_free", "%p is not an allocation of vulkan:%" PRId64, ptr,
-                  dev->id);
+    st = vkb_errorf(error, EINVAL, "%p is not an allocation of vulkan:%" PRId64, ptr, dev->id);
   else if (r->user_size != size)
-    st = vkb_fail(error, EINVAL, "adr_free", "%p was allocated with %" PRIu64 " bytes, not %zu",
-                  ptr, (uint64_t)r->user_size, size);
+    st = vkb_errorf(error, EINVAL, "%p was allocated with %" PRIu64 " bytes, not %zu", ptr,
+                    (uint64_t)r->user_size, size);
   else
     range_free_locked(dev, r, after);
   if (st == 0) reclaim_deferred(dev);
@@ -477,18 +475,18 @@ int vkb_free(struct adr_backend_device* dev, void* ptr, size_t size,
 }
 
 int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size, struct vkb_loc* out,
-                const char* op, struct adr_error* error) {
+                struct adr_error* error) {
   VkDeviceAddress a = (VkDeviceAddress)(uintptr_t)addr;
   pthread_mutex_lock(&dev->mem_lock);
   struct vkb_range* r = map_find(dev, a);
   int st = 0;
   if (r == NULL) {
-    st = vkb_fail(error, EINVAL, op, "%p is not inside an allocation of vulkan:%" PRId64, addr,
-                  dev->id);
+    st = vkb_errorf(error, EINVAL, "%p is not inside an allocation of vulkan:%" PRId64, addr,
+                    dev->id);
   } else if (size > r->addr + r->user_size - a) {
-    st = vkb_fail(error, EINVAL, op,
-                  "[%p, +%zu) runs past the end of its allocation (%p, %" PRIu64 " bytes)", addr,
-                  size, (void*)(uintptr_t)r->addr, (uint64_t)r->user_size);
+    st = vkb_errorf(error, EINVAL,
+                    "[%p, +%zu) runs past the end of its allocation (%p, %" PRIu64 " bytes)", addr,
+                    size, (void*)(uintptr_t)r->addr, (uint64_t)r->user_size);
   } else {
     out->block = r->block;
     out->offset = r->offset + (a - r->addr);
@@ -519,19 +517,19 @@ static VkMappedMemoryRange mapped_range(struct adr_backend_device* dev, struct v
 }
 
 int vkb_flush(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
-              VkDeviceSize size, const char* op, struct adr_error* error) {
+              VkDeviceSize size, struct adr_error* error) {
   if (b->coherent) return 0;
   VkMappedMemoryRange mr = mapped_range(dev, b, off, size);
   VkResult r = dev->fn.vkFlushMappedMemoryRanges(dev->device, 1, &mr);
-  return r == VK_SUCCESS ? 0 : vkb_error(error, op, r, "vkFlushMappedMemoryRanges");
+  return r == VK_SUCCESS ? 0 : vkb_check(r, error, "vkFlushMappedMemoryRanges");
 }
 
 int vkb_invalidate(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
-                   VkDeviceSize size, const char* op, struct adr_error* error) {
+                   VkDeviceSize size, struct adr_error* error) {
   if (b->coherent) return 0;
   VkMappedMemoryRange mr = mapped_range(dev, b, off, size);
   VkResult r = dev->fn.vkInvalidateMappedMemoryRanges(dev->device, 1, &mr);
-  return r == VK_SUCCESS ? 0 : vkb_error(error, op, r, "vkInvalidateMappedMemoryRanges");
+  return r == VK_SUCCESS ? 0 : vkb_check(r, error, "vkInvalidateMappedMemoryRanges");
 }
 
 /* ---- set-up and tear-down --------------------------------------------------------- */
@@ -562,7 +560,7 @@ static int probe_type_bits(struct adr_backend_device* dev, VkBufferUsageFlags us
                             .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
   VkBuffer buf;
   VkResult r = dev->fn.vkCreateBuffer(dev->device, &bci, NULL, &buf);
-  if (r != VK_SUCCESS) return vkb_error(error, "adr_device_get", r, "vkCreateBuffer (probe)");
+  if (r != VK_SUCCESS) return vkb_check(r, error, "vkCreateBuffer (probe)");
   VkMemoryRequirements req;
   dev->fn.vkGetBufferMemoryRequirements(dev->device, buf, &req);
   dev->fn.vkDestroyBuffer(dev->device, buf, NULL);
@@ -598,8 +596,8 @@ int vkb_memory_init(struct adr_backend_device* dev, struct adr_error* error) {
     dev->alloc_types[i] = t;
   }
   if (dev->alloc_type_count == 0)
-    return vkb_fail(error, ENODEV, "adr_device_get",
-                    "no memory type can back device-address buffers (memoryTypeBits 0x%x)", bits);
+    return vkb_errorf(error, ENODEV,
+                      "no memory type can back device-address buffers (memoryTypeBits 0x%x)", bits);
 
   int best = -1, best_score = -1;
   for (uint32_t t = 0; t < dev->memprops.memoryTypeCount; t++) {
@@ -612,8 +610,7 @@ int vkb_memory_init(struct adr_backend_device* dev, struct adr_error* error) {
       best_score = s;
     }
   }
-  if (best < 0)
-    return vkb_fail(error, ENODEV, "adr_device_get", "no host-visible memory type for staging");
+  if (best < 0) return vkb_errorf(error, ENODEV, "no host-visible memory type for staging");
   dev->staging_type = (uint32_t)best;
 
   /* maxBufferSize (1.3) may be below maxMemoryAllocationSize: a block is

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * The one place where a VkResult becomes an adr status and a message
- * "[operation][vulkan] VK_NAME: what: description".
+ * "VK_NAME: what: description" (vkb_check), and an errno failure
+ * "ENAME: description" (vkb_errorf); the core adds "[operation][vulkan]".
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -81,7 +82,7 @@ int vkb_result_status(VkResult r) {
   }
 }
 
-int vkb_error(struct adr_error* error, const char* op, VkResult r, const char* fmt, ...) {
+int vkb_check(VkResult r, struct adr_error* error, const char* fmt, ...) {
   int status = vkb_result_status(r);
   if (status == 0) status = EIO; /* a non-error result reported as failure */
   if (error != NULL) {
@@ -91,23 +92,52 @@ int vkb_error(struct adr_error* error, const char* op, VkResult r, const char* f
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
     if (vkb_result_status(r) == 0 || strchr(vkb_result_name(r), '(') != NULL)
-      snprintf(error->message, sizeof(error->message), "[%s][" VKB_NAME "] %s (%d): %s: %s", op,
-               vkb_result_name(r), (int)r, what, result_description(r));
+      snprintf(error->message, sizeof(error->message), "%s (%d): %s: %s", vkb_result_name(r),
+               (int)r, what, result_description(r));
     else
-      snprintf(error->message, sizeof(error->message), "[%s][" VKB_NAME "] %s: %s: %s", op,
-               vkb_result_name(r), what, result_description(r));
+      snprintf(error->message, sizeof(error->message), "%s: %s: %s", vkb_result_name(r), what,
+               result_description(r));
   }
   return status;
 }
 
-int vkb_fail(struct adr_error* error, int status, const char* op, const char* fmt, ...) {
+static const char* errno_name(int status) {
+  switch (status) {
+    case EINVAL:
+      return "EINVAL";
+    case ENOMEM:
+      return "ENOMEM";
+    case ENOTSUP:
+      return "ENOTSUP";
+    case ENODEV:
+      return "ENODEV";
+    case ENOENT:
+      return "ENOENT";
+    case ERANGE:
+      return "ERANGE";
+    case EOVERFLOW:
+      return "EOVERFLOW";
+    case EEXIST:
+      return "EEXIST";
+    case EBUSY:
+      return "EBUSY";
+    case EIO:
+      return "EIO";
+    case ETIMEDOUT:
+      return "ETIMEDOUT";
+    default:
+      return "ERROR";
+  }
+}
+
+int vkb_errorf(struct adr_error* error, int status, const char* fmt, ...) {
   if (error != NULL) {
     char what[900];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
-    snprintf(error->message, sizeof(error->message), "[%s][" VKB_NAME "] %s", op, what);
+    snprintf(error->message, sizeof(error->message), "%s: %s", errno_name(status), what);
   }
   return status;
 }

@@ -68,8 +68,7 @@ uint64_t vkb_timeline_value(struct adr_backend_device* dev) {
   return v;
 }
 
-int vkb_timeline_wait(struct adr_backend_device* dev, uint64_t value, const char* op,
-                      struct adr_error* error) {
+int vkb_timeline_wait(struct adr_backend_device* dev, uint64_t value, struct adr_error* error) {
   if (value == 0 || value <= atomic_load_explicit(&dev->completed, memory_order_relaxed)) return 0;
   VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
                             .semaphoreCount = 1,
@@ -77,15 +76,14 @@ int vkb_timeline_wait(struct adr_backend_device* dev, uint64_t value, const char
                             .pValues = &value};
   VkResult r = dev->fn.vkWaitSemaphores(dev->device, &wi, UINT64_MAX);
   if (r != VK_SUCCESS)
-    return vkb_error(error, op, r, "vkWaitSemaphores(timeline >= %" PRIu64 ")", value);
+    return vkb_check(r, error, "vkWaitSemaphores(timeline >= %" PRIu64 ")", value);
   completed_raise(dev, value);
   return 0;
 }
 
 /* ---- command buffers ----------------------------------------------------------- */
 
-int vkb_cmd_begin(struct adr_backend_stream* s, struct vkb_cmd* out, const char* op,
-                  struct adr_error* error) {
+int vkb_cmd_begin(struct adr_backend_stream* s, struct vkb_cmd* out, struct adr_error* error) {
   struct adr_backend_device* dev = s->dev;
   pthread_mutex_lock(&s->lock);
   /* A free command buffer: first against the cached completed value, then
@@ -112,13 +110,13 @@ int vkb_cmd_begin(struct adr_backend_stream* s, struct vkb_cmd* out, const char*
       slot->value = 0;
     } else if (s->cb_count == 0) {
       pthread_mutex_unlock(&s->lock);
-      return vkb_error(error, op, r, "vkAllocateCommandBuffers");
+      return vkb_check(r, error, "vkAllocateCommandBuffers");
     }
   }
   if (slot == NULL) {
     /* All command buffers in flight: wait for the oldest. */
     slot = &s->cbs[s->cb_next % s->cb_count];
-    int st = vkb_timeline_wait(dev, slot->value, op, error);
+    int st = vkb_timeline_wait(dev, slot->value, error);
     if (st != 0) {
       pthread_mutex_unlock(&s->lock);
       return st;
@@ -130,7 +128,7 @@ int vkb_cmd_begin(struct adr_backend_stream* s, struct vkb_cmd* out, const char*
   VkResult r = dev->fn.vkBeginCommandBuffer(slot->cb, &bi);
   if (r != VK_SUCCESS) {
     pthread_mutex_unlock(&s->lock);
-    return vkb_error(error, op, r, "vkBeginCommandBuffer");
+    return vkb_check(r, error, "vkBeginCommandBuffer");
   }
   vkb_barrier_all(dev, slot->cb);
   /* Imported foreign events this stream was told to wait for. One already
@@ -159,15 +157,14 @@ void vkb_cmd_abort(struct vkb_cmd* c) {
   pthread_mutex_unlock(&s->lock);
 }
 
-int vkb_cmd_submit(struct vkb_cmd* c, uint64_t* out_value, const char* op,
-                   struct adr_error* error) {
+int vkb_cmd_submit(struct vkb_cmd* c, uint64_t* out_value, struct adr_error* error) {
   struct adr_backend_stream* s = c->s;
   struct adr_backend_device* dev = s->dev;
   vkb_barrier_host(dev, c->cb);
   VkResult r = dev->fn.vkEndCommandBuffer(c->cb);
   if (r != VK_SUCCESS) {
     pthread_mutex_unlock(&s->lock);
-    return vkb_error(error, op, r, "vkEndCommandBuffer");
+    return vkb_check(r, error, "vkEndCommandBuffer");
   }
   pthread_mutex_lock(&dev->queue_lock);
   uint64_t value = dev->next_value + 1;
@@ -185,7 +182,7 @@ int vkb_cmd_submit(struct vkb_cmd* c, uint64_t* out_value, const char* op,
   pthread_mutex_unlock(&dev->queue_lock);
   if (r != VK_SUCCESS) {
     pthread_mutex_unlock(&s->lock);
-    return vkb_error(error, op, r, "vkQueueSubmit");
+    return vkb_check(r, error, "vkQueueSubmit");
   }
   c->slot->value = value;
   s->last_value = value;
@@ -215,8 +212,7 @@ void vkb_queue_share(struct adr_backend_device* dev) {
   atomic_store_explicit(&dev->queue_shared, true, memory_order_relaxed);
 }
 
-int vkb_queue_post(struct adr_backend_device* dev, uint64_t* out_value, const char* op,
-                   struct adr_error* error) {
+int vkb_queue_post(struct adr_backend_device* dev, uint64_t* out_value, struct adr_error* error) {
   pthread_mutex_lock(&dev->queue_lock);
   uint64_t value = dev->next_value + 1;
   VkTimelineSemaphoreSubmitInfo tsi = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
@@ -231,7 +227,7 @@ int vkb_queue_post(struct adr_backend_device* dev, uint64_t* out_value, const ch
   VkResult r = dev->fn.vkQueueSubmit(dev->queue, 1, &si, VK_NULL_HANDLE);
   if (r == VK_SUCCESS) dev->next_value = value;
   pthread_mutex_unlock(&dev->queue_lock);
-  if (r != VK_SUCCESS) return vkb_error(error, op, r, "vkQueueSubmit (empty, timeline signal)");
+  if (r != VK_SUCCESS) return vkb_check(r, error, "vkQueueSubmit (empty, timeline signal)");
   *out_value = value;
   return 0;
 }
@@ -255,7 +251,7 @@ void vkb_queue_lock_init(struct adr_backend_device* dev) {
   };
 }
 
-int vkb_stream_wait_idle(struct adr_backend_stream* s, const char* op, struct adr_error* error) {
+int vkb_stream_wait_idle(struct adr_backend_stream* s, struct adr_error* error) {
   pthread_mutex_lock(&s->lock);
   bool foreign = s->foreign_count > 0;
   uint64_t v = s->last_value > s->wait_value ? s->last_value : s->wait_value;
@@ -264,16 +260,16 @@ int vkb_stream_wait_idle(struct adr_backend_stream* s, const char* op, struct ad
     /* Pending waits on imported events: submit them (an empty command
      * buffer) so the timeline covers them. */
     struct vkb_cmd c;
-    int st = vkb_cmd_begin(s, &c, op, error);
-    if (st == 0) st = vkb_cmd_submit(&c, &v, op, error);
+    int st = vkb_cmd_begin(s, &c, error);
+    if (st == 0) st = vkb_cmd_submit(&c, &v, error);
     if (st != 0) return st;
   }
   if (atomic_load_explicit(&s->dev->queue_shared, memory_order_relaxed)) {
     /* The application may have submitted work adr's values do not cover. */
-    int st = vkb_queue_post(s->dev, &v, op, error);
+    int st = vkb_queue_post(s->dev, &v, error);
     if (st != 0) return st;
   }
-  return vkb_timeline_wait(s->dev, v, op, error);
+  return vkb_timeline_wait(s->dev, v, error);
 }
 
 int vkb_stream_create(struct adr_backend_device* dev, uint32_t flags,
@@ -283,7 +279,7 @@ int vkb_stream_create(struct adr_backend_device* dev, uint32_t flags,
     return 0;
   }
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
-  if (s == NULL) return vkb_fail(error, ENOMEM, "adr_stream_create", "out of host memory");
+  if (s == NULL) return vkb_errorf(error, ENOMEM, "out of host memory");
   s->dev = dev;
   pthread_mutex_init(&s->lock, NULL);
   VkCommandPoolCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -294,7 +290,7 @@ int vkb_stream_create(struct adr_backend_device* dev, uint32_t flags,
   if (r != VK_SUCCESS) {
     pthread_mutex_destroy(&s->lock);
     free(s);
-    return vkb_error(error, "adr_stream_create", r, "vkCreateCommandPool");
+    return vkb_check(r, error, "vkCreateCommandPool");
   }
   s->is_default = (flags & ADR_BACKEND_STREAM_DEFAULT) != 0;
   pthread_mutex_lock(&dev->objects_lock);
@@ -327,13 +323,17 @@ void vkb_stream_release(struct adr_backend_stream* s) {
 
 int vkb_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* s,
                        struct adr_error* error) {
+  /* After the backend's exit handler every stream is gone: `s` must not
+   * be read. */
   if (vkb_exited()) return 0;
-  /* The core refuses adr_stream_destroy on the default stream; it reaches
-   * here for it only at teardown, just before device_close. */
+  /* The teardown contract (adr/backend.h): the default stream is released
+   * by device_close with the device; the core never passes it here. */
+  if (s->is_default)
+    return vkb_errorf(error, EINVAL, "the default stream is released by device_close");
   pthread_mutex_lock(&s->lock);
   uint64_t v = s->last_value;
   pthread_mutex_unlock(&s->lock);
-  int st = vkb_timeline_wait(dev, v, "adr_stream_destroy", error);
+  int st = vkb_timeline_wait(dev, v, error);
   if (st != 0) return st;
   vkb_stream_release(s);
   return 0;
@@ -343,7 +343,7 @@ int vkb_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_st
                            struct adr_error* error) {
   (void)dev;
   if (vkb_exited()) return 0;
-  return vkb_stream_wait_idle(s, "adr_stream_synchronize", error);
+  return vkb_stream_wait_idle(s, error);
 }
 
 /* Every stream of a device submits to the device's one VkQueue, so that is
@@ -358,14 +358,13 @@ void* vkb_stream_native(struct adr_backend_device* dev, struct adr_backend_strea
 
 int vkb_stream_import(struct adr_backend_device* dev, void* native_stream,
                       struct adr_backend_stream** out, struct adr_error* error) {
-  static const char op[] = "adr_stream_import";
-  if (native_stream == NULL) return vkb_fail(error, EINVAL, op, "native_stream is NULL");
+  if (native_stream == NULL) return vkb_errorf(error, EINVAL, "native_stream is NULL");
   if ((VkQueue)native_stream != dev->queue)
-    return vkb_fail(error, EINVAL, op,
-                    "%p is not the VkQueue of vulkan:%" PRId64
-                    " (%p); adr submits to one queue per device: adopt a device "
-                    "(adr_device_adopt) to use another queue",
-                    native_stream, dev->id, (void*)dev->queue);
+    return vkb_errorf(error, EINVAL,
+                      "%p is not the VkQueue of vulkan:%" PRId64
+                      " (%p); adr submits to one queue per device: adopt a device "
+                      "(adr_device_adopt) to use another queue",
+                      native_stream, dev->id, (void*)dev->queue);
   vkb_queue_share(dev);
   return vkb_stream_create(dev, 0, out, error);
 }
@@ -383,7 +382,7 @@ static void event_link(struct adr_backend_device* dev, struct adr_backend_event*
 int vkb_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
                      struct adr_error* error) {
   struct adr_backend_event* e = calloc(1, sizeof(*e));
-  if (e == NULL) return vkb_fail(error, ENOMEM, "adr_event_create", "out of host memory");
+  if (e == NULL) return vkb_errorf(error, ENOMEM, "out of host memory");
   VkEventCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
   VkResult r = dev->fn.vkCreateEvent(dev->device, &ci, NULL, &e->vk);
   /* A never-recorded event is complete, for adr and for raw consumers. */
@@ -393,7 +392,7 @@ int vkb_event_create(struct adr_backend_device* dev, struct adr_backend_event** 
   }
   if (r != VK_SUCCESS) {
     free(e);
-    return vkb_error(error, "adr_event_create", r, "vkCreateEvent/vkSetEvent");
+    return vkb_check(r, error, "vkCreateEvent/vkSetEvent");
   }
   e->dev = dev;
   e->kind = VKB_EVENT_OWN;
@@ -421,7 +420,7 @@ int vkb_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* 
   if (vkb_exited()) return 0;
   /* vkDestroyEvent requires the submission that sets it to be complete. */
   if (e->kind == VKB_EVENT_OWN) {
-    int st = vkb_timeline_wait(dev, e->value, "adr_event_destroy", error);
+    int st = vkb_timeline_wait(dev, e->value, error);
     if (st != 0) return st;
   }
   vkb_event_release(e);
@@ -430,17 +429,16 @@ int vkb_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* 
 
 int vkb_event_record(struct adr_backend_device* dev, struct adr_backend_event* e,
                      struct adr_backend_stream* s, struct adr_error* error) {
-  static const char op[] = "adr_event_record";
   if (e->kind != VKB_EVENT_OWN)
-    return vkb_fail(error, EINVAL, op, "an imported event cannot be recorded");
+    return vkb_errorf(error, EINVAL, "an imported event cannot be recorded");
   /* The host reset below must not race the previous record's set: wait for
    * it (re-recording an event whose previous record is pending blocks). */
-  int st = vkb_timeline_wait(dev, e->value, op, error);
+  int st = vkb_timeline_wait(dev, e->value, error);
   if (st != 0) return st;
   VkResult r = dev->fn.vkResetEvent(dev->device, e->vk);
-  if (r != VK_SUCCESS) return vkb_error(error, op, r, "vkResetEvent");
+  if (r != VK_SUCCESS) return vkb_check(r, error, "vkResetEvent");
   struct vkb_cmd c;
-  st = vkb_cmd_begin(s, &c, op, error);
+  st = vkb_cmd_begin(s, &c, error);
   if (st != 0) {
     dev->fn.vkSetEvent(dev->device, e->vk);
     return st;
@@ -448,7 +446,7 @@ int vkb_event_record(struct adr_backend_device* dev, struct adr_backend_event* e
   vkb_barrier_host(dev, c.cb);
   dev->fn.vkCmdSetEvent(c.cb, e->vk, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
   uint64_t value = 0;
-  st = vkb_cmd_submit(&c, &value, op, error);
+  st = vkb_cmd_submit(&c, &value, error);
   if (st != 0) {
     dev->fn.vkSetEvent(dev->device, e->vk);
     return st;
@@ -459,7 +457,6 @@ int vkb_event_record(struct adr_backend_device* dev, struct adr_backend_event* e
 
 int vkb_event_wait(struct adr_backend_device* dev, struct adr_backend_event* e,
                    struct adr_backend_stream* s, struct adr_error* error) {
-  static const char op[] = "adr_stream_wait_event";
   if (e->kind == VKB_EVENT_FOREIGN) {
     pthread_mutex_lock(&s->lock);
     if (s->foreign_count == s->foreign_cap) {
@@ -467,7 +464,7 @@ int vkb_event_wait(struct adr_backend_device* dev, struct adr_backend_event* e,
       VkEvent* w = realloc(s->foreign_waits, cap * sizeof(*w));
       if (w == NULL) {
         pthread_mutex_unlock(&s->lock);
-        return vkb_fail(error, ENOMEM, op, "out of host memory");
+        return vkb_errorf(error, ENOMEM, "out of host memory");
       }
       s->foreign_waits = w;
       s->foreign_cap = cap;
@@ -478,7 +475,7 @@ int vkb_event_wait(struct adr_backend_device* dev, struct adr_backend_event* e,
   }
   if (e->source != dev) {
     /* Another VkDevice: its timeline cannot be waited on by this queue. */
-    return vkb_timeline_wait(e->source, e->value, op, error);
+    return vkb_timeline_wait(e->source, e->value, error);
   }
   /* Same device: queue order already puts the stream's next work after the
    * event's submission; remember it for the host-side fast paths. */
@@ -489,24 +486,23 @@ int vkb_event_wait(struct adr_backend_device* dev, struct adr_backend_event* e,
 }
 
 static int foreign_status(struct adr_backend_device* dev, struct adr_backend_event* e,
-                          const char* op, struct adr_error* error) {
+                          struct adr_error* error) {
   VkResult r = dev->fn.vkGetEventStatus(dev->device, e->vk);
   if (r == VK_EVENT_SET) return 0;
   if (r == VK_EVENT_RESET) return EBUSY;
-  return vkb_error(error, op, r, "vkGetEventStatus");
+  return vkb_check(r, error, "vkGetEventStatus");
 }
 
 int vkb_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* e,
                           struct adr_error* error) {
-  static const char op[] = "adr_event_synchronize";
   /* After the exit handler destroyed the devices all work has completed. */
   if (vkb_exited()) return 0;
-  if (e->kind != VKB_EVENT_FOREIGN) return vkb_timeline_wait(e->source, e->value, op, error);
+  if (e->kind != VKB_EVENT_FOREIGN) return vkb_timeline_wait(e->source, e->value, error);
   /* A foreign VkEvent has no timeline value; poll with a growing sleep
    * (1 us to 1 ms), never a busy spin. */
   long ns = 1000;
   for (;;) {
-    int st = foreign_status(dev, e, op, error);
+    int st = foreign_status(dev, e, error);
     if (st != EBUSY) return st;
     struct timespec ts = {0, ns};
     nanosleep(&ts, NULL);
@@ -517,7 +513,7 @@ int vkb_event_synchronize(struct adr_backend_device* dev, struct adr_backend_eve
 int vkb_event_query(struct adr_backend_device* dev, struct adr_backend_event* e,
                     struct adr_error* error) {
   if (vkb_exited()) return 0;
-  if (e->kind == VKB_EVENT_FOREIGN) return foreign_status(dev, e, "adr_event_query", error);
+  if (e->kind == VKB_EVENT_FOREIGN) return foreign_status(dev, e, error);
   if (e->value == 0 ||
       e->value <= atomic_load_explicit(&e->source->completed, memory_order_relaxed))
     return 0;
@@ -531,10 +527,9 @@ void* vkb_event_native(struct adr_backend_device* dev, struct adr_backend_event*
 
 int vkb_event_import(struct adr_backend_device* dev, void* sync_event,
                      struct adr_backend_event** out, struct adr_error* error) {
-  static const char op[] = "adr_event_import";
-  if (sync_event == NULL) return vkb_fail(error, EINVAL, op, "sync_event is NULL");
+  if (sync_event == NULL) return vkb_errorf(error, EINVAL, "sync_event is NULL");
   struct adr_backend_event* e = calloc(1, sizeof(*e));
-  if (e == NULL) return vkb_fail(error, ENOMEM, op, "out of host memory");
+  if (e == NULL) return vkb_errorf(error, ENOMEM, "out of host memory");
   e->dev = dev;
   e->kind = VKB_EVENT_FOREIGN;
   vkb_devices_lock(true);
@@ -561,12 +556,12 @@ int vkb_event_import(struct adr_backend_device* dev, void* sync_event,
     ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
     if (got < 0 && errno == EFAULT) {
       free(e);
-      return vkb_fail(error, EINVAL, op, "sync_event %p is not readable memory", sync_event);
+      return vkb_errorf(error, EINVAL, "sync_event %p is not readable memory", sync_event);
     }
     if (got != (ssize_t)sizeof(e->vk)) e->vk = *(VkEvent*)sync_event;
     if (e->vk == VK_NULL_HANDLE) {
       free(e);
-      return vkb_fail(error, EINVAL, op, "*sync_event is VK_NULL_HANDLE");
+      return vkb_errorf(error, EINVAL, "*sync_event is VK_NULL_HANDLE");
     }
     /* A VkEvent is a non-dispatchable handle Vulkan offers no way to
      * validate; one status query here turns a handle the validation layer
@@ -575,10 +570,10 @@ int vkb_event_import(struct adr_backend_device* dev, void* sync_event,
     VkResult r = dev->fn.vkGetEventStatus(dev->device, e->vk);
     if (r != VK_EVENT_SET && r != VK_EVENT_RESET) {
       free(e);
-      return vkb_fail(error, EINVAL, op,
-                      "*sync_event is not a VkEvent of vulkan:%" PRId64
-                      " (vkGetEventStatus returned %d)",
-                      dev->id, (int)r);
+      return vkb_errorf(error, EINVAL,
+                        "*sync_event is not a VkEvent of vulkan:%" PRId64
+                        " (vkGetEventStatus returned %d)",
+                        dev->id, (int)r);
     }
   }
   event_link(dev, e);

@@ -7,8 +7,9 @@
  *   option    = "max_cached=" size | "release_threshold=" size
  *             | "chunk=" size | "arenas=" count       (pool only)
  *             | "limit=" size | "track"
- *   size      = digits [ "." digits ] [ unit ]        unit: B K KiB KB M MiB MB G GiB GB T TiB TB
- *               (exact, fractions of a byte round up, at most 2^64 - 1)
+ *   size      = the byte-size grammar of backends/common/bytesize.h, shared
+ *               with the backends' size variables (digits [ "." digits ]
+ *               [ unit ], exact, at most 2^64 - 1)
  *
  * Like the selector's, every error names the variable, the 1-based column
  * and what was expected there. The variable is read once, at the first
@@ -23,6 +24,9 @@
 #include <strings.h>
 
 #include "memory_internal.h"
+/* A backends/common source compiled into the core (core/memory/meson.build):
+ * the grammar is written once for the core and the backends. */
+#include "../../backends/common/bytesize.h"
 
 struct parser {
   const char* variable;
@@ -32,16 +36,7 @@ struct parser {
 };
 
 static int fail(struct parser* p, const char* expected) {
-  char found[32];
-  char c = p->text[p->pos];
-  if (c == '\0')
-    snprintf(found, sizeof(found), "end of text");
-  else if (isprint((unsigned char)c))
-    snprintf(found, sizeof(found), "'%c'", c);
-  else
-    snprintf(found, sizeof(found), "byte 0x%02x", (unsigned char)c);
-  return adr_error_set(p->error, EINVAL, "%s=\"%s\": column %zu: expected %s, found %s",
-                       p->variable, p->text, p->pos + 1, expected, found);
+  return adr_syntax_error(p->error, p->variable, p->text, p->pos, expected);
 }
 
 /* word = letter { letter | digit | "_" }; lowered into out. */
@@ -56,93 +51,11 @@ static int parse_word(struct parser* p, char* out, size_t cap, const char* expec
   return 0;
 }
 
-static const struct {
-  const char* name;
-  uint64_t scale;
-} units[] = {
-    {"b", 1},
-    {"k", UINT64_C(1) << 10},
-    {"kib", UINT64_C(1) << 10},
-    {"kb", UINT64_C(1000)},
-    {"m", UINT64_C(1) << 20},
-    {"mib", UINT64_C(1) << 20},
-    {"mb", UINT64_C(1000000)},
-    {"g", UINT64_C(1) << 30},
-    {"gib", UINT64_C(1) << 30},
-    {"gb", UINT64_C(1000000000)},
-    {"t", UINT64_C(1) << 40},
-    {"tib", UINT64_C(1) << 40},
-    {"tb", UINT64_C(1000000000000)},
-};
-
-#define UNIT_LIST "a unit (B, K, KiB, KB, M, MiB, MB, G, GiB, GB, T, TiB, TB)"
-
-#define SIZE_MAX_TEXT "a size of at most 18446744073709551615 bytes (16 EiB - 1)"
-
-/* Exact: integer arithmetic only, so "0.72KB" is 720 bytes, not 719. A
- * fraction of a byte rounds up ("0.5B" is 1 byte, "1.0001KiB" 1025): a
- * size is never smaller than written. Anything up to 2^64 - 1 bytes is
- * accepted; larger is an error naming that maximum. */
+/* The size grammar is the one every size variable shares
+ * (backends/common/bytesize.h). */
 static int parse_size(struct parser* p, uint64_t* out) {
-  size_t start = p->pos;
-  if (!isdigit((unsigned char)p->text[p->pos])) return fail(p, "a size (digits, then a unit)");
-  uint64_t whole = 0;
-  bool overflow = false;
-  while (isdigit((unsigned char)p->text[p->pos])) {
-    unsigned d = (unsigned)(p->text[p->pos++] - '0');
-    overflow |= __builtin_mul_overflow(whole, 10, &whole);
-    overflow |= __builtin_add_overflow(whole, d, &whole);
-  }
-  size_t frac = 0, frac_len = 0;
-  if (p->text[p->pos] == '.') {
-    p->pos++;
-    if (!isdigit((unsigned char)p->text[p->pos])) return fail(p, "digits after '.'");
-    frac = p->pos;
-    while (isdigit((unsigned char)p->text[p->pos])) p->pos++;
-    frac_len = p->pos - frac;
-  }
-  uint64_t scale = 1;
-  if (isalpha((unsigned char)p->text[p->pos])) {
-    size_t ustart = p->pos;
-    char u[8];
-    size_t n = 0;
-    while (isalpha((unsigned char)p->text[p->pos])) {
-      if (n + 1 >= sizeof(u)) {
-        p->pos = ustart;
-        return fail(p, UNIT_LIST);
-      }
-      u[n++] = (char)tolower((unsigned char)p->text[p->pos++]);
-    }
-    u[n] = '\0';
-    bool found = false;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-      if (strcmp(units[i].name, u) == 0) {
-        scale = units[i].scale;
-        found = true;
-      }
-    if (!found) {
-      p->pos = ustart;
-      return fail(p, UNIT_LIST);
-    }
-  }
-  /* scale * 0.d1d2...dk, from the last digit: c = floor((d * scale + c) /
-   * 10) at each step gives the floor exactly (c never exceeds scale), and
-   * a non-zero remainder anywhere means the value is not whole. */
-  uint64_t carry = 0;
-  bool inexact = false;
-  for (size_t i = frac_len; i-- > 0;) {
-    uint64_t t = (uint64_t)(p->text[frac + i] - '0') * scale + carry;
-    inexact |= t % 10 != 0;
-    carry = t / 10;
-  }
-  uint64_t value;
-  overflow |= __builtin_mul_overflow(whole, scale, &value);
-  overflow |= __builtin_add_overflow(value, carry + (inexact ? 1 : 0), &value);
-  if (overflow) {
-    p->pos = start;
-    return fail(p, SIZE_MAX_TEXT);
-  }
-  *out = value;
+  const char* expected = NULL;
+  if (adr_bytesize_scan(p->text, &p->pos, out, &expected) != 0) return fail(p, expected);
   return 0;
 }
 

@@ -28,7 +28,33 @@
  *
  * Errors: every slot returns 0 or a positive errno value and writes a
  * message with adr_backend_error_set() into `error` (which may be NULL),
- * formatted "[operation][backend] NATIVE_NAME: description".
+ * formatted "NATIVE_NAME: description" for a vendor result
+ * ("CL_OUT_OF_RESOURCES: clEnqueueSVMMemcpy failed", "VK_ERROR_OUT_OF_DEVICE_MEMORY:
+ * ...") and as a plain description for an errno-only failure. No
+ * "[operation][backend]" prefix: the core adds it, once, in its one
+ * checked call per slot.
+ *
+ * The default stream (the teardown contract). Every device has exactly
+ * one default stream, owned by the device:
+ *   - stream_create with ADR_BACKEND_STREAM_DEFAULT returns it; the core
+ *     asks once, right after device_open / device_adopt, and keeps the
+ *     handle until device_close. Asking again returns the same handle.
+ *   - The core never passes it to stream_destroy. adr_stream_destroy() on
+ *     adr_stream_default() returns EINVAL to the application, with the
+ *     message "[adr_stream_destroy][<backend>] the default stream of
+ *     <device> cannot be destroyed", without calling the backend; the
+ *     stream stays usable.
+ *   - At teardown (process exit, docs/lifetime.md) the core, per device:
+ *     synchronises every stream and the default stream, destroys the
+ *     device's other streams (stream_destroy), returns the device's cached
+ *     memory (free), then calls device_close, which drains and releases
+ *     the default stream together with the device. If a stream failed to
+ *     drain, the core abandons the device instead: no stream_destroy,
+ *     free, device_close or shutdown for that backend.
+ *   - A backend asked to destroy its default stream anyway (a host that
+ *     breaks this contract) leaves it untouched and usable and returns
+ *     EINVAL with a message ("the default stream is released by
+ *     device_close").
  *
  * Threads: every slot may be called concurrently from several threads.
  */
@@ -58,7 +84,10 @@ enum adr_log_level {
   ADR_LOG_TRACE = 4,
 };
 
-/* Services the core offers a backend. Valid until process exit. */
+/* Services the core offers a backend. Valid until process exit. A 1.x
+ * host's struct is at least ADR_BACKEND_HOST_MIN_STRUCT_SIZE bytes; new
+ * services take `reserved` slots from the front with a minor bump (check
+ * abi_minor before using one). */
 struct adr_backend_host {
   uint32_t struct_size;
   uint32_t abi_major;
@@ -79,7 +108,8 @@ struct adr_backend_stream;
 struct adr_backend_event;
 
 enum adr_backend_stream_flags {
-  /* Return the device's default stream; it is never destroyed. */
+  /* Return the device's default stream: never passed to stream_destroy,
+   * released by device_close (the teardown contract above). */
   ADR_BACKEND_STREAM_DEFAULT = 1u << 0,
 };
 
@@ -214,6 +244,16 @@ _Static_assert(sizeof(struct adr_backend_host) == 104, "adr_backend_host size");
  * against struct_size one by one. */
 #define ADR_BACKEND_MIN_STRUCT_SIZE offsetof(struct adr_backend, event_import)
 
+/* The size of struct adr_backend_host in ABI 1.0 (every service up to and
+ * including `reserved`). A backend refuses to use a host struct that is
+ * NULL or smaller: its init fails, with no service called
+ * (backends/common/host.c: adr_host_init). */
+#define ADR_BACKEND_HOST_MIN_STRUCT_SIZE 104u
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && UINTPTR_MAX == UINT64_MAX
+_Static_assert(ADR_BACKEND_HOST_MIN_STRUCT_SIZE == sizeof(struct adr_backend_host),
+               "ADR_BACKEND_HOST_MIN_STRUCT_SIZE is the ABI 1.0 host struct");
+#endif
+
 /* The one symbol a backend exports. */
 typedef const struct adr_backend* (*adr_backend_query_fn)(uint32_t host_abi_major,
                                                          uint32_t host_abi_minor,
@@ -229,6 +269,25 @@ typedef const struct adr_backend* (*adr_backend_query_fn)(uint32_t host_abi_majo
  * against it. Backends define it with ADR_BACKEND_EXPORT. */
 ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(
     uint32_t host_abi_major, uint32_t host_abi_minor, const struct adr_backend_host* host);
+
+/* Defines the entry point for a backend whose vtable is `table` (a
+ * `static const struct adr_backend`): it returns NULL to a host of another
+ * major version; otherwise it calls `keep_host(host)` (a function taking
+ * `const struct adr_backend_host*`, which stores the host services for
+ * init to check) and returns &table. Use once, at file scope:
+ *
+ *   ADR_BACKEND_DEFINE_QUERY(table, adr_host_set)
+ *
+ * The table's abi_minor is what the backend was built with; the core uses
+ * min(host minor, table minor), so the host's minor is not looked at. */
+#define ADR_BACKEND_DEFINE_QUERY(table, keep_host)                                             \
+  ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(                              \
+      uint32_t host_abi_major, uint32_t host_abi_minor, const struct adr_backend_host* host) { \
+    (void)host_abi_minor;                                                                      \
+    if (host_abi_major != ADR_BACKEND_ABI_MAJOR) return NULL;                                  \
+    keep_host(host);                                                                           \
+    return &(table);                                                                           \
+  }
 
 /* For backends (which do not link libadr): format a message into `error`
  * (may be NULL) and return `status`. */

@@ -176,6 +176,7 @@ void test_memset_partial_and_middle(void** state);
 void test_stream_create_destroy(void** state);
 void test_stream_queued_work(void** state);
 void test_stream_default(void** state);
+void test_stream_destroy_default(void** state);
 void test_stream_ordered_alloc_free(void** state);
 
 /* test_event.c */

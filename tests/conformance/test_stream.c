@@ -139,3 +139,49 @@ void test_stream_ordered_alloc_free(void** state) {
   conf_stream_destroy(s2);
   conf_stream_destroy(s);
 }
+
+/* The default-stream teardown contract (adr/backend.h, docs/backend-abi.md)
+ * from the application's side: destroying the default stream is refused
+ * with EINVAL and one exact message, however often and with work queued on
+ * it, and it changes nothing: the queued work completes, the handle stays
+ * the same and the stream keeps working, also after created streams of
+ * the device were destroyed around it. */
+void test_stream_destroy_default(void** state) {
+  (void)state;
+  struct adr_stream* def = adr_stream_default(g_conf.dev);
+  assert_non_null(def);
+  char want[512];
+  snprintf(want, sizeof(want),
+           "[adr_stream_destroy][%s] the default stream of %s cannot be destroyed",
+           g_conf.info.backend, adr_device_name(g_conf.dev));
+
+  const size_t n = 4 * CONF_MIB + 3;
+  uint8_t* d = conf_dev_alloc(g_conf.dev, n, 0, NULL);
+  uint8_t* h = conf_host_alloc(n);
+  uint8_t* back = conf_host_alloc(n);
+  conf_fill(h, n, 91);
+  /* Queued, not waited for, when the destroy is attempted. */
+  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.cpu, h, n, def, CONF_ERR));
+  for (int i = 0; i < 3; i++) {
+    struct adr_error e;
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(adr_stream_destroy(def, &e), EINVAL);
+    assert_string_equal(e.message, want);
+    assert_ptr_equal(adr_stream_default(g_conf.dev), def);
+  }
+  struct adr_stream* s = conf_stream_create(g_conf.dev);
+  ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, def, CONF_ERR));
+  ASSERT_OK(adr_stream_synchronize(def, CONF_ERR));
+  conf_expect_pattern(back, n, 91, "work queued on the default stream before the refused destroy");
+  conf_stream_destroy(s);
+
+  /* Still the device's default stream, for explicit and NULL-stream work. */
+  ASSERT_OK(adr_memset(g_conf.dev, d, 0x5a, n, def, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, NULL, CONF_ERR));
+  conf_expect_bytes(back, n, 0x5a, "memset on the default stream after the refused destroy");
+  ASSERT_ERR(adr_stream_destroy(def, CONF_ERR), EINVAL, "adr_stream_destroy");
+
+  conf_host_free(back);
+  conf_host_free(h);
+  conf_dev_free(g_conf.dev, d, n, NULL);
+}

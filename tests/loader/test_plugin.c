@@ -53,9 +53,15 @@ __attribute__((constructor)) static void leave_marker(void) {
 void adr_test_symbol_nobody_defines(void);
 #endif
 
-/* Route counters, read by tests through dlsym on the loaded module. */
+/* Route counters, read by tests through dlsym on the loaded module. The
+ * second line counts what the default-stream teardown contract
+ * (adr/backend.h) is about, for tests/loader/test_teardown.c: calls of
+ * stream_destroy on the default stream (the core must make none), on
+ * other streams, stream_synchronize on the default stream, device_close,
+ * device_close before the default stream was drained, and shutdown. */
 struct adr_test_plugin_stats {
   long h2d, d2h, d2d, peer, alloc, free;
+  long default_destroy, stream_destroy, default_sync, device_close, close_undrained, shutdown;
 };
 ADR_BACKEND_EXPORT struct adr_test_plugin_stats adr_test_plugin_stats;
 
@@ -77,7 +83,7 @@ static int t_init(struct adr_error* error) {
   adr_test_symbol_nobody_defines();
 #endif
   if (INIT_STATUS != 0)
-    return adr_backend_error_set(error, INIT_STATUS, "[init][%s] TEST_FAILURE: init fails on purpose",
+    return adr_backend_error_set(error, INIT_STATUS, "TEST_FAILURE: %s init fails on purpose",
                                  PLUGIN_NAME);
   return 0;
 }
@@ -94,7 +100,14 @@ static int t_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_de
   return 0;
 }
 
-static void t_device_close(struct adr_backend_device* dev) {}
+static void t_device_close(struct adr_backend_device* dev) {
+  adr_test_plugin_stats.device_close++;
+  if (adr_test_plugin_stats.default_sync == 0) adr_test_plugin_stats.close_undrained++;
+}
+
+static void t_shutdown(void) {
+  adr_test_plugin_stats.shutdown++;
+}
 
 static int t_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
                          struct adr_error* error) {
@@ -155,12 +168,18 @@ static int t_stream_create(struct adr_backend_device* dev, uint32_t flags,
 
 static int t_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* s,
                             struct adr_error* error) {
-  if (s != &default_stream) free(s);
+  if (s == &default_stream) {
+    adr_test_plugin_stats.default_destroy++;
+    return adr_backend_error_set(error, EINVAL, "the default stream is released by device_close");
+  }
+  adr_test_plugin_stats.stream_destroy++;
+  free(s);
   return 0;
 }
 
 static int t_ok_stream(struct adr_backend_device* dev, struct adr_backend_stream* s,
                        struct adr_error* error) {
+  if (s == &default_stream) adr_test_plugin_stats.default_sync++;
   return 0;
 }
 
@@ -201,6 +220,7 @@ static const struct adr_backend table = {
     .device_types = types,
     .device_type_count = 1,
     .init = t_init,
+    .shutdown = t_shutdown,
     .device_count = t_device_count,
     .device_open = t_device_open,
     .device_close = t_device_close,
@@ -224,10 +244,10 @@ static const struct adr_backend table = {
 };
 
 #ifndef NO_ENTRY
-ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(
-    uint32_t host_abi_major, uint32_t host_abi_minor, const struct adr_backend_host* host) {
-  return &table;
+static void keep_host(const struct adr_backend_host* host) {
+  (void)host; /* the test plugins use no host service */
 }
+ADR_BACKEND_DEFINE_QUERY(table, keep_host)
 #else
 /* Keep the table referenced so the module is otherwise identical. */
 ADR_BACKEND_EXPORT const struct adr_backend* adr_test_not_the_entry(void);
