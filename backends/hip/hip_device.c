@@ -16,7 +16,7 @@
 
 #include "hip_internal.h"
 
-struct adr_hip_runtime adr_hip_rt;
+struct hip_runtime hip_rt;
 
 static void version_text(int v, char* buf, size_t cap) {
   if (v <= 0) {
@@ -27,31 +27,30 @@ static void version_text(int v, char* buf, size_t cap) {
 }
 
 static void mark_exiting(void) {
-  atomic_store_explicit(&adr_hip_rt.exiting, true, memory_order_release);
+  atomic_store_explicit(&hip_rt.exiting, true, memory_order_release);
 }
 
-int adr_hip_init(struct adr_error* error) {
-  int st = adr_hip_library_load(adr_hip_rt.host, error);
+int hip_init(struct adr_error* error) {
+  int st = hip_library_load(hip_rt.host, error);
   if (st != 0) return st;
-  const char* no_async = adr_hip_rt.host != NULL && adr_hip_rt.host->getenv != NULL
-                             ? adr_hip_rt.host->getenv(ADR_HIP_NO_ASYNC_ALLOC_ENV)
+  const char* no_async = hip_rt.host != NULL && hip_rt.host->getenv != NULL
+                             ? hip_rt.host->getenv(ADR_HIP_NO_ASYNC_ALLOC_ENV)
                              : NULL;
-  adr_hip_rt.async_alloc_disabled = no_async != NULL && strcmp(no_async, "1") == 0;
-  st = adr_hip_parse_staging(adr_hip_rt.host != NULL && adr_hip_rt.host->getenv != NULL
-                                 ? adr_hip_rt.host->getenv(ADR_HIP_STAGING_ENV)
-                                 : NULL,
-                             error);
+  hip_rt.async_alloc_disabled = no_async != NULL && strcmp(no_async, "1") == 0;
+  st = hip_parse_staging(hip_rt.host != NULL && hip_rt.host->getenv != NULL
+                             ? hip_rt.host->getenv(ADR_HIP_STAGING_ENV)
+                             : NULL,
+                         error);
   if (st != 0) return st;
 
-  hipError_t init_err = adr_hip.hipInit(0);
+  hipError_t init_err = hip_api.hipInit(0);
   int n = 0;
-  hipError_t count_err = adr_hip.hipGetDeviceCount(&n);
-  if (adr_hip.hipRuntimeGetVersion(&adr_hip_rt.runtime_version) != hipSuccess)
-    adr_hip_rt.runtime_version = 0;
-  if (adr_hip.hipDriverGetVersion(&adr_hip_rt.driver_version) != hipSuccess)
-    adr_hip_rt.driver_version = 0;
+  hipError_t count_err = hip_api.hipGetDeviceCount(&n);
+  if (hip_api.hipRuntimeGetVersion(&hip_rt.runtime_version) != hipSuccess)
+    hip_rt.runtime_version = 0;
+  if (hip_api.hipDriverGetVersion(&hip_rt.driver_version) != hipSuccess) hip_rt.driver_version = 0;
   char version[32];
-  version_text(adr_hip_rt.runtime_version, version, sizeof(version));
+  version_text(hip_rt.runtime_version, version, sizeof(version));
 
   char what[512];
   /* The AMD runtime answers hipInit with hipErrorInvalidDevice when there
@@ -60,39 +59,38 @@ int adr_hip_init(struct adr_error* error) {
   if (count_err != hipSuccess || n <= 0) {
     hipError_t e = count_err != hipSuccess ? count_err : hipErrorNoDevice;
     snprintf(what, sizeof(what), "hipGetDeviceCount %s; hipInit returned %s; %s, HIP runtime %s",
-             count_err != hipSuccess ? "failed" : "returned 0 devices",
-             adr_hip_error_name(init_err), adr_hip_rt.path, version);
-    st = adr_hip_fail(error, "init", e, what);
+             count_err != hipSuccess ? "failed" : "returned 0 devices", hip_error_name(init_err),
+             hip_rt.path, version);
+    st = hip_fail(error, "init", e, what);
     /* Only the absence of devices is "unavailable"; a runtime that fails
      * otherwise is rejected with its own status. */
     return st == ENODEV ? ENODEV : st;
   }
   if (init_err != hipSuccess) {
-    snprintf(what, sizeof(what), "hipInit; %s, HIP runtime %s", adr_hip_rt.path, version);
-    return adr_hip_fail(error, "init", init_err, what);
+    snprintf(what, sizeof(what), "hipInit; %s, HIP runtime %s", hip_rt.path, version);
+    return hip_fail(error, "init", init_err, what);
   }
-  adr_hip_rt.device_count = n;
+  hip_rt.device_count = n;
   /* The runtime registered its exit-time teardown while it loaded; a
    * handler registered now runs before it (exit handlers run in reverse). */
   if (atexit(mark_exiting) != 0) {
     return adr_backend_error_set(error, ENOMEM,
                                  "[init][hip] cannot register the exit handler (atexit)");
   }
-  if (adr_hip_rt.host != NULL && adr_hip_rt.host->log != NULL)
-    adr_hip_rt.host->log(ADR_LOG_INFO, "hip", "HIP runtime %s from %s: %d device%s", version,
-                         adr_hip_rt.path, n, n == 1 ? "" : "s");
+  if (hip_rt.host != NULL && hip_rt.host->log != NULL)
+    hip_rt.host->log(ADR_LOG_INFO, "hip", "HIP runtime %s from %s: %d device%s", version,
+                     hip_rt.path, n, n == 1 ? "" : "s");
   return 0;
 }
 
-void adr_hip_shutdown(void) {
-  adr_hip_memory_shutdown();
+void hip_shutdown(void) {
+  hip_memory_shutdown();
 }
 
-int adr_hip_set_device(const struct adr_backend_device* dev, const char* op,
-                       struct adr_error* error) {
-  if (adr_hip_rt.device_count <= 1) return 0;
-  hipError_t e = adr_hip.hipSetDevice(dev->ordinal);
-  if (e != hipSuccess) return adr_hip_fail(error, op, e, "hipSetDevice");
+int hip_set_device(const struct adr_backend_device* dev, const char* op, struct adr_error* error) {
+  if (hip_rt.device_count <= 1) return 0;
+  hipError_t e = hip_api.hipSetDevice(dev->ordinal);
+  if (e != hipSuccess) return hip_fail(error, op, e, "hipSetDevice");
   return 0;
 }
 
@@ -100,27 +98,27 @@ static bool valid_type(ArrowDeviceType type) {
   return type == ARROW_DEVICE_ROCM || type == ARROW_DEVICE_ROCM_HOST;
 }
 
-int adr_hip_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
+int hip_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
   if (!valid_type(type))
     return adr_backend_error_set(error, EINVAL, "[device_count][hip] device type %d is not served",
                                  (int)type);
-  *out = adr_hip_rt.device_count;
+  *out = hip_rt.device_count;
   return 0;
 }
 
 /* Makes every peer this device can reach directly accessible, so peer
  * copies go over the fabric instead of being staged by the runtime. */
 static void enable_peers(struct adr_backend_device* dev) {
-  if (adr_hip.hipDeviceEnablePeerAccess == NULL) return;
-  for (int p = 0; p < adr_hip_rt.device_count; p++) {
+  if (hip_api.hipDeviceEnablePeerAccess == NULL) return;
+  for (int p = 0; p < hip_rt.device_count; p++) {
     if (p == dev->ordinal) continue;
     int can = 0;
-    if (adr_hip.hipDeviceCanAccessPeer(&can, dev->ordinal, p) != hipSuccess || !can) continue;
-    hipError_t e = adr_hip.hipDeviceEnablePeerAccess(p, 0);
-    if (e != hipSuccess && e != hipErrorPeerAccessAlreadyEnabled && adr_hip_rt.host != NULL &&
-        adr_hip_rt.host->log != NULL)
-      adr_hip_rt.host->log(ADR_LOG_WARN, "hip", "hipDeviceEnablePeerAccess(%d -> %d): %s",
-                           dev->ordinal, p, adr_hip_error_name(e));
+    if (hip_api.hipDeviceCanAccessPeer(&can, dev->ordinal, p) != hipSuccess || !can) continue;
+    hipError_t e = hip_api.hipDeviceEnablePeerAccess(p, 0);
+    if (e != hipSuccess && e != hipErrorPeerAccessAlreadyEnabled && hip_rt.host != NULL &&
+        hip_rt.host->log != NULL)
+      hip_rt.host->log(ADR_LOG_WARN, "hip", "hipDeviceEnablePeerAccess(%d -> %d): %s", dev->ordinal,
+                       p, hip_error_name(e));
   }
 }
 
@@ -132,12 +130,12 @@ static int open_device(ArrowDeviceType type, int64_t id, int ordinal, const char
   dev->type = type;
   dev->id = id;
   dev->ordinal = ordinal;
-  int st = adr_hip_set_device(dev, op, error);
+  int st = hip_set_device(dev, op, error);
   hipError_t e = hipSuccess;
-  if (st == 0 && (e = adr_hip.hipDeviceGet(&dev->hip_device, ordinal)) != hipSuccess)
-    st = adr_hip_fail(error, op, e, "hipDeviceGet");
-  if (st == 0 && (e = adr_hip.hipGetDeviceProperties(&dev->props, ordinal)) != hipSuccess)
-    st = adr_hip_fail(error, op, e, "hipGetDeviceProperties");
+  if (st == 0 && (e = hip_api.hipDeviceGet(&dev->hip_dev, ordinal)) != hipSuccess)
+    st = hip_fail(error, op, e, "hipDeviceGet");
+  if (st == 0 && (e = hip_api.hipGetDeviceProperties(&dev->props, ordinal)) != hipSuccess)
+    st = hip_fail(error, op, e, "hipGetDeviceProperties");
   if (st != 0) {
     pthread_mutex_destroy(&dev->stage_lock);
     free(dev);
@@ -145,46 +143,45 @@ static int open_device(ArrowDeviceType type, int64_t id, int ordinal, const char
   }
   dev->props.name[sizeof(dev->props.name) - 1] = '\0';
   dev->props.gcnArchName[sizeof(dev->props.gcnArchName) - 1] = '\0';
-  if (type == ARROW_DEVICE_ROCM && !adr_hip_rt.async_alloc_disabled &&
-      adr_hip.hipMallocAsync != NULL && adr_hip.hipFreeAsync != NULL &&
-      adr_hip.hipDeviceGetDefaultMemPool != NULL) {
+  if (type == ARROW_DEVICE_ROCM && !hip_rt.async_alloc_disabled && hip_api.hipMallocAsync != NULL &&
+      hip_api.hipFreeAsync != NULL && hip_api.hipDeviceGetDefaultMemPool != NULL) {
     hipMemPool_t pool = NULL;
-    dev->async_alloc = adr_hip.hipDeviceGetDefaultMemPool(&pool, ordinal) == hipSuccess;
+    dev->async_alloc = hip_api.hipDeviceGetDefaultMemPool(&pool, ordinal) == hipSuccess;
   }
   if (type == ARROW_DEVICE_ROCM) enable_peers(dev);
   *out = dev;
   return 0;
 }
 
-int adr_hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
-                        struct adr_error* error) {
+int hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
+                    struct adr_error* error) {
   if (!valid_type(type))
     return adr_backend_error_set(error, EINVAL, "[device_open][hip] device type %d is not served",
                                  (int)type);
-  if (id < 0 || id >= adr_hip_rt.device_count)
+  if (id < 0 || id >= hip_rt.device_count)
     return adr_backend_error_set(error, ENODEV,
                                  "[device_open][hip] hipErrorInvalidDevice: no HIP device %" PRId64
                                  " (%d visible)",
-                                 id, adr_hip_rt.device_count);
+                                 id, hip_rt.device_count);
   return open_device(type, id, (int)id, "device_open", out, error);
 }
 
-void adr_hip_device_close(struct adr_backend_device* dev) {
+void hip_device_close(struct adr_backend_device* dev) {
   if (dev == NULL) return;
-  bool live = !adr_hip_exiting();
-  if (live) adr_hip_set_device(dev, "device_close", NULL);
-  adr_hip_stage_release_all(dev);
+  bool live = !hip_exiting();
+  if (live) hip_set_device(dev, "device_close", NULL);
+  hip_stage_release_all(dev);
   pthread_mutex_destroy(&dev->stage_lock);
-  if (live && dev->default_stream.stream != NULL && dev->default_stream.owned) {
-    adr_hip.hipStreamSynchronize(dev->default_stream.stream);
-    adr_hip.hipStreamDestroy(dev->default_stream.stream);
+  if (live && dev->default_stream.stream != NULL && !dev->default_stream.imported) {
+    hip_api.hipStreamSynchronize(dev->default_stream.stream);
+    hip_api.hipStreamDestroy(dev->default_stream.stream);
   }
-  if (live) adr_hip_stream_scratch_free(&dev->default_stream);
+  if (live) hip_stream_scratch_free(&dev->default_stream);
   free(dev);
 }
 
-int adr_hip_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
-                         struct adr_backend_device** out, struct adr_error* error) {
+int hip_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
+                     struct adr_backend_device** out, struct adr_error* error) {
   const struct adr_hip_device_desc* desc = native_desc;
   if (!valid_type(type))
     return adr_backend_error_set(error, EINVAL, "[device_adopt][hip] device type %d is not served",
@@ -201,20 +198,20 @@ int adr_hip_device_adopt(ArrowDeviceType type, int64_t id, const void* native_de
   for (size_t i = 0; i < sizeof(desc->reserved) / sizeof(desc->reserved[0]); i++)
     if (desc->reserved[i] != 0)
       return adr_backend_error_set(error, EINVAL, "[device_adopt][hip] reserved[%zu] is not 0", i);
-  if (desc->device < 0 || desc->device >= adr_hip_rt.device_count)
+  if (desc->device < 0 || desc->device >= hip_rt.device_count)
     return adr_backend_error_set(error, ENODEV,
                                  "[device_adopt][hip] hipErrorInvalidDevice: no HIP device %d (%d "
                                  "visible)",
-                                 (int)desc->device, adr_hip_rt.device_count);
+                                 (int)desc->device, hip_rt.device_count);
   struct adr_backend_device* dev = NULL;
   int st = open_device(type, id, desc->device, "device_adopt", &dev, error);
   if (st != 0) return st;
   dev->adopted = true;
   if (desc->stream != NULL) {
     dev->default_stream.stream = (hipStream_t)desc->stream;
-    dev->default_stream.device = dev;
-    dev->default_stream.owned = false;
-    dev->default_stream.default_flag = true;
+    dev->default_stream.dev = dev;
+    dev->default_stream.imported = true;
+    dev->default_stream.is_default = true;
   }
   *out = dev;
   return 0;
@@ -224,10 +221,10 @@ static void copy_text(char* dst, size_t cap, const char* src) {
   snprintf(dst, cap, "%s", src);
 }
 
-int adr_hip_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
-                        struct adr_error* error) {
+int hip_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
+                    struct adr_error* error) {
   char version[32];
-  version_text(adr_hip_rt.runtime_version, version, sizeof(version));
+  version_text(hip_rt.runtime_version, version, sizeof(version));
   if (dev->type == ARROW_DEVICE_ROCM) {
     copy_text(out->name, sizeof(out->name), dev->props.name);
   } else {
@@ -235,16 +232,16 @@ int adr_hip_device_info(struct adr_backend_device* dev, struct adr_device_info* 
   }
   copy_text(out->vendor, sizeof(out->vendor), "AMD");
   copy_text(out->backend, sizeof(out->backend), "hip");
-  snprintf(out->driver, sizeof(out->driver), "HIP runtime %s (%.80s)", version, adr_hip_rt.path);
+  snprintf(out->driver, sizeof(out->driver), "HIP runtime %s (%.80s)", version, hip_rt.path);
   uint64_t caps = ADR_CAP_ASYNC_STREAMS | ADR_CAP_UNIFIED_ADDRESSING | ADR_CAP_IMPORT_NATIVE;
   if (dev->type == ARROW_DEVICE_ROCM) {
     caps |= ADR_CAP_DEVICE_ADDRESSES;
     if (dev->async_alloc) caps |= ADR_CAP_STREAM_ORDERED_ALLOC;
-    if (adr_hip_rt.device_count > 1) caps |= ADR_CAP_PEER_COPY;
+    if (hip_rt.device_count > 1) caps |= ADR_CAP_PEER_COPY;
     out->memory_total = dev->props.totalGlobalMem;
     size_t free_bytes = 0, total_bytes = 0;
-    if (adr_hip_set_device(dev, "device_info", error) == 0 &&
-        adr_hip.hipMemGetInfo(&free_bytes, &total_bytes) == hipSuccess) {
+    if (hip_set_device(dev, "device_info", error) == 0 &&
+        hip_api.hipMemGetInfo(&free_bytes, &total_bytes) == hipSuccess) {
       out->memory_free = free_bytes;
       if (total_bytes != 0) out->memory_total = total_bytes;
     }
@@ -263,9 +260,9 @@ static void emit_int(adr_property_fn emit, void* ctx, const char* key, long long
   emit(ctx, key, buf);
 }
 
-int adr_hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
-                              struct adr_error* error) {
-  const adr_hip_props_t* p = &dev->props;
+int hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
+                          struct adr_error* error) {
+  const hip_props_t* p = &dev->props;
   char buf[512];
   emit(ctx, "name", p->name);
   emit(ctx, "gcnArch", p->gcnArchName[0] ? p->gcnArchName : "unknown");
@@ -284,17 +281,17 @@ int adr_hip_device_properties(struct adr_backend_device* dev, adr_property_fn em
   emit(ctx, "compute_capability", buf);
   emit(ctx, "managed_memory", p->managedMemory ? "yes" : "no");
   emit(ctx, "can_map_host_memory", p->canMapHostMemory ? "yes" : "no");
-  if (adr_hip_rt.stage_threshold == 0)
+  if (hip_rt.stage_threshold == 0)
     snprintf(buf, sizeof(buf), "off");
   else
     snprintf(buf, sizeof(buf), "pageable copies >= %zu KiB, 2 x %zu KiB pinned",
-             adr_hip_rt.stage_threshold >> 10, adr_hip_rt.stage_chunk >> 10);
+             hip_rt.stage_threshold >> 10, hip_rt.stage_chunk >> 10);
   emit(ctx, "pageable_staging", buf);
   emit(ctx, "stream_ordered_alloc", dev->async_alloc ? "hipMallocAsync" : "no (hipMalloc/hipFree)");
   buf[0] = '\0';
-  for (int q = 0; q < adr_hip_rt.device_count; q++) {
+  for (int q = 0; q < hip_rt.device_count; q++) {
     int can = 0;
-    if (q == dev->ordinal || adr_hip.hipDeviceCanAccessPeer(&can, dev->ordinal, q) != hipSuccess ||
+    if (q == dev->ordinal || hip_api.hipDeviceCanAccessPeer(&can, dev->ordinal, q) != hipSuccess ||
         !can)
       continue;
     size_t len = strlen(buf);
@@ -302,27 +299,26 @@ int adr_hip_device_properties(struct adr_backend_device* dev, adr_property_fn em
   }
   emit(ctx, "peer_access", buf[0] ? buf : "none");
   char version[32];
-  version_text(adr_hip_rt.runtime_version, version, sizeof(version));
+  version_text(hip_rt.runtime_version, version, sizeof(version));
   emit(ctx, "runtime_version", version);
-  version_text(adr_hip_rt.driver_version, version, sizeof(version));
+  version_text(hip_rt.driver_version, version, sizeof(version));
   emit(ctx, "driver_version", version);
-  emit(ctx, "library", adr_hip_rt.path);
+  emit(ctx, "library", hip_rt.path);
   const char* vars[] = {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"};
   for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-    const char* v = adr_hip_rt.host != NULL && adr_hip_rt.host->getenv != NULL
-                        ? adr_hip_rt.host->getenv(vars[i])
-                        : NULL;
+    const char* v =
+        hip_rt.host != NULL && hip_rt.host->getenv != NULL ? hip_rt.host->getenv(vars[i]) : NULL;
     if (v != NULL) emit(ctx, vars[i], v);
   }
   if (dev->adopted) emit(ctx, "adopted", "yes");
   return 0;
 }
 
-int adr_hip_device_native(struct adr_backend_device* dev, int kind, void** out,
-                          struct adr_error* error) {
+int hip_device_native(struct adr_backend_device* dev, int kind, void** out,
+                      struct adr_error* error) {
   switch (kind) {
     case ADR_NATIVE_DEVICE:
-      *out = (void*)(intptr_t)dev->hip_device;
+      *out = (void*)(intptr_t)dev->hip_dev;
       return 0;
     case ADR_NATIVE_QUEUE:
       if (dev->default_stream.stream == NULL)

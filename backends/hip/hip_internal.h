@@ -4,11 +4,11 @@
  *
  * The backend builds against the HIP headers (libamdhip64-dev) for types
  * and constants but never links libamdhip64: every runtime function is
- * called through `adr_hip_api`, filled once by adr_hip_library_load()
+ * called through `hip_api`, filled once by hip_library_load()
  * from the X-macro list below.
  */
-#ifndef ADR_HIP_INTERNAL_H
-#define ADR_HIP_INTERNAL_H
+#ifndef HIP_INTERNAL_H
+#define HIP_INTERNAL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,7 +26,7 @@
  * the layout stayed the same. The backend reads the struct through its own
  * copy and decodes the type by the loaded runtime's version, so one build
  * works with either runtime. */
-struct adr_hip_pointer_attributes {
+struct hip_pointer_attributes {
   int type;
   int device;
   void* device_pointer;
@@ -34,7 +34,7 @@ struct adr_hip_pointer_attributes {
   int is_managed;
   unsigned allocation_flags;
 };
-_Static_assert(sizeof(struct adr_hip_pointer_attributes) == sizeof(hipPointerAttribute_t),
+_Static_assert(sizeof(struct hip_pointer_attributes) == sizeof(hipPointerAttribute_t),
                "hipPointerAttribute_t layout");
 
 /* The old-layout device properties: hipDeviceProp_t in HIP 5 headers; HIP 6
@@ -43,18 +43,18 @@ _Static_assert(sizeof(struct adr_hip_pointer_attributes) == sizeof(hipPointerAtt
  * (symbol version hip_4.2), which is the name resolved below. */
 #if defined(HIP_VERSION_MAJOR) && HIP_VERSION_MAJOR >= 6
 #include <hip/hip_deprecated.h>
-typedef hipDeviceProp_tR0000 adr_hip_props_t;
+typedef hipDeviceProp_tR0000 hip_props_t;
 #else
-typedef hipDeviceProp_t adr_hip_props_t;
+typedef hipDeviceProp_t hip_props_t;
 #endif
 
 /* X(name, return type, parameter list, required) */
-#define ADR_HIP_SYMBOLS(X)                                                                         \
+#define HIP_SYMBOLS(X)                                                                             \
   X(hipInit, hipError_t, (unsigned int flags), true)                                               \
   X(hipGetDeviceCount, hipError_t, (int* count), true)                                             \
   X(hipDeviceGet, hipError_t, (hipDevice_t * device, int ordinal), true)                           \
   X(hipSetDevice, hipError_t, (int device), true)                                                  \
-  X(hipGetDeviceProperties, hipError_t, (adr_hip_props_t * prop, int device), true)                \
+  X(hipGetDeviceProperties, hipError_t, (hip_props_t * prop, int device), true)                    \
   X(hipMemGetInfo, hipError_t, (size_t * free, size_t * total), true)                              \
   X(hipRuntimeGetVersion, hipError_t, (int* version), true)                                        \
   X(hipDriverGetVersion, hipError_t, (int* version), true)                                         \
@@ -83,7 +83,7 @@ typedef hipDeviceProp_t adr_hip_props_t;
   X(hipEventSynchronize, hipError_t, (hipEvent_t event), true)                                     \
   X(hipEventQuery, hipError_t, (hipEvent_t event), true)                                           \
   X(hipPointerGetAttributes, hipError_t,                                                           \
-    (struct adr_hip_pointer_attributes * attributes, const void* ptr), true)                       \
+    (struct hip_pointer_attributes * attributes, const void* ptr), true)                           \
   X(hipDeviceCanAccessPeer, hipError_t, (int* can, int device, int peer), true)                    \
   X(hipDeviceEnablePeerAccess, hipError_t, (int peer, unsigned int flags), false)                  \
   X(hipMallocAsync, hipError_t, (void** ptr, size_t size, hipStream_t stream), false)              \
@@ -92,16 +92,16 @@ typedef hipDeviceProp_t adr_hip_props_t;
   X(hipGetLastError, hipError_t, (void), false)                                                    \
   X(hipPeekAtLastError, hipError_t, (void), false)
 
-struct adr_hip_api {
-#define ADR_HIP_FIELD(name, ret, params, required) ret(*name) params;
-  ADR_HIP_SYMBOLS(ADR_HIP_FIELD)
-#undef ADR_HIP_FIELD
+struct hip_api {
+#define HIP_FIELD(name, ret, params, required) ret(*name) params;
+  HIP_SYMBOLS(HIP_FIELD)
+#undef HIP_FIELD
 };
 
-/* Filled once by adr_hip_library_load() during init; read-only after. */
-extern struct adr_hip_api adr_hip;
+/* Filled once by hip_library_load() during init; read-only after. */
+extern struct hip_api hip_api;
 
-struct adr_hip_runtime {
+struct hip_runtime {
   void* handle;              /* dlopen handle, never closed */
   char path[256];            /* the name or path that opened */
   int runtime_version;       /* hipRuntimeGetVersion: major*10^7 + minor*10^5 + patch */
@@ -118,56 +118,56 @@ struct adr_hip_runtime {
   const struct adr_backend_host* host;
 };
 /* Written by init, read-only after. */
-extern struct adr_hip_runtime adr_hip_rt;
+extern struct hip_runtime hip_rt;
 
-static inline bool adr_hip_exiting(void) {
-  return atomic_load_explicit(&adr_hip_rt.exiting, memory_order_acquire);
+static inline bool hip_exiting(void) {
+  return atomic_load_explicit(&hip_rt.exiting, memory_order_acquire);
 }
 
 /* Runtime major version (5, 6 ...) of the loaded library. */
-static inline int adr_hip_runtime_major(void) {
-  return adr_hip_rt.runtime_version / 10000000;
+static inline int hip_runtime_major(void) {
+  return hip_rt.runtime_version / 10000000;
 }
 
-/* ---- library loading (hip_library.c) ----------------------------------- */
+/* ---- library loading (hip_loader.c) ----------------------------------- */
 
 /* Opens the runtime (ADR_HIP_LIBRARY, else libamdhip64.so, .so.6, .so.5)
  * and resolves the symbol table. ENODEV "unavailable: ... not found (tried:
  * ...)" when no candidate opens; ENOTSUP when one opens but lacks a
  * required symbol (it is then closed again). */
-int adr_hip_library_load(const struct adr_backend_host* host, struct adr_error* error);
+int hip_library_load(const struct adr_backend_host* host, struct adr_error* error);
 
 /* ---- errors (hip_status.c) ---------------------------------------------- */
 
 /* errno value for a hipError_t (hipSuccess -> 0). */
-int adr_hip_status(hipError_t e);
+int hip_status(hipError_t e);
 /* "hipErrorOutOfMemory": from the runtime when it is loaded, else from the
  * backend's own table; never NULL. */
-const char* adr_hip_error_name(hipError_t e);
+const char* hip_error_name(hipError_t e);
 /* A description of `e` (the runtime's when it has a real one). */
-const char* adr_hip_error_description(hipError_t e);
+const char* hip_error_description(hipError_t e);
 /* Writes "[op][hip] NAME: description (what)" and returns the status. */
-int adr_hip_fail(struct adr_error* error, const char* op, hipError_t e, const char* what);
+int hip_fail(struct adr_error* error, const char* op, hipError_t e, const char* what);
 
 /* ---- objects ------------------------------------------------------------ */
 
 struct adr_backend_stream {
+  struct adr_backend_device* dev; /* the device whose ordinal owns it */
   hipStream_t stream;
-  struct adr_backend_device* device;
-  bool owned;        /* destroyed by stream_destroy */
-  bool default_flag; /* the device's default stream: never destroyed */
-  void* scratch;     /* overlapping copies (hip_memory.c); NULL until needed */
+  bool imported;   /* not ours to destroy */
+  bool is_default; /* the device's default stream: never destroyed by stream_destroy */
+  void* scratch;   /* overlapping copies (hip_memory.c); NULL until needed */
 };
 
 struct adr_backend_event {
   hipEvent_t event;
-  bool owned; /* false for imported events */
+  bool imported; /* not ours to destroy */
 };
 
 /* Two pinned buffers and an event guarding the reuse of each, for staged
  * pageable copies; kept on a per-device free list. */
-struct adr_hip_stage {
-  struct adr_hip_stage* next;
+struct hip_stage {
+  struct hip_stage* next;
   void* buf[2];
   hipEvent_t done[2];
 };
@@ -176,83 +176,82 @@ struct adr_backend_device {
   ArrowDeviceType type; /* ARROW_DEVICE_ROCM or ARROW_DEVICE_ROCM_HOST */
   int64_t id;           /* adr id (= ordinal unless adopted) */
   int ordinal;          /* HIP ordinal */
-  hipDevice_t hip_device;
+  hipDevice_t hip_dev;
   bool async_alloc; /* hipMallocAsync usable on this device */
   bool adopted;
   struct adr_backend_stream default_stream;
   pthread_mutex_t stage_lock; /* guards stages */
-  struct adr_hip_stage* stages;
-  adr_hip_props_t props;
+  struct hip_stage* stages;
+  hip_props_t props;
 };
 
 /* Makes the device's ordinal current on the calling thread (HIP keeps the
  * current device per thread). Skipped when there is one device. */
-int adr_hip_set_device(const struct adr_backend_device* dev, const char* op,
-                       struct adr_error* error);
+int hip_set_device(const struct adr_backend_device* dev, const char* op, struct adr_error* error);
 
 /* ---- slots (hip_device.c, hip_memory.c, hip_sync.c) --------------------- */
 
-int adr_hip_init(struct adr_error* error);
-void adr_hip_shutdown(void);
-int adr_hip_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error);
-int adr_hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
-                        struct adr_error* error);
-void adr_hip_device_close(struct adr_backend_device* dev);
-int adr_hip_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
-                        struct adr_error* error);
-int adr_hip_device_native(struct adr_backend_device* dev, int kind, void** out,
+int hip_init(struct adr_error* error);
+void hip_shutdown(void);
+int hip_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error);
+int hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
+                    struct adr_error* error);
+void hip_device_close(struct adr_backend_device* dev);
+int hip_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
+                    struct adr_error* error);
+int hip_device_native(struct adr_backend_device* dev, int kind, void** out,
+                      struct adr_error* error);
+int hip_device_adopt(ArrowDeviceType type, int64_t id, const void* desc,
+                     struct adr_backend_device** out, struct adr_error* error);
+int hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
                           struct adr_error* error);
-int adr_hip_device_adopt(ArrowDeviceType type, int64_t id, const void* desc,
-                         struct adr_backend_device** out, struct adr_error* error);
-int adr_hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
-                              struct adr_error* error);
 
-int adr_hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
-                  struct adr_backend_stream* stream, void** out, struct adr_error* error);
-int adr_hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
-                 struct adr_backend_stream* stream, struct adr_error* error);
-int adr_hip_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
-                 const void* src, size_t size, struct adr_backend_stream* stream,
-                 struct adr_error* error);
-int adr_hip_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
-                   struct adr_backend_stream* stream, struct adr_error* error);
-int adr_hip_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
-                          struct adr_error* error);
-int adr_hip_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
-                          struct adr_error* error);
-int adr_hip_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_error* error);
-void adr_hip_memory_shutdown(void);
+int hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
+              struct adr_backend_stream* stream, void** out, struct adr_error* error);
+int hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
+             struct adr_backend_stream* stream, struct adr_error* error);
+int hip_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
+             const void* src, size_t size, struct adr_backend_stream* stream,
+             struct adr_error* error);
+int hip_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+               struct adr_backend_stream* stream, struct adr_error* error);
+int hip_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
+                      struct adr_error* error);
+int hip_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
+                      struct adr_error* error);
+int hip_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_error* error);
+void hip_memory_shutdown(void);
 /* Frees the device's staging buffers (device_close). */
-void adr_hip_stage_release_all(struct adr_backend_device* dev);
+void hip_stage_release_all(struct adr_backend_device* dev);
 /* Frees a stream's overlap scratch buffer; its work must have completed. */
-void adr_hip_stream_scratch_free(struct adr_backend_stream* stream);
+void hip_stream_scratch_free(struct adr_backend_stream* stream);
 /* Parses ADR_HIP_STAGING ("off" | size [":" size], size = digits with an
- * optional K/M/G suffix) into adr_hip_rt; EINVAL naming the column. */
-int adr_hip_parse_staging(const char* text, struct adr_error* error);
+ * optional K/M/G suffix) into hip_rt; EINVAL naming the column. */
+int hip_parse_staging(const char* text, struct adr_error* error);
 
-int adr_hip_stream_create(struct adr_backend_device* dev, uint32_t flags,
-                          struct adr_backend_stream** out, struct adr_error* error);
-int adr_hip_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+int hip_stream_create(struct adr_backend_device* dev, uint32_t flags,
+                      struct adr_backend_stream** out, struct adr_error* error);
+int hip_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                       struct adr_error* error);
+int hip_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* stream,
                            struct adr_error* error);
-int adr_hip_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* stream,
-                               struct adr_error* error);
-int adr_hip_stream_import(struct adr_backend_device* dev, void* native,
-                          struct adr_backend_stream** out, struct adr_error* error);
-void* adr_hip_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* stream);
-int adr_hip_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
-                         struct adr_error* error);
-int adr_hip_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* event,
+int hip_stream_import(struct adr_backend_device* dev, void* native, struct adr_backend_stream** out,
+                      struct adr_error* error);
+void* hip_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* stream);
+int hip_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
+                     struct adr_error* error);
+int hip_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* event,
+                      struct adr_error* error);
+int hip_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
+                     struct adr_backend_stream* stream, struct adr_error* error);
+int hip_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
+                   struct adr_backend_stream* stream, struct adr_error* error);
+int hip_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* event,
                           struct adr_error* error);
-int adr_hip_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
-                         struct adr_backend_stream* stream, struct adr_error* error);
-int adr_hip_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
-                       struct adr_backend_stream* stream, struct adr_error* error);
-int adr_hip_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* event,
-                              struct adr_error* error);
-int adr_hip_event_query(struct adr_backend_device* dev, struct adr_backend_event* event,
-                        struct adr_error* error);
-void* adr_hip_event_native(struct adr_backend_device* dev, struct adr_backend_event* event);
-int adr_hip_event_import(struct adr_backend_device* dev, void* sync_event,
-                         struct adr_backend_event** out, struct adr_error* error);
+int hip_event_query(struct adr_backend_device* dev, struct adr_backend_event* event,
+                    struct adr_error* error);
+void* hip_event_native(struct adr_backend_device* dev, struct adr_backend_event* event);
+int hip_event_import(struct adr_backend_device* dev, void* sync_event,
+                     struct adr_backend_event** out, struct adr_error* error);
 
-#endif /* ADR_HIP_INTERNAL_H */
+#endif /* HIP_INTERNAL_H */

@@ -14,7 +14,7 @@
 #include "hip_internal.h"
 
 /* X(code, status, description) */
-#define ADR_HIP_ERRORS(X)                                                                         \
+#define HIP_ERRORS(X)                                                                             \
   X(hipSuccess, 0, "no error")                                                                    \
   X(hipErrorInvalidValue, EINVAL, "an argument is out of range or invalid")                       \
   X(hipErrorOutOfMemory, ENOMEM, "the device cannot allocate enough memory")                      \
@@ -51,13 +51,13 @@
   X(hipErrorRuntimeMemory, ENOMEM, "the HIP runtime failed to allocate host memory")              \
   X(hipErrorRuntimeOther, EIO, "the HIP runtime failed internally")
 
-int adr_hip_status(hipError_t e) {
+int hip_status(hipError_t e) {
   switch (e) {
-#define ADR_HIP_STATUS_CASE(code, status, desc) \
-  case code:                                    \
+#define HIP_STATUS_CASE(code, status, desc) \
+  case code:                                \
     return status;
-    ADR_HIP_ERRORS(ADR_HIP_STATUS_CASE)
-#undef ADR_HIP_STATUS_CASE
+    HIP_ERRORS(HIP_STATUS_CASE)
+#undef HIP_STATUS_CASE
     default:
       return EIO;
   }
@@ -65,11 +65,11 @@ int adr_hip_status(hipError_t e) {
 
 static const char* table_name(hipError_t e) {
   switch (e) {
-#define ADR_HIP_NAME_CASE(code, status, desc) \
-  case code:                                  \
+#define HIP_NAME_CASE(code, status, desc) \
+  case code:                              \
     return #code;
-    ADR_HIP_ERRORS(ADR_HIP_NAME_CASE)
-#undef ADR_HIP_NAME_CASE
+    HIP_ERRORS(HIP_NAME_CASE)
+#undef HIP_NAME_CASE
     default:
       return NULL;
   }
@@ -77,18 +77,18 @@ static const char* table_name(hipError_t e) {
 
 static const char* table_description(hipError_t e) {
   switch (e) {
-#define ADR_HIP_DESC_CASE(code, status, desc) \
-  case code:                                  \
+#define HIP_DESC_CASE(code, status, desc) \
+  case code:                              \
     return desc;
-    ADR_HIP_ERRORS(ADR_HIP_DESC_CASE)
-#undef ADR_HIP_DESC_CASE
+    HIP_ERRORS(HIP_DESC_CASE)
+#undef HIP_DESC_CASE
     default:
       return NULL;
   }
 }
 
-const char* adr_hip_error_name(hipError_t e) {
-  const char* name = adr_hip.hipGetErrorName != NULL ? adr_hip.hipGetErrorName(e) : NULL;
+const char* hip_error_name(hipError_t e) {
+  const char* name = hip_api.hipGetErrorName != NULL ? hip_api.hipGetErrorName(e) : NULL;
   /* The runtime answers "hipErrorUnknown" for codes it does not know;
    * prefer the table's name then, so a code is never misnamed. */
   if (name == NULL || name[0] == '\0' ||
@@ -99,8 +99,8 @@ const char* adr_hip_error_name(hipError_t e) {
   return name;
 }
 
-const char* adr_hip_error_description(hipError_t e) {
-  const char* s = adr_hip.hipGetErrorString != NULL ? adr_hip.hipGetErrorString(e) : NULL;
+const char* hip_error_description(hipError_t e) {
+  const char* s = hip_api.hipGetErrorString != NULL ? hip_api.hipGetErrorString(e) : NULL;
   /* AMD's runtime returns the name again, which describes nothing. */
   if (s != NULL && s[0] != '\0' && strncmp(s, "hipError", 8) != 0 && strcmp(s, "unknown") != 0)
     return s;
@@ -108,12 +108,12 @@ const char* adr_hip_error_description(hipError_t e) {
   return t != NULL ? t : "unrecognised HIP error code";
 }
 
-int adr_hip_fail(struct adr_error* error, const char* op, hipError_t e, const char* what) {
-  int status = adr_hip_status(e);
+int hip_fail(struct adr_error* error, const char* op, hipError_t e, const char* what) {
+  int status = hip_status(e);
   if (status == 0) status = EIO;
   if (what != NULL && what[0] != '\0')
-    return adr_backend_error_set(error, status, "[%s][hip] %s: %s (%s)", op, adr_hip_error_name(e),
-                                 adr_hip_error_description(e), what);
-  return adr_backend_error_set(error, status, "[%s][hip] %s: %s", op, adr_hip_error_name(e),
-                               adr_hip_error_description(e));
+    return adr_backend_error_set(error, status, "[%s][hip] %s: %s (%s)", op, hip_error_name(e),
+                                 hip_error_description(e), what);
+  return adr_backend_error_set(error, status, "[%s][hip] %s: %s", op, hip_error_name(e),
+                               hip_error_description(e));
 }

@@ -19,24 +19,23 @@
 
 static int create_native_stream(struct adr_backend_device* dev, hipStream_t* out,
                                 struct adr_error* error) {
-  int st = adr_hip_set_device(dev, "stream_create", error);
+  int st = hip_set_device(dev, "stream_create", error);
   if (st != 0) return st;
-  hipError_t e = adr_hip.hipStreamCreateWithFlags(out, hipStreamNonBlocking);
-  if (e != hipSuccess) return adr_hip_fail(error, "stream_create", e, "hipStreamCreateWithFlags");
+  hipError_t e = hip_api.hipStreamCreateWithFlags(out, hipStreamNonBlocking);
+  if (e != hipSuccess) return hip_fail(error, "stream_create", e, "hipStreamCreateWithFlags");
   return 0;
 }
 
-int adr_hip_stream_create(struct adr_backend_device* dev, uint32_t flags,
-                          struct adr_backend_stream** out, struct adr_error* error) {
+int hip_stream_create(struct adr_backend_device* dev, uint32_t flags,
+                      struct adr_backend_stream** out, struct adr_error* error) {
   if (flags & ADR_BACKEND_STREAM_DEFAULT) {
     /* The core asks once, while it creates the device (registry lock
      * held); an adopted device may already carry the application's. */
     if (dev->default_stream.stream == NULL) {
       int st = create_native_stream(dev, &dev->default_stream.stream, error);
       if (st != 0) return st;
-      dev->default_stream.device = dev;
-      dev->default_stream.owned = true;
-      dev->default_stream.default_flag = true;
+      dev->default_stream.dev = dev;
+      dev->default_stream.is_default = true;
     }
     *out = &dev->default_stream;
     return 0;
@@ -48,117 +47,115 @@ int adr_hip_stream_create(struct adr_backend_device* dev, uint32_t flags,
     free(s);
     return st;
   }
-  s->device = dev;
-  s->owned = true;
+  s->dev = dev;
   *out = s;
   return 0;
 }
 
-int adr_hip_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* stream,
-                           struct adr_error* error) {
-  if (stream->default_flag)
+int hip_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                       struct adr_error* error) {
+  if (stream->is_default)
     return adr_backend_error_set(error, EINVAL,
                                  "[stream_destroy][hip] the default stream is not destroyed");
-  if (stream->owned) {
-    hipError_t e = adr_hip.hipStreamSynchronize(stream->stream);
-    if (e != hipSuccess) return adr_hip_fail(error, "stream_destroy", e, "hipStreamSynchronize");
-    e = adr_hip.hipStreamDestroy(stream->stream);
-    if (e != hipSuccess) return adr_hip_fail(error, "stream_destroy", e, "hipStreamDestroy");
+  if (!stream->imported) {
+    hipError_t e = hip_api.hipStreamSynchronize(stream->stream);
+    if (e != hipSuccess) return hip_fail(error, "stream_destroy", e, "hipStreamSynchronize");
+    e = hip_api.hipStreamDestroy(stream->stream);
+    if (e != hipSuccess) return hip_fail(error, "stream_destroy", e, "hipStreamDestroy");
   } else if (stream->scratch != NULL) {
-    adr_hip.hipStreamSynchronize(stream->stream); /* its copies may still read it */
+    hip_api.hipStreamSynchronize(stream->stream); /* its copies may still read it */
   }
-  if (stream->scratch != NULL && adr_hip_set_device(stream->device, "stream_destroy", NULL) == 0)
-    adr_hip_stream_scratch_free(stream);
+  if (stream->scratch != NULL && hip_set_device(stream->dev, "stream_destroy", NULL) == 0)
+    hip_stream_scratch_free(stream);
   free(stream);
   return 0;
 }
 
-int adr_hip_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* stream,
-                               struct adr_error* error) {
-  hipError_t e = adr_hip.hipStreamSynchronize(stream->stream);
-  if (e != hipSuccess) return adr_hip_fail(error, "stream_synchronize", e, "hipStreamSynchronize");
+int hip_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                           struct adr_error* error) {
+  hipError_t e = hip_api.hipStreamSynchronize(stream->stream);
+  if (e != hipSuccess) return hip_fail(error, "stream_synchronize", e, "hipStreamSynchronize");
   return 0;
 }
 
-int adr_hip_stream_import(struct adr_backend_device* dev, void* native,
-                          struct adr_backend_stream** out, struct adr_error* error) {
+int hip_stream_import(struct adr_backend_device* dev, void* native, struct adr_backend_stream** out,
+                      struct adr_error* error) {
   /* NULL is HIP's legacy default stream, a valid hipStream_t. */
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
   if (s == NULL) return adr_backend_error_set(error, ENOMEM, "[stream_import][hip] out of memory");
   s->stream = (hipStream_t)native;
-  s->device = dev;
-  s->owned = false;
+  s->dev = dev;
+  s->imported = true;
   *out = s;
   return 0;
 }
 
-void* adr_hip_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* stream) {
+void* hip_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* stream) {
   return (void*)stream->stream;
 }
 
-int adr_hip_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
-                         struct adr_error* error) {
+int hip_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
+                     struct adr_error* error) {
   struct adr_backend_event* ev = calloc(1, sizeof(*ev));
   if (ev == NULL) return adr_backend_error_set(error, ENOMEM, "[event_create][hip] out of memory");
-  int st = adr_hip_set_device(dev, "event_create", error);
+  int st = hip_set_device(dev, "event_create", error);
   hipError_t e = hipSuccess;
   if (st == 0 &&
-      (e = adr_hip.hipEventCreateWithFlags(&ev->event, hipEventDisableTiming)) != hipSuccess)
-    st = adr_hip_fail(error, "event_create", e, "hipEventCreateWithFlags");
+      (e = hip_api.hipEventCreateWithFlags(&ev->event, hipEventDisableTiming)) != hipSuccess)
+    st = hip_fail(error, "event_create", e, "hipEventCreateWithFlags");
   if (st != 0) {
     free(ev);
     return st;
   }
-  ev->owned = true;
   *out = ev;
   return 0;
 }
 
-int adr_hip_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* event,
-                          struct adr_error* error) {
-  if (event->owned) {
-    hipError_t e = adr_hip.hipEventDestroy(event->event);
-    if (e != hipSuccess) return adr_hip_fail(error, "event_destroy", e, "hipEventDestroy");
+int hip_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* event,
+                      struct adr_error* error) {
+  if (!event->imported) {
+    hipError_t e = hip_api.hipEventDestroy(event->event);
+    if (e != hipSuccess) return hip_fail(error, "event_destroy", e, "hipEventDestroy");
   }
   free(event);
   return 0;
 }
 
-int adr_hip_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
-                         struct adr_backend_stream* stream, struct adr_error* error) {
-  hipError_t e = adr_hip.hipEventRecord(event->event, stream->stream);
-  if (e != hipSuccess) return adr_hip_fail(error, "event_record", e, "hipEventRecord");
+int hip_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
+                     struct adr_backend_stream* stream, struct adr_error* error) {
+  hipError_t e = hip_api.hipEventRecord(event->event, stream->stream);
+  if (e != hipSuccess) return hip_fail(error, "event_record", e, "hipEventRecord");
   return 0;
 }
 
-int adr_hip_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
-                       struct adr_backend_stream* stream, struct adr_error* error) {
-  hipError_t e = adr_hip.hipStreamWaitEvent(stream->stream, event->event, 0);
-  if (e != hipSuccess) return adr_hip_fail(error, "event_wait", e, "hipStreamWaitEvent");
+int hip_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
+                   struct adr_backend_stream* stream, struct adr_error* error) {
+  hipError_t e = hip_api.hipStreamWaitEvent(stream->stream, event->event, 0);
+  if (e != hipSuccess) return hip_fail(error, "event_wait", e, "hipStreamWaitEvent");
   return 0;
 }
 
-int adr_hip_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* event,
-                              struct adr_error* error) {
-  hipError_t e = adr_hip.hipEventSynchronize(event->event);
-  if (e != hipSuccess) return adr_hip_fail(error, "event_synchronize", e, "hipEventSynchronize");
+int hip_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* event,
+                          struct adr_error* error) {
+  hipError_t e = hip_api.hipEventSynchronize(event->event);
+  if (e != hipSuccess) return hip_fail(error, "event_synchronize", e, "hipEventSynchronize");
   return 0;
 }
 
-int adr_hip_event_query(struct adr_backend_device* dev, struct adr_backend_event* event,
-                        struct adr_error* error) {
-  hipError_t e = adr_hip.hipEventQuery(event->event);
+int hip_event_query(struct adr_backend_device* dev, struct adr_backend_event* event,
+                    struct adr_error* error) {
+  hipError_t e = hip_api.hipEventQuery(event->event);
   if (e == hipSuccess) return 0;
   if (e == hipErrorNotReady) return EBUSY;
-  return adr_hip_fail(error, "event_query", e, "hipEventQuery");
+  return hip_fail(error, "event_query", e, "hipEventQuery");
 }
 
-void* adr_hip_event_native(struct adr_backend_device* dev, struct adr_backend_event* event) {
+void* hip_event_native(struct adr_backend_device* dev, struct adr_backend_event* event) {
   return &event->event;
 }
 
-int adr_hip_event_import(struct adr_backend_device* dev, void* sync_event,
-                         struct adr_backend_event** out, struct adr_error* error) {
+int hip_event_import(struct adr_backend_device* dev, void* sync_event,
+                     struct adr_backend_event** out, struct adr_error* error) {
   if (sync_event == NULL)
     return adr_backend_error_set(error, EINVAL,
                                  "[event_import][hip] sync_event is NULL (expected a hipEvent_t*)");
@@ -169,7 +166,7 @@ int adr_hip_event_import(struct adr_backend_device* dev, void* sync_event,
   struct adr_backend_event* ev = calloc(1, sizeof(*ev));
   if (ev == NULL) return adr_backend_error_set(error, ENOMEM, "[event_import][hip] out of memory");
   ev->event = native;
-  ev->owned = false;
+  ev->imported = true;
   *out = ev;
   return 0;
 }

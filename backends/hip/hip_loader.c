@@ -14,7 +14,7 @@
 
 #include "hip_internal.h"
 
-struct adr_hip_api adr_hip;
+struct hip_api hip_api;
 
 /* Default candidates, in order: the development symlink first (what a
  * ROCm install or LD_LIBRARY_PATH points at), then the runtime sonames. */
@@ -28,10 +28,10 @@ static void append(char* buf, size_t cap, const char* text) {
 }
 
 static int resolve(void* handle, const char* path, struct adr_error* error) {
-  struct adr_hip_api api;
+  struct hip_api api;
   memset(&api, 0, sizeof(api));
   /* Casting through void* is how POSIX says dlsym results are used. */
-#define ADR_HIP_RESOLVE(name, ret, params, required)                                           \
+#define HIP_RESOLVE(name, ret, params, required)                                               \
   {                                                                                            \
     void* sym = dlsym(handle, #name);                                                          \
     if (sym == NULL && (required))                                                             \
@@ -41,13 +41,13 @@ static int resolve(void* handle, const char* path, struct adr_error* error) {
                                    path, #name);                                               \
     memcpy(&api.name, &sym, sizeof(sym));                                                      \
   }
-  ADR_HIP_SYMBOLS(ADR_HIP_RESOLVE)
-#undef ADR_HIP_RESOLVE
-  adr_hip = api;
+  HIP_SYMBOLS(HIP_RESOLVE)
+#undef HIP_RESOLVE
+  hip_api = api;
   return 0;
 }
 
-int adr_hip_library_load(const struct adr_backend_host* host, struct adr_error* error) {
+int hip_library_load(const struct adr_backend_host* host, struct adr_error* error) {
   const char* override =
       host != NULL && host->getenv != NULL ? host->getenv(ADR_HIP_LIBRARY_ENV) : NULL;
   const char* const* names = default_names;
@@ -80,8 +80,8 @@ int adr_hip_library_load(const struct adr_backend_host* host, struct adr_error* 
       dlclose(handle);
       return st;
     }
-    adr_hip_rt.handle = handle;
-    snprintf(adr_hip_rt.path, sizeof(adr_hip_rt.path), "%s", names[i]);
+    hip_rt.handle = handle;
+    snprintf(hip_rt.path, sizeof(hip_rt.path), "%s", names[i]);
     if (host != NULL && host->log != NULL)
       host->log(ADR_LOG_INFO, "hip", "loaded HIP runtime %s", names[i]);
     return 0;
