@@ -44,54 +44,14 @@ void cuda_ctx_leave(struct cuda_ctx_guard* guard) {
   }
 }
 
-/* Parses a byte count with an optional K or M suffix; returns the end. */
-static const char* parse_size(const char* p, size_t* out) {
-  char* end = NULL;
-  errno = 0;
-  if (*p < '0' || *p > '9') return p;
-  unsigned long long n = strtoull(p, &end, 10);
-  size_t unit = 1;
-  if (*end == 'K' || *end == 'k') {
-    unit = 1024;
-    end++;
-  } else if (*end == 'M' || *end == 'm') {
-    unit = MIB;
-    end++;
-  }
-  if (errno != 0 || n == 0 || n > SIZE_MAX / unit) return p;
-  *out = (size_t)n * unit;
-  return end;
-}
-
 /* ADR_CUDA_STAGING: "off", or "<threshold>[:<chunk>]" (byte counts with an
- * optional K or M suffix): pageable copies of at least <threshold> bytes
+ * optional K, M or G suffix): pageable copies of at least <threshold> bytes
  * are staged through two pinned buffers of <chunk> bytes. Default 1M:4M. */
 static int read_config(struct adr_error* error) {
-  cuda_config.stage_threshold = 1 * MIB;
-  cuda_config.stage_chunk = 4 * MIB;
-  const char* v = cuda_getenv(ADR_CUDA_ENV_STAGING);
-  if (v == NULL || v[0] == '\0') return 0;
-  if (strcmp(v, "off") == 0) {
-    cuda_config.stage_threshold = 0;
-    return 0;
-  }
-  size_t threshold = 0, chunk = cuda_config.stage_chunk;
-  const char* p = parse_size(v, &threshold);
-  bool ok = p != v;
-  if (ok && *p == ':') {
-    const char* q = parse_size(p + 1, &chunk);
-    ok = q != p + 1 && chunk >= 4096;
-    p = ok ? q : p + 1;
-  }
-  if (!ok || *p != '\0')
-    return adr_backend_error_set(
-        error, EINVAL,
-        "[init][" CUDA_BACKEND_NAME "] EINVAL: " ADR_CUDA_ENV_STAGING
-        "=\"%s\": column %d: expected \"off\" or <threshold>[:<chunk>], byte counts with an "
-        "optional K or M suffix (chunk at least 4K)",
-        v, (int)(p - v) + 1);
-  cuda_config.stage_threshold = threshold;
-  cuda_config.stage_chunk = chunk;
+  char msg[512];
+  if (adr_staging_config_parse(ADR_CUDA_ENV_STAGING, cuda_getenv(ADR_CUDA_ENV_STAGING),
+                               &cuda_config.staging, msg, sizeof(msg)) != 0)
+    return adr_backend_error_set(error, EINVAL, "[init][" CUDA_BACKEND_NAME "] EINVAL: %s", msg);
   return 0;
 }
 
@@ -149,7 +109,8 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
                                  "[device_open][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
   dev->type = type;
   dev->ordinal = (int)id;
-  pthread_mutex_init(&dev->stage_lock, NULL);
+  adr_staging_init(&dev->staging, &cuda_staging_ops, &cuda_config.staging);
+  pthread_mutex_init(&dev->scratch_lock, NULL);
   pthread_mutex_init(&dev->align_lock, NULL);
   atomic_init(&dev->overaligned_count, 0);
   CUresult r = cuda_api.cuDeviceGet(&dev->cu_dev, dev->ordinal);
@@ -157,7 +118,8 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
   if (r != CUDA_SUCCESS) {
     int st = cuda_error(error, r, "device_open",
                         "CUDA device %d: cannot retain the primary context", dev->ordinal);
-    pthread_mutex_destroy(&dev->stage_lock);
+    adr_staging_fini(&dev->staging);
+    pthread_mutex_destroy(&dev->scratch_lock);
     pthread_mutex_destroy(&dev->align_lock);
     free(dev);
     return st;
@@ -184,7 +146,8 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
   }
   if (st) {
     cuda_api.cuDevicePrimaryCtxRelease(dev->cu_dev);
-    pthread_mutex_destroy(&dev->stage_lock);
+    adr_staging_fini(&dev->staging);
+    pthread_mutex_destroy(&dev->scratch_lock);
     pthread_mutex_destroy(&dev->align_lock);
     free(dev);
     return st;
@@ -200,7 +163,7 @@ void cuda_device_close(struct adr_backend_device* dev) {
     cuda_api.cuStreamSynchronize(dev->default_stream.stream);
     cuda_api.cuStreamDestroy(dev->default_stream.stream);
     cuda_stream_scratch_free(&dev->default_stream);
-    cuda_stage_release_all(dev);
+    adr_staging_fini(&dev->staging);
     cuda_ctx_leave(&g);
   }
   while (dev->aligned != NULL) {
@@ -209,7 +172,7 @@ void cuda_device_close(struct adr_backend_device* dev) {
     free(a);
   }
   cuda_api.cuDevicePrimaryCtxRelease(dev->cu_dev);
-  pthread_mutex_destroy(&dev->stage_lock);
+  pthread_mutex_destroy(&dev->scratch_lock);
   pthread_mutex_destroy(&dev->align_lock);
   free(dev);
 }
@@ -300,11 +263,11 @@ int cuda_device_properties(struct adr_backend_device* dev, adr_property_fn emit,
         : dev->mempools                          ? "cuMemAllocAsync (stream-ordered pool)"
                                                  : "cuMemAlloc");
   emitf(emit, ctx, "context", "primary (retained)");
-  if (cuda_config.stage_threshold == 0)
+  if (cuda_config.staging.threshold == 0)
     emitf(emit, ctx, "pageable_staging", "off");
   else
     emitf(emit, ctx, "pageable_staging", "from %zu bytes, %zu-byte chunks, double-buffered",
-          cuda_config.stage_threshold, cuda_config.stage_chunk);
+          cuda_config.staging.threshold, cuda_config.staging.chunk);
   return 0;
 }
 

@@ -27,6 +27,7 @@
 
 #include "adr/backend.h"
 #include "adr/cuda.h"
+#include "staging.h"
 
 #define CUDA_BACKEND_NAME "cuda"
 
@@ -132,13 +133,6 @@ struct adr_backend_event {
   bool imported;
 };
 
-/* Two pinned buffers and two events for staged pageable copies. */
-struct cuda_stage {
-  struct cuda_stage* next;
-  unsigned char* buf[2];
-  CUevent done[2]; /* recorded after the DMA that last used buf[i] */
-};
-
 struct cuda_aligned {
   struct cuda_aligned* next;
   uintptr_t ptr, base;
@@ -153,9 +147,10 @@ struct adr_backend_device {
   bool mempools; /* cuMemAllocAsync usable */
   int cc_major, cc_minor;
 
-  /* Staging buffers for pageable copies: a free list, grown on demand. */
-  pthread_mutex_t stage_lock;
-  struct cuda_stage* stages;
+  /* Pinned staging of pageable copies (backends/common/staging.h). */
+  struct adr_staging staging;
+  /* Keeps two threads' overlapping-copy pieces on one stream apart. */
+  pthread_mutex_t scratch_lock;
 
   /* Over-aligned allocations: aligned address -> base, for free. Rare
    * (alignment above what the driver guarantees); `overaligned_count` lets
@@ -173,12 +168,13 @@ int cuda_ctx_enter(struct adr_backend_device* dev, struct cuda_ctx_guard* guard,
                    struct adr_error* error);
 void cuda_ctx_leave(struct cuda_ctx_guard* guard);
 
-/* Configuration read at init (ADR_CUDA_STAGING). */
+/* Configuration read at init; read-only afterwards. */
 struct cuda_config {
-  size_t stage_threshold; /* pageable copies of at least this size are staged; 0 = never */
-  size_t stage_chunk;
+  struct adr_staging_config staging; /* ADR_CUDA_STAGING */
 };
 extern struct cuda_config cuda_config;
+/* The driver calls of staged pageable copies (cuda_memory.c). */
+extern const struct adr_staging_ops cuda_staging_ops;
 
 /* ---- slots (one per vtable entry) ---------------------------------------- */
 
@@ -209,7 +205,6 @@ int cuda_memset(struct adr_backend_device* dev, void* ptr, int value, size_t siz
 int cuda_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
                        struct adr_error* error);
 int cuda_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_error* error);
-void cuda_stage_release_all(struct adr_backend_device* dev);
 void cuda_stream_scratch_free(struct adr_backend_stream* stream);
 
 int cuda_stream_create(struct adr_backend_device* dev, uint32_t flags,

@@ -147,113 +147,57 @@ int cuda_free(struct adr_backend_device* dev, void* ptr, size_t size,
   return st;
 }
 
-/* ---- staged pageable copies --------------------------------------------- */
+/* ---- staged pageable copies (backends/common/staging.h) ---------------- */
 
-static void stage_destroy(struct cuda_stage* s) {
-  for (int i = 0; i < 2; i++) {
-    if (s->done[i] != NULL) {
-      cuda_api.cuEventSynchronize(s->done[i]);
-      cuda_api.cuEventDestroy(s->done[i]);
-    }
-    if (s->buf[i] != NULL) cuda_api.cuMemFreeHost(s->buf[i]);
-  }
-  free(s);
+static int stage_host_alloc(size_t size, void** out) {
+  return (int)cuda_api.cuMemHostAlloc(out, size, CU_MEMHOSTALLOC_PORTABLE);
 }
 
-/* Takes a staging pair of `dev` (its context is current). */
-static CUresult stage_get(struct adr_backend_device* dev, struct cuda_stage** out) {
-  pthread_mutex_lock(&dev->stage_lock);
-  struct cuda_stage* s = dev->stages;
-  if (s != NULL) dev->stages = s->next;
-  pthread_mutex_unlock(&dev->stage_lock);
-  if (s != NULL) {
-    *out = s;
-    return CUDA_SUCCESS;
-  }
-  s = calloc(1, sizeof(*s));
-  if (s == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-  CUresult r = CUDA_SUCCESS;
-  for (int i = 0; i < 2 && r == CUDA_SUCCESS; i++) {
-    void* p = NULL;
-    r = cuda_api.cuMemHostAlloc(&p, cuda_config.stage_chunk, CU_MEMHOSTALLOC_PORTABLE);
-    s->buf[i] = p;
-    if (r == CUDA_SUCCESS) r = cuda_api.cuEventCreate(&s->done[i], CU_EVENT_DISABLE_TIMING);
-  }
-  if (r != CUDA_SUCCESS) {
-    stage_destroy(s);
-    return r;
-  }
-  *out = s;
-  return CUDA_SUCCESS;
+static void stage_host_free(void* ptr) {
+  cuda_api.cuMemFreeHost(ptr);
 }
 
-static void stage_put(struct adr_backend_device* dev, struct cuda_stage* s) {
-  pthread_mutex_lock(&dev->stage_lock);
-  s->next = dev->stages;
-  dev->stages = s;
-  pthread_mutex_unlock(&dev->stage_lock);
+static int stage_event_create(void** out) {
+  CUevent event = NULL;
+  CUresult r = cuda_api.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING);
+  *out = event;
+  return (int)r;
 }
 
-void cuda_stage_release_all(struct adr_backend_device* dev) {
-  pthread_mutex_lock(&dev->stage_lock);
-  struct cuda_stage* s = dev->stages;
-  dev->stages = NULL;
-  pthread_mutex_unlock(&dev->stage_lock);
-  while (s != NULL) {
-    struct cuda_stage* next = s->next;
-    stage_destroy(s);
-    s = next;
-  }
+static void stage_event_destroy(void* event) {
+  cuda_api.cuEventSynchronize(event);
+  cuda_api.cuEventDestroy(event);
 }
 
-/* Pageable host -> device. Returns once the source has been read (it may
- * be reused at once); the DMA of the last chunks is still queued. */
-static CUresult staged_h2d(struct cuda_stage* s, CUdeviceptr dst, const unsigned char* src,
-                           size_t size, CUstream stream) {
-  size_t chunk = cuda_config.stage_chunk;
-  for (size_t off = 0, i = 0; off < size; off += chunk, i++) {
-    size_t len = size - off < chunk ? size - off : chunk;
-    int b = (int)(i & 1);
-    CUresult r = cuda_api.cuEventSynchronize(s->done[b]);
-    if (r != CUDA_SUCCESS) return r;
-    memcpy(s->buf[b], src + off, len);
-    r = cuda_api.cuMemcpyAsync(dst + off, (CUdeviceptr)(uintptr_t)s->buf[b], len, stream);
-    if (r == CUDA_SUCCESS) r = cuda_api.cuEventRecord(s->done[b], stream);
-    if (r != CUDA_SUCCESS) return r;
-  }
-  return CUDA_SUCCESS;
+static int stage_event_record(void* event, void* stream) {
+  return (int)cuda_api.cuEventRecord(event, stream);
 }
 
-static CUresult d2h_issue(struct cuda_stage* s, size_t k, CUdeviceptr src, size_t size,
-                          CUstream stream) {
-  size_t chunk = cuda_config.stage_chunk, off = k * chunk;
-  size_t len = size - off < chunk ? size - off : chunk;
-  int b = (int)(k & 1);
-  CUresult r = cuda_api.cuEventSynchronize(s->done[b]);
-  if (r == CUDA_SUCCESS)
-    r = cuda_api.cuMemcpyAsync((CUdeviceptr)(uintptr_t)s->buf[b], src + off, len, stream);
-  if (r == CUDA_SUCCESS) r = cuda_api.cuEventRecord(s->done[b], stream);
-  return r;
+static int stage_event_synchronize(void* event) {
+  return (int)cuda_api.cuEventSynchronize(event);
 }
 
-/* Device -> pageable host. Complete when it returns (the host memcpy out of
- * the pinned buffer is the last step). */
-static CUresult staged_d2h(struct cuda_stage* s, unsigned char* dst, CUdeviceptr src, size_t size,
-                           CUstream stream) {
-  size_t chunk = cuda_config.stage_chunk;
-  size_t n = (size + chunk - 1) / chunk;
-  CUresult r = d2h_issue(s, 0, src, size, stream);
-  if (r == CUDA_SUCCESS && n > 1) r = d2h_issue(s, 1, src, size, stream);
-  for (size_t k = 0; r == CUDA_SUCCESS && k < n; k++) {
-    size_t off = k * chunk, len = size - off < chunk ? size - off : chunk;
-    int b = (int)(k & 1);
-    r = cuda_api.cuEventSynchronize(s->done[b]);
-    if (r != CUDA_SUCCESS) break;
-    memcpy(dst + off, s->buf[b], len);
-    if (k + 2 < n) r = d2h_issue(s, k + 2, src, size, stream);
-  }
-  return r;
+static int stage_copy_async(uintptr_t dst, uintptr_t src, size_t len, bool to_device,
+                            void* stream) {
+  (void)to_device; /* unified addressing */
+  return (int)cuda_api.cuMemcpyAsync((CUdeviceptr)dst, (CUdeviceptr)src, len, stream);
 }
+
+static int stage_stream_synchronize(void* stream) {
+  return (int)cuda_api.cuStreamSynchronize(stream);
+}
+
+const struct adr_staging_ops cuda_staging_ops = {
+    .host_alloc = stage_host_alloc,
+    .host_free = stage_host_free,
+    .event_create = stage_event_create,
+    .event_destroy = stage_event_destroy,
+    .event_record = stage_event_record,
+    .event_synchronize = stage_event_synchronize,
+    .copy_async = stage_copy_async,
+    .stream_synchronize = stage_stream_synchronize,
+    .out_of_memory = CUDA_ERROR_OUT_OF_MEMORY,
+};
 
 /* True when `p` is host memory the driver does not know (pageable). */
 static bool is_pageable(const void* p) {
@@ -269,7 +213,7 @@ static bool is_pageable(const void* p) {
  * memmove semantics, adr does (adr.h); backends/common/overlap.h orders
  * the pieces. The scratch buffer is device memory of the stream's device,
  * made on first use and freed with the stream. Queued, never waited for;
- * the device's stage_lock keeps two threads' pieces on one stream from
+ * the device's scratch_lock keeps two threads' pieces on one stream from
  * interleaving. */
 static int queue_piece(void* ctx, uintptr_t dst, uintptr_t src, size_t len) {
   struct adr_backend_stream* stream = ctx;
@@ -279,14 +223,14 @@ static int queue_piece(void* ctx, uintptr_t dst, uintptr_t src, size_t len) {
 static CUresult copy_overlapping(struct adr_backend_device* owner, CUdeviceptr d, CUdeviceptr s,
                                  size_t size, struct adr_backend_stream* stream) {
   CUresult r = CUDA_SUCCESS;
-  pthread_mutex_lock(&owner->stage_lock);
+  pthread_mutex_lock(&owner->scratch_lock);
   if (adr_overlap_needs_scratch(d, s, size) && stream->scratch == 0) {
     r = cuda_api.cuMemAlloc(&stream->scratch, ADR_OVERLAP_SCRATCH);
     if (r != CUDA_SUCCESS) stream->scratch = 0;
   }
   if (r == CUDA_SUCCESS)
     r = (CUresult)adr_overlap_copy(d, s, size, stream->scratch, queue_piece, stream);
-  pthread_mutex_unlock(&owner->stage_lock);
+  pthread_mutex_unlock(&owner->scratch_lock);
   return r;
 }
 
@@ -310,20 +254,13 @@ int cuda_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_
       dst_dev->type == ARROW_DEVICE_CUDA && src_dev->type == ARROW_DEVICE_CUDA) {
     how = "cuMemcpyPeerAsync";
     r = cuda_api.cuMemcpyPeerAsync(d, dst_dev->ctx, s, src_dev->ctx, size, stream->stream);
-  } else if ((dst_dev == NULL) != (src_dev == NULL) && cuda_config.stage_threshold != 0 &&
-             size >= cuda_config.stage_threshold &&
+  } else if ((dst_dev == NULL) != (src_dev == NULL) && adr_staging_wanted(&owner->staging, size) &&
              (dst_dev ? dst_dev : src_dev)->type == ARROW_DEVICE_CUDA &&
              is_pageable(dst_dev ? src : dst)) {
-    struct cuda_stage* stage = NULL;
     how = "staged pageable copy";
-    r = stage_get(owner, &stage);
-    if (r == CUDA_SUCCESS) {
-      r = dst_dev ? staged_h2d(stage, d, src, size, stream->stream)
-                  : staged_d2h(stage, dst, s, size, stream->stream);
-      /* After a failure a chunk may still be in flight without its event. */
-      if (r != CUDA_SUCCESS) cuda_api.cuStreamSynchronize(stream->stream);
-      stage_put(owner, stage);
-    }
+    r = dst_dev
+            ? (CUresult)adr_staging_copy_to_device(&owner->staging, d, src, size, stream->stream)
+            : (CUresult)adr_staging_copy_to_host(&owner->staging, dst, s, size, stream->stream);
   } else if (dst_dev != NULL && dst_dev == src_dev && adr_overlap(d, s, size)) {
     how = "overlapping cuMemcpyAsync";
     r = copy_overlapping(owner, d, s, size, stream);

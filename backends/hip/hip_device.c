@@ -17,6 +17,7 @@
 #include "hip_internal.h"
 
 struct hip_runtime hip_rt;
+struct hip_config hip_config;
 
 static void version_text(int v, char* buf, size_t cap) {
   if (v <= 0) {
@@ -36,12 +37,14 @@ int hip_init(struct adr_error* error) {
   const char* no_async = hip_rt.host != NULL && hip_rt.host->getenv != NULL
                              ? hip_rt.host->getenv(ADR_HIP_NO_ASYNC_ALLOC_ENV)
                              : NULL;
-  hip_rt.async_alloc_disabled = no_async != NULL && strcmp(no_async, "1") == 0;
-  st = hip_parse_staging(hip_rt.host != NULL && hip_rt.host->getenv != NULL
-                             ? hip_rt.host->getenv(ADR_HIP_STAGING_ENV)
-                             : NULL,
-                         error);
-  if (st != 0) return st;
+  hip_config.async_alloc_disabled = no_async != NULL && strcmp(no_async, "1") == 0;
+  char msg[512];
+  if (adr_staging_config_parse(ADR_HIP_STAGING_ENV,
+                               hip_rt.host != NULL && hip_rt.host->getenv != NULL
+                                   ? hip_rt.host->getenv(ADR_HIP_STAGING_ENV)
+                                   : NULL,
+                               &hip_config.staging, msg, sizeof(msg)) != 0)
+    return adr_backend_error_set(error, EINVAL, "[init][hip] %s", msg);
 
   hipError_t init_err = hip_api.hipInit(0);
   int n = 0;
@@ -126,7 +129,8 @@ static int open_device(ArrowDeviceType type, int64_t id, int ordinal, const char
                        struct adr_backend_device** out, struct adr_error* error) {
   struct adr_backend_device* dev = calloc(1, sizeof(*dev));
   if (dev == NULL) return adr_backend_error_set(error, ENOMEM, "[%s][hip] out of memory", op);
-  pthread_mutex_init(&dev->stage_lock, NULL);
+  adr_staging_init(&dev->staging, &hip_staging_ops, &hip_config.staging);
+  pthread_mutex_init(&dev->scratch_lock, NULL);
   dev->type = type;
   dev->id = id;
   dev->ordinal = ordinal;
@@ -137,14 +141,16 @@ static int open_device(ArrowDeviceType type, int64_t id, int ordinal, const char
   if (st == 0 && (e = hip_api.hipGetDeviceProperties(&dev->props, ordinal)) != hipSuccess)
     st = hip_fail(error, op, e, "hipGetDeviceProperties");
   if (st != 0) {
-    pthread_mutex_destroy(&dev->stage_lock);
+    adr_staging_fini(&dev->staging);
+    pthread_mutex_destroy(&dev->scratch_lock);
     free(dev);
     return st;
   }
   dev->props.name[sizeof(dev->props.name) - 1] = '\0';
   dev->props.gcnArchName[sizeof(dev->props.gcnArchName) - 1] = '\0';
-  if (type == ARROW_DEVICE_ROCM && !hip_rt.async_alloc_disabled && hip_api.hipMallocAsync != NULL &&
-      hip_api.hipFreeAsync != NULL && hip_api.hipDeviceGetDefaultMemPool != NULL) {
+  if (type == ARROW_DEVICE_ROCM && !hip_config.async_alloc_disabled &&
+      hip_api.hipMallocAsync != NULL && hip_api.hipFreeAsync != NULL &&
+      hip_api.hipDeviceGetDefaultMemPool != NULL) {
     hipMemPool_t pool = NULL;
     dev->async_alloc = hip_api.hipDeviceGetDefaultMemPool(&pool, ordinal) == hipSuccess;
   }
@@ -170,8 +176,8 @@ void hip_device_close(struct adr_backend_device* dev) {
   if (dev == NULL) return;
   bool live = !hip_exiting();
   if (live) hip_set_device(dev, "device_close", NULL);
-  hip_stage_release_all(dev);
-  pthread_mutex_destroy(&dev->stage_lock);
+  adr_staging_fini(&dev->staging);
+  pthread_mutex_destroy(&dev->scratch_lock);
   if (live && dev->default_stream.stream != NULL && !dev->default_stream.imported) {
     hip_api.hipStreamSynchronize(dev->default_stream.stream);
     hip_api.hipStreamDestroy(dev->default_stream.stream);
@@ -281,11 +287,11 @@ int hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, 
   emit(ctx, "compute_capability", buf);
   emit(ctx, "managed_memory", p->managedMemory ? "yes" : "no");
   emit(ctx, "can_map_host_memory", p->canMapHostMemory ? "yes" : "no");
-  if (hip_rt.stage_threshold == 0)
+  if (hip_config.staging.threshold == 0)
     snprintf(buf, sizeof(buf), "off");
   else
     snprintf(buf, sizeof(buf), "pageable copies >= %zu KiB, 2 x %zu KiB pinned",
-             hip_rt.stage_threshold >> 10, hip_rt.stage_chunk >> 10);
+             hip_config.staging.threshold >> 10, hip_config.staging.chunk >> 10);
   emit(ctx, "pageable_staging", buf);
   emit(ctx, "stream_ordered_alloc", dev->async_alloc ? "hipMallocAsync" : "no (hipMalloc/hipFree)");
   buf[0] = '\0';

@@ -20,6 +20,7 @@
 
 #include "adr/backend.h"
 #include "adr/hip.h"
+#include "staging.h"
 
 /* Runtimes 6.0 and later changed the values of hipMemoryType (hipMemoryType
  * Host became 1, Device 2 ...) and renamed the hipPointerAttribute_t field;
@@ -102,14 +103,11 @@ struct hip_api {
 extern struct hip_api hip_api;
 
 struct hip_runtime {
-  void* handle;              /* dlopen handle, never closed */
-  char path[256];            /* the name or path that opened */
-  int runtime_version;       /* hipRuntimeGetVersion: major*10^7 + minor*10^5 + patch */
-  int driver_version;        /* hipDriverGetVersion */
-  int device_count;          /* ordinals 0..device_count-1 */
-  bool async_alloc_disabled; /* ADR_HIP_NO_ASYNC_ALLOC=1 */
-  size_t stage_threshold;    /* pageable copies of at least this size are staged; 0 = never */
-  size_t stage_chunk;        /* bytes per pinned staging buffer */
+  void* handle;        /* dlopen handle, never closed */
+  char path[256];      /* the name or path that opened */
+  int runtime_version; /* hipRuntimeGetVersion: major*10^7 + minor*10^5 + patch */
+  int driver_version;  /* hipDriverGetVersion */
+  int device_count;    /* ordinals 0..device_count-1 */
   /* Set by an exit handler registered after the runtime loaded, so it runs
    * before the runtime's own exit-time teardown (and before the core closes
    * devices): from then on the backend frees only its own memory and makes
@@ -119,6 +117,15 @@ struct hip_runtime {
 };
 /* Written by init, read-only after. */
 extern struct hip_runtime hip_rt;
+
+/* Configuration read at init; read-only afterwards. */
+struct hip_config {
+  struct adr_staging_config staging; /* ADR_HIP_STAGING */
+  bool async_alloc_disabled;         /* ADR_HIP_NO_ASYNC_ALLOC=1 */
+};
+extern struct hip_config hip_config;
+/* The runtime calls of staged pageable copies (hip_memory.c). */
+extern const struct adr_staging_ops hip_staging_ops;
 
 static inline bool hip_exiting(void) {
   return atomic_load_explicit(&hip_rt.exiting, memory_order_acquire);
@@ -164,14 +171,6 @@ struct adr_backend_event {
   bool imported; /* not ours to destroy */
 };
 
-/* Two pinned buffers and an event guarding the reuse of each, for staged
- * pageable copies; kept on a per-device free list. */
-struct hip_stage {
-  struct hip_stage* next;
-  void* buf[2];
-  hipEvent_t done[2];
-};
-
 struct adr_backend_device {
   ArrowDeviceType type; /* ARROW_DEVICE_ROCM or ARROW_DEVICE_ROCM_HOST */
   int64_t id;           /* adr id (= ordinal unless adopted) */
@@ -180,8 +179,10 @@ struct adr_backend_device {
   bool async_alloc; /* hipMallocAsync usable on this device */
   bool adopted;
   struct adr_backend_stream default_stream;
-  pthread_mutex_t stage_lock; /* guards stages */
-  struct hip_stage* stages;
+  /* Pinned staging of pageable copies (backends/common/staging.h). */
+  struct adr_staging staging;
+  /* Keeps two threads' overlapping-copy pieces on one stream apart. */
+  pthread_mutex_t scratch_lock;
   hip_props_t props;
 };
 
@@ -221,14 +222,8 @@ int hip_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
                       struct adr_error* error);
 int hip_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_error* error);
 void hip_memory_shutdown(void);
-/* Frees the device's staging buffers (device_close). */
-void hip_stage_release_all(struct adr_backend_device* dev);
 /* Frees a stream's overlap scratch buffer; its work must have completed. */
 void hip_stream_scratch_free(struct adr_backend_stream* stream);
-/* Parses ADR_HIP_STAGING ("off" | size [":" size], size = digits with an
- * optional K/M/G suffix) into hip_rt; EINVAL naming the column. */
-int hip_parse_staging(const char* text, struct adr_error* error);
-
 int hip_stream_create(struct adr_backend_device* dev, uint32_t flags,
                       struct adr_backend_stream** out, struct adr_error* error);
 int hip_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* stream,

@@ -149,180 +149,62 @@ int hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
   return 0;
 }
 
-/* ---- staged pageable copies --------------------------------------------
+/* ---- staged pageable copies (backends/common/staging.h) ----------------
  *
- * A copy between pageable host memory and device memory is only as
- * asynchronous as the runtime's own bounce buffer allows, one bounce at a
- * time. At or above the threshold the backend stages it through two pinned
- * buffers instead: the host memcpy of one chunk overlaps the transfer of
- * the other, an event per buffer guarding its reuse. Host -> device returns
- * once the source has been read (the last transfers are still queued);
- * device -> host returns complete, as a copy to pageable memory does
- * anyway. */
+ * At exit (hip_exiting) the runtime may already be gone: the release calls
+ * then free nothing of the runtime's. */
 
-static int parse_size(const char* text, size_t* pos, size_t* out) {
-  size_t i = *pos, v = 0;
-  if (text[i] < '0' || text[i] > '9') return -1;
-  while (text[i] >= '0' && text[i] <= '9') {
-    if (v > (SIZE_MAX - 9) / 10) return -1;
-    v = v * 10 + (size_t)(text[i++] - '0');
-  }
-  size_t mul = 1;
-  switch (text[i]) {
-    case 'k':
-    case 'K':
-      mul = (size_t)1 << 10;
-      i++;
-      break;
-    case 'm':
-    case 'M':
-      mul = (size_t)1 << 20;
-      i++;
-      break;
-    case 'g':
-    case 'G':
-      mul = (size_t)1 << 30;
-      i++;
-      break;
-    default:
-      break;
-  }
-  if (v > SIZE_MAX / mul) return -1;
-  *out = v * mul;
-  *pos = i;
-  return 0;
+static int stage_host_alloc(size_t size, void** out) {
+  return (int)hip_api.hipHostMalloc(out, size, hipHostMallocPortable);
 }
 
-int hip_parse_staging(const char* text, struct adr_error* error) {
-  hip_rt.stage_threshold = (size_t)1 << 20;
-  hip_rt.stage_chunk = (size_t)4 << 20;
-  if (text == NULL) return 0;
-  if (strcmp(text, "off") == 0) {
-    hip_rt.stage_threshold = 0;
-    return 0;
-  }
-  size_t pos = 0, threshold = 0, chunk = hip_rt.stage_chunk;
-  const char* expected = "a byte count (digits with an optional K, M or G) or \"off\"";
-  bool ok = parse_size(text, &pos, &threshold) == 0;
-  if (ok && text[pos] == ':') {
-    pos++;
-    expected = "a chunk size of at least 4K";
-    size_t start = pos;
-    ok = parse_size(text, &pos, &chunk) == 0 && chunk >= 4096;
-    if (!ok) pos = start;
-  }
-  if (ok && text[pos] != '\0') {
-    ok = false;
-    expected = "':' or the end";
-  }
-  if (!ok)
-    return adr_backend_error_set(error, EINVAL, "[init][hip] %s=\"%s\": column %zu: expected %s",
-                                 ADR_HIP_STAGING_ENV, text, pos + 1, expected);
-  hip_rt.stage_threshold = threshold;
-  hip_rt.stage_chunk = chunk;
-  return 0;
+static void stage_host_free(void* ptr) {
+  if (!hip_exiting()) hip_api.hipHostFree(ptr);
 }
 
-static void stage_destroy(struct hip_stage* s) {
-  for (int i = 0; i < 2 && !hip_exiting(); i++) {
-    if (s->done[i] != NULL) {
-      hip_api.hipEventSynchronize(s->done[i]);
-      hip_api.hipEventDestroy(s->done[i]);
-    }
-    if (s->buf[i] != NULL) hip_api.hipHostFree(s->buf[i]);
-  }
-  free(s);
+static int stage_event_create(void** out) {
+  hipEvent_t event = NULL;
+  hipError_t e = hip_api.hipEventCreateWithFlags(&event, hipEventDisableTiming);
+  *out = event;
+  return (int)e;
 }
 
-/* A staging pair of `dev` (its ordinal is current). */
-static hipError_t stage_get(struct adr_backend_device* dev, struct hip_stage** out) {
-  pthread_mutex_lock(&dev->stage_lock);
-  struct hip_stage* s = dev->stages;
-  if (s != NULL) dev->stages = s->next;
-  pthread_mutex_unlock(&dev->stage_lock);
-  if (s != NULL) {
-    *out = s;
-    return hipSuccess;
-  }
-  s = calloc(1, sizeof(*s));
-  if (s == NULL) return hipErrorOutOfMemory;
-  hipError_t e = hipSuccess;
-  for (int i = 0; i < 2 && e == hipSuccess; i++) {
-    e = hip_api.hipHostMalloc(&s->buf[i], hip_rt.stage_chunk, hipHostMallocPortable);
-    if (e == hipSuccess) e = hip_api.hipEventCreateWithFlags(&s->done[i], hipEventDisableTiming);
-  }
-  if (e != hipSuccess) {
-    stage_destroy(s);
-    return e;
-  }
-  *out = s;
-  return hipSuccess;
+static void stage_event_destroy(void* event) {
+  if (hip_exiting()) return;
+  hip_api.hipEventSynchronize(event);
+  hip_api.hipEventDestroy(event);
 }
 
-static void stage_put(struct adr_backend_device* dev, struct hip_stage* s) {
-  pthread_mutex_lock(&dev->stage_lock);
-  s->next = dev->stages;
-  dev->stages = s;
-  pthread_mutex_unlock(&dev->stage_lock);
+static int stage_event_record(void* event, void* stream) {
+  return (int)hip_api.hipEventRecord(event, stream);
 }
 
-void hip_stage_release_all(struct adr_backend_device* dev) {
-  pthread_mutex_lock(&dev->stage_lock);
-  struct hip_stage* s = dev->stages;
-  dev->stages = NULL;
-  pthread_mutex_unlock(&dev->stage_lock);
-  while (s != NULL) {
-    struct hip_stage* next = s->next;
-    stage_destroy(s);
-    s = next;
-  }
+static int stage_event_synchronize(void* event) {
+  return (int)hip_api.hipEventSynchronize(event);
 }
 
-static hipError_t staged_h2d(struct hip_stage* s, unsigned char* dst, const unsigned char* src,
-                             size_t size, hipStream_t stream) {
-  size_t chunk = hip_rt.stage_chunk;
-  for (size_t off = 0, i = 0; off < size; off += chunk, i++) {
-    size_t len = size - off < chunk ? size - off : chunk;
-    int b = (int)(i & 1);
-    hipError_t e = hip_api.hipEventSynchronize(s->done[b]);
-    if (e != hipSuccess) return e;
-    memcpy(s->buf[b], src + off, len);
-    e = hip_api.hipMemcpyAsync(dst + off, s->buf[b], len, hipMemcpyHostToDevice, stream);
-    if (e == hipSuccess) e = hip_api.hipEventRecord(s->done[b], stream);
-    if (e != hipSuccess) return e;
-  }
-  return hipSuccess;
+static int stage_copy_async(uintptr_t dst, uintptr_t src, size_t len, bool to_device,
+                            void* stream) {
+  return (int)hip_api.hipMemcpyAsync((void*)dst, (const void*)src, len,
+                                     to_device ? hipMemcpyHostToDevice : hipMemcpyDeviceToHost,
+                                     stream);
 }
 
-/* Queues the transfer of chunk k into buffer k % 2. */
-static hipError_t d2h_issue(struct hip_stage* s, size_t k, const unsigned char* src, size_t size,
-                            hipStream_t stream) {
-  size_t chunk = hip_rt.stage_chunk, off = k * chunk;
-  size_t len = size - off < chunk ? size - off : chunk;
-  int b = (int)(k & 1);
-  hipError_t e = hip_api.hipEventSynchronize(s->done[b]);
-  if (e == hipSuccess)
-    e = hip_api.hipMemcpyAsync(s->buf[b], src + off, len, hipMemcpyDeviceToHost, stream);
-  if (e == hipSuccess) e = hip_api.hipEventRecord(s->done[b], stream);
-  return e;
+static int stage_stream_synchronize(void* stream) {
+  return (int)hip_api.hipStreamSynchronize(stream);
 }
 
-static hipError_t staged_d2h(struct hip_stage* s, unsigned char* dst, const unsigned char* src,
-                             size_t size, hipStream_t stream) {
-  size_t chunk = hip_rt.stage_chunk;
-  size_t n = (size + chunk - 1) / chunk;
-  hipError_t e = d2h_issue(s, 0, src, size, stream);
-  if (e == hipSuccess && n > 1) e = d2h_issue(s, 1, src, size, stream);
-  for (size_t k = 0; e == hipSuccess && k < n; k++) {
-    size_t off = k * chunk, len = size - off < chunk ? size - off : chunk;
-    int b = (int)(k & 1);
-    e = hip_api.hipEventSynchronize(s->done[b]);
-    if (e != hipSuccess) break;
-    memcpy(dst + off, s->buf[b], len);
-    if (k + 2 < n) e = d2h_issue(s, k + 2, src, size, stream);
-  }
-  return e;
-}
+const struct adr_staging_ops hip_staging_ops = {
+    .host_alloc = stage_host_alloc,
+    .host_free = stage_host_free,
+    .event_create = stage_event_create,
+    .event_destroy = stage_event_destroy,
+    .event_record = stage_event_record,
+    .event_synchronize = stage_event_synchronize,
+    .copy_async = stage_copy_async,
+    .stream_synchronize = stage_stream_synchronize,
+    .out_of_memory = hipErrorOutOfMemory,
+};
 
 /* hipMemoryType values: runtimes before 6.0 numbered them Host 0, Device
  * 1, Array 2, Unified 3; 6.0 and later Unregistered 0, Host 1, Device 2,
@@ -367,7 +249,7 @@ static bool is_device_memory(const struct adr_backend_device* dev) {
  * memmove semantics, adr does (adr.h); backends/common/overlap.h orders
  * the pieces. The scratch buffer is device memory of the stream's device,
  * made on first use and freed with the stream. Queued, never waited for;
- * the device's stage_lock keeps two threads' pieces on one stream from
+ * the device's scratch_lock keeps two threads' pieces on one stream from
  * interleaving. */
 struct piece_ctx {
   struct adr_backend_stream* stream;
@@ -385,7 +267,7 @@ static hipError_t copy_overlapping(char* d, const char* s, size_t size, hipMemcp
                                    struct adr_backend_stream* stream) {
   struct adr_backend_device* owner = stream->dev;
   hipError_t e = hipSuccess;
-  pthread_mutex_lock(&owner->stage_lock);
+  pthread_mutex_lock(&owner->scratch_lock);
   if (adr_overlap_needs_scratch((uintptr_t)d, (uintptr_t)s, size) && stream->scratch == NULL) {
     e = hip_api.hipMalloc(&stream->scratch, ADR_OVERLAP_SCRATCH);
     if (e != hipSuccess) stream->scratch = NULL;
@@ -394,7 +276,7 @@ static hipError_t copy_overlapping(char* d, const char* s, size_t size, hipMemcp
     struct piece_ctx c = {stream, kind, (uintptr_t)stream->scratch};
     e = (hipError_t)adr_overlap_copy((uintptr_t)d, (uintptr_t)s, size, c.scratch, queue_piece, &c);
   }
-  pthread_mutex_unlock(&owner->stage_lock);
+  pthread_mutex_unlock(&owner->scratch_lock);
   return e;
 }
 
@@ -416,20 +298,16 @@ int hip_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_d
     fn = "hipMemcpyPeerAsync";
     e = hip_api.hipMemcpyPeerAsync(dst, dst_dev->ordinal, src, src_dev->ordinal, size,
                                    stream->stream);
-  } else if ((dst_dev == NULL) != (src_dev == NULL) && hip_rt.stage_threshold != 0 &&
-             size >= hip_rt.stage_threshold && is_device_memory(dst_dev ? dst_dev : src_dev) &&
+  } else if ((dst_dev == NULL) != (src_dev == NULL) &&
+             adr_staging_wanted(&stream->dev->staging, size) &&
+             is_device_memory(dst_dev ? dst_dev : src_dev) &&
              (dst_dev ? dst_dev : src_dev)->ordinal == stream->dev->ordinal &&
              is_pageable(dst_dev ? src : dst)) {
-    struct hip_stage* stage = NULL;
     fn = "staged pageable copy";
-    e = stage_get(stream->dev, &stage);
-    if (e == hipSuccess) {
-      e = dst_dev ? staged_h2d(stage, dst, src, size, stream->stream)
-                  : staged_d2h(stage, dst, src, size, stream->stream);
-      /* After a failure a chunk may still be in flight without its event. */
-      if (e != hipSuccess) hip_api.hipStreamSynchronize(stream->stream);
-      stage_put(stream->dev, stage);
-    }
+    e = dst_dev ? (hipError_t)adr_staging_copy_to_device(&stream->dev->staging, (uintptr_t)dst, src,
+                                                         size, stream->stream)
+                : (hipError_t)adr_staging_copy_to_host(&stream->dev->staging, dst, (uintptr_t)src,
+                                                       size, stream->stream);
   } else {
     /* Pinned host memory (rocm_host) is host memory for the direction;
      * pageable host memory is handed to the runtime as it is, which stages
