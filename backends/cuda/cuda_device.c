@@ -30,7 +30,7 @@ int cuda_ctx_enter(struct adr_backend_device* dev, struct cuda_ctx_guard* guard,
   if (cuda_api.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == dev->ctx) return 0;
   CUresult r = cuda_api.cuCtxPushCurrent(dev->ctx);
   if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, op, "cannot make the primary context of CUDA device %d current",
+    return cuda_check(r, error, "cannot make the primary context of CUDA device %d current",
                       dev->ordinal);
   guard->pushed = true;
   return 0;
@@ -51,7 +51,7 @@ static int read_config(struct adr_error* error) {
   char msg[512];
   if (adr_staging_config_parse(ADR_CUDA_ENV_STAGING, cuda_getenv(ADR_CUDA_ENV_STAGING),
                                &cuda_config.staging, msg, sizeof(msg)) != 0)
-    return adr_backend_error_set(error, EINVAL, "[init][" CUDA_BACKEND_NAME "] EINVAL: %s", msg);
+    return cuda_errorf(error, EINVAL, "%s", msg);
   return 0;
 }
 
@@ -62,11 +62,10 @@ int cuda_init(struct adr_error* error) {
   if (st) return st;
   int n = 0;
   CUresult r = cuda_api.cuDeviceGetCount(&n);
-  if (r != CUDA_SUCCESS) return cuda_error(error, r, "init", "cuDeviceGetCount failed");
+  if (r != CUDA_SUCCESS) return cuda_check(r, error, "cuDeviceGetCount failed");
   if (n <= 0)
     return adr_backend_error_set(error, ENODEV,
-                                 "[init][" CUDA_BACKEND_NAME
-                                 "] unavailable: the CUDA driver at %s "
+                                 "unavailable: the CUDA driver at %s "
                                  "reports no device",
                                  cuda_api.path);
   g_device_count = n;
@@ -86,11 +85,10 @@ static bool served(ArrowDeviceType type) {
 
 int cuda_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
   if (!served(type))
-    return adr_backend_error_set(error, EINVAL,
-                                 "[device_count][" CUDA_BACKEND_NAME
-                                 "] EINVAL: device type %d is "
-                                 "not served by this backend",
-                                 (int)type);
+    return cuda_errorf(error, EINVAL,
+                       "device type %d is "
+                       "not served by this backend",
+                       (int)type);
   *out = g_device_count;
   return 0;
 }
@@ -98,15 +96,12 @@ int cuda_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* erro
 int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
                      struct adr_error* error) {
   if (!served(type) || id < 0 || id >= g_device_count)
-    return adr_backend_error_set(error, ENODEV,
-                                 "[device_open][" CUDA_BACKEND_NAME
-                                 "] ENODEV: no device %lld of "
-                                 "type %d (%d CUDA device(s))",
-                                 (long long)id, (int)type, g_device_count);
+    return cuda_errorf(error, ENODEV,
+                       "no device %lld of "
+                       "type %d (%d CUDA device(s))",
+                       (long long)id, (int)type, g_device_count);
   struct adr_backend_device* dev = calloc(1, sizeof(*dev));
-  if (dev == NULL)
-    return adr_backend_error_set(error, ENOMEM,
-                                 "[device_open][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
+  if (dev == NULL) return cuda_errorf(error, ENOMEM, "out of memory");
   dev->type = type;
   dev->ordinal = (int)id;
   adr_staging_init(&dev->staging, &cuda_staging_ops, &cuda_config.staging);
@@ -116,8 +111,8 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
   CUresult r = cuda_api.cuDeviceGet(&dev->cu_dev, dev->ordinal);
   if (r == CUDA_SUCCESS) r = cuda_api.cuDevicePrimaryCtxRetain(&dev->ctx, dev->cu_dev);
   if (r != CUDA_SUCCESS) {
-    int st = cuda_error(error, r, "device_open",
-                        "CUDA device %d: cannot retain the primary context", dev->ordinal);
+    int st =
+        cuda_check(r, error, "CUDA device %d: cannot retain the primary context", dev->ordinal);
     adr_staging_fini(&dev->staging);
     pthread_mutex_destroy(&dev->scratch_lock);
     pthread_mutex_destroy(&dev->align_lock);
@@ -141,8 +136,7 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
     r = cuda_api.cuStreamCreate(&dev->default_stream.stream, CU_STREAM_NON_BLOCKING);
     cuda_ctx_leave(&g);
     if (r != CUDA_SUCCESS)
-      st = cuda_error(error, r, "device_open", "CUDA device %d: cannot create the default stream",
-                      dev->ordinal);
+      st = cuda_check(r, error, "CUDA device %d: cannot create the default stream", dev->ordinal);
   }
   if (st) {
     cuda_api.cuDevicePrimaryCtxRelease(dev->cu_dev);
@@ -182,7 +176,7 @@ int cuda_device_info(struct adr_backend_device* dev, struct adr_device_info* out
   char name[256] = "";
   CUresult r = cuda_api.cuDeviceGetName(name, (int)sizeof(name), dev->cu_dev);
   if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "device_info", "CUDA device %d: cuDeviceGetName", dev->ordinal);
+    return cuda_check(r, error, "CUDA device %d: cuDeviceGetName", dev->ordinal);
   const char* kind = dev->type == ARROW_DEVICE_CUDA_HOST      ? " (pinned host memory)"
                      : dev->type == ARROW_DEVICE_CUDA_MANAGED ? " (managed memory)"
                                                               : "";
@@ -239,8 +233,7 @@ int cuda_device_properties(struct adr_backend_device* dev, adr_property_fn emit,
   CUresult r = cuda_api.cuDeviceGetPCIBusId(bus, (int)sizeof(bus), dev->cu_dev);
   if (r == CUDA_SUCCESS) r = cuda_api.cuDeviceGetUuid(&uuid, dev->cu_dev);
   if (r == CUDA_SUCCESS) r = cuda_api.cuDeviceTotalMem(&total, dev->cu_dev);
-  if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "device_properties", "CUDA device %d", dev->ordinal);
+  if (r != CUDA_SUCCESS) return cuda_check(r, error, "CUDA device %d", dev->ordinal);
   const unsigned char* u = (const unsigned char*)uuid.bytes;
   emitf(emit, ctx, "ordinal", "%d", dev->ordinal);
   emitf(emit, ctx, "compute_capability", "%d.%d", dev->cc_major, dev->cc_minor);
@@ -284,11 +277,10 @@ int cuda_device_native(struct adr_backend_device* dev, int kind, void** out,
       *out = (void*)dev->default_stream.stream;
       return 0;
     default:
-      return adr_backend_error_set(error, ENOTSUP,
-                                   "[device_native][" CUDA_BACKEND_NAME
-                                   "] ENOTSUP: no native "
-                                   "handle of kind %d (CUDA has device, context and queue)",
-                                   kind);
+      return cuda_errorf(error, ENOTSUP,
+                         "no native "
+                         "handle of kind %d (CUDA has device, context and queue)",
+                         kind);
   }
 }
 
@@ -301,14 +293,12 @@ int cuda_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_
                                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
   void* data[] = {&mem_type, &managed, &ordinal};
   CUresult r = cuda_api.cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)ptr);
-  if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "pointer_query", "cuPointerGetAttributes(%p)", ptr);
+  if (r != CUDA_SUCCESS) return cuda_check(r, error, "cuPointerGetAttributes(%p)", ptr);
   if (mem_type == 0 || ordinal < 0 || ordinal >= g_device_count)
-    return adr_backend_error_set(error, ENOENT,
-                                 "[pointer_query][" CUDA_BACKEND_NAME
-                                 "] ENOENT: %p is not memory "
-                                 "the CUDA driver knows",
-                                 ptr);
+    return cuda_errorf(error, ENOENT,
+                       "%p is not memory "
+                       "the CUDA driver knows",
+                       ptr);
   if (managed != 0)
     *out_type = ARROW_DEVICE_CUDA_MANAGED;
   else if (mem_type == CU_MEMORYTYPE_HOST)

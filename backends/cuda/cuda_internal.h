@@ -107,16 +107,21 @@ void cuda_log(int level, const char* fmt, ...) ADR_PRINTF(2, 3);
  * when the driver is missing, a stub, too old or incomplete. */
 int cuda_library_load(struct adr_error* error);
 
-/* ---- status ------------------------------------------------------------- */
+/* ---- status (cuda_status.c) ---------------------------------------------- */
 
-/* errno value for a CUresult. */
+/* errno value for a CUresult (CUDA_SUCCESS -> 0). */
 int cuda_status(CUresult r);
-/* Formats "[op][cuda] CUDA_ERROR_X: detail (driver text, CUresult n)" and
- * returns the status. `r` must not be CUDA_SUCCESS. */
-int cuda_error(struct adr_error* error, CUresult r, const char* op, const char* fmt, ...)
-    ADR_PRINTF(4, 5);
-/* Name of a CUresult ("CUDA_ERROR_OUT_OF_MEMORY"), never NULL. */
-const char* cuda_result_name(CUresult r);
+/* "CUDA_ERROR_OUT_OF_MEMORY": from the driver when it is loaded, else from the
+ * backend's own table; never NULL. */
+const char* cuda_error_name(CUresult r);
+/* A description of `r` (the driver's when it has a real one); never NULL. */
+const char* cuda_error_description(CUresult r);
+/* 0 when `r` is CUDA_SUCCESS; otherwise writes "NAME: description (what)",
+ * what formatted from fmt (NULL: none), and returns the errno status. */
+int cuda_check(CUresult r, struct adr_error* error, const char* fmt, ...) ADR_PRINTF(3, 4);
+/* Writes "ENAME: text" (text formatted from fmt) and returns `status`: for
+ * failures that are the backend's own, not the driver's. */
+int cuda_errorf(struct adr_error* error, int status, const char* fmt, ...) ADR_PRINTF(3, 4);
 
 /* ---- objects ------------------------------------------------------------ */
 

@@ -80,10 +80,9 @@ static int open_library(struct adr_error* error) {
     const char* why = dlerror();
     append(tried, sizeof(tried), "%s%s", i ? "; " : "", why ? why : names[i]);
   }
-  return adr_backend_error_set(
-      error, ENODEV, "[init][" CUDA_BACKEND_NAME "] unavailable: %s not found (tried: %s)%s",
-      override ? override : "libcuda.so.1", tried,
-      override ? " (from " ADR_CUDA_ENV_DRIVER ")" : "");
+  return adr_backend_error_set(error, ENODEV, "unavailable: %s not found (tried: %s)%s",
+                               override ? override : "libcuda.so.1", tried,
+                               override ? " (from " ADR_CUDA_ENV_DRIVER ")" : "");
 }
 
 /* dlsym into a function-pointer slot (ISO C has no void* -> function
@@ -101,7 +100,7 @@ static int unavailable(struct adr_error* error, const char* fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  return adr_backend_error_set(error, ENODEV, "[init][" CUDA_BACKEND_NAME "] unavailable: %s", msg);
+  return adr_backend_error_set(error, ENODEV, "unavailable: %s", msg);
 }
 
 /* One entry point: cuGetProcAddress at the pinned version, else dlsym. */
@@ -115,7 +114,7 @@ static bool resolve(const char* base, const char* versioned, void* slot, char* w
     if (r != CUDA_SUCCESS || qr != CU_GET_PROC_ADDRESS_SUCCESS) {
       p = NULL;
       snprintf(why, cap, "cuGetProcAddress(\"%s\", %d): %s, query status %d", base,
-               ADR_CUDA_API_VERSION, cuda_result_name(r), (int)qr);
+               ADR_CUDA_API_VERSION, cuda_error_name(r), (int)qr);
     }
   }
   if (p == NULL) p = dlsym(cuda_api.lib, versioned);
@@ -149,8 +148,8 @@ int cuda_library_load(struct adr_error* error) {
                        version / 1000, (version % 1000) / 10, path,
                        cuda_getenv("CUDA_VISIBLE_DEVICES") ? ", CUDA_VISIBLE_DEVICES is set" : "");
   if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "init", "cuInit failed for the driver at %s (driver version %d)",
-                      path, version);
+    return cuda_check(r, error, "cuInit failed for the driver at %s (driver version %d)", path,
+                      version);
   if (version < ADR_CUDA_API_VERSION)
     return unavailable(error,
                        "CUDA driver %d.%d at %s is older than %d.%d, the version the backend "

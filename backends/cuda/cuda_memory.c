@@ -63,25 +63,23 @@ int cuda_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
     request = size + alignment - natural;
     if (request < size) {
       cuda_ctx_leave(&g);
-      return adr_backend_error_set(error, EOVERFLOW,
-                                   "[alloc][" CUDA_BACKEND_NAME
-                                   "] EOVERFLOW: %zu bytes aligned to "
-                                   "%zu overflow",
-                                   size, alignment);
+      return cuda_errorf(error, EOVERFLOW,
+                         "%zu bytes aligned to "
+                         "%zu overflow",
+                         size, alignment);
     }
   }
   struct cuda_aligned* rec = NULL;
   if (alignment > natural && (rec = malloc(sizeof(*rec))) == NULL) {
     cuda_ctx_leave(&g);
-    return adr_backend_error_set(error, ENOMEM,
-                                 "[alloc][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
+    return cuda_errorf(error, ENOMEM, "out of memory");
   }
   CUdeviceptr base = 0;
   CUresult r = raw_alloc(dev, request, stream, &base);
   if (r != CUDA_SUCCESS) {
     cuda_ctx_leave(&g);
     free(rec);
-    return cuda_error(error, r, "alloc", "%zu bytes on CUDA device %d (%s)", request, dev->ordinal,
+    return cuda_check(r, error, "%zu bytes on CUDA device %d (%s)", request, dev->ordinal,
                       dev->type == ARROW_DEVICE_CUDA_HOST      ? "cuMemHostAlloc"
                       : dev->type == ARROW_DEVICE_CUDA_MANAGED ? "cuMemAllocManaged"
                       : dev->mempools                          ? "cuMemAllocAsync"
@@ -131,8 +129,7 @@ int cuda_free(struct adr_backend_device* dev, void* ptr, size_t size,
     CUresult r = raw_free(dev, (CUdeviceptr)base, stream);
     cuda_ctx_leave(&g);
     if (r != CUDA_SUCCESS)
-      st =
-          cuda_error(error, r, "free", "%p (%zu bytes) on CUDA device %d", ptr, size, dev->ordinal);
+      st = cuda_check(r, error, "%p (%zu bytes) on CUDA device %d", ptr, size, dev->ordinal);
   }
   if (st != 0 && rec != NULL) {
     /* Nothing was freed: keep the record so a retry still finds the base. */
@@ -269,7 +266,7 @@ int cuda_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_
   }
   cuda_ctx_leave(&g);
   if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "copy", "%s of %zu bytes from %p to %p", how, size, src, dst);
+    return cuda_check(r, error, "%s of %zu bytes from %p to %p", how, size, src, dst);
   return 0;
 }
 
@@ -282,8 +279,8 @@ int cuda_memset(struct adr_backend_device* dev, void* ptr, int value, size_t siz
                                         stream->stream);
   cuda_ctx_leave(&g);
   if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "memset", "cuMemsetD8Async of %zu bytes at %p on CUDA device %d",
-                      size, ptr, dev->ordinal);
+    return cuda_check(r, error, "cuMemsetD8Async of %zu bytes at %p on CUDA device %d", size, ptr,
+                      dev->ordinal);
   return 0;
 }
 
@@ -294,8 +291,7 @@ int cuda_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
   if (st) return st;
   CUresult r = cuda_api.cuMemHostRegister(ptr, size, CU_MEMHOSTREGISTER_PORTABLE);
   cuda_ctx_leave(&g);
-  if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "host_register", "cuMemHostRegister(%p, %zu)", ptr, size);
+  if (r != CUDA_SUCCESS) return cuda_check(r, error, "cuMemHostRegister(%p, %zu)", ptr, size);
   return 0;
 }
 
@@ -305,7 +301,6 @@ int cuda_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_e
   if (st) return st;
   CUresult r = cuda_api.cuMemHostUnregister(ptr);
   cuda_ctx_leave(&g);
-  if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "host_unregister", "cuMemHostUnregister(%p)", ptr);
+  if (r != CUDA_SUCCESS) return cuda_check(r, error, "cuMemHostUnregister(%p)", ptr);
   return 0;
 }

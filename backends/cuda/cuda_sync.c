@@ -20,9 +20,7 @@ int cuda_stream_create(struct adr_backend_device* dev, uint32_t flags,
     return 0;
   }
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
-  if (s == NULL)
-    return adr_backend_error_set(error, ENOMEM,
-                                 "[stream_create][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
+  if (s == NULL) return cuda_errorf(error, ENOMEM, "out of memory");
   s->dev = dev;
   struct cuda_ctx_guard g;
   int st = cuda_ctx_enter(dev, &g, "stream_create", error);
@@ -30,7 +28,7 @@ int cuda_stream_create(struct adr_backend_device* dev, uint32_t flags,
     CUresult r = cuda_api.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
     cuda_ctx_leave(&g);
     if (r != CUDA_SUCCESS)
-      st = cuda_error(error, r, "stream_create", "cuStreamCreate on CUDA device %d", dev->ordinal);
+      st = cuda_check(r, error, "cuStreamCreate on CUDA device %d", dev->ordinal);
   }
   if (st) {
     free(s);
@@ -48,8 +46,7 @@ int cuda_stream_destroy(struct adr_backend_device* dev, struct adr_backend_strea
     /* The API promises the queued work completes before the stream goes. */
     CUresult r = cuda_api.cuStreamSynchronize(stream->stream);
     if (r == CUDA_SUCCESS) r = cuda_api.cuStreamDestroy(stream->stream);
-    if (r != CUDA_SUCCESS)
-      st = cuda_error(error, r, "stream_destroy", "CUDA device %d", dev->ordinal);
+    if (r != CUDA_SUCCESS) st = cuda_check(r, error, "CUDA device %d", dev->ordinal);
   } else if (stream->scratch != 0) {
     cuda_api.cuStreamSynchronize(stream->stream); /* its copies may still read it */
   }
@@ -67,8 +64,7 @@ int cuda_stream_destroy(struct adr_backend_device* dev, struct adr_backend_strea
 int cuda_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* stream,
                             struct adr_error* error) {
   CUresult r = cuda_api.cuStreamSynchronize(stream->stream);
-  if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "stream_synchronize", "CUDA device %d", dev->ordinal);
+  if (r != CUDA_SUCCESS) return cuda_check(r, error, "CUDA device %d", dev->ordinal);
   return 0;
 }
 
@@ -84,18 +80,14 @@ int cuda_stream_import(struct adr_backend_device* dev, void* native_stream,
   CUresult r = cuda_api.cuStreamGetCtx(cs, &owner);
   cuda_ctx_leave(&g);
   if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "stream_import", "%p is not a CUstream the driver knows",
-                      native_stream);
+    return cuda_check(r, error, "%p is not a CUstream the driver knows", native_stream);
   if (owner != dev->ctx)
-    return adr_backend_error_set(error, EINVAL,
-                                 "[stream_import][" CUDA_BACKEND_NAME
-                                 "] EINVAL: CUstream %p "
-                                 "belongs to another context than CUDA device %d's primary context",
-                                 native_stream, dev->ordinal);
+    return cuda_errorf(error, EINVAL,
+                       "CUstream %p "
+                       "belongs to another context than CUDA device %d's primary context",
+                       native_stream, dev->ordinal);
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
-  if (s == NULL)
-    return adr_backend_error_set(error, ENOMEM,
-                                 "[stream_import][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
+  if (s == NULL) return cuda_errorf(error, ENOMEM, "out of memory");
   s->dev = dev;
   s->stream = cs;
   s->imported = true;
@@ -111,16 +103,14 @@ void* cuda_stream_native(struct adr_backend_device* dev, struct adr_backend_stre
 int cuda_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
                       struct adr_error* error) {
   struct adr_backend_event* e = calloc(1, sizeof(*e));
-  if (e == NULL)
-    return adr_backend_error_set(error, ENOMEM,
-                                 "[event_create][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
+  if (e == NULL) return cuda_errorf(error, ENOMEM, "out of memory");
   struct cuda_ctx_guard g;
   int st = cuda_ctx_enter(dev, &g, "event_create", error);
   if (st == 0) {
     CUresult r = cuda_api.cuEventCreate(&e->event, CU_EVENT_DISABLE_TIMING);
     cuda_ctx_leave(&g);
     if (r != CUDA_SUCCESS)
-      st = cuda_error(error, r, "event_create", "cuEventCreate on CUDA device %d", dev->ordinal);
+      st = cuda_check(r, error, "cuEventCreate on CUDA device %d", dev->ordinal);
   }
   if (st) {
     free(e);
@@ -137,8 +127,7 @@ int cuda_event_destroy(struct adr_backend_device* dev, struct adr_backend_event*
     /* cuEventDestroy may be called with work pending: the driver releases
      * the event once it completes. */
     CUresult r = cuda_api.cuEventDestroy(event->event);
-    if (r != CUDA_SUCCESS)
-      st = cuda_error(error, r, "event_destroy", "CUDA device %d", dev->ordinal);
+    if (r != CUDA_SUCCESS) st = cuda_check(r, error, "CUDA device %d", dev->ordinal);
   }
   free(event);
   return st;
@@ -148,7 +137,7 @@ int cuda_event_record(struct adr_backend_device* dev, struct adr_backend_event* 
                       struct adr_backend_stream* stream, struct adr_error* error) {
   CUresult r = cuda_api.cuEventRecord(event->event, stream->stream);
   if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "event_record", "cuEventRecord on CUDA device %d", dev->ordinal);
+    return cuda_check(r, error, "cuEventRecord on CUDA device %d", dev->ordinal);
   return 0;
 }
 
@@ -156,15 +145,14 @@ int cuda_event_wait(struct adr_backend_device* dev, struct adr_backend_event* ev
                     struct adr_backend_stream* stream, struct adr_error* error) {
   CUresult r = cuda_api.cuStreamWaitEvent(stream->stream, event->event, 0);
   if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "event_wait", "cuStreamWaitEvent on CUDA device %d", dev->ordinal);
+    return cuda_check(r, error, "cuStreamWaitEvent on CUDA device %d", dev->ordinal);
   return 0;
 }
 
 int cuda_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* event,
                            struct adr_error* error) {
   CUresult r = cuda_api.cuEventSynchronize(event->event);
-  if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "event_synchronize", "CUDA device %d", dev->ordinal);
+  if (r != CUDA_SUCCESS) return cuda_check(r, error, "CUDA device %d", dev->ordinal);
   return 0;
 }
 
@@ -173,7 +161,7 @@ int cuda_event_query(struct adr_backend_device* dev, struct adr_backend_event* e
   CUresult r = cuda_api.cuEventQuery(event->event);
   if (r == CUDA_SUCCESS) return 0;
   if (r == CUDA_ERROR_NOT_READY) return EBUSY;
-  return cuda_error(error, r, "event_query", "CUDA device %d", dev->ordinal);
+  return cuda_check(r, error, "CUDA device %d", dev->ordinal);
 }
 
 void* cuda_event_native(struct adr_backend_device* dev, struct adr_backend_event* event) {
@@ -185,18 +173,15 @@ int cuda_event_import(struct adr_backend_device* dev, void* sync_event,
                       struct adr_backend_event** out, struct adr_error* error) {
   CUevent ev = *(CUevent*)sync_event;
   if (ev == NULL)
-    return adr_backend_error_set(error, EINVAL,
-                                 "[event_import][" CUDA_BACKEND_NAME
-                                 "] EINVAL: sync_event points "
-                                 "to a NULL CUevent");
+    return cuda_errorf(error, EINVAL,
+                       "sync_event points "
+                       "to a NULL CUevent");
   /* A query validates the handle without waiting (NOT_READY is fine). */
   CUresult r = cuda_api.cuEventQuery(ev);
   if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
-    return cuda_error(error, r, "event_import", "%p is not a CUevent the driver knows", (void*)ev);
+    return cuda_check(r, error, "%p is not a CUevent the driver knows", (void*)ev);
   struct adr_backend_event* e = calloc(1, sizeof(*e));
-  if (e == NULL)
-    return adr_backend_error_set(error, ENOMEM,
-                                 "[event_import][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
+  if (e == NULL) return cuda_errorf(error, ENOMEM, "out of memory");
   (void)dev;
   e->event = ev;
   e->imported = true;

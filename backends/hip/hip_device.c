@@ -44,7 +44,7 @@ int hip_init(struct adr_error* error) {
                                    ? hip_rt.host->getenv(ADR_HIP_STAGING_ENV)
                                    : NULL,
                                &hip_config.staging, msg, sizeof(msg)) != 0)
-    return adr_backend_error_set(error, EINVAL, "[init][hip] %s", msg);
+    return hip_errorf(error, EINVAL, "%s", msg);
 
   hipError_t init_err = hip_api.hipInit(0);
   int n = 0;
@@ -64,21 +64,20 @@ int hip_init(struct adr_error* error) {
     snprintf(what, sizeof(what), "hipGetDeviceCount %s; hipInit returned %s; %s, HIP runtime %s",
              count_err != hipSuccess ? "failed" : "returned 0 devices", hip_error_name(init_err),
              hip_rt.path, version);
-    st = hip_fail(error, "init", e, what);
+    st = hip_check(e, error, "%s", what);
     /* Only the absence of devices is "unavailable"; a runtime that fails
      * otherwise is rejected with its own status. */
     return st == ENODEV ? ENODEV : st;
   }
   if (init_err != hipSuccess) {
     snprintf(what, sizeof(what), "hipInit; %s, HIP runtime %s", hip_rt.path, version);
-    return hip_fail(error, "init", init_err, what);
+    return hip_check(init_err, error, "%s", what);
   }
   hip_rt.device_count = n;
   /* The runtime registered its exit-time teardown while it loaded; a
    * handler registered now runs before it (exit handlers run in reverse). */
   if (atexit(mark_exiting) != 0) {
-    return adr_backend_error_set(error, ENOMEM,
-                                 "[init][hip] cannot register the exit handler (atexit)");
+    return hip_errorf(error, ENOMEM, "cannot register the exit handler (atexit)");
   }
   if (hip_rt.host != NULL && hip_rt.host->log != NULL)
     hip_rt.host->log(ADR_LOG_INFO, "hip", "HIP runtime %s from %s: %d device%s", version,
@@ -93,7 +92,7 @@ void hip_shutdown(void) {
 int hip_set_device(const struct adr_backend_device* dev, const char* op, struct adr_error* error) {
   if (hip_rt.device_count <= 1) return 0;
   hipError_t e = hip_api.hipSetDevice(dev->ordinal);
-  if (e != hipSuccess) return hip_fail(error, op, e, "hipSetDevice");
+  if (e != hipSuccess) return hip_check(e, error, "hipSetDevice");
   return 0;
 }
 
@@ -103,8 +102,7 @@ static bool valid_type(ArrowDeviceType type) {
 
 int hip_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
   if (!valid_type(type))
-    return adr_backend_error_set(error, EINVAL, "[device_count][hip] device type %d is not served",
-                                 (int)type);
+    return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
   *out = hip_rt.device_count;
   return 0;
 }
@@ -128,7 +126,7 @@ static void enable_peers(struct adr_backend_device* dev) {
 static int open_device(ArrowDeviceType type, int64_t id, int ordinal, const char* op,
                        struct adr_backend_device** out, struct adr_error* error) {
   struct adr_backend_device* dev = calloc(1, sizeof(*dev));
-  if (dev == NULL) return adr_backend_error_set(error, ENOMEM, "[%s][hip] out of memory", op);
+  if (dev == NULL) return hip_errorf(error, ENOMEM, "out of memory");
   adr_staging_init(&dev->staging, &hip_staging_ops, &hip_config.staging);
   pthread_mutex_init(&dev->scratch_lock, NULL);
   dev->type = type;
@@ -137,9 +135,9 @@ static int open_device(ArrowDeviceType type, int64_t id, int ordinal, const char
   int st = hip_set_device(dev, op, error);
   hipError_t e = hipSuccess;
   if (st == 0 && (e = hip_api.hipDeviceGet(&dev->hip_dev, ordinal)) != hipSuccess)
-    st = hip_fail(error, op, e, "hipDeviceGet");
+    st = hip_check(e, error, "hipDeviceGet");
   if (st == 0 && (e = hip_api.hipGetDeviceProperties(&dev->props, ordinal)) != hipSuccess)
-    st = hip_fail(error, op, e, "hipGetDeviceProperties");
+    st = hip_check(e, error, "hipGetDeviceProperties");
   if (st != 0) {
     adr_staging_fini(&dev->staging);
     pthread_mutex_destroy(&dev->scratch_lock);
@@ -162,13 +160,10 @@ static int open_device(ArrowDeviceType type, int64_t id, int ordinal, const char
 int hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
                     struct adr_error* error) {
   if (!valid_type(type))
-    return adr_backend_error_set(error, EINVAL, "[device_open][hip] device type %d is not served",
-                                 (int)type);
+    return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
   if (id < 0 || id >= hip_rt.device_count)
-    return adr_backend_error_set(error, ENODEV,
-                                 "[device_open][hip] hipErrorInvalidDevice: no HIP device %" PRId64
-                                 " (%d visible)",
-                                 id, hip_rt.device_count);
+    return hip_errorf(error, ENODEV, "no HIP device %" PRId64 " (%d visible)", id,
+                      hip_rt.device_count);
   return open_device(type, id, (int)id, "device_open", out, error);
 }
 
@@ -190,25 +185,23 @@ int hip_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
                      struct adr_backend_device** out, struct adr_error* error) {
   const struct adr_hip_device_desc* desc = native_desc;
   if (!valid_type(type))
-    return adr_backend_error_set(error, EINVAL, "[device_adopt][hip] device type %d is not served",
-                                 (int)type);
+    return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
   if (desc == NULL)
-    return adr_backend_error_set(error, EINVAL,
-                                 "[device_adopt][hip] native_desc is NULL (expected a struct "
-                                 "adr_hip_device_desc)");
+    return hip_errorf(error, EINVAL,
+                      "native_desc is NULL (expected a struct "
+                      "adr_hip_device_desc)");
   if (desc->struct_size < sizeof(struct adr_hip_device_desc))
-    return adr_backend_error_set(error, EINVAL,
-                                 "[device_adopt][hip] struct_size %u is smaller than struct "
-                                 "adr_hip_device_desc (%zu bytes)",
-                                 desc->struct_size, sizeof(struct adr_hip_device_desc));
+    return hip_errorf(error, EINVAL,
+                      "struct_size %u is smaller than struct "
+                      "adr_hip_device_desc (%zu bytes)",
+                      desc->struct_size, sizeof(struct adr_hip_device_desc));
   for (size_t i = 0; i < sizeof(desc->reserved) / sizeof(desc->reserved[0]); i++)
-    if (desc->reserved[i] != 0)
-      return adr_backend_error_set(error, EINVAL, "[device_adopt][hip] reserved[%zu] is not 0", i);
+    if (desc->reserved[i] != 0) return hip_errorf(error, EINVAL, "reserved[%zu] is not 0", i);
   if (desc->device < 0 || desc->device >= hip_rt.device_count)
-    return adr_backend_error_set(error, ENODEV,
-                                 "[device_adopt][hip] hipErrorInvalidDevice: no HIP device %d (%d "
-                                 "visible)",
-                                 (int)desc->device, hip_rt.device_count);
+    return hip_errorf(error, ENODEV,
+                      "no HIP device %d (%d "
+                      "visible)",
+                      (int)desc->device, hip_rt.device_count);
   struct adr_backend_device* dev = NULL;
   int st = open_device(type, id, desc->device, "device_adopt", &dev, error);
   if (st != 0) return st;
@@ -328,14 +321,13 @@ int hip_device_native(struct adr_backend_device* dev, int kind, void** out,
       return 0;
     case ADR_NATIVE_QUEUE:
       if (dev->default_stream.stream == NULL)
-        return adr_backend_error_set(error, ENOENT,
-                                     "[device_native][hip] the device has no default stream yet");
+        return hip_errorf(error, ENOENT, "the device has no default stream yet");
       *out = (void*)dev->default_stream.stream;
       return 0;
     default:
-      return adr_backend_error_set(error, ENOTSUP,
-                                   "[device_native][hip] native kind %d is not served (HIP has "
-                                   "ADR_NATIVE_DEVICE and ADR_NATIVE_QUEUE)",
-                                   kind);
+      return hip_errorf(error, ENOTSUP,
+                        "native kind %d is not served (HIP has "
+                        "ADR_NATIVE_DEVICE and ADR_NATIVE_QUEUE)",
+                        kind);
   }
 }

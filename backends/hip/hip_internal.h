@@ -144,17 +144,21 @@ static inline int hip_runtime_major(void) {
  * required symbol (it is then closed again). */
 int hip_library_load(const struct adr_backend_host* host, struct adr_error* error);
 
-/* ---- errors (hip_status.c) ---------------------------------------------- */
+/* ---- status (hip_status.c) ---------------------------------------------- */
 
 /* errno value for a hipError_t (hipSuccess -> 0). */
 int hip_status(hipError_t e);
 /* "hipErrorOutOfMemory": from the runtime when it is loaded, else from the
  * backend's own table; never NULL. */
 const char* hip_error_name(hipError_t e);
-/* A description of `e` (the runtime's when it has a real one). */
+/* A description of `e` (the runtime's when it has a real one); never NULL. */
 const char* hip_error_description(hipError_t e);
-/* Writes "[op][hip] NAME: description (what)" and returns the status. */
-int hip_fail(struct adr_error* error, const char* op, hipError_t e, const char* what);
+/* 0 when `e` is hipSuccess; otherwise writes "NAME: description (what)",
+ * what formatted from fmt (NULL: none), and returns the errno status. */
+int hip_check(hipError_t e, struct adr_error* error, const char* fmt, ...) ADR_PRINTF(3, 4);
+/* Writes "ENAME: text" (text formatted from fmt) and returns `status`: for
+ * failures that are the backend's own, not the runtime's. */
+int hip_errorf(struct adr_error* error, int status, const char* fmt, ...) ADR_PRINTF(3, 4);
 
 /* ---- objects ------------------------------------------------------------ */
 

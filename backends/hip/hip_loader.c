@@ -31,15 +31,15 @@ static int resolve(void* handle, const char* path, struct adr_error* error) {
   struct hip_api api;
   memset(&api, 0, sizeof(api));
   /* Casting through void* is how POSIX says dlsym results are used. */
-#define HIP_RESOLVE(name, ret, params, required)                                               \
-  {                                                                                            \
-    void* sym = dlsym(handle, #name);                                                          \
-    if (sym == NULL && (required))                                                             \
-      return adr_backend_error_set(error, ENOTSUP,                                             \
-                                   "[init][hip] %s lacks the required symbol %s (runtime too " \
-                                   "old or not a HIP runtime)",                                \
-                                   path, #name);                                               \
-    memcpy(&api.name, &sym, sizeof(sym));                                                      \
+#define HIP_RESOLVE(name, ret, params, required)                        \
+  {                                                                     \
+    void* sym = dlsym(handle, #name);                                   \
+    if (sym == NULL && (required))                                      \
+      return hip_errorf(error, ENOTSUP,                                 \
+                        "%s lacks the required symbol %s (runtime too " \
+                        "old or not a HIP runtime)",                    \
+                        path, #name);                                   \
+    memcpy(&api.name, &sym, sizeof(sym));                               \
   }
   HIP_SYMBOLS(HIP_RESOLVE)
 #undef HIP_RESOLVE
@@ -87,6 +87,6 @@ int hip_library_load(const struct adr_backend_host* host, struct adr_error* erro
     return 0;
   }
   return adr_backend_error_set(
-      error, ENODEV, "[init][hip] unavailable: %s not found (tried: %s%s%s)", names[0], tried,
+      error, ENODEV, "unavailable: %s not found (tried: %s%s%s)", names[0], tried,
       names == default_names ? "" : ", named by " ADR_HIP_LIBRARY_ENV, last_error);
 }

@@ -67,8 +67,7 @@ int hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
   size_t natural = dev->type == ARROW_DEVICE_ROCM ? 256 : 4096;
   size_t extra = alignment > natural ? alignment - 1 : 0;
   if (size > SIZE_MAX - extra)
-    return adr_backend_error_set(
-        error, EOVERFLOW, "[alloc][hip] size %zu plus alignment %zu overflows", size, alignment);
+    return hip_errorf(error, EOVERFLOW, "size %zu plus alignment %zu overflows", size, alignment);
   int st = hip_set_device(dev, "alloc", error);
   if (st != 0) return st;
   size_t total = size + extra;
@@ -92,7 +91,7 @@ int hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
     char what[160];
     snprintf(what, sizeof(what), "%s of %zu bytes on %s:%" PRId64, fn, total, type_name(dev->type),
              dev->id);
-    return hip_fail(error, "alloc", e != hipSuccess ? e : hipErrorOutOfMemory, what);
+    return hip_check(e != hipSuccess ? e : hipErrorOutOfMemory, error, "%s", what);
   }
   uintptr_t base = ((uintptr_t)raw + extra) & ~(uintptr_t)(alignment > natural ? alignment - 1 : 0);
   struct allocation a = {base, size, raw, dev->type, dev->id, async};
@@ -103,7 +102,7 @@ int hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
       hip_api.hipFreeAsync(raw, stream->stream);
     else
       hip_api.hipFree(raw);
-    return adr_backend_error_set(error, ENOMEM, "[alloc][hip] out of host memory for bookkeeping");
+    return hip_errorf(error, ENOMEM, "out of host memory for bookkeeping");
   }
   *out = (void*)base;
   return 0;
@@ -113,15 +112,13 @@ int hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
              struct adr_backend_stream* stream, struct adr_error* error) {
   struct allocation a;
   if (adr_range_map_remove(&allocations, (uintptr_t)ptr, &a) != 0)
-    return adr_backend_error_set(error, EINVAL,
-                                 "[free][hip] %p was not allocated by the HIP backend", ptr);
+    return hip_errorf(error, EINVAL, "%p was not allocated by the HIP backend", ptr);
   if (a.type != dev->type || a.id != dev->id || a.size != size) {
     /* Put it back: nothing is freed on error. */
     adr_range_map_insert(&allocations, &a);
-    return adr_backend_error_set(
-        error, EINVAL,
-        "[free][hip] %p is a %zu-byte allocation of %s:%" PRId64 ", not %zu bytes of %s:%" PRId64,
-        ptr, a.size, type_name(a.type), a.id, size, type_name(dev->type), dev->id);
+    return hip_errorf(error, EINVAL,
+                      "%p is a %zu-byte allocation of %s:%" PRId64 ", not %zu bytes of %s:%" PRId64,
+                      ptr, a.size, type_name(a.type), a.id, size, type_name(dev->type), dev->id);
   }
   int st = hip_set_device(dev, "free", error);
   if (st != 0) {
@@ -144,7 +141,7 @@ int hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
     /* The runtime still owns the memory; keep the record so a retry and
      * pointer queries stay consistent. */
     adr_range_map_insert(&allocations, &a);
-    return hip_fail(error, "free", e, fn);
+    return hip_check(e, error, "%s", fn);
   }
   return 0;
 }
@@ -331,7 +328,7 @@ int hip_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_d
   if (e != hipSuccess) {
     char what[128];
     snprintf(what, sizeof(what), "%s of %zu bytes", fn, size);
-    return hip_fail(error, "copy", e, what);
+    return hip_check(e, error, "%s", what);
   }
   return 0;
 }
@@ -345,7 +342,7 @@ int hip_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size
   if (e != hipSuccess) {
     char what[128];
     snprintf(what, sizeof(what), "hipMemsetAsync of %zu bytes", size);
-    return hip_fail(error, "memset", e, what);
+    return hip_check(e, error, "%s", what);
   }
   return 0;
 }
@@ -381,21 +378,20 @@ int hip_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_i
       return 0;
     }
   }
-  return adr_backend_error_set(error, ENOENT, "[pointer_query][hip] %p is not HIP memory", ptr);
+  return hip_errorf(error, ENOENT, "%p is not HIP memory", ptr);
 }
 
 int hip_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
                       struct adr_error* error) {
   if (ptr == NULL || size == 0)
-    return adr_backend_error_set(error, EINVAL,
-                                 "[host_register][hip] ptr must be non-NULL and size > 0");
+    return hip_errorf(error, EINVAL, "ptr must be non-NULL and size > 0");
   int st = hip_set_device(dev, "host_register", error);
   if (st != 0) return st;
   hipError_t e = hip_api.hipHostRegister(ptr, size, hipHostRegisterDefault);
   if (e != hipSuccess) {
     char what[128];
     snprintf(what, sizeof(what), "hipHostRegister of %zu bytes at %p", size, ptr);
-    return hip_fail(error, "host_register", e, what);
+    return hip_check(e, error, "%s", what);
   }
   pthread_mutex_lock(&memory_lock);
   if (registered_count == registered_cap) {
@@ -416,7 +412,7 @@ int hip_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
   pthread_mutex_unlock(&memory_lock);
   if (st != 0) {
     hip_api.hipHostUnregister(ptr);
-    return adr_backend_error_set(error, ENOMEM, "[host_register][hip] out of memory");
+    return hip_errorf(error, ENOMEM, "out of memory");
   }
   return 0;
 }
@@ -433,13 +429,13 @@ int hip_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_er
   }
   pthread_mutex_unlock(&memory_lock);
   if (!found)
-    return adr_backend_error_set(error, EINVAL,
-                                 "[host_unregister][hip] %p was not registered with "
-                                 "adr_host_register",
-                                 ptr);
+    return hip_errorf(error, EINVAL,
+                      "%p was not registered with "
+                      "adr_host_register",
+                      ptr);
   int st = hip_set_device(dev, "host_unregister", error);
   if (st != 0) return st;
   hipError_t e = hip_api.hipHostUnregister(ptr);
-  if (e != hipSuccess) return hip_fail(error, "host_unregister", e, "hipHostUnregister");
+  if (e != hipSuccess) return hip_check(e, error, "hipHostUnregister");
   return 0;
 }

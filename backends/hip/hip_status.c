@@ -1,17 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * hipError_t -> errno status and message: the one place the HIP backend
- * turns runtime results into adr errors.
+ * turns runtime results into adr errors. Messages are "NAME: description
+ * (what)" (backends/common/status.h); the core adds "[operation][hip]".
  *
- * Names come from the loaded runtime (hipGetErrorName) so that a newer
+ * Names come from the loaded runtime (hipGetErrorName), so a newer
  * runtime's codes print correctly; the table below is the fallback for
- * codes reported before the runtime is loaded and supplies descriptions,
- * because the AMD runtime's hipGetErrorString returns the name again.
+ * codes reported before the runtime is loaded, gives each code its errno
+ * status, and supplies the descriptions, because the AMD runtime's
+ * hipGetErrorString returns the name again.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "hip_internal.h"
+#include "status.h"
 
 /* X(code, status, description) */
 #define HIP_ERRORS(X)                                                                             \
@@ -108,12 +112,20 @@ const char* hip_error_description(hipError_t e) {
   return t != NULL ? t : "unrecognised HIP error code";
 }
 
-int hip_fail(struct adr_error* error, const char* op, hipError_t e, const char* what) {
-  int status = hip_status(e);
-  if (status == 0) status = EIO;
-  if (what != NULL && what[0] != '\0')
-    return adr_backend_error_set(error, status, "[%s][hip] %s: %s (%s)", op, hip_error_name(e),
-                                 hip_error_description(e), what);
-  return adr_backend_error_set(error, status, "[%s][hip] %s: %s", op, hip_error_name(e),
-                               hip_error_description(e));
+int hip_check(hipError_t e, struct adr_error* error, const char* fmt, ...) {
+  if (e == hipSuccess) return 0;
+  va_list ap;
+  va_start(ap, fmt);
+  int st = adr_backend_native_verror(error, hip_status(e), hip_error_name(e),
+                                     hip_error_description(e), fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+int hip_errorf(struct adr_error* error, int status, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int st = adr_backend_verrorf(error, status, fmt, ap);
+  va_end(ap);
+  return st;
 }

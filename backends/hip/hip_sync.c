@@ -22,7 +22,7 @@ static int create_native_stream(struct adr_backend_device* dev, hipStream_t* out
   int st = hip_set_device(dev, "stream_create", error);
   if (st != 0) return st;
   hipError_t e = hip_api.hipStreamCreateWithFlags(out, hipStreamNonBlocking);
-  if (e != hipSuccess) return hip_fail(error, "stream_create", e, "hipStreamCreateWithFlags");
+  if (e != hipSuccess) return hip_check(e, error, "hipStreamCreateWithFlags");
   return 0;
 }
 
@@ -41,7 +41,7 @@ int hip_stream_create(struct adr_backend_device* dev, uint32_t flags,
     return 0;
   }
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
-  if (s == NULL) return adr_backend_error_set(error, ENOMEM, "[stream_create][hip] out of memory");
+  if (s == NULL) return hip_errorf(error, ENOMEM, "out of memory");
   int st = create_native_stream(dev, &s->stream, error);
   if (st != 0) {
     free(s);
@@ -54,14 +54,12 @@ int hip_stream_create(struct adr_backend_device* dev, uint32_t flags,
 
 int hip_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* stream,
                        struct adr_error* error) {
-  if (stream->is_default)
-    return adr_backend_error_set(error, EINVAL,
-                                 "[stream_destroy][hip] the default stream is not destroyed");
+  if (stream->is_default) return hip_errorf(error, EINVAL, "the default stream is not destroyed");
   if (!stream->imported) {
     hipError_t e = hip_api.hipStreamSynchronize(stream->stream);
-    if (e != hipSuccess) return hip_fail(error, "stream_destroy", e, "hipStreamSynchronize");
+    if (e != hipSuccess) return hip_check(e, error, "hipStreamSynchronize");
     e = hip_api.hipStreamDestroy(stream->stream);
-    if (e != hipSuccess) return hip_fail(error, "stream_destroy", e, "hipStreamDestroy");
+    if (e != hipSuccess) return hip_check(e, error, "hipStreamDestroy");
   } else if (stream->scratch != NULL) {
     hip_api.hipStreamSynchronize(stream->stream); /* its copies may still read it */
   }
@@ -74,7 +72,7 @@ int hip_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream
 int hip_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* stream,
                            struct adr_error* error) {
   hipError_t e = hip_api.hipStreamSynchronize(stream->stream);
-  if (e != hipSuccess) return hip_fail(error, "stream_synchronize", e, "hipStreamSynchronize");
+  if (e != hipSuccess) return hip_check(e, error, "hipStreamSynchronize");
   return 0;
 }
 
@@ -82,7 +80,7 @@ int hip_stream_import(struct adr_backend_device* dev, void* native, struct adr_b
                       struct adr_error* error) {
   /* NULL is HIP's legacy default stream, a valid hipStream_t. */
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
-  if (s == NULL) return adr_backend_error_set(error, ENOMEM, "[stream_import][hip] out of memory");
+  if (s == NULL) return hip_errorf(error, ENOMEM, "out of memory");
   s->stream = (hipStream_t)native;
   s->dev = dev;
   s->imported = true;
@@ -97,12 +95,12 @@ void* hip_stream_native(struct adr_backend_device* dev, struct adr_backend_strea
 int hip_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
                      struct adr_error* error) {
   struct adr_backend_event* ev = calloc(1, sizeof(*ev));
-  if (ev == NULL) return adr_backend_error_set(error, ENOMEM, "[event_create][hip] out of memory");
+  if (ev == NULL) return hip_errorf(error, ENOMEM, "out of memory");
   int st = hip_set_device(dev, "event_create", error);
   hipError_t e = hipSuccess;
   if (st == 0 &&
       (e = hip_api.hipEventCreateWithFlags(&ev->event, hipEventDisableTiming)) != hipSuccess)
-    st = hip_fail(error, "event_create", e, "hipEventCreateWithFlags");
+    st = hip_check(e, error, "hipEventCreateWithFlags");
   if (st != 0) {
     free(ev);
     return st;
@@ -115,7 +113,7 @@ int hip_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* 
                       struct adr_error* error) {
   if (!event->imported) {
     hipError_t e = hip_api.hipEventDestroy(event->event);
-    if (e != hipSuccess) return hip_fail(error, "event_destroy", e, "hipEventDestroy");
+    if (e != hipSuccess) return hip_check(e, error, "hipEventDestroy");
   }
   free(event);
   return 0;
@@ -124,21 +122,21 @@ int hip_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* 
 int hip_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
                      struct adr_backend_stream* stream, struct adr_error* error) {
   hipError_t e = hip_api.hipEventRecord(event->event, stream->stream);
-  if (e != hipSuccess) return hip_fail(error, "event_record", e, "hipEventRecord");
+  if (e != hipSuccess) return hip_check(e, error, "hipEventRecord");
   return 0;
 }
 
 int hip_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
                    struct adr_backend_stream* stream, struct adr_error* error) {
   hipError_t e = hip_api.hipStreamWaitEvent(stream->stream, event->event, 0);
-  if (e != hipSuccess) return hip_fail(error, "event_wait", e, "hipStreamWaitEvent");
+  if (e != hipSuccess) return hip_check(e, error, "hipStreamWaitEvent");
   return 0;
 }
 
 int hip_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* event,
                           struct adr_error* error) {
   hipError_t e = hip_api.hipEventSynchronize(event->event);
-  if (e != hipSuccess) return hip_fail(error, "event_synchronize", e, "hipEventSynchronize");
+  if (e != hipSuccess) return hip_check(e, error, "hipEventSynchronize");
   return 0;
 }
 
@@ -147,7 +145,7 @@ int hip_event_query(struct adr_backend_device* dev, struct adr_backend_event* ev
   hipError_t e = hip_api.hipEventQuery(event->event);
   if (e == hipSuccess) return 0;
   if (e == hipErrorNotReady) return EBUSY;
-  return hip_fail(error, "event_query", e, "hipEventQuery");
+  return hip_check(e, error, "hipEventQuery");
 }
 
 void* hip_event_native(struct adr_backend_device* dev, struct adr_backend_event* event) {
@@ -157,14 +155,11 @@ void* hip_event_native(struct adr_backend_device* dev, struct adr_backend_event*
 int hip_event_import(struct adr_backend_device* dev, void* sync_event,
                      struct adr_backend_event** out, struct adr_error* error) {
   if (sync_event == NULL)
-    return adr_backend_error_set(error, EINVAL,
-                                 "[event_import][hip] sync_event is NULL (expected a hipEvent_t*)");
+    return hip_errorf(error, EINVAL, "sync_event is NULL (expected a hipEvent_t*)");
   hipEvent_t native = *(hipEvent_t*)sync_event;
-  if (native == NULL)
-    return adr_backend_error_set(error, EINVAL,
-                                 "[event_import][hip] *sync_event is a NULL hipEvent_t");
+  if (native == NULL) return hip_errorf(error, EINVAL, "*sync_event is a NULL hipEvent_t");
   struct adr_backend_event* ev = calloc(1, sizeof(*ev));
-  if (ev == NULL) return adr_backend_error_set(error, ENOMEM, "[event_import][hip] out of memory");
+  if (ev == NULL) return hip_errorf(error, ENOMEM, "out of memory");
   ev->event = native;
   ev->imported = true;
   *out = ev;
