@@ -56,13 +56,11 @@ static inline const char* adr_backend_status_name(int status) {
 /* "NAME: description (what)", `what` formatted from fmt/ap (omitted with
  * its parentheses when fmt is NULL or formats to ""). Returns status. */
 static inline int adr_backend_native_verror(struct adr_error* error, int status, const char* name,
-                                            const char* description, const char* fmt,
-                                            va_list ap) {
+                                            const char* description, const char* fmt, va_list ap) {
   if (error == NULL) return status;
   char what[768] = "";
   if (fmt != NULL) vsnprintf(what, sizeof(what), fmt, ap);
-  if (what[0] == '\0')
-    return adr_backend_error_set(error, status, "%s: %s", name, description);
+  if (what[0] == '\0') return adr_backend_error_set(error, status, "%s: %s", name, description);
   return adr_backend_error_set(error, status, "%s: %s (%s)", name, description, what);
 }
 

@@ -23,8 +23,8 @@ static int g_device_count;
 
 #define MIB ((size_t)1 << 20)
 
-int cuda_ctx_enter(struct adr_backend_device* dev, struct cuda_ctx_guard* guard, const char* op,
-                   struct adr_error* error) {
+int cuda_current_enter(struct adr_backend_device* dev, struct cuda_current_guard* guard,
+                       struct adr_error* error) {
   CUcontext cur = NULL;
   guard->pushed = false;
   if (cuda_api.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == dev->ctx) return 0;
@@ -36,7 +36,7 @@ int cuda_ctx_enter(struct adr_backend_device* dev, struct cuda_ctx_guard* guard,
   return 0;
 }
 
-void cuda_ctx_leave(struct cuda_ctx_guard* guard) {
+void cuda_current_leave(struct cuda_current_guard* guard) {
   if (guard->pushed) {
     CUcontext popped = NULL;
     cuda_api.cuCtxPopCurrent(&popped);
@@ -106,8 +106,8 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
   dev->ordinal = (int)id;
   adr_staging_init(&dev->staging, &cuda_staging_ops, &cuda_config.staging);
   pthread_mutex_init(&dev->scratch_lock, NULL);
-  pthread_mutex_init(&dev->align_lock, NULL);
-  atomic_init(&dev->overaligned_count, 0);
+  dev->aligned = (struct adr_range_map)ADR_RANGE_MAP_INIT(struct cuda_aligned);
+  atomic_init(&dev->aligned_count, 0);
   CUresult r = cuda_api.cuDeviceGet(&dev->cu_dev, dev->ordinal);
   if (r == CUDA_SUCCESS) r = cuda_api.cuDevicePrimaryCtxRetain(&dev->ctx, dev->cu_dev);
   if (r != CUDA_SUCCESS) {
@@ -115,7 +115,6 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
         cuda_check(r, error, "CUDA device %d: cannot retain the primary context", dev->ordinal);
     adr_staging_fini(&dev->staging);
     pthread_mutex_destroy(&dev->scratch_lock);
-    pthread_mutex_destroy(&dev->align_lock);
     free(dev);
     return st;
   }
@@ -130,11 +129,11 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
                   v != 0;
   dev->default_stream.dev = dev;
   dev->default_stream.is_default = true;
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(dev, &g, "device_open", error);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(dev, &g, error);
   if (st == 0) {
     r = cuda_api.cuStreamCreate(&dev->default_stream.stream, CU_STREAM_NON_BLOCKING);
-    cuda_ctx_leave(&g);
+    cuda_current_leave(&g);
     if (r != CUDA_SUCCESS)
       st = cuda_check(r, error, "CUDA device %d: cannot create the default stream", dev->ordinal);
   }
@@ -142,7 +141,6 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
     cuda_api.cuDevicePrimaryCtxRelease(dev->cu_dev);
     adr_staging_fini(&dev->staging);
     pthread_mutex_destroy(&dev->scratch_lock);
-    pthread_mutex_destroy(&dev->align_lock);
     free(dev);
     return st;
   }
@@ -152,22 +150,17 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
 
 void cuda_device_close(struct adr_backend_device* dev) {
   if (dev == NULL) return;
-  struct cuda_ctx_guard g;
-  if (cuda_ctx_enter(dev, &g, "device_close", NULL) == 0) {
+  struct cuda_current_guard g;
+  if (cuda_current_enter(dev, &g, NULL) == 0) {
     cuda_api.cuStreamSynchronize(dev->default_stream.stream);
     cuda_api.cuStreamDestroy(dev->default_stream.stream);
     cuda_stream_scratch_free(&dev->default_stream);
     adr_staging_fini(&dev->staging);
-    cuda_ctx_leave(&g);
+    cuda_current_leave(&g);
   }
-  while (dev->aligned != NULL) {
-    struct cuda_aligned* a = dev->aligned;
-    dev->aligned = a->next;
-    free(a);
-  }
+  adr_range_map_clear(&dev->aligned);
   cuda_api.cuDevicePrimaryCtxRelease(dev->cu_dev);
   pthread_mutex_destroy(&dev->scratch_lock);
-  pthread_mutex_destroy(&dev->align_lock);
   free(dev);
 }
 
@@ -186,11 +179,11 @@ int cuda_device_info(struct adr_backend_device* dev, struct adr_device_info* out
            (cuda_api.driver_version % 1000) / 10);
   size_t total = 0, free_bytes = 0;
   if (cuda_api.cuDeviceTotalMem(&total, dev->cu_dev) == CUDA_SUCCESS) out->memory_total = total;
-  struct cuda_ctx_guard g;
-  if (cuda_ctx_enter(dev, &g, "device_info", NULL) == 0) {
+  struct cuda_current_guard g;
+  if (cuda_current_enter(dev, &g, NULL) == 0) {
     size_t t2 = 0;
     if (cuda_api.cuMemGetInfo(&free_bytes, &t2) == CUDA_SUCCESS) out->memory_free = free_bytes;
-    cuda_ctx_leave(&g);
+    cuda_current_leave(&g);
   }
   uint64_t caps = ADR_CAP_ASYNC_STREAMS | ADR_CAP_UNIFIED_ADDRESSING | ADR_CAP_IMPORT_NATIVE;
   if (g_device_count > 1) caps |= ADR_CAP_PEER_COPY;

@@ -9,8 +9,8 @@
  *   cuda_backend.c  the vtable and adr_backend_query
  *
  * Current-context discipline: every call into the driver that depends on
- * the calling thread's current context runs between cuda_ctx_enter() and
- * cuda_ctx_leave(), which push the device's primary context only when it is
+ * the calling thread's current context runs between cuda_current_enter() and
+ * cuda_current_leave(), which push the device's primary context only when it is
  * not already current and pop it afterwards, so the application's current
  * context is the same after every adr call as before it. Nothing is cached
  * per thread, so applications may change their current context at will.
@@ -27,6 +27,7 @@
 
 #include "adr/backend.h"
 #include "adr/cuda.h"
+#include "range_map.h"
 #include "staging.h"
 
 #define CUDA_BACKEND_NAME "cuda"
@@ -138,9 +139,11 @@ struct adr_backend_event {
   bool imported;
 };
 
+/* An over-aligned allocation: the aligned address handed out and the
+ * address the driver returned (for free). */
 struct cuda_aligned {
-  struct cuda_aligned* next;
-  uintptr_t ptr, base;
+  struct adr_range range; /* aligned address, size */
+  uintptr_t raw;
 };
 
 struct adr_backend_device {
@@ -157,21 +160,20 @@ struct adr_backend_device {
   /* Keeps two threads' overlapping-copy pieces on one stream apart. */
   pthread_mutex_t scratch_lock;
 
-  /* Over-aligned allocations: aligned address -> base, for free. Rare
-   * (alignment above what the driver guarantees); `overaligned_count` lets
-   * free skip the lock when there are none. */
-  pthread_mutex_t align_lock;
-  struct cuda_aligned* aligned;
-  _Atomic size_t overaligned_count;
+  /* Over-aligned allocations (struct cuda_aligned), by aligned address.
+   * Rare (alignment above what the driver guarantees); `aligned_count`
+   * lets free skip the map's lock when there are none. */
+  struct adr_range_map aligned;
+  _Atomic size_t aligned_count;
 };
 
 /* Current-context guard (see the top of this file). */
-struct cuda_ctx_guard {
+struct cuda_current_guard {
   bool pushed;
 };
-int cuda_ctx_enter(struct adr_backend_device* dev, struct cuda_ctx_guard* guard, const char* op,
-                   struct adr_error* error);
-void cuda_ctx_leave(struct cuda_ctx_guard* guard);
+int cuda_current_enter(struct adr_backend_device* dev, struct cuda_current_guard* guard,
+                       struct adr_error* error);
+void cuda_current_leave(struct cuda_current_guard* guard);
 
 /* Configuration read at init; read-only afterwards. */
 struct cuda_config {

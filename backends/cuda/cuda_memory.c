@@ -54,52 +54,37 @@ static CUresult raw_free(struct adr_backend_device* dev, CUdeviceptr base,
 
 int cuda_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
                struct adr_backend_stream* stream, void** out, struct adr_error* error) {
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(dev, &g, "alloc", error);
-  if (st) return st;
+  /* Larger alignments than the driver's over-allocate and round up. */
   size_t natural = natural_alignment(dev);
-  size_t request = size;
-  if (alignment > natural) {
-    request = size + alignment - natural;
-    if (request < size) {
-      cuda_ctx_leave(&g);
-      return cuda_errorf(error, EOVERFLOW,
-                         "%zu bytes aligned to "
-                         "%zu overflow",
-                         size, alignment);
-    }
-  }
-  struct cuda_aligned* rec = NULL;
-  if (alignment > natural && (rec = malloc(sizeof(*rec))) == NULL) {
-    cuda_ctx_leave(&g);
-    return cuda_errorf(error, ENOMEM, "out of memory");
-  }
-  CUdeviceptr base = 0;
-  CUresult r = raw_alloc(dev, request, stream, &base);
-  if (r != CUDA_SUCCESS) {
-    cuda_ctx_leave(&g);
-    free(rec);
-    return cuda_check(r, error, "%zu bytes on CUDA device %d (%s)", request, dev->ordinal,
+  size_t extra = alignment > natural ? alignment - natural : 0;
+  if (size > SIZE_MAX - extra)
+    return cuda_errorf(error, EOVERFLOW, "%zu bytes aligned to %zu overflow", size, alignment);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(dev, &g, error);
+  if (st) return st;
+  CUdeviceptr raw = 0;
+  CUresult r = raw_alloc(dev, size + extra, stream, &raw);
+  cuda_current_leave(&g);
+  if (r != CUDA_SUCCESS)
+    return cuda_check(r, error, "%zu bytes on CUDA device %d (%s)", size + extra, dev->ordinal,
                       dev->type == ARROW_DEVICE_CUDA_HOST      ? "cuMemHostAlloc"
                       : dev->type == ARROW_DEVICE_CUDA_MANAGED ? "cuMemAllocManaged"
                       : dev->mempools                          ? "cuMemAllocAsync"
                                                                : "cuMemAlloc");
-  }
-  cuda_ctx_leave(&g);
-  uintptr_t p = (uintptr_t)base;
-  if (rec != NULL) {
+  uintptr_t p = (uintptr_t)raw;
+  if (extra != 0) {
     uintptr_t aligned = (p + alignment - 1) & ~(uintptr_t)(alignment - 1);
+    struct cuda_aligned a = {{aligned, size ? size : 1}, p};
     if (aligned != p) {
-      rec->ptr = aligned;
-      rec->base = p;
-      pthread_mutex_lock(&dev->align_lock);
-      rec->next = dev->aligned;
-      dev->aligned = rec;
-      atomic_fetch_add(&dev->overaligned_count, 1);
-      pthread_mutex_unlock(&dev->align_lock);
+      if (adr_range_map_insert(&dev->aligned, &a) != 0) {
+        if (cuda_current_enter(dev, &g, NULL) == 0) {
+          raw_free(dev, raw, stream);
+          cuda_current_leave(&g);
+        }
+        return cuda_errorf(error, ENOMEM, "out of host memory for bookkeeping");
+      }
+      atomic_fetch_add(&dev->aligned_count, 1);
       p = aligned;
-    } else {
-      free(rec);
     }
   }
   *out = (void*)p;
@@ -108,39 +93,25 @@ int cuda_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
 
 int cuda_free(struct adr_backend_device* dev, void* ptr, size_t size,
               struct adr_backend_stream* stream, struct adr_error* error) {
-  uintptr_t base = (uintptr_t)ptr;
-  struct cuda_aligned* rec = NULL;
-  if (atomic_load_explicit(&dev->overaligned_count, memory_order_relaxed) != 0) {
-    pthread_mutex_lock(&dev->align_lock);
-    for (struct cuda_aligned** pp = &dev->aligned; *pp != NULL; pp = &(*pp)->next) {
-      if ((*pp)->ptr == base) {
-        rec = *pp;
-        *pp = rec->next;
-        atomic_fetch_sub(&dev->overaligned_count, 1);
-        break;
-      }
-    }
-    pthread_mutex_unlock(&dev->align_lock);
-    if (rec != NULL) base = rec->base;
+  uintptr_t raw = (uintptr_t)ptr;
+  struct cuda_aligned a;
+  bool aligned = atomic_load_explicit(&dev->aligned_count, memory_order_relaxed) != 0 &&
+                 adr_range_map_remove(&dev->aligned, raw, &a) == 0;
+  if (aligned) {
+    atomic_fetch_sub(&dev->aligned_count, 1);
+    raw = a.raw;
   }
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(dev, &g, "free", error);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(dev, &g, error);
   if (st == 0) {
-    CUresult r = raw_free(dev, (CUdeviceptr)base, stream);
-    cuda_ctx_leave(&g);
-    if (r != CUDA_SUCCESS)
-      st = cuda_check(r, error, "%p (%zu bytes) on CUDA device %d", ptr, size, dev->ordinal);
+    CUresult r = raw_free(dev, (CUdeviceptr)raw, stream);
+    cuda_current_leave(&g);
+    st = cuda_check(r, error, "%p (%zu bytes) on CUDA device %d", ptr, size, dev->ordinal);
   }
-  if (st != 0 && rec != NULL) {
+  if (st != 0 && aligned && adr_range_map_insert(&dev->aligned, &a) == 0) {
     /* Nothing was freed: keep the record so a retry still finds the base. */
-    pthread_mutex_lock(&dev->align_lock);
-    rec->next = dev->aligned;
-    dev->aligned = rec;
-    atomic_fetch_add(&dev->overaligned_count, 1);
-    pthread_mutex_unlock(&dev->align_lock);
-    rec = NULL;
+    atomic_fetch_add(&dev->aligned_count, 1);
   }
-  free(rec);
   return st;
 }
 
@@ -241,8 +212,8 @@ int cuda_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_
               const void* src, size_t size, struct adr_backend_stream* stream,
               struct adr_error* error) {
   struct adr_backend_device* owner = stream->dev;
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(owner, &g, "copy", error);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(owner, &g, error);
   if (st) return st;
   CUdeviceptr d = (CUdeviceptr)(uintptr_t)dst, s = (CUdeviceptr)(uintptr_t)src;
   CUresult r;
@@ -264,7 +235,7 @@ int cuda_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_
   } else {
     r = cuda_api.cuMemcpyAsync(d, s, size, stream->stream);
   }
-  cuda_ctx_leave(&g);
+  cuda_current_leave(&g);
   if (r != CUDA_SUCCESS)
     return cuda_check(r, error, "%s of %zu bytes from %p to %p", how, size, src, dst);
   return 0;
@@ -272,12 +243,12 @@ int cuda_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_
 
 int cuda_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
                 struct adr_backend_stream* stream, struct adr_error* error) {
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(stream->dev, &g, "memset", error);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(stream->dev, &g, error);
   if (st) return st;
   CUresult r = cuda_api.cuMemsetD8Async((CUdeviceptr)(uintptr_t)ptr, (unsigned char)value, size,
                                         stream->stream);
-  cuda_ctx_leave(&g);
+  cuda_current_leave(&g);
   if (r != CUDA_SUCCESS)
     return cuda_check(r, error, "cuMemsetD8Async of %zu bytes at %p on CUDA device %d", size, ptr,
                       dev->ordinal);
@@ -286,21 +257,21 @@ int cuda_memset(struct adr_backend_device* dev, void* ptr, int value, size_t siz
 
 int cuda_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
                        struct adr_error* error) {
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(dev, &g, "host_register", error);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(dev, &g, error);
   if (st) return st;
   CUresult r = cuda_api.cuMemHostRegister(ptr, size, CU_MEMHOSTREGISTER_PORTABLE);
-  cuda_ctx_leave(&g);
+  cuda_current_leave(&g);
   if (r != CUDA_SUCCESS) return cuda_check(r, error, "cuMemHostRegister(%p, %zu)", ptr, size);
   return 0;
 }
 
 int cuda_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_error* error) {
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(dev, &g, "host_unregister", error);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(dev, &g, error);
   if (st) return st;
   CUresult r = cuda_api.cuMemHostUnregister(ptr);
-  cuda_ctx_leave(&g);
+  cuda_current_leave(&g);
   if (r != CUDA_SUCCESS) return cuda_check(r, error, "cuMemHostUnregister(%p)", ptr);
   return 0;
 }

@@ -22,11 +22,11 @@ int cuda_stream_create(struct adr_backend_device* dev, uint32_t flags,
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
   if (s == NULL) return cuda_errorf(error, ENOMEM, "out of memory");
   s->dev = dev;
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(dev, &g, "stream_create", error);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(dev, &g, error);
   if (st == 0) {
     CUresult r = cuda_api.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
-    cuda_ctx_leave(&g);
+    cuda_current_leave(&g);
     if (r != CUDA_SUCCESS)
       st = cuda_check(r, error, "cuStreamCreate on CUDA device %d", dev->ordinal);
   }
@@ -40,7 +40,11 @@ int cuda_stream_create(struct adr_backend_device* dev, uint32_t flags,
 
 int cuda_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* stream,
                         struct adr_error* error) {
-  if (stream->is_default) return 0; /* lives as long as the device */
+  if (stream->is_default)
+    return cuda_errorf(error, EINVAL,
+                       "the default stream of CUDA device %d is never destroyed (device_close "
+                       "releases it)",
+                       dev->ordinal);
   int st = 0;
   if (!stream->imported) {
     /* The API promises the queued work completes before the stream goes. */
@@ -51,12 +55,13 @@ int cuda_stream_destroy(struct adr_backend_device* dev, struct adr_backend_strea
     cuda_api.cuStreamSynchronize(stream->stream); /* its copies may still read it */
   }
   if (stream->scratch != 0) {
-    struct cuda_ctx_guard g;
-    if (cuda_ctx_enter(stream->dev, &g, "stream_destroy", NULL) == 0) {
+    struct cuda_current_guard g;
+    if (cuda_current_enter(stream->dev, &g, NULL) == 0) {
       cuda_stream_scratch_free(stream);
-      cuda_ctx_leave(&g);
+      cuda_current_leave(&g);
     }
   }
+  /* Freed even when the driver failed: the handle is not usable again. */
   free(stream);
   return st;
 }
@@ -72,13 +77,13 @@ int cuda_stream_import(struct adr_backend_device* dev, void* native_stream,
                        struct adr_backend_stream** out, struct adr_error* error) {
   CUstream cs = (CUstream)native_stream;
   CUcontext owner = NULL;
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(dev, &g, "stream_import", error);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(dev, &g, error);
   if (st) return st;
   /* The legacy and per-thread handles name the current context's default
    * stream, which is this device's while its context is pushed. */
   CUresult r = cuda_api.cuStreamGetCtx(cs, &owner);
-  cuda_ctx_leave(&g);
+  cuda_current_leave(&g);
   if (r != CUDA_SUCCESS)
     return cuda_check(r, error, "%p is not a CUstream the driver knows", native_stream);
   if (owner != dev->ctx)
@@ -104,11 +109,11 @@ int cuda_event_create(struct adr_backend_device* dev, struct adr_backend_event**
                       struct adr_error* error) {
   struct adr_backend_event* e = calloc(1, sizeof(*e));
   if (e == NULL) return cuda_errorf(error, ENOMEM, "out of memory");
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(dev, &g, "event_create", error);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(dev, &g, error);
   if (st == 0) {
     CUresult r = cuda_api.cuEventCreate(&e->event, CU_EVENT_DISABLE_TIMING);
-    cuda_ctx_leave(&g);
+    cuda_current_leave(&g);
     if (r != CUDA_SUCCESS)
       st = cuda_check(r, error, "cuEventCreate on CUDA device %d", dev->ordinal);
   }

@@ -89,11 +89,24 @@ void hip_shutdown(void) {
   hip_memory_shutdown();
 }
 
-int hip_set_device(const struct adr_backend_device* dev, const char* op, struct adr_error* error) {
-  if (hip_rt.device_count <= 1) return 0;
-  hipError_t e = hip_api.hipSetDevice(dev->ordinal);
-  if (e != hipSuccess) return hip_check(e, error, "hipSetDevice");
+int hip_current_enter(struct adr_backend_device* dev, struct hip_current_guard* guard,
+                      struct adr_error* error) {
+  int cur = -1;
+  guard->switched = false;
+  if (hip_api.hipGetDevice(&cur) == hipSuccess && cur == dev->ordinal) return 0;
+  hipError_t r = hip_api.hipSetDevice(dev->ordinal);
+  if (r != hipSuccess)
+    return hip_check(r, error, "cannot make HIP device %d current", dev->ordinal);
+  guard->previous = cur;
+  guard->switched = true;
   return 0;
+}
+
+void hip_current_leave(struct hip_current_guard* guard) {
+  if (guard->switched) {
+    if (guard->previous >= 0) hip_api.hipSetDevice(guard->previous);
+    guard->switched = false;
+  }
 }
 
 static bool valid_type(ArrowDeviceType type) {
@@ -132,12 +145,16 @@ static int open_device(ArrowDeviceType type, int64_t id, int ordinal, const char
   dev->type = type;
   dev->id = id;
   dev->ordinal = ordinal;
-  int st = hip_set_device(dev, op, error);
-  hipError_t e = hipSuccess;
-  if (st == 0 && (e = hip_api.hipDeviceGet(&dev->hip_dev, ordinal)) != hipSuccess)
-    st = hip_check(e, error, "hipDeviceGet");
-  if (st == 0 && (e = hip_api.hipGetDeviceProperties(&dev->props, ordinal)) != hipSuccess)
-    st = hip_check(e, error, "hipGetDeviceProperties");
+  struct hip_current_guard g;
+  int st = hip_current_enter(dev, &g, error);
+  if (st == 0) {
+    st = hip_check(hip_api.hipDeviceGet(&dev->hip_dev, ordinal), error, "hipDeviceGet");
+    if (st == 0)
+      st = hip_check(hip_api.hipGetDeviceProperties(&dev->props, ordinal), error,
+                     "hipGetDeviceProperties");
+    if (st == 0 && type == ARROW_DEVICE_ROCM) enable_peers(dev);
+    hip_current_leave(&g);
+  }
   if (st != 0) {
     adr_staging_fini(&dev->staging);
     pthread_mutex_destroy(&dev->scratch_lock);
@@ -152,7 +169,6 @@ static int open_device(ArrowDeviceType type, int64_t id, int ordinal, const char
     hipMemPool_t pool = NULL;
     dev->async_alloc = hip_api.hipDeviceGetDefaultMemPool(&pool, ordinal) == hipSuccess;
   }
-  if (type == ARROW_DEVICE_ROCM) enable_peers(dev);
   *out = dev;
   return 0;
 }
@@ -169,15 +185,18 @@ int hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device*
 
 void hip_device_close(struct adr_backend_device* dev) {
   if (dev == NULL) return;
-  bool live = !hip_exiting();
-  if (live) hip_set_device(dev, "device_close", NULL);
+  struct hip_current_guard g;
+  bool live = !hip_exiting() && hip_current_enter(dev, &g, NULL) == 0;
   adr_staging_fini(&dev->staging);
   pthread_mutex_destroy(&dev->scratch_lock);
   if (live && dev->default_stream.stream != NULL && !dev->default_stream.imported) {
     hip_api.hipStreamSynchronize(dev->default_stream.stream);
     hip_api.hipStreamDestroy(dev->default_stream.stream);
   }
-  if (live) hip_stream_scratch_free(&dev->default_stream);
+  if (live) {
+    hip_stream_scratch_free(&dev->default_stream);
+    hip_current_leave(&g);
+  }
   free(dev);
 }
 
@@ -239,10 +258,13 @@ int hip_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
     if (hip_rt.device_count > 1) caps |= ADR_CAP_PEER_COPY;
     out->memory_total = dev->props.totalGlobalMem;
     size_t free_bytes = 0, total_bytes = 0;
-    if (hip_set_device(dev, "device_info", error) == 0 &&
-        hip_api.hipMemGetInfo(&free_bytes, &total_bytes) == hipSuccess) {
-      out->memory_free = free_bytes;
-      if (total_bytes != 0) out->memory_total = total_bytes;
+    struct hip_current_guard g;
+    if (hip_current_enter(dev, &g, NULL) == 0) {
+      if (hip_api.hipMemGetInfo(&free_bytes, &total_bytes) == hipSuccess) {
+        out->memory_free = free_bytes;
+        if (total_bytes != 0) out->memory_total = total_bytes;
+      }
+      hip_current_leave(&g);
     }
     out->alignment = 256;
   } else {

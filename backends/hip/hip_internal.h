@@ -55,6 +55,7 @@ typedef hipDeviceProp_t hip_props_t;
   X(hipGetDeviceCount, hipError_t, (int* count), true)                                             \
   X(hipDeviceGet, hipError_t, (hipDevice_t * device, int ordinal), true)                           \
   X(hipSetDevice, hipError_t, (int device), true)                                                  \
+  X(hipGetDevice, hipError_t, (int* device), true)                                                 \
   X(hipGetDeviceProperties, hipError_t, (hip_props_t * prop, int device), true)                    \
   X(hipMemGetInfo, hipError_t, (size_t * free, size_t * total), true)                              \
   X(hipRuntimeGetVersion, hipError_t, (int* version), true)                                        \
@@ -190,9 +191,18 @@ struct adr_backend_device {
   hip_props_t props;
 };
 
-/* Makes the device's ordinal current on the calling thread (HIP keeps the
- * current device per thread). Skipped when there is one device. */
-int hip_set_device(const struct adr_backend_device* dev, const char* op, struct adr_error* error);
+/* Current-device guard (HIP keeps the current device per thread): every
+ * call into the runtime that depends on it runs between hip_current_enter()
+ * and hip_current_leave(), which switch to the device's ordinal only when it
+ * is not already current and switch back afterwards, so the application's
+ * current device is the same after every adr call as before it. */
+struct hip_current_guard {
+  int previous;
+  bool switched;
+};
+int hip_current_enter(struct adr_backend_device* dev, struct hip_current_guard* guard,
+                      struct adr_error* error);
+void hip_current_leave(struct hip_current_guard* guard);
 
 /* ---- slots (hip_device.c, hip_memory.c, hip_sync.c) --------------------- */
 

@@ -60,16 +60,14 @@ static const char* type_name(ArrowDeviceType type) {
   return type == ARROW_DEVICE_ROCM ? "hip" : "hip_host";
 }
 
-int hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
-              struct adr_backend_stream* stream, void** out, struct adr_error* error) {
+static int alloc_current(struct adr_backend_device* dev, size_t size, size_t alignment,
+                         struct adr_backend_stream* stream, void** out, struct adr_error* error) {
   /* hipMalloc returns 256-byte aligned memory, hipHostMalloc whole pages;
    * larger alignments over-allocate and round up. */
   size_t natural = dev->type == ARROW_DEVICE_ROCM ? 256 : 4096;
   size_t extra = alignment > natural ? alignment - 1 : 0;
   if (size > SIZE_MAX - extra)
     return hip_errorf(error, EOVERFLOW, "size %zu plus alignment %zu overflows", size, alignment);
-  int st = hip_set_device(dev, "alloc", error);
-  if (st != 0) return st;
   size_t total = size + extra;
   void* raw = NULL;
   hipError_t e;
@@ -108,8 +106,18 @@ int hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
   return 0;
 }
 
-int hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
-             struct adr_backend_stream* stream, struct adr_error* error) {
+int hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
+              struct adr_backend_stream* stream, void** out, struct adr_error* error) {
+  struct hip_current_guard g;
+  int st = hip_current_enter(dev, &g, error);
+  if (st != 0) return st;
+  st = alloc_current(dev, size, alignment, stream, out, error);
+  hip_current_leave(&g);
+  return st;
+}
+
+static int free_current(struct adr_backend_device* dev, void* ptr, size_t size,
+                        struct adr_backend_stream* stream, struct adr_error* error) {
   struct allocation a;
   if (adr_range_map_remove(&allocations, (uintptr_t)ptr, &a) != 0)
     return hip_errorf(error, EINVAL, "%p was not allocated by the HIP backend", ptr);
@@ -119,11 +127,6 @@ int hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
     return hip_errorf(error, EINVAL,
                       "%p is a %zu-byte allocation of %s:%" PRId64 ", not %zu bytes of %s:%" PRId64,
                       ptr, a.size, type_name(a.type), a.id, size, type_name(dev->type), dev->id);
-  }
-  int st = hip_set_device(dev, "free", error);
-  if (st != 0) {
-    adr_range_map_insert(&allocations, &a);
-    return st;
   }
   hipError_t e;
   const char* fn;
@@ -144,6 +147,16 @@ int hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
     return hip_check(e, error, "%s", fn);
   }
   return 0;
+}
+
+int hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
+             struct adr_backend_stream* stream, struct adr_error* error) {
+  struct hip_current_guard g;
+  int st = hip_current_enter(dev, &g, error);
+  if (st != 0) return st;
+  st = free_current(dev, ptr, size, stream, error);
+  hip_current_leave(&g);
+  return st;
 }
 
 /* ---- staged pageable copies (backends/common/staging.h) ----------------
@@ -282,12 +295,10 @@ void hip_stream_scratch_free(struct adr_backend_stream* stream) {
   stream->scratch = NULL;
 }
 
-int hip_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
-             const void* src, size_t size, struct adr_backend_stream* stream,
-             struct adr_error* error) {
+static int copy_current(struct adr_backend_device* dst_dev, void* dst,
+                        struct adr_backend_device* src_dev, const void* src, size_t size,
+                        struct adr_backend_stream* stream, struct adr_error* error) {
   if (size == 0) return 0;
-  int st = hip_set_device(stream->dev, "copy", error);
-  if (st != 0) return st;
   hipError_t e;
   const char* fn;
   if (is_device_memory(dst_dev) && is_device_memory(src_dev) &&
@@ -333,11 +344,20 @@ int hip_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_d
   return 0;
 }
 
-int hip_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
-               struct adr_backend_stream* stream, struct adr_error* error) {
-  if (size == 0) return 0;
-  int st = hip_set_device(dev, "memset", error);
+int hip_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
+             const void* src, size_t size, struct adr_backend_stream* stream,
+             struct adr_error* error) {
+  struct hip_current_guard g;
+  int st = hip_current_enter(stream->dev, &g, error);
   if (st != 0) return st;
+  st = copy_current(dst_dev, dst, src_dev, src, size, stream, error);
+  hip_current_leave(&g);
+  return st;
+}
+
+static int memset_current(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                          struct adr_backend_stream* stream, struct adr_error* error) {
+  if (size == 0) return 0;
   hipError_t e = hip_api.hipMemsetAsync(ptr, value & 0xff, size, stream->stream);
   if (e != hipSuccess) {
     char what[128];
@@ -345,6 +365,16 @@ int hip_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size
     return hip_check(e, error, "%s", what);
   }
   return 0;
+}
+
+int hip_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+               struct adr_backend_stream* stream, struct adr_error* error) {
+  struct hip_current_guard g;
+  int st = hip_current_enter(dev, &g, error);
+  if (st != 0) return st;
+  st = memset_current(dev, ptr, value, size, stream, error);
+  hip_current_leave(&g);
+  return st;
 }
 
 static bool in_registered(uintptr_t addr) {
@@ -381,18 +411,17 @@ int hip_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_i
   return hip_errorf(error, ENOENT, "%p is not HIP memory", ptr);
 }
 
-int hip_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
-                      struct adr_error* error) {
+static int host_register_current(struct adr_backend_device* dev, void* ptr, size_t size,
+                                 struct adr_error* error) {
   if (ptr == NULL || size == 0)
     return hip_errorf(error, EINVAL, "ptr must be non-NULL and size > 0");
-  int st = hip_set_device(dev, "host_register", error);
-  if (st != 0) return st;
   hipError_t e = hip_api.hipHostRegister(ptr, size, hipHostRegisterDefault);
   if (e != hipSuccess) {
     char what[128];
     snprintf(what, sizeof(what), "hipHostRegister of %zu bytes at %p", size, ptr);
     return hip_check(e, error, "%s", what);
   }
+  int st = 0;
   pthread_mutex_lock(&memory_lock);
   if (registered_count == registered_cap) {
     size_t cap = registered_cap ? registered_cap * 2 : 16;
@@ -417,7 +446,18 @@ int hip_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
   return 0;
 }
 
-int hip_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_error* error) {
+int hip_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
+                      struct adr_error* error) {
+  struct hip_current_guard g;
+  int st = hip_current_enter(dev, &g, error);
+  if (st != 0) return st;
+  st = host_register_current(dev, ptr, size, error);
+  hip_current_leave(&g);
+  return st;
+}
+
+static int host_unregister_current(struct adr_backend_device* dev, void* ptr,
+                                   struct adr_error* error) {
   bool found = false;
   pthread_mutex_lock(&memory_lock);
   for (size_t i = 0; i < registered_count; i++) {
@@ -433,9 +473,16 @@ int hip_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_er
                       "%p was not registered with "
                       "adr_host_register",
                       ptr);
-  int st = hip_set_device(dev, "host_unregister", error);
-  if (st != 0) return st;
   hipError_t e = hip_api.hipHostUnregister(ptr);
   if (e != hipSuccess) return hip_check(e, error, "hipHostUnregister");
   return 0;
+}
+
+int hip_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_error* error) {
+  struct hip_current_guard g;
+  int st = hip_current_enter(dev, &g, error);
+  if (st != 0) return st;
+  st = host_unregister_current(dev, ptr, error);
+  hip_current_leave(&g);
+  return st;
 }

@@ -19,11 +19,12 @@
 
 static int create_native_stream(struct adr_backend_device* dev, hipStream_t* out,
                                 struct adr_error* error) {
-  int st = hip_set_device(dev, "stream_create", error);
+  struct hip_current_guard g;
+  int st = hip_current_enter(dev, &g, error);
   if (st != 0) return st;
   hipError_t e = hip_api.hipStreamCreateWithFlags(out, hipStreamNonBlocking);
-  if (e != hipSuccess) return hip_check(e, error, "hipStreamCreateWithFlags");
-  return 0;
+  hip_current_leave(&g);
+  return hip_check(e, error, "hipStreamCreateWithFlags on HIP device %d", dev->ordinal);
 }
 
 int hip_stream_create(struct adr_backend_device* dev, uint32_t flags,
@@ -54,19 +55,30 @@ int hip_stream_create(struct adr_backend_device* dev, uint32_t flags,
 
 int hip_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* stream,
                        struct adr_error* error) {
-  if (stream->is_default) return hip_errorf(error, EINVAL, "the default stream is not destroyed");
+  if (stream->is_default)
+    return hip_errorf(error, EINVAL,
+                      "the default stream of HIP device %d is never destroyed (device_close "
+                      "releases it)",
+                      dev->ordinal);
+  int st = 0;
   if (!stream->imported) {
-    hipError_t e = hip_api.hipStreamSynchronize(stream->stream);
-    if (e != hipSuccess) return hip_check(e, error, "hipStreamSynchronize");
-    e = hip_api.hipStreamDestroy(stream->stream);
-    if (e != hipSuccess) return hip_check(e, error, "hipStreamDestroy");
+    /* The API promises the queued work completes before the stream goes. */
+    hipError_t r = hip_api.hipStreamSynchronize(stream->stream);
+    if (r == hipSuccess) r = hip_api.hipStreamDestroy(stream->stream);
+    st = hip_check(r, error, "HIP device %d", dev->ordinal);
   } else if (stream->scratch != NULL) {
     hip_api.hipStreamSynchronize(stream->stream); /* its copies may still read it */
   }
-  if (stream->scratch != NULL && hip_set_device(stream->dev, "stream_destroy", NULL) == 0)
-    hip_stream_scratch_free(stream);
+  if (stream->scratch != NULL) {
+    struct hip_current_guard g;
+    if (hip_current_enter(stream->dev, &g, NULL) == 0) {
+      hip_stream_scratch_free(stream);
+      hip_current_leave(&g);
+    }
+  }
+  /* Freed even when the runtime failed: the handle is not usable again. */
   free(stream);
-  return 0;
+  return st;
 }
 
 int hip_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* stream,
@@ -94,29 +106,35 @@ void* hip_stream_native(struct adr_backend_device* dev, struct adr_backend_strea
 
 int hip_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
                      struct adr_error* error) {
-  struct adr_backend_event* ev = calloc(1, sizeof(*ev));
-  if (ev == NULL) return hip_errorf(error, ENOMEM, "out of memory");
-  int st = hip_set_device(dev, "event_create", error);
-  hipError_t e = hipSuccess;
-  if (st == 0 &&
-      (e = hip_api.hipEventCreateWithFlags(&ev->event, hipEventDisableTiming)) != hipSuccess)
-    st = hip_check(e, error, "hipEventCreateWithFlags");
-  if (st != 0) {
-    free(ev);
+  struct adr_backend_event* e = calloc(1, sizeof(*e));
+  if (e == NULL) return hip_errorf(error, ENOMEM, "out of memory");
+  struct hip_current_guard g;
+  int st = hip_current_enter(dev, &g, error);
+  if (st == 0) {
+    hipError_t r = hip_api.hipEventCreateWithFlags(&e->event, hipEventDisableTiming);
+    hip_current_leave(&g);
+    st = hip_check(r, error, "hipEventCreateWithFlags on HIP device %d", dev->ordinal);
+  }
+  if (st) {
+    free(e);
     return st;
   }
-  *out = ev;
+  *out = e;
   return 0;
 }
 
 int hip_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* event,
                       struct adr_error* error) {
+  int st = 0;
   if (!event->imported) {
-    hipError_t e = hip_api.hipEventDestroy(event->event);
-    if (e != hipSuccess) return hip_check(e, error, "hipEventDestroy");
+    /* hipEventDestroy may be called with work pending: the runtime
+     * releases the event once it completes. */
+    hipError_t r = hip_api.hipEventDestroy(event->event);
+    st = hip_check(r, error, "HIP device %d", dev->ordinal);
   }
+  /* Freed even when the runtime failed: the handle is not usable again. */
   free(event);
-  return 0;
+  return st;
 }
 
 int hip_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
