@@ -177,6 +177,7 @@ void test_stream_create_destroy(void** state);
 void test_stream_queued_work(void** state);
 void test_stream_default(void** state);
 void test_stream_ordered_alloc_free(void** state);
+void test_stream_default_destroy_refused(void** state);
 
 /* test_event.c */
 void test_event_orders_two_streams(void** state);

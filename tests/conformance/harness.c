@@ -455,6 +455,7 @@ int main(void) {
       T(test_stream_queued_work),
       T(test_stream_default),
       T(test_stream_ordered_alloc_free),
+      T(test_stream_default_destroy_refused),
       T(test_event_orders_two_streams),
       T(test_event_query_and_synchronize),
       T(test_event_never_recorded),

@@ -139,3 +139,42 @@ void test_stream_ordered_alloc_free(void** state) {
   conf_stream_destroy(s2);
   conf_stream_destroy(s);
 }
+
+/* adr.h: adr_stream_destroy on a default stream is EINVAL and destroys
+ * nothing (backend.h: a backend's default stream is never destroyed by
+ * stream_destroy; device_close releases it). Checked with work queued on it
+ * when the destroy is refused: that work still completes, the native
+ * handle is the same, and the stream goes on ordering work. The CPU
+ * device's default stream answers the same. */
+void test_stream_default_destroy_refused(void** state) {
+  (void)state;
+  struct adr_stream* def = adr_stream_default(g_conf.dev);
+  assert_non_null(def);
+  void* native = adr_stream_native(def);
+  const size_t n = 8 * CONF_MIB + 3;
+  uint8_t* d = conf_dev_alloc(g_conf.dev, n, 0, NULL);
+  uint8_t* h = conf_host_alloc(n);
+  uint8_t* back = conf_host_alloc(n);
+  conf_fill(h, n, 113);
+  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.cpu, h, n, def, CONF_ERR));
+  ASSERT_OK(adr_memset(g_conf.dev, d + 4096, 0x77, 4096, def, CONF_ERR));
+  for (int round = 0; round < 2; round++) {
+    struct adr_error e;
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(adr_stream_destroy(def, &e), EINVAL);
+    if (strstr(e.message, "[adr_stream_destroy]") == NULL || strstr(e.message, "default") == NULL)
+      fail_msg("refused destroy of the default stream: unclear message \"%s\"", e.message);
+  }
+  ASSERT_ERR(adr_stream_destroy(adr_stream_default(g_conf.cpu), CONF_ERR), EINVAL,
+             "adr_stream_destroy");
+  assert_ptr_equal(adr_stream_default(g_conf.dev), def);
+  assert_ptr_equal(adr_stream_native(def), native);
+  ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, def, CONF_ERR));
+  ASSERT_OK(adr_stream_synchronize(def, CONF_ERR));
+  conf_expect_pattern(back, 4096, 113, "before the memset");
+  conf_expect_bytes(back + 4096, 4096, 0x77, "the memset queued before the refused destroy");
+  conf_expect_pattern_at(back + 8192, n - 8192, 113, 8192, "after the memset");
+  conf_host_free(back);
+  conf_host_free(h);
+  conf_dev_free(g_conf.dev, d, n, NULL);
+}
