@@ -117,53 +117,53 @@ int cuda_free(struct adr_backend_device* dev, void* ptr, size_t size,
 
 /* ---- staged pageable copies (backends/common/staging.h) ---------------- */
 
-static int stage_host_alloc(size_t size, void** out) {
+static int cuda_stage_host_alloc(size_t size, void** out) {
   return (int)cuda_api.cuMemHostAlloc(out, size, CU_MEMHOSTALLOC_PORTABLE);
 }
 
-static void stage_host_free(void* ptr) {
+static void cuda_stage_host_free(void* ptr) {
   cuda_api.cuMemFreeHost(ptr);
 }
 
-static int stage_event_create(void** out) {
+static int cuda_stage_event_create(void** out) {
   CUevent event = NULL;
   CUresult r = cuda_api.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING);
   *out = event;
   return (int)r;
 }
 
-static void stage_event_destroy(void* event) {
+static void cuda_stage_event_destroy(void* event) {
   cuda_api.cuEventSynchronize(event);
   cuda_api.cuEventDestroy(event);
 }
 
-static int stage_event_record(void* event, void* stream) {
+static int cuda_stage_event_record(void* event, void* stream) {
   return (int)cuda_api.cuEventRecord(event, stream);
 }
 
-static int stage_event_synchronize(void* event) {
+static int cuda_stage_event_synchronize(void* event) {
   return (int)cuda_api.cuEventSynchronize(event);
 }
 
-static int stage_copy_async(uintptr_t dst, uintptr_t src, size_t len, bool to_device,
-                            void* stream) {
+static int cuda_stage_copy_async(uintptr_t dst, uintptr_t src, size_t len, bool to_device,
+                                 void* stream) {
   (void)to_device; /* unified addressing */
   return (int)cuda_api.cuMemcpyAsync((CUdeviceptr)dst, (CUdeviceptr)src, len, stream);
 }
 
-static int stage_stream_synchronize(void* stream) {
+static int cuda_stage_stream_synchronize(void* stream) {
   return (int)cuda_api.cuStreamSynchronize(stream);
 }
 
 const struct adr_staging_ops cuda_staging_ops = {
-    .host_alloc = stage_host_alloc,
-    .host_free = stage_host_free,
-    .event_create = stage_event_create,
-    .event_destroy = stage_event_destroy,
-    .event_record = stage_event_record,
-    .event_synchronize = stage_event_synchronize,
-    .copy_async = stage_copy_async,
-    .stream_synchronize = stage_stream_synchronize,
+    .host_alloc = cuda_stage_host_alloc,
+    .host_free = cuda_stage_host_free,
+    .event_create = cuda_stage_event_create,
+    .event_destroy = cuda_stage_event_destroy,
+    .event_record = cuda_stage_event_record,
+    .event_synchronize = cuda_stage_event_synchronize,
+    .copy_async = cuda_stage_copy_async,
+    .stream_synchronize = cuda_stage_stream_synchronize,
     .out_of_memory = CUDA_ERROR_OUT_OF_MEMORY,
 };
 

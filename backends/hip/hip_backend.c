@@ -2,24 +2,27 @@
  *
  * HIP backend: the plugin table and its one exported symbol.
  *
- * Serves ARROW_DEVICE_ROCM (device memory: hipMalloc / hipMallocAsync) and
- * ARROW_DEVICE_ROCM_HOST (pinned host memory: hipHostMalloc). See
- * backends/hip/README.md and include/adr/hip.h.
+ * Thread safety: init/shutdown are serialised by the core; every other
+ * slot may run concurrently. Device objects are immutable after open except
+ * their staging-buffer list and overlap scratch, each behind its own mutex;
+ * the backend's allocation map has its own lock; the HIP runtime itself is
+ * thread-safe.
  */
 #include <stddef.h>
 
 #include "hip_internal.h"
 
-static const ArrowDeviceType served_types[] = {ARROW_DEVICE_ROCM, ARROW_DEVICE_ROCM_HOST};
+static const ArrowDeviceType k_types[] = {ARROW_DEVICE_ROCM, ARROW_DEVICE_ROCM_HOST};
 
-static const struct adr_backend hip_backend = {
+static const struct adr_backend k_hip_backend = {
     .abi_major = ADR_BACKEND_ABI_MAJOR,
     .abi_minor = ADR_BACKEND_ABI_MINOR,
     .struct_size = sizeof(struct adr_backend),
-    .name = "hip",
-    .version = ADR_VERSION_STRING,
-    .device_types = served_types,
-    .device_type_count = sizeof(served_types) / sizeof(served_types[0]),
+    .flags = 0,
+    .name = HIP_BACKEND_NAME,
+    .version = "0.1.0 (HIP runtime API, 5.x and 6.x)",
+    .device_types = k_types,
+    .device_type_count = sizeof(k_types) / sizeof(k_types[0]),
     .init = hip_init,
     .shutdown = hip_shutdown,
     .device_count = hip_device_count,
@@ -51,11 +54,12 @@ static const struct adr_backend hip_backend = {
     .host_unregister = hip_host_unregister,
 };
 
-const struct adr_backend* adr_backend_query(uint32_t host_abi_major, uint32_t host_abi_minor,
-                                            const struct adr_backend_host* host) {
+ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(
+    uint32_t host_abi_major, uint32_t host_abi_minor, const struct adr_backend_host* services) {
+  (void)host_abi_minor;
   if (host_abi_major != ADR_BACKEND_ABI_MAJOR) return NULL;
   /* The host table may be older than ours: use only what it covers. */
-  if (host != NULL && host->struct_size >= offsetof(struct adr_backend_host, reserved))
-    hip_rt.host = host;
-  return &hip_backend;
+  if (services != NULL && services->struct_size >= offsetof(struct adr_backend_host, reserved))
+    hip_host = services;
+  return &k_hip_backend;
 }

@@ -16,8 +16,9 @@
 
 #include "hip_internal.h"
 
-struct hip_runtime hip_rt;
 struct hip_config hip_config;
+int hip_devices;
+static _Atomic bool g_exiting;
 
 static void version_text(int v, char* buf, size_t cap) {
   if (v <= 0) {
@@ -27,61 +28,57 @@ static void version_text(int v, char* buf, size_t cap) {
   snprintf(buf, cap, "%d.%d.%d", v / 10000000, (v / 100000) % 100, v % 100000);
 }
 
+bool hip_exiting(void) {
+  return atomic_load_explicit(&g_exiting, memory_order_acquire);
+}
+
 static void mark_exiting(void) {
-  atomic_store_explicit(&hip_rt.exiting, true, memory_order_release);
+  atomic_store_explicit(&g_exiting, true, memory_order_release);
+}
+
+/* ADR_HIP_STAGING: "off", or "<threshold>[:<chunk>]" (byte counts with an
+ * optional K, M or G suffix): pageable copies of at least <threshold> bytes
+ * are staged through two pinned buffers of <chunk> bytes. Default 1M:4M.
+ * ADR_HIP_NO_ASYNC_ALLOC=1: hipMalloc even where hipMallocAsync works. */
+static int read_config(struct adr_error* error) {
+  char msg[512];
+  if (adr_staging_config_parse(ADR_HIP_STAGING_ENV, hip_getenv(ADR_HIP_STAGING_ENV),
+                               &hip_config.staging, msg, sizeof(msg)) != 0)
+    return hip_errorf(error, EINVAL, "%s", msg);
+  const char* no_async = hip_getenv(ADR_HIP_NO_ASYNC_ALLOC_ENV);
+  hip_config.async_alloc_disabled = no_async != NULL && strcmp(no_async, "1") == 0;
+  return 0;
 }
 
 int hip_init(struct adr_error* error) {
-  int st = hip_library_load(hip_rt.host, error);
-  if (st != 0) return st;
-  const char* no_async = hip_rt.host != NULL && hip_rt.host->getenv != NULL
-                             ? hip_rt.host->getenv(ADR_HIP_NO_ASYNC_ALLOC_ENV)
-                             : NULL;
-  hip_config.async_alloc_disabled = no_async != NULL && strcmp(no_async, "1") == 0;
-  char msg[512];
-  if (adr_staging_config_parse(ADR_HIP_STAGING_ENV,
-                               hip_rt.host != NULL && hip_rt.host->getenv != NULL
-                                   ? hip_rt.host->getenv(ADR_HIP_STAGING_ENV)
-                                   : NULL,
-                               &hip_config.staging, msg, sizeof(msg)) != 0)
-    return hip_errorf(error, EINVAL, "%s", msg);
-
+  int st = read_config(error);
+  if (st) return st;
+  st = hip_library_load(error);
+  if (st) return st;
   hipError_t init_err = hip_api.hipInit(0);
   int n = 0;
-  hipError_t count_err = hip_api.hipGetDeviceCount(&n);
-  if (hip_api.hipRuntimeGetVersion(&hip_rt.runtime_version) != hipSuccess)
-    hip_rt.runtime_version = 0;
-  if (hip_api.hipDriverGetVersion(&hip_rt.driver_version) != hipSuccess) hip_rt.driver_version = 0;
+  hipError_t r = hip_api.hipGetDeviceCount(&n);
   char version[32];
-  version_text(hip_rt.runtime_version, version, sizeof(version));
-
-  char what[512];
+  version_text(hip_api.runtime_version, version, sizeof(version));
   /* The AMD runtime answers hipInit with hipErrorInvalidDevice when there
    * is no GPU and hipGetDeviceCount with hipErrorNoDevice; the count's
-   * error is the one that says what is wrong, so it leads the message. */
-  if (count_err != hipSuccess || n <= 0) {
-    hipError_t e = count_err != hipSuccess ? count_err : hipErrorNoDevice;
-    snprintf(what, sizeof(what), "hipGetDeviceCount %s; hipInit returned %s; %s, HIP runtime %s",
-             count_err != hipSuccess ? "failed" : "returned 0 devices", hip_error_name(init_err),
-             hip_rt.path, version);
-    st = hip_check(e, error, "%s", what);
-    /* Only the absence of devices is "unavailable"; a runtime that fails
-     * otherwise is rejected with its own status. */
-    return st == ENODEV ? ENODEV : st;
-  }
-  if (init_err != hipSuccess) {
-    snprintf(what, sizeof(what), "hipInit; %s, HIP runtime %s", hip_rt.path, version);
-    return hip_check(init_err, error, "%s", what);
-  }
-  hip_rt.device_count = n;
+   * error is the one that says what is wrong, so it leads the message.
+   * Only the absence of devices is "unavailable" (ENODEV); a runtime that
+   * fails otherwise is rejected with its own status. */
+  if (r != hipSuccess || n <= 0)
+    return hip_check(r != hipSuccess ? r : hipErrorNoDevice, error,
+                     "hipGetDeviceCount %s; hipInit returned %s; %s, HIP runtime %s",
+                     r != hipSuccess ? "failed" : "returned 0 devices", hip_error_name(init_err),
+                     hip_api.path, version);
+  if (init_err != hipSuccess)
+    return hip_check(init_err, error, "hipInit; %s, HIP runtime %s", hip_api.path, version);
+  hip_devices = n;
   /* The runtime registered its exit-time teardown while it loaded; a
    * handler registered now runs before it (exit handlers run in reverse). */
-  if (atexit(mark_exiting) != 0) {
+  if (atexit(mark_exiting) != 0)
     return hip_errorf(error, ENOMEM, "cannot register the exit handler (atexit)");
-  }
-  if (hip_rt.host != NULL && hip_rt.host->log != NULL)
-    hip_rt.host->log(ADR_LOG_INFO, "hip", "HIP runtime %s from %s: %d device%s", version,
-                     hip_rt.path, n, n == 1 ? "" : "s");
+  hip_log(ADR_LOG_INFO, "HIP runtime %s from %s: %d device%s", version, hip_api.path, n,
+          n == 1 ? "" : "s");
   return 0;
 }
 
@@ -116,7 +113,7 @@ static bool valid_type(ArrowDeviceType type) {
 int hip_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
   if (!valid_type(type))
     return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
-  *out = hip_rt.device_count;
+  *out = hip_devices;
   return 0;
 }
 
@@ -124,15 +121,14 @@ int hip_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error
  * copies go over the fabric instead of being staged by the runtime. */
 static void enable_peers(struct adr_backend_device* dev) {
   if (hip_api.hipDeviceEnablePeerAccess == NULL) return;
-  for (int p = 0; p < hip_rt.device_count; p++) {
+  for (int p = 0; p < hip_devices; p++) {
     if (p == dev->ordinal) continue;
     int can = 0;
     if (hip_api.hipDeviceCanAccessPeer(&can, dev->ordinal, p) != hipSuccess || !can) continue;
     hipError_t e = hip_api.hipDeviceEnablePeerAccess(p, 0);
-    if (e != hipSuccess && e != hipErrorPeerAccessAlreadyEnabled && hip_rt.host != NULL &&
-        hip_rt.host->log != NULL)
-      hip_rt.host->log(ADR_LOG_WARN, "hip", "hipDeviceEnablePeerAccess(%d -> %d): %s", dev->ordinal,
-                       p, hip_error_name(e));
+    if (e != hipSuccess && e != hipErrorPeerAccessAlreadyEnabled)
+      hip_log(ADR_LOG_WARN, "hipDeviceEnablePeerAccess(%d -> %d): %s", dev->ordinal, p,
+              hip_error_name(e));
   }
 }
 
@@ -177,9 +173,8 @@ int hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device*
                     struct adr_error* error) {
   if (!valid_type(type))
     return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
-  if (id < 0 || id >= hip_rt.device_count)
-    return hip_errorf(error, ENODEV, "no HIP device %" PRId64 " (%d visible)", id,
-                      hip_rt.device_count);
+  if (id < 0 || id >= hip_devices)
+    return hip_errorf(error, ENODEV, "no HIP device %" PRId64 " (%d visible)", id, hip_devices);
   return open_device(type, id, (int)id, "device_open", out, error);
 }
 
@@ -216,11 +211,11 @@ int hip_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
                       desc->struct_size, sizeof(struct adr_hip_device_desc));
   for (size_t i = 0; i < sizeof(desc->reserved) / sizeof(desc->reserved[0]); i++)
     if (desc->reserved[i] != 0) return hip_errorf(error, EINVAL, "reserved[%zu] is not 0", i);
-  if (desc->device < 0 || desc->device >= hip_rt.device_count)
+  if (desc->device < 0 || desc->device >= hip_devices)
     return hip_errorf(error, ENODEV,
                       "no HIP device %d (%d "
                       "visible)",
-                      (int)desc->device, hip_rt.device_count);
+                      (int)desc->device, hip_devices);
   struct adr_backend_device* dev = NULL;
   int st = open_device(type, id, desc->device, "device_adopt", &dev, error);
   if (st != 0) return st;
@@ -242,7 +237,7 @@ static void copy_text(char* dst, size_t cap, const char* src) {
 int hip_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
                     struct adr_error* error) {
   char version[32];
-  version_text(hip_rt.runtime_version, version, sizeof(version));
+  version_text(hip_api.runtime_version, version, sizeof(version));
   if (dev->type == ARROW_DEVICE_ROCM) {
     copy_text(out->name, sizeof(out->name), dev->props.name);
   } else {
@@ -250,12 +245,12 @@ int hip_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
   }
   copy_text(out->vendor, sizeof(out->vendor), "AMD");
   copy_text(out->backend, sizeof(out->backend), "hip");
-  snprintf(out->driver, sizeof(out->driver), "HIP runtime %s (%.80s)", version, hip_rt.path);
+  snprintf(out->driver, sizeof(out->driver), "HIP runtime %s (%.80s)", version, hip_api.path);
   uint64_t caps = ADR_CAP_ASYNC_STREAMS | ADR_CAP_UNIFIED_ADDRESSING | ADR_CAP_IMPORT_NATIVE;
   if (dev->type == ARROW_DEVICE_ROCM) {
     caps |= ADR_CAP_DEVICE_ADDRESSES;
     if (dev->async_alloc) caps |= ADR_CAP_STREAM_ORDERED_ALLOC;
-    if (hip_rt.device_count > 1) caps |= ADR_CAP_PEER_COPY;
+    if (hip_devices > 1) caps |= ADR_CAP_PEER_COPY;
     out->memory_total = dev->props.totalGlobalMem;
     size_t free_bytes = 0, total_bytes = 0;
     struct hip_current_guard g;
@@ -310,7 +305,7 @@ int hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, 
   emit(ctx, "pageable_staging", buf);
   emit(ctx, "stream_ordered_alloc", dev->async_alloc ? "hipMallocAsync" : "no (hipMalloc/hipFree)");
   buf[0] = '\0';
-  for (int q = 0; q < hip_rt.device_count; q++) {
+  for (int q = 0; q < hip_devices; q++) {
     int can = 0;
     if (q == dev->ordinal || hip_api.hipDeviceCanAccessPeer(&can, dev->ordinal, q) != hipSuccess ||
         !can)
@@ -320,15 +315,14 @@ int hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, 
   }
   emit(ctx, "peer_access", buf[0] ? buf : "none");
   char version[32];
-  version_text(hip_rt.runtime_version, version, sizeof(version));
+  version_text(hip_api.runtime_version, version, sizeof(version));
   emit(ctx, "runtime_version", version);
-  version_text(hip_rt.driver_version, version, sizeof(version));
+  version_text(hip_api.driver_version, version, sizeof(version));
   emit(ctx, "driver_version", version);
-  emit(ctx, "library", hip_rt.path);
+  emit(ctx, "library", hip_api.path);
   const char* vars[] = {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"};
   for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-    const char* v =
-        hip_rt.host != NULL && hip_rt.host->getenv != NULL ? hip_rt.host->getenv(vars[i]) : NULL;
+    const char* v = hip_getenv(vars[i]);
     if (v != NULL) emit(ctx, vars[i], v);
   }
   if (dev->adopted) emit(ctx, "adopted", "yes");

@@ -1,92 +1,126 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * Opens the HIP runtime with dlopen and resolves the symbol table.
+ * Loads the HIP runtime (libamdhip64) with dlopen and resolves the entry
+ * points of HIP_SYMBOLS with dlsym. The backend never links libamdhip64,
+ * so it loads on machines without ROCm and a missing runtime is a clean
+ * "unavailable" with every name tried.
  *
- * The backend never links libamdhip64, so it loads on machines without
- * ROCm and a missing runtime is a clean "unavailable" with every name
- * tried. The handle is kept for the life of the process: the runtime
- * starts threads and registers exit handlers, so unloading it is unsafe.
+ * Runs once, from init (the core serialises init), and only writes
+ * hip_api; afterwards the table is read-only and shared by all threads.
+ * The runtime starts threads and registers exit handlers, so a library
+ * that was used stays open for the life of the process; one refused for a
+ * missing entry point is closed again, since nothing in it was called.
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "hip_internal.h"
 
 struct hip_api hip_api;
+const struct adr_backend_host* hip_host;
 
-/* Default candidates, in order: the development symlink first (what a
- * ROCm install or LD_LIBRARY_PATH points at), then the runtime sonames. */
-static const char* const default_names[] = {"libamdhip64.so", "libamdhip64.so.6",
-                                            "libamdhip64.so.5"};
+const char* hip_getenv(const char* name) {
+  if (hip_host != NULL && hip_host->getenv != NULL) return hip_host->getenv(name);
+  return NULL;
+}
 
-static void append(char* buf, size_t cap, const char* text) {
+void hip_log(int level, const char* fmt, ...) {
+  if (hip_host == NULL || hip_host->log == NULL) return;
+  if (hip_host->log_level != NULL && hip_host->log_level() < level) return;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  hip_host->log(level, HIP_BACKEND_NAME, "%s", msg);
+}
+
+static void append(char* buf, size_t cap, const char* fmt, ...) ADR_PRINTF(3, 4);
+static void append(char* buf, size_t cap, const char* fmt, ...) {
   size_t len = strlen(buf);
   if (len + 1 >= cap) return;
-  snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", text);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + len, cap - len, fmt, ap);
+  va_end(ap);
 }
 
-static int resolve(void* handle, const char* path, struct adr_error* error) {
-  struct hip_api api;
-  memset(&api, 0, sizeof(api));
-  /* Casting through void* is how POSIX says dlsym results are used. */
-#define HIP_RESOLVE(name, ret, params, required)                        \
-  {                                                                     \
-    void* sym = dlsym(handle, #name);                                   \
-    if (sym == NULL && (required))                                      \
-      return hip_errorf(error, ENOTSUP,                                 \
-                        "%s lacks the required symbol %s (runtime too " \
-                        "old or not a HIP runtime)",                    \
-                        path, #name);                                   \
-    memcpy(&api.name, &sym, sizeof(sym));                               \
-  }
-  HIP_SYMBOLS(HIP_RESOLVE)
-#undef HIP_RESOLVE
-  hip_api = api;
-  return 0;
-}
-
-int hip_library_load(const struct adr_backend_host* host, struct adr_error* error) {
-  const char* override =
-      host != NULL && host->getenv != NULL ? host->getenv(ADR_HIP_LIBRARY_ENV) : NULL;
-  const char* const* names = default_names;
-  size_t count = sizeof(default_names) / sizeof(default_names[0]);
+/* Candidates, in order: the development symlink first (what a ROCm
+ * install or LD_LIBRARY_PATH points at), then the runtime sonames. */
+static int open_library(struct adr_error* error) {
+  static const char* const k_default[] = {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"};
+  const char* override = hip_getenv(ADR_HIP_LIBRARY_ENV);
+  const char* const* names = k_default;
+  size_t count = sizeof(k_default) / sizeof(k_default[0]);
   if (override != NULL && override[0] != '\0') {
     names = &override;
     count = 1;
+  } else {
+    override = NULL;
   }
-  char tried[1024] = "";
+  char tried[768] = "";
   char last_error[512] = "";
   for (size_t i = 0; i < count; i++) {
     dlerror();
-    void* handle = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (handle == NULL) {
-      const char* msg = dlerror();
-      append(tried, sizeof(tried), names[i]);
-      /* "cannot open shared object file" is the ordinary absent case; any
-       * other failure (missing dependency, wrong ELF class) is worth
-       * showing. */
-      if (msg != NULL && strstr(msg, "No such file") == NULL)
-        snprintf(last_error, sizeof(last_error), "; %s", msg);
-      if (host != NULL && host->log != NULL)
-        host->log(ADR_LOG_DEBUG, "hip", "dlopen(%s) failed: %s", names[i], msg ? msg : "?");
-      continue;
+    void* lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (lib != NULL) {
+      hip_api.lib = lib;
+      struct link_map* map = NULL;
+      if (dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map != NULL && map->l_name != NULL &&
+          map->l_name[0] != '\0')
+        snprintf(hip_api.path, sizeof(hip_api.path), "%s", map->l_name);
+      else
+        snprintf(hip_api.path, sizeof(hip_api.path), "%s", names[i]);
+      return 0;
     }
-    int st = resolve(handle, names[i], error);
-    if (st != 0) {
-      /* A library lacking symbols is not used; closing it is safe because
-       * nothing in it was called. */
-      dlclose(handle);
-      return st;
-    }
-    hip_rt.handle = handle;
-    snprintf(hip_rt.path, sizeof(hip_rt.path), "%s", names[i]);
-    if (host != NULL && host->log != NULL)
-      host->log(ADR_LOG_INFO, "hip", "loaded HIP runtime %s", names[i]);
-    return 0;
+    const char* why = dlerror();
+    append(tried, sizeof(tried), "%s%s", i ? ", " : "", names[i]);
+    /* "cannot open shared object file" is the ordinary absent case; any
+     * other failure (missing dependency, wrong ELF class) is worth showing. */
+    if (why != NULL && strstr(why, "No such file") == NULL)
+      snprintf(last_error, sizeof(last_error), "; %s", why);
+    hip_log(ADR_LOG_DEBUG, "dlopen(%s) failed: %s", names[i], why ? why : "?");
   }
-  return adr_backend_error_set(
-      error, ENODEV, "unavailable: %s not found (tried: %s%s%s)", names[0], tried,
-      names == default_names ? "" : ", named by " ADR_HIP_LIBRARY_ENV, last_error);
+  return adr_backend_error_set(error, ENODEV, "unavailable: %s not found (tried: %s%s%s)", names[0],
+                               tried, override ? ", named by " ADR_HIP_LIBRARY_ENV : "",
+                               last_error);
+}
+
+/* dlsym into a function-pointer slot (ISO C has no void* -> function
+ * pointer conversion; the bytes are copied instead). */
+static bool sym(const char* name, void* slot) {
+  void* p = dlsym(hip_api.lib, name);
+  memcpy(slot, &p, sizeof(p));
+  return p != NULL;
+}
+
+int hip_library_load(struct adr_error* error) {
+  int st = open_library(error);
+  if (st) return st;
+  const char* path = hip_api.path;
+#define HIP_RESOLVE(s, required)                                                         \
+  if (!sym(#s, &hip_api.s)) {                                                            \
+    if (required) {                                                                      \
+      dlclose(hip_api.lib);                                                              \
+      hip_api.lib = NULL;                                                                \
+      return hip_errorf(error, ENOTSUP,                                                  \
+                        "%s lacks the required symbol %s (runtime too old or not a HIP " \
+                        "runtime)",                                                      \
+                        path, #s);                                                       \
+    }                                                                                    \
+    hip_log(ADR_LOG_DEBUG, "optional entry point %s not available", #s);                 \
+  }
+  HIP_SYMBOLS(HIP_RESOLVE)
+#undef HIP_RESOLVE
+  if (hip_api.hipRuntimeGetVersion(&hip_api.runtime_version) != hipSuccess)
+    hip_api.runtime_version = 0;
+  if (hip_api.hipDriverGetVersion(&hip_api.driver_version) != hipSuccess)
+    hip_api.driver_version = 0;
+  hip_log(ADR_LOG_INFO, "loaded %s, HIP runtime %d.%d", path, hip_runtime_major(),
+          (hip_api.runtime_version / 100000) % 100);
+  return 0;
 }

@@ -164,55 +164,55 @@ int hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
  * At exit (hip_exiting) the runtime may already be gone: the release calls
  * then free nothing of the runtime's. */
 
-static int stage_host_alloc(size_t size, void** out) {
+static int hip_stage_host_alloc(size_t size, void** out) {
   return (int)hip_api.hipHostMalloc(out, size, hipHostMallocPortable);
 }
 
-static void stage_host_free(void* ptr) {
+static void hip_stage_host_free(void* ptr) {
   if (!hip_exiting()) hip_api.hipHostFree(ptr);
 }
 
-static int stage_event_create(void** out) {
+static int hip_stage_event_create(void** out) {
   hipEvent_t event = NULL;
   hipError_t e = hip_api.hipEventCreateWithFlags(&event, hipEventDisableTiming);
   *out = event;
   return (int)e;
 }
 
-static void stage_event_destroy(void* event) {
+static void hip_stage_event_destroy(void* event) {
   if (hip_exiting()) return;
   hip_api.hipEventSynchronize(event);
   hip_api.hipEventDestroy(event);
 }
 
-static int stage_event_record(void* event, void* stream) {
+static int hip_stage_event_record(void* event, void* stream) {
   return (int)hip_api.hipEventRecord(event, stream);
 }
 
-static int stage_event_synchronize(void* event) {
+static int hip_stage_event_synchronize(void* event) {
   return (int)hip_api.hipEventSynchronize(event);
 }
 
-static int stage_copy_async(uintptr_t dst, uintptr_t src, size_t len, bool to_device,
-                            void* stream) {
+static int hip_stage_copy_async(uintptr_t dst, uintptr_t src, size_t len, bool to_device,
+                                void* stream) {
   return (int)hip_api.hipMemcpyAsync((void*)dst, (const void*)src, len,
                                      to_device ? hipMemcpyHostToDevice : hipMemcpyDeviceToHost,
                                      stream);
 }
 
-static int stage_stream_synchronize(void* stream) {
+static int hip_stage_stream_synchronize(void* stream) {
   return (int)hip_api.hipStreamSynchronize(stream);
 }
 
 const struct adr_staging_ops hip_staging_ops = {
-    .host_alloc = stage_host_alloc,
-    .host_free = stage_host_free,
-    .event_create = stage_event_create,
-    .event_destroy = stage_event_destroy,
-    .event_record = stage_event_record,
-    .event_synchronize = stage_event_synchronize,
-    .copy_async = stage_copy_async,
-    .stream_synchronize = stage_stream_synchronize,
+    .host_alloc = hip_stage_host_alloc,
+    .host_free = hip_stage_host_free,
+    .event_create = hip_stage_event_create,
+    .event_destroy = hip_stage_event_destroy,
+    .event_record = hip_stage_event_record,
+    .event_synchronize = hip_stage_event_synchronize,
+    .copy_async = hip_stage_copy_async,
+    .stream_synchronize = hip_stage_stream_synchronize,
     .out_of_memory = hipErrorOutOfMemory,
 };
 
@@ -237,7 +237,7 @@ static hipError_t query_attributes(struct hip_pointer_attributes* attr, const vo
   memset(attr, 0, sizeof(*attr));
   hipError_t pending =
       hip_api.hipPeekAtLastError != NULL ? hip_api.hipPeekAtLastError() : hipSuccess;
-  hipError_t e = hip_api.hipPointerGetAttributes(attr, p);
+  hipError_t e = hip_api.hipPointerGetAttributes((hipPointerAttribute_t*)attr, p);
   if (e != hipSuccess && pending == hipSuccess && hip_api.hipGetLastError != NULL &&
       hip_api.hipPeekAtLastError != NULL)
     hip_api.hipGetLastError();
@@ -402,7 +402,7 @@ int hip_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_i
     memset(&attr, 0, sizeof(attr));
     bool device = false;
     if (query_attributes(&attr, ptr) == hipSuccess && decode_type(attr.type, &device) &&
-        attr.device >= 0 && attr.device < hip_rt.device_count) {
+        attr.device >= 0 && attr.device < hip_devices) {
       *out_type = device ? ARROW_DEVICE_ROCM : ARROW_DEVICE_ROCM_HOST;
       *out_id = attr.device;
       return 0;
