@@ -69,8 +69,7 @@ int cuda_stream_destroy(struct adr_backend_device* dev, struct adr_backend_strea
 int cuda_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* stream,
                             struct adr_error* error) {
   CUresult r = cuda_api.cuStreamSynchronize(stream->stream);
-  if (r != CUDA_SUCCESS) return cuda_check(r, error, "CUDA device %d", dev->ordinal);
-  return 0;
+  return cuda_check(r, error, "CUDA device %d", dev->ordinal);
 }
 
 int cuda_stream_import(struct adr_backend_device* dev, void* native_stream,
@@ -141,24 +140,19 @@ int cuda_event_destroy(struct adr_backend_device* dev, struct adr_backend_event*
 int cuda_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
                       struct adr_backend_stream* stream, struct adr_error* error) {
   CUresult r = cuda_api.cuEventRecord(event->event, stream->stream);
-  if (r != CUDA_SUCCESS)
-    return cuda_check(r, error, "cuEventRecord on CUDA device %d", dev->ordinal);
-  return 0;
+  return cuda_check(r, error, "cuEventRecord on CUDA device %d", dev->ordinal);
 }
 
 int cuda_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
                     struct adr_backend_stream* stream, struct adr_error* error) {
   CUresult r = cuda_api.cuStreamWaitEvent(stream->stream, event->event, 0);
-  if (r != CUDA_SUCCESS)
-    return cuda_check(r, error, "cuStreamWaitEvent on CUDA device %d", dev->ordinal);
-  return 0;
+  return cuda_check(r, error, "cuStreamWaitEvent on CUDA device %d", dev->ordinal);
 }
 
 int cuda_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* event,
                            struct adr_error* error) {
   CUresult r = cuda_api.cuEventSynchronize(event->event);
-  if (r != CUDA_SUCCESS) return cuda_check(r, error, "CUDA device %d", dev->ordinal);
-  return 0;
+  return cuda_check(r, error, "CUDA device %d", dev->ordinal);
 }
 
 int cuda_event_query(struct adr_backend_device* dev, struct adr_backend_event* event,

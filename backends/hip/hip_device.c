@@ -132,26 +132,21 @@ static void enable_peers(struct adr_backend_device* dev) {
   }
 }
 
-static int open_device(ArrowDeviceType type, int64_t id, int ordinal, const char* op,
+/* Opens ordinal `ordinal` as adr device `id`; its default stream is
+ * `stream` (the application's, adopted) or a new one. */
+static int open_device(ArrowDeviceType type, int64_t id, int ordinal, hipStream_t stream,
                        struct adr_backend_device** out, struct adr_error* error) {
   struct adr_backend_device* dev = calloc(1, sizeof(*dev));
   if (dev == NULL) return hip_errorf(error, ENOMEM, "out of memory");
+  dev->type = type;
+  dev->ordinal = ordinal;
+  dev->id = id;
   adr_staging_init(&dev->staging, &hip_staging_ops, &hip_config.staging);
   pthread_mutex_init(&dev->scratch_lock, NULL);
-  dev->type = type;
-  dev->id = id;
-  dev->ordinal = ordinal;
-  struct hip_current_guard g;
-  int st = hip_current_enter(dev, &g, error);
-  if (st == 0) {
-    st = hip_check(hip_api.hipDeviceGet(&dev->hip_dev, ordinal), error, "hipDeviceGet");
-    if (st == 0)
-      st = hip_check(hip_api.hipGetDeviceProperties(&dev->props, ordinal), error,
-                     "hipGetDeviceProperties");
-    if (st == 0 && type == ARROW_DEVICE_ROCM) enable_peers(dev);
-    hip_current_leave(&g);
-  }
-  if (st != 0) {
+  hipError_t r = hip_api.hipDeviceGet(&dev->hip_dev, dev->ordinal);
+  if (r == hipSuccess) r = hip_api.hipGetDeviceProperties(&dev->props, dev->ordinal);
+  if (r != hipSuccess) {
+    int st = hip_check(r, error, "HIP device %d: cannot read its properties", dev->ordinal);
     adr_staging_fini(&dev->staging);
     pthread_mutex_destroy(&dev->scratch_lock);
     free(dev);
@@ -159,11 +154,30 @@ static int open_device(ArrowDeviceType type, int64_t id, int ordinal, const char
   }
   dev->props.name[sizeof(dev->props.name) - 1] = '\0';
   dev->props.gcnArchName[sizeof(dev->props.gcnArchName) - 1] = '\0';
-  if (type == ARROW_DEVICE_ROCM && !hip_config.async_alloc_disabled &&
-      hip_api.hipMallocAsync != NULL && hip_api.hipFreeAsync != NULL &&
-      hip_api.hipDeviceGetDefaultMemPool != NULL) {
-    hipMemPool_t pool = NULL;
-    dev->async_alloc = hip_api.hipDeviceGetDefaultMemPool(&pool, ordinal) == hipSuccess;
+  hipMemPool_t pool = NULL;
+  dev->async_alloc = type == ARROW_DEVICE_ROCM && !hip_config.async_alloc_disabled &&
+                     hip_api.hipMallocAsync != NULL && hip_api.hipFreeAsync != NULL &&
+                     hip_api.hipDeviceGetDefaultMemPool != NULL &&
+                     hip_api.hipDeviceGetDefaultMemPool(&pool, dev->ordinal) == hipSuccess;
+  dev->default_stream.dev = dev;
+  dev->default_stream.is_default = true;
+  dev->default_stream.stream = stream;
+  dev->default_stream.imported = stream != NULL;
+  struct hip_current_guard g;
+  int st = hip_current_enter(dev, &g, error);
+  if (st == 0) {
+    if (type == ARROW_DEVICE_ROCM) enable_peers(dev);
+    r = stream != NULL
+            ? hipSuccess
+            : hip_api.hipStreamCreateWithFlags(&dev->default_stream.stream, hipStreamNonBlocking);
+    hip_current_leave(&g);
+    st = hip_check(r, error, "HIP device %d: cannot create the default stream", dev->ordinal);
+  }
+  if (st) {
+    adr_staging_fini(&dev->staging);
+    pthread_mutex_destroy(&dev->scratch_lock);
+    free(dev);
+    return st;
   }
   *out = dev;
   return 0;
@@ -175,7 +189,7 @@ int hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device*
     return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
   if (id < 0 || id >= hip_devices)
     return hip_errorf(error, ENODEV, "no HIP device %" PRId64 " (%d visible)", id, hip_devices);
-  return open_device(type, id, (int)id, "device_open", out, error);
+  return open_device(type, id, (int)id, NULL, out, error);
 }
 
 void hip_device_close(struct adr_backend_device* dev) {
@@ -217,15 +231,9 @@ int hip_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
                       "visible)",
                       (int)desc->device, hip_devices);
   struct adr_backend_device* dev = NULL;
-  int st = open_device(type, id, desc->device, "device_adopt", &dev, error);
+  int st = open_device(type, id, desc->device, (hipStream_t)desc->stream, &dev, error);
   if (st != 0) return st;
   dev->adopted = true;
-  if (desc->stream != NULL) {
-    dev->default_stream.stream = (hipStream_t)desc->stream;
-    dev->default_stream.dev = dev;
-    dev->default_stream.imported = true;
-    dev->default_stream.is_default = true;
-  }
   *out = dev;
   return 0;
 }
@@ -336,8 +344,6 @@ int hip_device_native(struct adr_backend_device* dev, int kind, void** out,
       *out = (void*)(intptr_t)dev->hip_dev;
       return 0;
     case ADR_NATIVE_QUEUE:
-      if (dev->default_stream.stream == NULL)
-        return hip_errorf(error, ENOENT, "the device has no default stream yet");
       *out = (void*)dev->default_stream.stream;
       return 0;
     default:

@@ -132,8 +132,7 @@ int ocl_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_st
                            struct adr_error* error) {
   (void)dev;
   cl_int rc = ocl.clFinish(stream->queue);
-  if (rc != CL_SUCCESS)
-    return ocl_fail(error, "adr_stream_synchronize", rc, "clFinish failed");
+  if (rc != CL_SUCCESS) return ocl_fail(error, "adr_stream_synchronize", rc, "clFinish failed");
   return 0;
 }
 
@@ -375,15 +374,16 @@ int ocl_event_query(struct adr_backend_device* dev, struct adr_backend_event* ev
   cl_event e = current(event);
   if (e == NULL) return 0;
   cl_int status = CL_COMPLETE;
-  cl_int rc = ocl.clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status,
-                                 NULL);
+  cl_int rc =
+      ocl.clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, NULL);
   ocl.clReleaseEvent(e);
   if (rc != CL_SUCCESS) return ocl_fail(error, "adr_event_query", rc, "clGetEventInfo failed");
   /* A negative execution status is the error the failed command ended
    * with: name it, but report EIO whatever it was. */
   if (status < 0)
     return adr_backend_error_set(error, EIO,
-                                 "[adr_event_query][" OCL_NAME "] %s: the awaited work failed "
+                                 "[adr_event_query][" OCL_NAME
+                                 "] %s: the awaited work failed "
                                  "(execution status %d)",
                                  ocl_error_name(status), (int)status);
   return status == CL_COMPLETE ? 0 : EBUSY;
