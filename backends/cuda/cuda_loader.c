@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "loader_util.h"
 
 struct cuda_api cuda_api;
 const struct adr_backend_host* cuda_host;
@@ -27,28 +28,13 @@ const struct adr_backend_host* cuda_host;
 #define XSTR(x) XSTR_(x)
 
 const char* cuda_getenv(const char* name) {
-  if (cuda_host != NULL && cuda_host->getenv != NULL) return cuda_host->getenv(name);
-  return NULL;
+  return adr_loader_getenv(cuda_host, name);
 }
 
 void cuda_log(int level, const char* fmt, ...) {
-  if (cuda_host == NULL || cuda_host->log == NULL) return;
-  if (cuda_host->log_level != NULL && cuda_host->log_level() < level) return;
-  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  cuda_host->log(level, CUDA_BACKEND_NAME, "%s", msg);
-}
-
-static void append(char* buf, size_t cap, const char* fmt, ...) ADR_PRINTF(3, 4);
-static void append(char* buf, size_t cap, const char* fmt, ...) {
-  size_t len = strlen(buf);
-  if (len + 1 >= cap) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf + len, cap - len, fmt, ap);
+  adr_loader_vlog(cuda_host, CUDA_BACKEND_NAME, level, fmt, ap);
   va_end(ap);
 }
 
@@ -78,7 +64,7 @@ static int open_library(struct adr_error* error) {
       return 0;
     }
     const char* why = dlerror();
-    append(tried, sizeof(tried), "%s%s", i ? "; " : "", why ? why : names[i]);
+    adr_loader_append(tried, sizeof(tried), "%s%s", i ? "; " : "", why ? why : names[i]);
   }
   return adr_backend_error_set(error, ENODEV, "unavailable: %s not found (tried: %s)%s",
                                override ? override : "libcuda.so.1", tried,

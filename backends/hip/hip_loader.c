@@ -19,33 +19,19 @@
 #include <string.h>
 
 #include "hip_internal.h"
+#include "loader_util.h"
 
 struct hip_api hip_api;
 const struct adr_backend_host* hip_host;
 
 const char* hip_getenv(const char* name) {
-  if (hip_host != NULL && hip_host->getenv != NULL) return hip_host->getenv(name);
-  return NULL;
+  return adr_loader_getenv(hip_host, name);
 }
 
 void hip_log(int level, const char* fmt, ...) {
-  if (hip_host == NULL || hip_host->log == NULL) return;
-  if (hip_host->log_level != NULL && hip_host->log_level() < level) return;
-  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  hip_host->log(level, HIP_BACKEND_NAME, "%s", msg);
-}
-
-static void append(char* buf, size_t cap, const char* fmt, ...) ADR_PRINTF(3, 4);
-static void append(char* buf, size_t cap, const char* fmt, ...) {
-  size_t len = strlen(buf);
-  if (len + 1 >= cap) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf + len, cap - len, fmt, ap);
+  adr_loader_vlog(hip_host, HIP_BACKEND_NAME, level, fmt, ap);
   va_end(ap);
 }
 
@@ -78,7 +64,7 @@ static int open_library(struct adr_error* error) {
       return 0;
     }
     const char* why = dlerror();
-    append(tried, sizeof(tried), "%s%s", i ? ", " : "", names[i]);
+    adr_loader_append(tried, sizeof(tried), "%s%s", i ? ", " : "", names[i]);
     /* "cannot open shared object file" is the ordinary absent case; any
      * other failure (missing dependency, wrong ELF class) is worth showing. */
     if (why != NULL && strstr(why, "No such file") == NULL)
