@@ -7,6 +7,8 @@
 #ifndef ADR_BACKENDS_COMMON_LOADER_UTIL_H
 #define ADR_BACKENDS_COMMON_LOADER_UTIL_H
 
+#include <dlfcn.h>
+#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,6 +39,30 @@ static inline void adr_loader_append(char* buf, size_t cap, const char* fmt, ...
   va_start(ap, fmt);
   vsnprintf(buf + len, cap - len, fmt, ap);
   va_end(ap);
+}
+
+/* dlopen (RTLD_NOW | RTLD_LOCAL) of the first of names[0 .. count) that
+ * opens, its file (as the dynamic linker mapped it) written to path. NULL
+ * when none opens; `tried` then lists every dlerror() text, "; " between. */
+static inline void* adr_loader_open_first(const char* const* names, size_t count, char* path,
+                                          size_t path_cap, char* tried, size_t tried_cap) {
+  tried[0] = '\0';
+  for (size_t i = 0; i < count; i++) {
+    dlerror();
+    void* lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (lib != NULL) {
+      struct link_map* map = NULL;
+      if (dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map != NULL && map->l_name != NULL &&
+          map->l_name[0] != '\0')
+        snprintf(path, path_cap, "%s", map->l_name);
+      else
+        snprintf(path, path_cap, "%s", names[i]);
+      return lib;
+    }
+    const char* why = dlerror();
+    adr_loader_append(tried, tried_cap, "%s%s", i ? "; " : "", why ? why : names[i]);
+  }
+  return NULL;
 }
 
 #endif /* ADR_BACKENDS_COMMON_LOADER_UTIL_H */

@@ -49,23 +49,10 @@ static int open_library(struct adr_error* error) {
   } else {
     override = NULL;
   }
-  char tried[768] = "";
-  for (size_t i = 0; i < count; i++) {
-    dlerror();
-    void* lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (lib != NULL) {
-      cuda_api.lib = lib;
-      struct link_map* map = NULL;
-      if (dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map != NULL && map->l_name != NULL &&
-          map->l_name[0] != '\0')
-        snprintf(cuda_api.path, sizeof(cuda_api.path), "%s", map->l_name);
-      else
-        snprintf(cuda_api.path, sizeof(cuda_api.path), "%s", names[i]);
-      return 0;
-    }
-    const char* why = dlerror();
-    adr_loader_append(tried, sizeof(tried), "%s%s", i ? "; " : "", why ? why : names[i]);
-  }
+  char tried[768];
+  cuda_api.lib = adr_loader_open_first(names, count, cuda_api.path, sizeof(cuda_api.path), tried,
+                                       sizeof(tried));
+  if (cuda_api.lib != NULL) return 0;
   return adr_backend_error_set(error, ENODEV, "unavailable: %s not found (tried: %s)%s",
                                override ? override : "libcuda.so.1", tried,
                                override ? " (from " ADR_CUDA_ENV_DRIVER ")" : "");

@@ -48,32 +48,13 @@ static int open_library(struct adr_error* error) {
   } else {
     override = NULL;
   }
-  char tried[768] = "";
-  char last_error[512] = "";
-  for (size_t i = 0; i < count; i++) {
-    dlerror();
-    void* lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (lib != NULL) {
-      hip_api.lib = lib;
-      struct link_map* map = NULL;
-      if (dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map != NULL && map->l_name != NULL &&
-          map->l_name[0] != '\0')
-        snprintf(hip_api.path, sizeof(hip_api.path), "%s", map->l_name);
-      else
-        snprintf(hip_api.path, sizeof(hip_api.path), "%s", names[i]);
-      return 0;
-    }
-    const char* why = dlerror();
-    adr_loader_append(tried, sizeof(tried), "%s%s", i ? ", " : "", names[i]);
-    /* "cannot open shared object file" is the ordinary absent case; any
-     * other failure (missing dependency, wrong ELF class) is worth showing. */
-    if (why != NULL && strstr(why, "No such file") == NULL)
-      snprintf(last_error, sizeof(last_error), "; %s", why);
-    hip_log(ADR_LOG_DEBUG, "dlopen(%s) failed: %s", names[i], why ? why : "?");
-  }
-  return adr_backend_error_set(error, ENODEV, "unavailable: %s not found (tried: %s%s%s)", names[0],
-                               tried, override ? ", named by " ADR_HIP_LIBRARY_ENV : "",
-                               last_error);
+  char tried[768];
+  hip_api.lib =
+      adr_loader_open_first(names, count, hip_api.path, sizeof(hip_api.path), tried, sizeof(tried));
+  if (hip_api.lib != NULL) return 0;
+  return adr_backend_error_set(error, ENODEV, "unavailable: %s not found (tried: %s)%s",
+                               override ? override : "libamdhip64.so", tried,
+                               override ? " (from " ADR_HIP_LIBRARY_ENV ")" : "");
 }
 
 /* dlsym into a function-pointer slot (ISO C has no void* -> function
