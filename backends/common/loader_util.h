@@ -41,11 +41,17 @@ static inline void adr_loader_append(char* buf, size_t cap, const char* fmt, ...
   va_end(ap);
 }
 
-/* dlopen (RTLD_NOW | RTLD_LOCAL) of the first of names[0 .. count) that
- * opens, its file (as the dynamic linker mapped it) written to path. NULL
- * when none opens; `tried` then lists every dlerror() text, "; " between. */
-static inline void* adr_loader_open_first(const char* const* names, size_t count, char* path,
-                                          size_t path_cap, char* tried, size_t tried_cap) {
+/* dlopen (RTLD_NOW | RTLD_LOCAL) of `override` when it is set (not NULL,
+ * not empty), else of the first of defaults[0 .. count) that opens; the file
+ * the dynamic linker mapped is written to path. NULL when nothing opens;
+ * `tried` then lists every dlerror() text, "; " between. */
+static inline void* adr_loader_open(const char* override, const char* const* defaults, size_t count,
+                                    char* path, size_t path_cap, char* tried, size_t tried_cap) {
+  const char* const* names = defaults;
+  if (override != NULL && override[0] != '\0') {
+    names = &override;
+    count = 1;
+  }
   tried[0] = '\0';
   for (size_t i = 0; i < count; i++) {
     dlerror();

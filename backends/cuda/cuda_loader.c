@@ -41,21 +41,14 @@ void cuda_log(int level, const char* fmt, ...) {
 static int open_library(struct adr_error* error) {
   static const char* const k_default[] = {"libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1"};
   const char* override = cuda_getenv(ADR_CUDA_ENV_DRIVER);
-  const char* const* names = k_default;
-  size_t count = sizeof(k_default) / sizeof(k_default[0]);
-  if (override != NULL && override[0] != '\0') {
-    names = &override;
-    count = 1;
-  } else {
-    override = NULL;
-  }
   char tried[768];
-  cuda_api.lib = adr_loader_open_first(names, count, cuda_api.path, sizeof(cuda_api.path), tried,
-                                       sizeof(tried));
+  cuda_api.lib = adr_loader_open(override, k_default, sizeof(k_default) / sizeof(k_default[0]),
+                                 cuda_api.path, sizeof(cuda_api.path), tried, sizeof(tried));
   if (cuda_api.lib != NULL) return 0;
+  bool named = override != NULL && override[0] != '\0';
   return adr_backend_error_set(error, ENODEV, "unavailable: %s not found (tried: %s)%s",
-                               override ? override : "libcuda.so.1", tried,
-                               override ? " (from " ADR_CUDA_ENV_DRIVER ")" : "");
+                               named ? override : "libcuda.so.1", tried,
+                               named ? " (from " ADR_CUDA_ENV_DRIVER ")" : "");
 }
 
 /* dlsym into a function-pointer slot (ISO C has no void* -> function

@@ -40,21 +40,14 @@ void hip_log(int level, const char* fmt, ...) {
 static int open_library(struct adr_error* error) {
   static const char* const k_default[] = {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"};
   const char* override = hip_getenv(ADR_HIP_LIBRARY_ENV);
-  const char* const* names = k_default;
-  size_t count = sizeof(k_default) / sizeof(k_default[0]);
-  if (override != NULL && override[0] != '\0') {
-    names = &override;
-    count = 1;
-  } else {
-    override = NULL;
-  }
   char tried[768];
-  hip_api.lib =
-      adr_loader_open_first(names, count, hip_api.path, sizeof(hip_api.path), tried, sizeof(tried));
+  hip_api.lib = adr_loader_open(override, k_default, sizeof(k_default) / sizeof(k_default[0]),
+                                hip_api.path, sizeof(hip_api.path), tried, sizeof(tried));
   if (hip_api.lib != NULL) return 0;
+  bool named = override != NULL && override[0] != '\0';
   return adr_backend_error_set(error, ENODEV, "unavailable: %s not found (tried: %s)%s",
-                               override ? override : "libamdhip64.so", tried,
-                               override ? " (from " ADR_HIP_LIBRARY_ENV ")" : "");
+                               named ? override : "libamdhip64.so", tried,
+                               named ? " (from " ADR_HIP_LIBRARY_ENV ")" : "");
 }
 
 /* dlsym into a function-pointer slot (ISO C has no void* -> function
