@@ -19,7 +19,7 @@
 #include "cuda_internal.h"
 
 struct cuda_config cuda_config;
-static int g_device_count;
+int cuda_devices;
 
 #define MIB ((size_t)1 << 20)
 
@@ -68,14 +68,14 @@ int cuda_init(struct adr_error* error) {
                                  "unavailable: the CUDA driver at %s "
                                  "reports no device",
                                  cuda_api.path);
-  g_device_count = n;
+  cuda_devices = n;
   return 0;
 }
 
 void cuda_shutdown(void) {
   /* libcuda stays loaded: its own atexit work may still run after ours,
    * and the core keeps plugins loaded for the life of the process. */
-  g_device_count = 0;
+  cuda_devices = 0;
 }
 
 static bool served(ArrowDeviceType type) {
@@ -89,17 +89,17 @@ int cuda_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* erro
                        "device type %d is "
                        "not served by this backend",
                        (int)type);
-  *out = g_device_count;
+  *out = cuda_devices;
   return 0;
 }
 
 int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
                      struct adr_error* error) {
-  if (!served(type) || id < 0 || id >= g_device_count)
+  if (!served(type) || id < 0 || id >= cuda_devices)
     return cuda_errorf(error, ENODEV,
                        "no device %lld of "
                        "type %d (%d CUDA device(s))",
-                       (long long)id, (int)type, g_device_count);
+                       (long long)id, (int)type, cuda_devices);
   struct adr_backend_device* dev = calloc(1, sizeof(*dev));
   if (dev == NULL) return cuda_errorf(error, ENOMEM, "out of memory");
   dev->type = type;
@@ -186,7 +186,7 @@ int cuda_device_info(struct adr_backend_device* dev, struct adr_device_info* out
     cuda_current_leave(&g);
   }
   uint64_t caps = ADR_CAP_ASYNC_STREAMS | ADR_CAP_UNIFIED_ADDRESSING | ADR_CAP_IMPORT_NATIVE;
-  if (g_device_count > 1) caps |= ADR_CAP_PEER_COPY;
+  if (cuda_devices > 1) caps |= ADR_CAP_PEER_COPY;
   switch (dev->type) {
     case ARROW_DEVICE_CUDA:
       caps |= ADR_CAP_DEVICE_ADDRESSES;
@@ -275,29 +275,4 @@ int cuda_device_native(struct adr_backend_device* dev, int kind, void** out,
                          "handle of kind %d (CUDA has device, context and queue)",
                          kind);
   }
-}
-
-int cuda_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
-                       struct adr_error* error) {
-  unsigned int mem_type = 0;
-  unsigned int managed = 0; /* the driver writes a bool; zeroed so either width reads right */
-  int ordinal = -1;
-  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                                 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
-  void* data[] = {&mem_type, &managed, &ordinal};
-  CUresult r = cuda_api.cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)ptr);
-  if (r != CUDA_SUCCESS) return cuda_check(r, error, "cuPointerGetAttributes(%p)", ptr);
-  if (mem_type == 0 || ordinal < 0 || ordinal >= g_device_count)
-    return cuda_errorf(error, ENOENT,
-                       "%p is not memory "
-                       "the CUDA driver knows",
-                       ptr);
-  if (managed != 0)
-    *out_type = ARROW_DEVICE_CUDA_MANAGED;
-  else if (mem_type == CU_MEMORYTYPE_HOST)
-    *out_type = ARROW_DEVICE_CUDA_HOST;
-  else
-    *out_type = ARROW_DEVICE_CUDA;
-  *out_id = ordinal;
-  return 0;
 }

@@ -3,8 +3,9 @@
  * Internals of the CUDA backend (libadr_cuda.so), shared by its files:
  *   cuda_loader.c   dlopen of libcuda.so.1 and the entry-point table
  *   cuda_status.c   CUresult -> errno status + message (the only place)
- *   cuda_device.c   init, devices, info, properties, native handles, pointer query
- *   cuda_memory.c   alloc/free, copies (incl. staged pageable copies), memset, host register
+ *   cuda_device.c   init, devices, info, properties, native handles
+ *   cuda_memory.c   alloc/free, copies (incl. staged pageable copies), memset, host register,
+ *                   pointer query
  *   cuda_sync.c     streams and events, import of foreign ones
  *   cuda_backend.c  the vtable and adr_backend_query
  *
@@ -182,6 +183,8 @@ struct cuda_config {
 extern struct cuda_config cuda_config;
 /* The driver calls of staged pageable copies (cuda_memory.c). */
 extern const struct adr_staging_ops cuda_staging_ops;
+/* Devices the driver reports (ordinals 0 .. cuda_devices - 1). */
+extern int cuda_devices;
 
 /* ---- slots (one per vtable entry) ---------------------------------------- */
 

@@ -236,9 +236,7 @@ int cuda_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_
     r = cuda_api.cuMemcpyAsync(d, s, size, stream->stream);
   }
   cuda_current_leave(&g);
-  if (r != CUDA_SUCCESS)
-    return cuda_check(r, error, "%s of %zu bytes from %p to %p", how, size, src, dst);
-  return 0;
+  return cuda_check(r, error, "%s of %zu bytes from %p to %p", how, size, src, dst);
 }
 
 int cuda_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
@@ -249,10 +247,8 @@ int cuda_memset(struct adr_backend_device* dev, void* ptr, int value, size_t siz
   CUresult r = cuda_api.cuMemsetD8Async((CUdeviceptr)(uintptr_t)ptr, (unsigned char)value, size,
                                         stream->stream);
   cuda_current_leave(&g);
-  if (r != CUDA_SUCCESS)
-    return cuda_check(r, error, "cuMemsetD8Async of %zu bytes at %p on CUDA device %d", size, ptr,
-                      dev->ordinal);
-  return 0;
+  return cuda_check(r, error, "cuMemsetD8Async of %zu bytes at %p on CUDA device %d", size, ptr,
+                    dev->ordinal);
 }
 
 int cuda_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
@@ -273,5 +269,30 @@ int cuda_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_e
   CUresult r = cuda_api.cuMemHostUnregister(ptr);
   cuda_current_leave(&g);
   if (r != CUDA_SUCCESS) return cuda_check(r, error, "cuMemHostUnregister(%p)", ptr);
+  return 0;
+}
+
+int cuda_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
+                       struct adr_error* error) {
+  unsigned int mem_type = 0;
+  unsigned int managed = 0; /* the driver writes a bool; zeroed so either width reads right */
+  int ordinal = -1;
+  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void* data[] = {&mem_type, &managed, &ordinal};
+  CUresult r = cuda_api.cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)ptr);
+  if (r != CUDA_SUCCESS) return cuda_check(r, error, "cuPointerGetAttributes(%p)", ptr);
+  if (mem_type == 0 || ordinal < 0 || ordinal >= cuda_devices)
+    return cuda_errorf(error, ENOENT,
+                       "%p is not memory "
+                       "the CUDA driver knows",
+                       ptr);
+  if (managed != 0)
+    *out_type = ARROW_DEVICE_CUDA_MANAGED;
+  else if (mem_type == CU_MEMORYTYPE_HOST)
+    *out_type = ARROW_DEVICE_CUDA_HOST;
+  else
+    *out_type = ARROW_DEVICE_CUDA;
+  *out_id = ordinal;
   return 0;
 }

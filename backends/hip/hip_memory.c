@@ -60,102 +60,88 @@ static const char* type_name(ArrowDeviceType type) {
   return type == ARROW_DEVICE_ROCM ? "hip" : "hip_host";
 }
 
-static int alloc_current(struct adr_backend_device* dev, size_t size, size_t alignment,
-                         struct adr_backend_stream* stream, void** out, struct adr_error* error) {
-  /* hipMalloc returns 256-byte aligned memory, hipHostMalloc whole pages;
-   * larger alignments over-allocate and round up. */
-  size_t natural = dev->type == ARROW_DEVICE_ROCM ? 256 : 4096;
-  size_t extra = alignment > natural ? alignment - 1 : 0;
-  if (size > SIZE_MAX - extra)
-    return hip_errorf(error, EOVERFLOW, "size %zu plus alignment %zu overflows", size, alignment);
-  size_t total = size + extra;
-  void* raw = NULL;
-  hipError_t e;
-  const char* fn;
-  bool async = false;
-  if (dev->type == ARROW_DEVICE_ROCM_HOST) {
-    /* Portable: the pinned memory may be copied with any ordinal's streams. */
-    fn = "hipHostMalloc";
-    e = hip_api.hipHostMalloc(&raw, total, hipHostMallocPortable);
-  } else if (dev->async_alloc) {
-    fn = "hipMallocAsync";
-    async = true;
-    e = hip_api.hipMallocAsync(&raw, total, stream->stream);
-  } else {
-    fn = "hipMalloc";
-    e = hip_api.hipMalloc(&raw, total);
+static size_t natural_alignment(const struct adr_backend_device* dev) {
+  return dev->type == ARROW_DEVICE_ROCM ? 256 : 4096;
+}
+
+/* One allocation of `size` bytes of the device's kind. */
+static hipError_t raw_alloc(struct adr_backend_device* dev, size_t size,
+                            struct adr_backend_stream* stream, void** out) {
+  switch (dev->type) {
+    case ARROW_DEVICE_ROCM_HOST:
+      /* Portable: the pinned memory may be copied with any ordinal's streams. */
+      return hip_api.hipHostMalloc(out, size, hipHostMallocPortable);
+    default:
+      if (dev->async_alloc) return hip_api.hipMallocAsync(out, size, stream->stream);
+      return hip_api.hipMalloc(out, size);
   }
-  if (e != hipSuccess || raw == NULL) {
-    char what[160];
-    snprintf(what, sizeof(what), "%s of %zu bytes on %s:%" PRId64, fn, total, type_name(dev->type),
-             dev->id);
-    return hip_check(e != hipSuccess ? e : hipErrorOutOfMemory, error, "%s", what);
-  }
-  uintptr_t base = ((uintptr_t)raw + extra) & ~(uintptr_t)(alignment > natural ? alignment - 1 : 0);
-  struct allocation a = {base, size, raw, dev->type, dev->id, async};
-  if (adr_range_map_insert(&allocations, &a) != 0) {
-    if (dev->type == ARROW_DEVICE_ROCM_HOST)
-      hip_api.hipHostFree(raw);
-    else if (async)
-      hip_api.hipFreeAsync(raw, stream->stream);
-    else
-      hip_api.hipFree(raw);
-    return hip_errorf(error, ENOMEM, "out of host memory for bookkeeping");
-  }
-  *out = (void*)base;
-  return 0;
+}
+
+/* Frees an address from raw_alloc: stream-ordered where it was allocated
+ * so; hipFree and hipHostFree wait for the device's queued work. */
+static hipError_t raw_free(const struct allocation* a, struct adr_backend_stream* stream) {
+  if (a->type == ARROW_DEVICE_ROCM && a->async) return hip_api.hipFreeAsync(a->raw, stream->stream);
+  if (a->type == ARROW_DEVICE_ROCM_HOST) return hip_api.hipHostFree(a->raw);
+  return hip_api.hipFree(a->raw);
 }
 
 int hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
               struct adr_backend_stream* stream, void** out, struct adr_error* error) {
+  /* Larger alignments than the runtime's over-allocate and round up. */
+  size_t natural = natural_alignment(dev);
+  size_t extra = alignment > natural ? alignment - 1 : 0;
+  if (size > SIZE_MAX - extra)
+    return hip_errorf(error, EOVERFLOW, "%zu bytes aligned to %zu overflow", size, alignment);
   struct hip_current_guard g;
   int st = hip_current_enter(dev, &g, error);
-  if (st != 0) return st;
-  st = alloc_current(dev, size, alignment, stream, out, error);
+  if (st) return st;
+  void* raw = NULL;
+  hipError_t r = raw_alloc(dev, size + extra, stream, &raw);
   hip_current_leave(&g);
-  return st;
-}
-
-static int free_current(struct adr_backend_device* dev, void* ptr, size_t size,
-                        struct adr_backend_stream* stream, struct adr_error* error) {
-  struct allocation a;
-  if (adr_range_map_remove(&allocations, (uintptr_t)ptr, &a) != 0)
-    return hip_errorf(error, EINVAL, "%p was not allocated by the HIP backend", ptr);
-  if (a.type != dev->type || a.id != dev->id || a.size != size) {
-    /* Put it back: nothing is freed on error. */
-    adr_range_map_insert(&allocations, &a);
-    return hip_errorf(error, EINVAL,
-                      "%p is a %zu-byte allocation of %s:%" PRId64 ", not %zu bytes of %s:%" PRId64,
-                      ptr, a.size, type_name(a.type), a.id, size, type_name(dev->type), dev->id);
+  if (r == hipSuccess && raw == NULL) r = hipErrorOutOfMemory;
+  if (r != hipSuccess)
+    return hip_check(r, error, "%zu bytes on HIP device %d (%s)", size + extra, dev->ordinal,
+                     dev->type == ARROW_DEVICE_ROCM_HOST ? "hipHostMalloc"
+                     : dev->async_alloc                  ? "hipMallocAsync"
+                                                         : "hipMalloc");
+  uintptr_t p = (uintptr_t)raw;
+  if (extra != 0) p = (p + alignment - 1) & ~(uintptr_t)(alignment - 1);
+  struct allocation a = {p, size, raw, dev->type, dev->id, dev->async_alloc};
+  if (adr_range_map_insert(&allocations, &a) != 0) {
+    if (hip_current_enter(dev, &g, NULL) == 0) {
+      raw_free(&a, stream);
+      hip_current_leave(&g);
+    }
+    return hip_errorf(error, ENOMEM, "out of host memory for bookkeeping");
   }
-  hipError_t e;
-  const char* fn;
-  if (a.type == ARROW_DEVICE_ROCM_HOST) {
-    fn = "hipHostFree";
-    e = hip_api.hipHostFree(a.raw);
-  } else if (a.async) {
-    fn = "hipFreeAsync";
-    e = hip_api.hipFreeAsync(a.raw, stream->stream);
-  } else {
-    fn = "hipFree";
-    e = hip_api.hipFree(a.raw);
-  }
-  if (e != hipSuccess) {
-    /* The runtime still owns the memory; keep the record so a retry and
-     * pointer queries stay consistent. */
-    adr_range_map_insert(&allocations, &a);
-    return hip_check(e, error, "%s", fn);
-  }
+  *out = (void*)p;
   return 0;
 }
 
 int hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
              struct adr_backend_stream* stream, struct adr_error* error) {
-  struct hip_current_guard g;
-  int st = hip_current_enter(dev, &g, error);
-  if (st != 0) return st;
-  st = free_current(dev, ptr, size, stream, error);
-  hip_current_leave(&g);
+  struct allocation a;
+  if (adr_range_map_remove(&allocations, (uintptr_t)ptr, &a) != 0)
+    return hip_errorf(error, EINVAL, "%p was not allocated by the HIP backend", ptr);
+  int st = 0;
+  if (a.type != dev->type || a.id != dev->id || a.size != size) {
+    st = hip_errorf(error, EINVAL,
+                    "%p is a %zu-byte allocation of %s:%" PRId64 ", not %zu bytes of %s:%" PRId64,
+                    ptr, a.size, type_name(a.type), a.id, size, type_name(dev->type), dev->id);
+  } else {
+    struct hip_current_guard g;
+    st = hip_current_enter(dev, &g, error);
+    if (st == 0) {
+      hipError_t r = raw_free(&a, stream);
+      hip_current_leave(&g);
+      st = hip_check(r, error, "%p (%zu bytes) on HIP device %d", ptr, size, dev->ordinal);
+    }
+  }
+  if (st != 0) {
+    /* Nothing was freed: keep the record so a retry and pointer queries
+     * still find it. */
+    adr_range_map_insert(&allocations, &a);
+  }
   return st;
 }
 
@@ -295,120 +281,63 @@ void hip_stream_scratch_free(struct adr_backend_stream* stream) {
   stream->scratch = NULL;
 }
 
-static int copy_current(struct adr_backend_device* dst_dev, void* dst,
-                        struct adr_backend_device* src_dev, const void* src, size_t size,
-                        struct adr_backend_stream* stream, struct adr_error* error) {
-  if (size == 0) return 0;
-  hipError_t e;
-  const char* fn;
-  if (is_device_memory(dst_dev) && is_device_memory(src_dev) &&
-      dst_dev->ordinal != src_dev->ordinal) {
-    fn = "hipMemcpyPeerAsync";
-    e = hip_api.hipMemcpyPeerAsync(dst, dst_dev->ordinal, src, src_dev->ordinal, size,
-                                   stream->stream);
-  } else if ((dst_dev == NULL) != (src_dev == NULL) &&
-             adr_staging_wanted(&stream->dev->staging, size) &&
-             is_device_memory(dst_dev ? dst_dev : src_dev) &&
-             (dst_dev ? dst_dev : src_dev)->ordinal == stream->dev->ordinal &&
-             is_pageable(dst_dev ? src : dst)) {
-    fn = "staged pageable copy";
-    e = dst_dev ? (hipError_t)adr_staging_copy_to_device(&stream->dev->staging, (uintptr_t)dst, src,
-                                                         size, stream->stream)
-                : (hipError_t)adr_staging_copy_to_host(&stream->dev->staging, dst, (uintptr_t)src,
-                                                       size, stream->stream);
-  } else {
-    /* Pinned host memory (rocm_host) is host memory for the direction;
-     * pageable host memory is handed to the runtime as it is, which stages
-     * it through its own pinned buffers. */
-    bool d = is_device_memory(dst_dev), s = is_device_memory(src_dev);
-    hipMemcpyKind kind = s ? (d ? hipMemcpyDeviceToDevice : hipMemcpyDeviceToHost)
-                           : (d ? hipMemcpyHostToDevice : hipMemcpyHostToHost);
-    /* A stream of another ordinal than the device memory's (a rocm_host
-     * stream of ordinal 0 filling hip:1): let unified addressing route it. */
-    const struct adr_backend_device* mem_dev = d ? dst_dev : s ? src_dev : NULL;
-    if (mem_dev != NULL && mem_dev->ordinal != stream->dev->ordinal) kind = hipMemcpyDefault;
-    if (dst_dev != NULL && dst_dev == src_dev &&
-        adr_overlap((uintptr_t)dst, (uintptr_t)src, size)) {
-      fn = "overlapping hipMemcpyAsync";
-      e = copy_overlapping(dst, src, size, kind, stream);
-    } else {
-      fn = "hipMemcpyAsync";
-      e = hip_api.hipMemcpyAsync(dst, src, size, kind, stream->stream);
-    }
-  }
-  if (e != hipSuccess) {
-    char what[128];
-    snprintf(what, sizeof(what), "%s of %zu bytes", fn, size);
-    return hip_check(e, error, "%s", what);
-  }
-  return 0;
-}
-
 int hip_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
              const void* src, size_t size, struct adr_backend_stream* stream,
              struct adr_error* error) {
-  struct hip_current_guard g;
-  int st = hip_current_enter(stream->dev, &g, error);
-  if (st != 0) return st;
-  st = copy_current(dst_dev, dst, src_dev, src, size, stream, error);
-  hip_current_leave(&g);
-  return st;
-}
-
-static int memset_current(struct adr_backend_device* dev, void* ptr, int value, size_t size,
-                          struct adr_backend_stream* stream, struct adr_error* error) {
   if (size == 0) return 0;
-  hipError_t e = hip_api.hipMemsetAsync(ptr, value & 0xff, size, stream->stream);
-  if (e != hipSuccess) {
-    char what[128];
-    snprintf(what, sizeof(what), "hipMemsetAsync of %zu bytes", size);
-    return hip_check(e, error, "%s", what);
+  struct adr_backend_device* owner = stream->dev;
+  struct hip_current_guard g;
+  int st = hip_current_enter(owner, &g, error);
+  if (st) return st;
+  hipError_t r;
+  const char* how = "hipMemcpyAsync";
+  if (is_device_memory(dst_dev) && is_device_memory(src_dev) &&
+      dst_dev->ordinal != src_dev->ordinal) {
+    how = "hipMemcpyPeerAsync";
+    r = hip_api.hipMemcpyPeerAsync(dst, dst_dev->ordinal, src, src_dev->ordinal, size,
+                                   stream->stream);
+  } else if ((dst_dev == NULL) != (src_dev == NULL) && adr_staging_wanted(&owner->staging, size) &&
+             is_device_memory(dst_dev ? dst_dev : src_dev) &&
+             (dst_dev ? dst_dev : src_dev)->ordinal == owner->ordinal &&
+             is_pageable(dst_dev ? src : dst)) {
+    how = "staged pageable copy";
+    r = dst_dev ? (hipError_t)adr_staging_copy_to_device(&owner->staging, (uintptr_t)dst, src, size,
+                                                         stream->stream)
+                : (hipError_t)adr_staging_copy_to_host(&owner->staging, dst, (uintptr_t)src, size,
+                                                       stream->stream);
+  } else {
+    /* Pinned host memory (rocm_host) is host memory for the direction;
+     * pageable host memory is handed to the runtime as it is, which stages
+     * it through its own pinned buffers. A stream of another ordinal than
+     * the device memory's (a rocm_host stream of ordinal 0 filling hip:1):
+     * unified addressing routes it (hipMemcpyDefault). */
+    bool d = is_device_memory(dst_dev), s = is_device_memory(src_dev);
+    hipMemcpyKind kind = s ? (d ? hipMemcpyDeviceToDevice : hipMemcpyDeviceToHost)
+                           : (d ? hipMemcpyHostToDevice : hipMemcpyHostToHost);
+    const struct adr_backend_device* mem_dev = d ? dst_dev : s ? src_dev : NULL;
+    if (mem_dev != NULL && mem_dev->ordinal != owner->ordinal) kind = hipMemcpyDefault;
+    if (dst_dev != NULL && dst_dev == src_dev &&
+        adr_overlap((uintptr_t)dst, (uintptr_t)src, size)) {
+      how = "overlapping hipMemcpyAsync";
+      r = copy_overlapping(dst, src, size, kind, stream);
+    } else {
+      r = hip_api.hipMemcpyAsync(dst, src, size, kind, stream->stream);
+    }
   }
-  return 0;
+  hip_current_leave(&g);
+  return hip_check(r, error, "%s of %zu bytes from %p to %p", how, size, src, dst);
 }
 
 int hip_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
                struct adr_backend_stream* stream, struct adr_error* error) {
+  if (size == 0) return 0;
   struct hip_current_guard g;
-  int st = hip_current_enter(dev, &g, error);
-  if (st != 0) return st;
-  st = memset_current(dev, ptr, value, size, stream, error);
+  int st = hip_current_enter(stream->dev, &g, error);
+  if (st) return st;
+  hipError_t r = hip_api.hipMemsetAsync(ptr, (unsigned char)value, size, stream->stream);
   hip_current_leave(&g);
-  return st;
-}
-
-static bool in_registered(uintptr_t addr) {
-  bool found = false;
-  pthread_mutex_lock(&memory_lock);
-  for (size_t i = 0; i < registered_count && !found; i++)
-    found = addr - registered[i].base < registered[i].size;
-  pthread_mutex_unlock(&memory_lock);
-  return found;
-}
-
-int hip_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
-                      struct adr_error* error) {
-  uintptr_t addr = (uintptr_t)ptr;
-  struct allocation a;
-  if (adr_range_map_find(&allocations, addr, 0, &a) == 0) {
-    *out_type = a.type;
-    *out_id = a.id;
-    return 0;
-  }
-  /* Host memory the application registered through adr stays the
-   * application's: it is not a HIP device's memory. */
-  if (ptr != NULL && !in_registered(addr)) {
-    struct hip_pointer_attributes attr;
-    memset(&attr, 0, sizeof(attr));
-    bool device = false;
-    if (query_attributes(&attr, ptr) == hipSuccess && decode_type(attr.type, &device) &&
-        attr.device >= 0 && attr.device < hip_devices) {
-      *out_type = device ? ARROW_DEVICE_ROCM : ARROW_DEVICE_ROCM_HOST;
-      *out_id = attr.device;
-      return 0;
-    }
-  }
-  return hip_errorf(error, ENOENT, "%p is not HIP memory", ptr);
+  return hip_check(r, error, "hipMemsetAsync of %zu bytes at %p on HIP device %d", size, ptr,
+                   dev->ordinal);
 }
 
 static int host_register_current(struct adr_backend_device* dev, void* ptr, size_t size,
@@ -485,4 +414,38 @@ int hip_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_er
   st = host_unregister_current(dev, ptr, error);
   hip_current_leave(&g);
   return st;
+}
+
+static bool in_registered(uintptr_t addr) {
+  bool found = false;
+  pthread_mutex_lock(&memory_lock);
+  for (size_t i = 0; i < registered_count && !found; i++)
+    found = addr - registered[i].base < registered[i].size;
+  pthread_mutex_unlock(&memory_lock);
+  return found;
+}
+
+int hip_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
+                      struct adr_error* error) {
+  uintptr_t addr = (uintptr_t)ptr;
+  struct allocation a;
+  if (adr_range_map_find(&allocations, addr, 0, &a) == 0) {
+    *out_type = a.type;
+    *out_id = a.id;
+    return 0;
+  }
+  /* Host memory the application registered through adr stays the
+   * application's: it is not a HIP device's memory. */
+  if (ptr != NULL && !in_registered(addr)) {
+    struct hip_pointer_attributes attr;
+    memset(&attr, 0, sizeof(attr));
+    bool device = false;
+    if (query_attributes(&attr, ptr) == hipSuccess && decode_type(attr.type, &device) &&
+        attr.device >= 0 && attr.device < hip_devices) {
+      *out_type = device ? ARROW_DEVICE_ROCM : ARROW_DEVICE_ROCM_HOST;
+      *out_id = attr.device;
+      return 0;
+    }
+  }
+  return hip_errorf(error, ENOENT, "%p is not HIP memory", ptr);
 }

@@ -78,9 +78,9 @@ static int backend_init(struct adr_error* error) {
   if (st != 0) return st;
   ocl_log(ADR_LOG_INFO, "%lld device(s); SVM entry points %s; ADR_OPENCL_MEMORY=%s",
           (long long)ocl_devices_count(), ocl_loader_has_svm() ? "present" : "absent",
-          ocl_forced_mode == 0 ? "auto" : ocl_forced_mode == OCL_MODE_ANY_SVM
-                                              ? "svm"
-                                              : ocl_mode_name(ocl_forced_mode));
+          ocl_forced_mode == 0                  ? "auto"
+          : ocl_forced_mode == OCL_MODE_ANY_SVM ? "svm"
+                                                : ocl_mode_name(ocl_forced_mode));
   return 0;
 }
 
@@ -91,8 +91,7 @@ static void backend_shutdown(void) {
 
 static int backend_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
   if (type != ARROW_DEVICE_OPENCL)
-    return ocl_errorf(error, EINVAL, "adr_device_count", "device type %d is not OpenCL",
-                      (int)type);
+    return ocl_errorf(error, EINVAL, "adr_device_count", "device type %d is not OpenCL", (int)type);
   *out = ocl_devices_count();
   return 0;
 }

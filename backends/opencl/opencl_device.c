@@ -33,7 +33,8 @@ int ocl_devices_enumerate(struct adr_error* error) {
   cl_int rc = ocl.clGetPlatformIDs(0, NULL, &platform_count);
   if (rc == CL_PLATFORM_NOT_FOUND_KHR || (rc == CL_SUCCESS && platform_count == 0))
     return adr_backend_error_set(error, ENODEV,
-                                 "[init][" OCL_NAME "] unavailable: the ICD loader found no "
+                                 "[init][" OCL_NAME
+                                 "] unavailable: the ICD loader found no "
                                  "OpenCL platform (%s; see /etc/OpenCL/vendors and "
                                  "OCL_ICD_VENDORS)",
                                  rc == CL_SUCCESS ? "0 platforms" : ocl_error_name(rc));
@@ -82,7 +83,8 @@ int ocl_devices_enumerate(struct adr_error* error) {
   if (count == 0) {
     free(list);
     return adr_backend_error_set(error, ENODEV,
-                                 "[init][" OCL_NAME "] unavailable: %u OpenCL platform(s) but "
+                                 "[init][" OCL_NAME
+                                 "] unavailable: %u OpenCL platform(s) but "
                                  "no device",
                                  platform_count);
   }
@@ -103,9 +105,12 @@ int64_t ocl_devices_count(void) {
 
 const char* ocl_mode_name(enum adr_opencl_address_mode mode) {
   switch (mode) {
-    case ADR_OPENCL_ADDRESS_SVM_FINE: return "svm-fine";
-    case ADR_OPENCL_ADDRESS_SVM_COARSE: return "svm-coarse";
-    case ADR_OPENCL_ADDRESS_BUFFER: return "buffer";
+    case ADR_OPENCL_ADDRESS_SVM_FINE:
+      return "svm-fine";
+    case ADR_OPENCL_ADDRESS_SVM_COARSE:
+      return "svm-coarse";
+    case ADR_OPENCL_ADDRESS_BUFFER:
+      return "buffer";
   }
   return "unknown";
 }
@@ -134,10 +139,9 @@ static int device_setup(struct adr_backend_device* dev, const char* op, struct a
   ocl.clGetDeviceInfo(dev->device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof(mem), &mem, NULL);
   ocl.clGetDeviceInfo(dev->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof(max_alloc), &max_alloc,
                       NULL);
-  ocl.clGetDeviceInfo(dev->device, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof(align_bits),
-                      &align_bits, NULL);
-  ocl.clGetDeviceInfo(dev->device, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof(unified), &unified,
+  ocl.clGetDeviceInfo(dev->device, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof(align_bits), &align_bits,
                       NULL);
+  ocl.clGetDeviceInfo(dev->device, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof(unified), &unified, NULL);
   dev->global_mem = mem;
   dev->max_alloc = max_alloc;
   dev->host_unified = unified == CL_TRUE;
@@ -181,9 +185,9 @@ static int device_setup(struct adr_backend_device* dev, const char* op, struct a
       if (!fine && !coarse)
         return ocl_errorf(error, ENOTSUP, op, "ADR_OPENCL_MEMORY=svm but '%s' has no buffer SVM",
                           dev->name);
-      dev->mode = fine && dev->host_unified ? ADR_OPENCL_ADDRESS_SVM_FINE
-                                            : (coarse ? ADR_OPENCL_ADDRESS_SVM_COARSE
-                                                      : ADR_OPENCL_ADDRESS_SVM_FINE);
+      dev->mode = fine && dev->host_unified
+                      ? ADR_OPENCL_ADDRESS_SVM_FINE
+                      : (coarse ? ADR_OPENCL_ADDRESS_SVM_COARSE : ADR_OPENCL_ADDRESS_SVM_FINE);
       break;
     case ADR_OPENCL_ADDRESS_BUFFER:
       dev->mode = ADR_OPENCL_ADDRESS_BUFFER;
@@ -264,15 +268,17 @@ int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
   if (type != ARROW_DEVICE_OPENCL)
     return ocl_errorf(error, EINVAL, op, "device type %d is not OpenCL", (int)type);
   if (desc == NULL)
-    return ocl_errorf(error, EINVAL, op, "native_desc is NULL (expected struct "
-                                         "adr_opencl_device_desc)");
+    return ocl_errorf(error, EINVAL, op,
+                      "native_desc is NULL (expected struct "
+                      "adr_opencl_device_desc)");
   if (desc->struct_size < offsetof(struct adr_opencl_device_desc, reserved))
     return ocl_errorf(error, EINVAL, op,
                       "struct adr_opencl_device_desc.struct_size is %u, expected at least %zu",
                       desc->struct_size, offsetof(struct adr_opencl_device_desc, reserved));
   if (desc->context == NULL || desc->queue == NULL)
-    return ocl_errorf(error, EINVAL, op, "the descriptor needs both a cl_context and a "
-                                         "cl_command_queue");
+    return ocl_errorf(error, EINVAL, op,
+                      "the descriptor needs both a cl_context and a "
+                      "cl_command_queue");
   int hst = ocl_handle_check(desc->context, op, "cl_context", error);
   if (hst == 0) hst = ocl_handle_check(desc->queue, op, "cl_command_queue", error);
   if (hst != 0) return hst;
@@ -285,8 +291,7 @@ int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
     rc = ocl.clGetCommandQueueInfo(desc->queue, CL_QUEUE_DEVICE, sizeof(queue_device),
                                    &queue_device, NULL);
   if (rc == CL_SUCCESS)
-    rc = ocl.clGetCommandQueueInfo(desc->queue, CL_QUEUE_PROPERTIES, sizeof(qprops), &qprops,
-                                   NULL);
+    rc = ocl.clGetCommandQueueInfo(desc->queue, CL_QUEUE_PROPERTIES, sizeof(qprops), &qprops, NULL);
   if (rc != CL_SUCCESS) return ocl_fail(error, op, rc, "the queue cannot be queried");
   if (queue_context != desc->context)
     return ocl_errorf(error, EINVAL, op, "the queue does not belong to the given context");
@@ -315,8 +320,7 @@ int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
   /* Application-owned: hold a reference so that our release balances it. */
   ocl.clRetainContext(desc->context);
   ocl.clRetainCommandQueue(desc->queue);
-  ocl_stream_init(&dev->default_stream, dev, desc->queue,
-                  OCL_STREAM_DEFAULT | OCL_STREAM_IMPORTED);
+  ocl_stream_init(&dev->default_stream, dev, desc->queue, OCL_STREAM_DEFAULT | OCL_STREAM_IMPORTED);
   *out = dev;
   return 0;
 }
@@ -351,14 +355,22 @@ int ocl_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
 int ocl_device_native(struct adr_backend_device* dev, int kind, void** out,
                       struct adr_error* error) {
   switch (kind) {
-    case ADR_NATIVE_PLATFORM: *out = (void*)dev->platform; return 0;
-    case ADR_NATIVE_DEVICE: *out = (void*)dev->device; return 0;
-    case ADR_NATIVE_CONTEXT: *out = (void*)dev->context; return 0;
+    case ADR_NATIVE_PLATFORM:
+      *out = (void*)dev->platform;
+      return 0;
+    case ADR_NATIVE_DEVICE:
+      *out = (void*)dev->device;
+      return 0;
+    case ADR_NATIVE_CONTEXT:
+      *out = (void*)dev->context;
+      return 0;
     case ADR_NATIVE_QUEUE:
       ocl_stream_share(&dev->default_stream);
       *out = (void*)dev->default_stream.queue;
       return 0;
-    case ADR_OPENCL_NATIVE_ADDRESS_MODE: *out = (void*)(uintptr_t)dev->mode; return 0;
+    case ADR_OPENCL_NATIVE_ADDRESS_MODE:
+      *out = (void*)(uintptr_t)dev->mode;
+      return 0;
     case ADR_OPENCL_NATIVE_BUFFER:
       if (*out == NULL)
         return ocl_errorf(error, EINVAL, "adr_device_native",
@@ -393,8 +405,7 @@ int ocl_device_properties(struct adr_backend_device* dev, adr_property_fn emit, 
   platform_string(dev->platform, CL_PLATFORM_VERSION, text, sizeof(text));
   emit(ctx, "platform.version", text);
   if (dev->platform_index >= 0) {
-    snprintf(text, sizeof(text), "platform %d, device %d", dev->platform_index,
-             dev->device_index);
+    snprintf(text, sizeof(text), "platform %d, device %d", dev->platform_index, dev->device_index);
     emit(ctx, "index", text);
   }
   emit(ctx, "device", dev->name);
@@ -437,10 +448,10 @@ int ocl_device_properties(struct adr_backend_device* dev, adr_property_fn emit, 
     text[strlen(text) - 1] = '\0';
   emit(ctx, "svm", text);
   emit(ctx, "address_mode", ocl_mode_name(dev->mode));
-  emit(ctx, "copy_path", dev->host_copy ? "memcpy once the stream's earlier work is done"
-                         : dev->mode == ADR_OPENCL_ADDRESS_BUFFER
-                             ? "clEnqueueRead/Write/CopyBuffer"
-                             : "clEnqueueSVMMemcpy");
+  emit(ctx, "copy_path",
+       dev->host_copy                           ? "memcpy once the stream's earlier work is done"
+       : dev->mode == ADR_OPENCL_ADDRESS_BUFFER ? "clEnqueueRead/Write/CopyBuffer"
+                                                : "clEnqueueSVMMemcpy");
   snprintf(num, sizeof(num), "%u", dev->alignment);
   emit(ctx, "alignment", num);
   emit(ctx, "adopted", dev->adopted ? "yes (application context and queue)" : "no");

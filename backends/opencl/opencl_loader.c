@@ -45,16 +45,17 @@ int ocl_loader_open(const char* override, struct adr_error* error) {
                                  "[init][" OCL_NAME "] unavailable: %s not found (tried: %s)",
                                  override && override[0] ? override : "libOpenCL.so.1", tried);
 
-#define OCL_RESOLVE_REQUIRED(name)                                                         \
-  ocl.name = (__typeof__(ocl.name))dlsym(library, #name);                                  \
-  if (ocl.name == NULL) {                                                                  \
-    dlclose(library);                                                                      \
-    library = NULL;                                                                        \
-    memset(&ocl, 0, sizeof(ocl));                                                          \
-    return adr_backend_error_set(error, EIO,                                               \
-                                 "[init][" OCL_NAME "] EIO: the OpenCL library lacks the " \
-                                 "OpenCL 1.2 entry point %s",                              \
-                                 #name);                                                   \
+#define OCL_RESOLVE_REQUIRED(name)                                      \
+  ocl.name = (__typeof__(ocl.name))dlsym(library, #name);               \
+  if (ocl.name == NULL) {                                               \
+    dlclose(library);                                                   \
+    library = NULL;                                                     \
+    memset(&ocl, 0, sizeof(ocl));                                       \
+    return adr_backend_error_set(error, EIO,                            \
+                                 "[init][" OCL_NAME                     \
+                                 "] EIO: the OpenCL library lacks the " \
+                                 "OpenCL 1.2 entry point %s",           \
+                                 #name);                                \
   }
   ADR_OCL_REQUIRED(OCL_RESOLVE_REQUIRED)
 #undef OCL_RESOLVE_REQUIRED

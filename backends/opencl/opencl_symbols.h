@@ -10,43 +10,43 @@
 #ifndef ADR_OPENCL_SYMBOLS_H
 #define ADR_OPENCL_SYMBOLS_H
 
-#define ADR_OCL_REQUIRED(X)        \
-  X(clGetPlatformIDs)              \
-  X(clGetPlatformInfo)             \
-  X(clGetDeviceIDs)                \
-  X(clGetDeviceInfo)               \
-  X(clCreateContext)               \
-  X(clRetainContext)               \
-  X(clReleaseContext)              \
-  X(clGetContextInfo)              \
-  X(clCreateCommandQueue)          \
-  X(clRetainCommandQueue)          \
-  X(clReleaseCommandQueue)         \
-  X(clGetCommandQueueInfo)         \
-  X(clCreateBuffer)                \
-  X(clReleaseMemObject)            \
-  X(clEnqueueReadBuffer)           \
-  X(clEnqueueWriteBuffer)          \
-  X(clEnqueueCopyBuffer)           \
-  X(clEnqueueFillBuffer)           \
-  X(clEnqueueMarkerWithWaitList)   \
-  X(clEnqueueBarrierWithWaitList)  \
-  X(clWaitForEvents)               \
-  X(clGetEventInfo)                \
-  X(clRetainEvent)                 \
-  X(clReleaseEvent)                \
-  X(clCreateUserEvent)             \
-  X(clSetUserEventStatus)          \
-  X(clSetEventCallback)            \
-  X(clFlush)                       \
+#define ADR_OCL_REQUIRED(X)       \
+  X(clGetPlatformIDs)             \
+  X(clGetPlatformInfo)            \
+  X(clGetDeviceIDs)               \
+  X(clGetDeviceInfo)              \
+  X(clCreateContext)              \
+  X(clRetainContext)              \
+  X(clReleaseContext)             \
+  X(clGetContextInfo)             \
+  X(clCreateCommandQueue)         \
+  X(clRetainCommandQueue)         \
+  X(clReleaseCommandQueue)        \
+  X(clGetCommandQueueInfo)        \
+  X(clCreateBuffer)               \
+  X(clReleaseMemObject)           \
+  X(clEnqueueReadBuffer)          \
+  X(clEnqueueWriteBuffer)         \
+  X(clEnqueueCopyBuffer)          \
+  X(clEnqueueFillBuffer)          \
+  X(clEnqueueMarkerWithWaitList)  \
+  X(clEnqueueBarrierWithWaitList) \
+  X(clWaitForEvents)              \
+  X(clGetEventInfo)               \
+  X(clRetainEvent)                \
+  X(clReleaseEvent)               \
+  X(clCreateUserEvent)            \
+  X(clSetUserEventStatus)         \
+  X(clSetEventCallback)           \
+  X(clFlush)                      \
   X(clFinish)
 
-#define ADR_OCL_OPTIONAL(X)                 \
-  X(clCreateCommandQueueWithProperties)     \
-  X(clSVMAlloc)                             \
-  X(clSVMFree)                              \
-  X(clEnqueueSVMMemcpy)                     \
-  X(clEnqueueSVMMemFill)                    \
+#define ADR_OCL_OPTIONAL(X)             \
+  X(clCreateCommandQueueWithProperties) \
+  X(clSVMAlloc)                         \
+  X(clSVMFree)                          \
+  X(clEnqueueSVMMemcpy)                 \
+  X(clEnqueueSVMMemFill)                \
   X(clEnqueueSVMFree)
 
 #endif /* ADR_OPENCL_SYMBOLS_H */
