@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,26 @@
 struct hip_config hip_config;
 int hip_devices;
 static _Atomic bool g_exiting;
+
+int hip_current_enter(struct adr_backend_device* dev, struct hip_current_guard* guard,
+                      struct adr_error* error) {
+  int cur = -1;
+  guard->switched = false;
+  if (hip_api.hipGetDevice(&cur) == hipSuccess && cur == dev->ordinal) return 0;
+  hipError_t r = hip_api.hipSetDevice(dev->ordinal);
+  if (r != hipSuccess)
+    return hip_check(r, error, "cannot make HIP device %d current", dev->ordinal);
+  guard->previous = cur;
+  guard->switched = true;
+  return 0;
+}
+
+void hip_current_leave(struct hip_current_guard* guard) {
+  if (guard->switched) {
+    if (guard->previous >= 0) hip_api.hipSetDevice(guard->previous);
+    guard->switched = false;
+  }
+}
 
 static void version_text(int v, char* buf, size_t cap) {
   if (v <= 0) {
@@ -86,33 +107,12 @@ void hip_shutdown(void) {
   hip_memory_shutdown();
 }
 
-int hip_current_enter(struct adr_backend_device* dev, struct hip_current_guard* guard,
-                      struct adr_error* error) {
-  int cur = -1;
-  guard->switched = false;
-  if (hip_api.hipGetDevice(&cur) == hipSuccess && cur == dev->ordinal) return 0;
-  hipError_t r = hip_api.hipSetDevice(dev->ordinal);
-  if (r != hipSuccess)
-    return hip_check(r, error, "cannot make HIP device %d current", dev->ordinal);
-  guard->previous = cur;
-  guard->switched = true;
-  return 0;
-}
-
-void hip_current_leave(struct hip_current_guard* guard) {
-  if (guard->switched) {
-    if (guard->previous >= 0) hip_api.hipSetDevice(guard->previous);
-    guard->switched = false;
-  }
-}
-
-static bool valid_type(ArrowDeviceType type) {
+static bool served(ArrowDeviceType type) {
   return type == ARROW_DEVICE_ROCM || type == ARROW_DEVICE_ROCM_HOST;
 }
 
 int hip_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
-  if (!valid_type(type))
-    return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
+  if (!served(type)) return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
   *out = hip_devices;
   return 0;
 }
@@ -185,8 +185,7 @@ static int open_device(ArrowDeviceType type, int64_t id, int ordinal, hipStream_
 
 int hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
                     struct adr_error* error) {
-  if (!valid_type(type))
-    return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
+  if (!served(type)) return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
   if (id < 0 || id >= hip_devices)
     return hip_errorf(error, ENODEV, "no HIP device %" PRId64 " (%d visible)", id, hip_devices);
   return open_device(type, id, (int)id, NULL, out, error);
@@ -212,8 +211,7 @@ void hip_device_close(struct adr_backend_device* dev) {
 int hip_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
                      struct adr_backend_device** out, struct adr_error* error) {
   const struct adr_hip_device_desc* desc = native_desc;
-  if (!valid_type(type))
-    return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
+  if (!served(type)) return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
   if (desc == NULL)
     return hip_errorf(error, EINVAL,
                       "native_desc is NULL (expected a struct "
@@ -278,10 +276,15 @@ int hip_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
   return 0;
 }
 
-static void emit_int(adr_property_fn emit, void* ctx, const char* key, long long v) {
-  char buf[32];
-  snprintf(buf, sizeof(buf), "%lld", v);
-  emit(ctx, key, buf);
+static void emitf(adr_property_fn emit, void* ctx, const char* key, const char* fmt, ...)
+    ADR_PRINTF(4, 5);
+static void emitf(adr_property_fn emit, void* ctx, const char* key, const char* fmt, ...) {
+  char v[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(v, sizeof(v), fmt, ap);
+  va_end(ap);
+  emit(ctx, key, v);
 }
 
 int hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
@@ -293,14 +296,14 @@ int hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, 
   snprintf(buf, sizeof(buf), "%04x:%02x:%02x.0", (unsigned)p->pciDomainID, (unsigned)p->pciBusID,
            (unsigned)p->pciDeviceID);
   emit(ctx, "pci_bus_id", buf);
-  emit_int(emit, ctx, "ordinal", dev->ordinal);
+  emitf(emit, ctx, "ordinal", "%lld", (long long)dev->ordinal);
   snprintf(buf, sizeof(buf), "%llu MiB", (unsigned long long)(p->totalGlobalMem >> 20));
   emit(ctx, "global_memory", buf);
-  emit_int(emit, ctx, "compute_units", p->multiProcessorCount);
-  emit_int(emit, ctx, "clock_khz", p->clockRate);
-  emit_int(emit, ctx, "memory_clock_khz", p->memoryClockRate);
-  emit_int(emit, ctx, "memory_bus_width", p->memoryBusWidth);
-  emit_int(emit, ctx, "l2_cache_bytes", p->l2CacheSize);
+  emitf(emit, ctx, "compute_units", "%lld", (long long)p->multiProcessorCount);
+  emitf(emit, ctx, "clock_khz", "%lld", (long long)p->clockRate);
+  emitf(emit, ctx, "memory_clock_khz", "%lld", (long long)p->memoryClockRate);
+  emitf(emit, ctx, "memory_bus_width", "%lld", (long long)p->memoryBusWidth);
+  emitf(emit, ctx, "l2_cache_bytes", "%lld", (long long)p->l2CacheSize);
   snprintf(buf, sizeof(buf), "%d.%d", p->major, p->minor);
   emit(ctx, "compute_capability", buf);
   emit(ctx, "managed_memory", p->managedMemory ? "yes" : "no");
