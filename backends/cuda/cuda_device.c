@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "properties.h"
 
 struct cuda_config cuda_config;
 int cuda_devices;
@@ -206,17 +207,6 @@ int cuda_device_info(struct adr_backend_device* dev, struct adr_device_info* out
   return 0;
 }
 
-static void emitf(adr_property_fn emit, void* ctx, const char* key, const char* fmt, ...)
-    ADR_PRINTF(4, 5);
-static void emitf(adr_property_fn emit, void* ctx, const char* key, const char* fmt, ...) {
-  char v[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(v, sizeof(v), fmt, ap);
-  va_end(ap);
-  emit(ctx, key, v);
-}
-
 int cuda_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
                            struct adr_error* error) {
   char bus[32] = "";
@@ -228,32 +218,34 @@ int cuda_device_properties(struct adr_backend_device* dev, adr_property_fn emit,
   if (r == CUDA_SUCCESS) r = cuda_api.cuDeviceTotalMem(&total, dev->cu_dev);
   if (r != CUDA_SUCCESS) return cuda_check(r, error, "CUDA device %d", dev->ordinal);
   const unsigned char* u = (const unsigned char*)uuid.bytes;
-  emitf(emit, ctx, "ordinal", "%d", dev->ordinal);
-  emitf(emit, ctx, "compute_capability", "%d.%d", dev->cc_major, dev->cc_minor);
-  emitf(emit, ctx, "pci_bus_id", "%s", bus);
-  emitf(emit, ctx, "uuid",
-        "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-        u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
-  emitf(emit, ctx, "memory_total", "%zu bytes (%.1f GiB)", total,
-        (double)total / (1024.0 * 1024.0 * 1024.0));
+  adr_property_emitf(emit, ctx, "ordinal", "%d", dev->ordinal);
+  adr_property_emitf(emit, ctx, "compute_capability", "%d.%d", dev->cc_major, dev->cc_minor);
+  adr_property_emitf(emit, ctx, "pci_bus_id", "%s", bus);
+  adr_property_emitf(emit, ctx, "uuid",
+                     "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                     u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
+                     u[12], u[13], u[14], u[15]);
+  adr_property_emitf(emit, ctx, "memory_total", "%zu bytes (%.1f GiB)", total,
+                     (double)total / (1024.0 * 1024.0 * 1024.0));
   if (cuda_api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev->cu_dev) ==
       CUDA_SUCCESS)
-    emitf(emit, ctx, "multiprocessors", "%d", sms);
-  emitf(emit, ctx, "driver_version", "%d.%d", cuda_api.driver_version / 1000,
-        (cuda_api.driver_version % 1000) / 10);
-  emitf(emit, ctx, "driver_library", "%s", cuda_api.path);
-  emitf(emit, ctx, "api_version_pinned", "%d", ADR_CUDA_API_VERSION);
-  emitf(emit, ctx, "memory", "%s",
-        dev->type == ARROW_DEVICE_CUDA_HOST      ? "cuMemHostAlloc (portable pinned)"
-        : dev->type == ARROW_DEVICE_CUDA_MANAGED ? "cuMemAllocManaged (global)"
-        : dev->mempools                          ? "cuMemAllocAsync (stream-ordered pool)"
-                                                 : "cuMemAlloc");
-  emitf(emit, ctx, "context", "primary (retained)");
+    adr_property_emitf(emit, ctx, "multiprocessors", "%d", sms);
+  adr_property_emitf(emit, ctx, "driver_version", "%d.%d", cuda_api.driver_version / 1000,
+                     (cuda_api.driver_version % 1000) / 10);
+  adr_property_emitf(emit, ctx, "driver_library", "%s", cuda_api.path);
+  adr_property_emitf(emit, ctx, "api_version_pinned", "%d", ADR_CUDA_API_VERSION);
+  adr_property_emitf(emit, ctx, "memory", "%s",
+                     dev->type == ARROW_DEVICE_CUDA_HOST      ? "cuMemHostAlloc (portable pinned)"
+                     : dev->type == ARROW_DEVICE_CUDA_MANAGED ? "cuMemAllocManaged (global)"
+                     : dev->mempools ? "cuMemAllocAsync (stream-ordered pool)"
+                                     : "cuMemAlloc");
+  adr_property_emitf(emit, ctx, "context", "primary (retained)");
   if (cuda_config.staging.threshold == 0)
-    emitf(emit, ctx, "pageable_staging", "off");
+    adr_property_emitf(emit, ctx, "pageable_staging", "off");
   else
-    emitf(emit, ctx, "pageable_staging", "from %zu bytes, %zu-byte chunks, double-buffered",
-          cuda_config.staging.threshold, cuda_config.staging.chunk);
+    adr_property_emitf(emit, ctx, "pageable_staging",
+                       "from %zu bytes, %zu-byte chunks, double-buffered",
+                       cuda_config.staging.threshold, cuda_config.staging.chunk);
   return 0;
 }
 

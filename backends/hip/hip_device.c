@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "hip_internal.h"
+#include "properties.h"
 
 struct hip_config hip_config;
 int hip_devices;
@@ -276,17 +277,6 @@ int hip_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
   return 0;
 }
 
-static void emitf(adr_property_fn emit, void* ctx, const char* key, const char* fmt, ...)
-    ADR_PRINTF(4, 5);
-static void emitf(adr_property_fn emit, void* ctx, const char* key, const char* fmt, ...) {
-  char v[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(v, sizeof(v), fmt, ap);
-  va_end(ap);
-  emit(ctx, key, v);
-}
-
 int hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
                           struct adr_error* error) {
   const hip_props_t* p = &dev->props;
@@ -296,14 +286,14 @@ int hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, 
   snprintf(buf, sizeof(buf), "%04x:%02x:%02x.0", (unsigned)p->pciDomainID, (unsigned)p->pciBusID,
            (unsigned)p->pciDeviceID);
   emit(ctx, "pci_bus_id", buf);
-  emitf(emit, ctx, "ordinal", "%lld", (long long)dev->ordinal);
+  adr_property_emitf(emit, ctx, "ordinal", "%lld", (long long)dev->ordinal);
   snprintf(buf, sizeof(buf), "%llu MiB", (unsigned long long)(p->totalGlobalMem >> 20));
   emit(ctx, "global_memory", buf);
-  emitf(emit, ctx, "compute_units", "%lld", (long long)p->multiProcessorCount);
-  emitf(emit, ctx, "clock_khz", "%lld", (long long)p->clockRate);
-  emitf(emit, ctx, "memory_clock_khz", "%lld", (long long)p->memoryClockRate);
-  emitf(emit, ctx, "memory_bus_width", "%lld", (long long)p->memoryBusWidth);
-  emitf(emit, ctx, "l2_cache_bytes", "%lld", (long long)p->l2CacheSize);
+  adr_property_emitf(emit, ctx, "compute_units", "%lld", (long long)p->multiProcessorCount);
+  adr_property_emitf(emit, ctx, "clock_khz", "%lld", (long long)p->clockRate);
+  adr_property_emitf(emit, ctx, "memory_clock_khz", "%lld", (long long)p->memoryClockRate);
+  adr_property_emitf(emit, ctx, "memory_bus_width", "%lld", (long long)p->memoryBusWidth);
+  adr_property_emitf(emit, ctx, "l2_cache_bytes", "%lld", (long long)p->l2CacheSize);
   snprintf(buf, sizeof(buf), "%d.%d", p->major, p->minor);
   emit(ctx, "compute_capability", buf);
   emit(ctx, "managed_memory", p->managedMemory ? "yes" : "no");
