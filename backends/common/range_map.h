@@ -35,7 +35,8 @@ struct adr_range_map {
   size_t capacity;
 };
 
-#define ADR_RANGE_MAP_INIT(type) {PTHREAD_RWLOCK_INITIALIZER, NULL, sizeof(type), 0, 0}
+#define ADR_RANGE_MAP_INIT(type) \
+  { PTHREAD_RWLOCK_INITIALIZER, NULL, sizeof(type), 0, 0 }
 
 /* Frees the array (what the entries refer to is the caller's). */
 void adr_range_map_clear(struct adr_range_map* map);

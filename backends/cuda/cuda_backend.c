@@ -7,6 +7,8 @@
  * their staging-buffer list and over-aligned allocation list, each behind
  * its own mutex; the CUDA driver itself is thread-safe.
  */
+#include <stddef.h>
+
 #include "cuda_internal.h"
 
 static const ArrowDeviceType k_types[] = {ARROW_DEVICE_CUDA, ARROW_DEVICE_CUDA_HOST,
@@ -56,6 +58,8 @@ ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(
     uint32_t host_abi_major, uint32_t host_abi_minor, const struct adr_backend_host* services) {
   (void)host_abi_minor;
   if (host_abi_major != ADR_BACKEND_ABI_MAJOR) return NULL;
-  cuda_host = services;
+  /* The host table may be older than ours: use only what it covers. */
+  if (services != NULL && services->struct_size >= offsetof(struct adr_backend_host, reserved))
+    cuda_host = services;
   return &k_cuda_backend;
 }

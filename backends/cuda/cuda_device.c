@@ -17,26 +17,27 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "properties.h"
 
 struct cuda_config cuda_config;
-static int g_device_count;
+int cuda_devices;
 
 #define MIB ((size_t)1 << 20)
 
-int cuda_ctx_enter(struct adr_backend_device* dev, struct cuda_ctx_guard* guard, const char* op,
-                   struct adr_error* error) {
+int cuda_current_enter(struct adr_backend_device* dev, struct cuda_current_guard* guard,
+                       struct adr_error* error) {
   CUcontext cur = NULL;
   guard->pushed = false;
   if (cuda_api.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == dev->ctx) return 0;
   CUresult r = cuda_api.cuCtxPushCurrent(dev->ctx);
   if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, op, "cannot make the primary context of CUDA device %d current",
+    return cuda_check(r, error, "cannot make the primary context of CUDA device %d current",
                       dev->ordinal);
   guard->pushed = true;
   return 0;
 }
 
-void cuda_ctx_leave(struct cuda_ctx_guard* guard) {
+void cuda_current_leave(struct cuda_current_guard* guard) {
   if (guard->pushed) {
     CUcontext popped = NULL;
     cuda_api.cuCtxPopCurrent(&popped);
@@ -44,54 +45,14 @@ void cuda_ctx_leave(struct cuda_ctx_guard* guard) {
   }
 }
 
-/* Parses a byte count with an optional K or M suffix; returns the end. */
-static const char* parse_size(const char* p, size_t* out) {
-  char* end = NULL;
-  errno = 0;
-  if (*p < '0' || *p > '9') return p;
-  unsigned long long n = strtoull(p, &end, 10);
-  size_t unit = 1;
-  if (*end == 'K' || *end == 'k') {
-    unit = 1024;
-    end++;
-  } else if (*end == 'M' || *end == 'm') {
-    unit = MIB;
-    end++;
-  }
-  if (errno != 0 || n == 0 || n > SIZE_MAX / unit) return p;
-  *out = (size_t)n * unit;
-  return end;
-}
-
 /* ADR_CUDA_STAGING: "off", or "<threshold>[:<chunk>]" (byte counts with an
- * optional K or M suffix): pageable copies of at least <threshold> bytes
+ * optional K, M or G suffix): pageable copies of at least <threshold> bytes
  * are staged through two pinned buffers of <chunk> bytes. Default 1M:4M. */
 static int read_config(struct adr_error* error) {
-  cuda_config.stage_threshold = 1 * MIB;
-  cuda_config.stage_chunk = 4 * MIB;
-  const char* v = cuda_getenv(ADR_CUDA_ENV_STAGING);
-  if (v == NULL || v[0] == '\0') return 0;
-  if (strcmp(v, "off") == 0) {
-    cuda_config.stage_threshold = 0;
-    return 0;
-  }
-  size_t threshold = 0, chunk = cuda_config.stage_chunk;
-  const char* p = parse_size(v, &threshold);
-  bool ok = p != v;
-  if (ok && *p == ':') {
-    const char* q = parse_size(p + 1, &chunk);
-    ok = q != p + 1 && chunk >= 4096;
-    p = ok ? q : p + 1;
-  }
-  if (!ok || *p != '\0')
-    return adr_backend_error_set(
-        error, EINVAL,
-        "[init][" CUDA_BACKEND_NAME "] EINVAL: " ADR_CUDA_ENV_STAGING
-        "=\"%s\": column %d: expected \"off\" or <threshold>[:<chunk>], byte counts with an "
-        "optional K or M suffix (chunk at least 4K)",
-        v, (int)(p - v) + 1);
-  cuda_config.stage_threshold = threshold;
-  cuda_config.stage_chunk = chunk;
+  char msg[512];
+  if (adr_staging_config_parse(ADR_CUDA_ENV_STAGING, cuda_getenv(ADR_CUDA_ENV_STAGING),
+                               &cuda_config.staging, msg, sizeof(msg)) != 0)
+    return cuda_errorf(error, EINVAL, "%s", msg);
   return 0;
 }
 
@@ -102,21 +63,20 @@ int cuda_init(struct adr_error* error) {
   if (st) return st;
   int n = 0;
   CUresult r = cuda_api.cuDeviceGetCount(&n);
-  if (r != CUDA_SUCCESS) return cuda_error(error, r, "init", "cuDeviceGetCount failed");
+  if (r != CUDA_SUCCESS) return cuda_check(r, error, "cuDeviceGetCount failed");
   if (n <= 0)
     return adr_backend_error_set(error, ENODEV,
-                                 "[init][" CUDA_BACKEND_NAME
-                                 "] unavailable: the CUDA driver at %s "
+                                 "unavailable: the CUDA driver at %s "
                                  "reports no device",
                                  cuda_api.path);
-  g_device_count = n;
+  cuda_devices = n;
   return 0;
 }
 
 void cuda_shutdown(void) {
   /* libcuda stays loaded: its own atexit work may still run after ours,
    * and the core keeps plugins loaded for the life of the process. */
-  g_device_count = 0;
+  cuda_devices = 0;
 }
 
 static bool served(ArrowDeviceType type) {
@@ -126,39 +86,36 @@ static bool served(ArrowDeviceType type) {
 
 int cuda_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
   if (!served(type))
-    return adr_backend_error_set(error, EINVAL,
-                                 "[device_count][" CUDA_BACKEND_NAME
-                                 "] EINVAL: device type %d is "
-                                 "not served by this backend",
-                                 (int)type);
-  *out = g_device_count;
+    return cuda_errorf(error, EINVAL,
+                       "device type %d is "
+                       "not served by this backend",
+                       (int)type);
+  *out = cuda_devices;
   return 0;
 }
 
 int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
                      struct adr_error* error) {
-  if (!served(type) || id < 0 || id >= g_device_count)
-    return adr_backend_error_set(error, ENODEV,
-                                 "[device_open][" CUDA_BACKEND_NAME
-                                 "] ENODEV: no device %lld of "
-                                 "type %d (%d CUDA device(s))",
-                                 (long long)id, (int)type, g_device_count);
+  if (!served(type) || id < 0 || id >= cuda_devices)
+    return cuda_errorf(error, ENODEV,
+                       "no device %lld of "
+                       "type %d (%d CUDA device(s))",
+                       (long long)id, (int)type, cuda_devices);
   struct adr_backend_device* dev = calloc(1, sizeof(*dev));
-  if (dev == NULL)
-    return adr_backend_error_set(error, ENOMEM,
-                                 "[device_open][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
+  if (dev == NULL) return cuda_errorf(error, ENOMEM, "out of memory");
   dev->type = type;
   dev->ordinal = (int)id;
-  pthread_mutex_init(&dev->stage_lock, NULL);
-  pthread_mutex_init(&dev->align_lock, NULL);
-  atomic_init(&dev->overaligned_count, 0);
+  adr_staging_init(&dev->staging, &cuda_staging_ops, &cuda_config.staging);
+  pthread_mutex_init(&dev->scratch_lock, NULL);
+  dev->aligned = (struct adr_range_map)ADR_RANGE_MAP_INIT(struct cuda_aligned);
+  atomic_init(&dev->aligned_count, 0);
   CUresult r = cuda_api.cuDeviceGet(&dev->cu_dev, dev->ordinal);
   if (r == CUDA_SUCCESS) r = cuda_api.cuDevicePrimaryCtxRetain(&dev->ctx, dev->cu_dev);
   if (r != CUDA_SUCCESS) {
-    int st = cuda_error(error, r, "device_open",
-                        "CUDA device %d: cannot retain the primary context", dev->ordinal);
-    pthread_mutex_destroy(&dev->stage_lock);
-    pthread_mutex_destroy(&dev->align_lock);
+    int st =
+        cuda_check(r, error, "CUDA device %d: cannot retain the primary context", dev->ordinal);
+    adr_staging_fini(&dev->staging);
+    pthread_mutex_destroy(&dev->scratch_lock);
     free(dev);
     return st;
   }
@@ -173,19 +130,18 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
                   v != 0;
   dev->default_stream.dev = dev;
   dev->default_stream.is_default = true;
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(dev, &g, "device_open", error);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(dev, &g, error);
   if (st == 0) {
     r = cuda_api.cuStreamCreate(&dev->default_stream.stream, CU_STREAM_NON_BLOCKING);
-    cuda_ctx_leave(&g);
+    cuda_current_leave(&g);
     if (r != CUDA_SUCCESS)
-      st = cuda_error(error, r, "device_open", "CUDA device %d: cannot create the default stream",
-                      dev->ordinal);
+      st = cuda_check(r, error, "CUDA device %d: cannot create the default stream", dev->ordinal);
   }
   if (st) {
     cuda_api.cuDevicePrimaryCtxRelease(dev->cu_dev);
-    pthread_mutex_destroy(&dev->stage_lock);
-    pthread_mutex_destroy(&dev->align_lock);
+    adr_staging_fini(&dev->staging);
+    pthread_mutex_destroy(&dev->scratch_lock);
     free(dev);
     return st;
   }
@@ -195,22 +151,17 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
 
 void cuda_device_close(struct adr_backend_device* dev) {
   if (dev == NULL) return;
-  struct cuda_ctx_guard g;
-  if (cuda_ctx_enter(dev, &g, "device_close", NULL) == 0) {
+  struct cuda_current_guard g;
+  if (cuda_current_enter(dev, &g, NULL) == 0) {
     cuda_api.cuStreamSynchronize(dev->default_stream.stream);
     cuda_api.cuStreamDestroy(dev->default_stream.stream);
     cuda_stream_scratch_free(&dev->default_stream);
-    cuda_stage_release_all(dev);
-    cuda_ctx_leave(&g);
+    adr_staging_fini(&dev->staging);
+    cuda_current_leave(&g);
   }
-  while (dev->aligned != NULL) {
-    struct cuda_aligned* a = dev->aligned;
-    dev->aligned = a->next;
-    free(a);
-  }
+  adr_range_map_clear(&dev->aligned);
   cuda_api.cuDevicePrimaryCtxRelease(dev->cu_dev);
-  pthread_mutex_destroy(&dev->stage_lock);
-  pthread_mutex_destroy(&dev->align_lock);
+  pthread_mutex_destroy(&dev->scratch_lock);
   free(dev);
 }
 
@@ -219,7 +170,7 @@ int cuda_device_info(struct adr_backend_device* dev, struct adr_device_info* out
   char name[256] = "";
   CUresult r = cuda_api.cuDeviceGetName(name, (int)sizeof(name), dev->cu_dev);
   if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "device_info", "CUDA device %d: cuDeviceGetName", dev->ordinal);
+    return cuda_check(r, error, "CUDA device %d: cuDeviceGetName", dev->ordinal);
   const char* kind = dev->type == ARROW_DEVICE_CUDA_HOST      ? " (pinned host memory)"
                      : dev->type == ARROW_DEVICE_CUDA_MANAGED ? " (managed memory)"
                                                               : "";
@@ -229,14 +180,14 @@ int cuda_device_info(struct adr_backend_device* dev, struct adr_device_info* out
            (cuda_api.driver_version % 1000) / 10);
   size_t total = 0, free_bytes = 0;
   if (cuda_api.cuDeviceTotalMem(&total, dev->cu_dev) == CUDA_SUCCESS) out->memory_total = total;
-  struct cuda_ctx_guard g;
-  if (cuda_ctx_enter(dev, &g, "device_info", NULL) == 0) {
+  struct cuda_current_guard g;
+  if (cuda_current_enter(dev, &g, NULL) == 0) {
     size_t t2 = 0;
     if (cuda_api.cuMemGetInfo(&free_bytes, &t2) == CUDA_SUCCESS) out->memory_free = free_bytes;
-    cuda_ctx_leave(&g);
+    cuda_current_leave(&g);
   }
   uint64_t caps = ADR_CAP_ASYNC_STREAMS | ADR_CAP_UNIFIED_ADDRESSING | ADR_CAP_IMPORT_NATIVE;
-  if (g_device_count > 1) caps |= ADR_CAP_PEER_COPY;
+  if (cuda_devices > 1) caps |= ADR_CAP_PEER_COPY;
   switch (dev->type) {
     case ARROW_DEVICE_CUDA:
       caps |= ADR_CAP_DEVICE_ADDRESSES;
@@ -256,17 +207,6 @@ int cuda_device_info(struct adr_backend_device* dev, struct adr_device_info* out
   return 0;
 }
 
-static void emitf(adr_property_fn emit, void* ctx, const char* key, const char* fmt, ...)
-    ADR_PRINTF(4, 5);
-static void emitf(adr_property_fn emit, void* ctx, const char* key, const char* fmt, ...) {
-  char v[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(v, sizeof(v), fmt, ap);
-  va_end(ap);
-  emit(ctx, key, v);
-}
-
 int cuda_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
                            struct adr_error* error) {
   char bus[32] = "";
@@ -276,35 +216,36 @@ int cuda_device_properties(struct adr_backend_device* dev, adr_property_fn emit,
   CUresult r = cuda_api.cuDeviceGetPCIBusId(bus, (int)sizeof(bus), dev->cu_dev);
   if (r == CUDA_SUCCESS) r = cuda_api.cuDeviceGetUuid(&uuid, dev->cu_dev);
   if (r == CUDA_SUCCESS) r = cuda_api.cuDeviceTotalMem(&total, dev->cu_dev);
-  if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "device_properties", "CUDA device %d", dev->ordinal);
+  if (r != CUDA_SUCCESS) return cuda_check(r, error, "CUDA device %d", dev->ordinal);
   const unsigned char* u = (const unsigned char*)uuid.bytes;
-  emitf(emit, ctx, "ordinal", "%d", dev->ordinal);
-  emitf(emit, ctx, "compute_capability", "%d.%d", dev->cc_major, dev->cc_minor);
-  emitf(emit, ctx, "pci_bus_id", "%s", bus);
-  emitf(emit, ctx, "uuid",
-        "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-        u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
-  emitf(emit, ctx, "memory_total", "%zu bytes (%.1f GiB)", total,
-        (double)total / (1024.0 * 1024.0 * 1024.0));
+  adr_property_emitf(emit, ctx, "ordinal", "%d", dev->ordinal);
+  adr_property_emitf(emit, ctx, "compute_capability", "%d.%d", dev->cc_major, dev->cc_minor);
+  adr_property_emitf(emit, ctx, "pci_bus_id", "%s", bus);
+  adr_property_emitf(emit, ctx, "uuid",
+                     "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                     u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
+                     u[12], u[13], u[14], u[15]);
+  adr_property_emitf(emit, ctx, "memory_total", "%zu bytes (%.1f GiB)", total,
+                     (double)total / (1024.0 * 1024.0 * 1024.0));
   if (cuda_api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev->cu_dev) ==
       CUDA_SUCCESS)
-    emitf(emit, ctx, "multiprocessors", "%d", sms);
-  emitf(emit, ctx, "driver_version", "%d.%d", cuda_api.driver_version / 1000,
-        (cuda_api.driver_version % 1000) / 10);
-  emitf(emit, ctx, "driver_library", "%s", cuda_api.path);
-  emitf(emit, ctx, "api_version_pinned", "%d", ADR_CUDA_API_VERSION);
-  emitf(emit, ctx, "memory", "%s",
-        dev->type == ARROW_DEVICE_CUDA_HOST      ? "cuMemHostAlloc (portable pinned)"
-        : dev->type == ARROW_DEVICE_CUDA_MANAGED ? "cuMemAllocManaged (global)"
-        : dev->mempools                          ? "cuMemAllocAsync (stream-ordered pool)"
-                                                 : "cuMemAlloc");
-  emitf(emit, ctx, "context", "primary (retained)");
-  if (cuda_config.stage_threshold == 0)
-    emitf(emit, ctx, "pageable_staging", "off");
+    adr_property_emitf(emit, ctx, "multiprocessors", "%d", sms);
+  adr_property_emitf(emit, ctx, "driver_version", "%d.%d", cuda_api.driver_version / 1000,
+                     (cuda_api.driver_version % 1000) / 10);
+  adr_property_emitf(emit, ctx, "driver_library", "%s", cuda_api.path);
+  adr_property_emitf(emit, ctx, "api_version_pinned", "%d", ADR_CUDA_API_VERSION);
+  adr_property_emitf(emit, ctx, "memory", "%s",
+                     dev->type == ARROW_DEVICE_CUDA_HOST      ? "cuMemHostAlloc (portable pinned)"
+                     : dev->type == ARROW_DEVICE_CUDA_MANAGED ? "cuMemAllocManaged (global)"
+                     : dev->mempools ? "cuMemAllocAsync (stream-ordered pool)"
+                                     : "cuMemAlloc");
+  adr_property_emitf(emit, ctx, "context", "primary (retained)");
+  if (cuda_config.staging.threshold == 0)
+    adr_property_emitf(emit, ctx, "pageable_staging", "off");
   else
-    emitf(emit, ctx, "pageable_staging", "from %zu bytes, %zu-byte chunks, double-buffered",
-          cuda_config.stage_threshold, cuda_config.stage_chunk);
+    adr_property_emitf(emit, ctx, "pageable_staging",
+                       "from %zu bytes, %zu-byte chunks, double-buffered",
+                       cuda_config.staging.threshold, cuda_config.staging.chunk);
   return 0;
 }
 
@@ -321,37 +262,9 @@ int cuda_device_native(struct adr_backend_device* dev, int kind, void** out,
       *out = (void*)dev->default_stream.stream;
       return 0;
     default:
-      return adr_backend_error_set(error, ENOTSUP,
-                                   "[device_native][" CUDA_BACKEND_NAME
-                                   "] ENOTSUP: no native "
-                                   "handle of kind %d (CUDA has device, context and queue)",
-                                   kind);
+      return cuda_errorf(error, ENOTSUP,
+                         "no native "
+                         "handle of kind %d (CUDA has device, context and queue)",
+                         kind);
   }
-}
-
-int cuda_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
-                       struct adr_error* error) {
-  unsigned int mem_type = 0;
-  unsigned int managed = 0; /* the driver writes a bool; zeroed so either width reads right */
-  int ordinal = -1;
-  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                                 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
-  void* data[] = {&mem_type, &managed, &ordinal};
-  CUresult r = cuda_api.cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)ptr);
-  if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "pointer_query", "cuPointerGetAttributes(%p)", ptr);
-  if (mem_type == 0 || ordinal < 0 || ordinal >= g_device_count)
-    return adr_backend_error_set(error, ENOENT,
-                                 "[pointer_query][" CUDA_BACKEND_NAME
-                                 "] ENOENT: %p is not memory "
-                                 "the CUDA driver knows",
-                                 ptr);
-  if (managed != 0)
-    *out_type = ARROW_DEVICE_CUDA_MANAGED;
-  else if (mem_type == CU_MEMORYTYPE_HOST)
-    *out_type = ARROW_DEVICE_CUDA_HOST;
-  else
-    *out_type = ARROW_DEVICE_CUDA;
-  *out_id = ordinal;
-  return 0;
 }

@@ -3,14 +3,15 @@
  * Internals of the CUDA backend (libadr_cuda.so), shared by its files:
  *   cuda_loader.c   dlopen of libcuda.so.1 and the entry-point table
  *   cuda_status.c   CUresult -> errno status + message (the only place)
- *   cuda_device.c   init, devices, info, properties, native handles, pointer query
- *   cuda_memory.c   alloc/free, copies (incl. staged pageable copies), memset, host register
+ *   cuda_device.c   init, devices, info, properties, native handles
+ *   cuda_memory.c   alloc/free, copies (incl. staged pageable copies), memset, host register,
+ *                   pointer query
  *   cuda_sync.c     streams and events, import of foreign ones
  *   cuda_backend.c  the vtable and adr_backend_query
  *
  * Current-context discipline: every call into the driver that depends on
- * the calling thread's current context runs between cuda_ctx_enter() and
- * cuda_ctx_leave(), which push the device's primary context only when it is
+ * the calling thread's current context runs between cuda_current_enter() and
+ * cuda_current_leave(), which push the device's primary context only when it is
  * not already current and pop it afterwards, so the application's current
  * context is the same after every adr call as before it. Nothing is cached
  * per thread, so applications may change their current context at will.
@@ -27,6 +28,8 @@
 
 #include "adr/backend.h"
 #include "adr/cuda.h"
+#include "range_map.h"
+#include "staging.h"
 
 #define CUDA_BACKEND_NAME "cuda"
 
@@ -106,16 +109,21 @@ void cuda_log(int level, const char* fmt, ...) ADR_PRINTF(2, 3);
  * when the driver is missing, a stub, too old or incomplete. */
 int cuda_library_load(struct adr_error* error);
 
-/* ---- status ------------------------------------------------------------- */
+/* ---- status (cuda_status.c) ---------------------------------------------- */
 
-/* errno value for a CUresult. */
+/* errno value for a CUresult (CUDA_SUCCESS -> 0). */
 int cuda_status(CUresult r);
-/* Formats "[op][cuda] CUDA_ERROR_X: detail (driver text, CUresult n)" and
- * returns the status. `r` must not be CUDA_SUCCESS. */
-int cuda_error(struct adr_error* error, CUresult r, const char* op, const char* fmt, ...)
-    ADR_PRINTF(4, 5);
-/* Name of a CUresult ("CUDA_ERROR_OUT_OF_MEMORY"), never NULL. */
-const char* cuda_result_name(CUresult r);
+/* "CUDA_ERROR_OUT_OF_MEMORY": from the driver when it is loaded, else from the
+ * backend's own table; never NULL. */
+const char* cuda_error_name(CUresult r);
+/* A description of `r` (the driver's when it has a real one); never NULL. */
+const char* cuda_error_description(CUresult r);
+/* 0 when `r` is CUDA_SUCCESS; otherwise writes "NAME: description (what)",
+ * what formatted from fmt (NULL: none), and returns the errno status. */
+int cuda_check(CUresult r, struct adr_error* error, const char* fmt, ...) ADR_PRINTF(3, 4);
+/* Writes "ENAME: text" (text formatted from fmt) and returns `status`: for
+ * failures that are the backend's own, not the driver's. */
+int cuda_errorf(struct adr_error* error, int status, const char* fmt, ...) ADR_PRINTF(3, 4);
 
 /* ---- objects ------------------------------------------------------------ */
 
@@ -132,16 +140,11 @@ struct adr_backend_event {
   bool imported;
 };
 
-/* Two pinned buffers and two events for staged pageable copies. */
-struct cuda_stage {
-  struct cuda_stage* next;
-  unsigned char* buf[2];
-  CUevent done[2]; /* recorded after the DMA that last used buf[i] */
-};
-
+/* An over-aligned allocation: the aligned address handed out and the
+ * address the driver returned (for free). */
 struct cuda_aligned {
-  struct cuda_aligned* next;
-  uintptr_t ptr, base;
+  struct adr_range range; /* aligned address, size */
+  uintptr_t raw;
 };
 
 struct adr_backend_device {
@@ -153,32 +156,35 @@ struct adr_backend_device {
   bool mempools; /* cuMemAllocAsync usable */
   int cc_major, cc_minor;
 
-  /* Staging buffers for pageable copies: a free list, grown on demand. */
-  pthread_mutex_t stage_lock;
-  struct cuda_stage* stages;
+  /* Pinned staging of pageable copies (backends/common/staging.h). */
+  struct adr_staging staging;
+  /* Keeps two threads' overlapping-copy pieces on one stream apart. */
+  pthread_mutex_t scratch_lock;
 
-  /* Over-aligned allocations: aligned address -> base, for free. Rare
-   * (alignment above what the driver guarantees); `overaligned_count` lets
-   * free skip the lock when there are none. */
-  pthread_mutex_t align_lock;
-  struct cuda_aligned* aligned;
-  _Atomic size_t overaligned_count;
+  /* Over-aligned allocations (struct cuda_aligned), by aligned address.
+   * Rare (alignment above what the driver guarantees); `aligned_count`
+   * lets free skip the map's lock when there are none. */
+  struct adr_range_map aligned;
+  _Atomic size_t aligned_count;
 };
 
 /* Current-context guard (see the top of this file). */
-struct cuda_ctx_guard {
+struct cuda_current_guard {
   bool pushed;
 };
-int cuda_ctx_enter(struct adr_backend_device* dev, struct cuda_ctx_guard* guard, const char* op,
-                   struct adr_error* error);
-void cuda_ctx_leave(struct cuda_ctx_guard* guard);
+int cuda_current_enter(struct adr_backend_device* dev, struct cuda_current_guard* guard,
+                       struct adr_error* error);
+void cuda_current_leave(struct cuda_current_guard* guard);
 
-/* Configuration read at init (ADR_CUDA_STAGING). */
+/* Configuration read at init; read-only afterwards. */
 struct cuda_config {
-  size_t stage_threshold; /* pageable copies of at least this size are staged; 0 = never */
-  size_t stage_chunk;
+  struct adr_staging_config staging; /* ADR_CUDA_STAGING */
 };
 extern struct cuda_config cuda_config;
+/* The driver calls of staged pageable copies (cuda_memory.c). */
+extern const struct adr_staging_ops cuda_staging_ops;
+/* Devices the driver reports (ordinals 0 .. cuda_devices - 1). */
+extern int cuda_devices;
 
 /* ---- slots (one per vtable entry) ---------------------------------------- */
 
@@ -209,7 +215,6 @@ int cuda_memset(struct adr_backend_device* dev, void* ptr, int value, size_t siz
 int cuda_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
                        struct adr_error* error);
 int cuda_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_error* error);
-void cuda_stage_release_all(struct adr_backend_device* dev);
 void cuda_stream_scratch_free(struct adr_backend_stream* stream);
 
 int cuda_stream_create(struct adr_backend_device* dev, uint32_t flags,

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "loader_util.h"
 
 struct cuda_api cuda_api;
 const struct adr_backend_host* cuda_host;
@@ -27,63 +28,27 @@ const struct adr_backend_host* cuda_host;
 #define XSTR(x) XSTR_(x)
 
 const char* cuda_getenv(const char* name) {
-  if (cuda_host != NULL && cuda_host->getenv != NULL) return cuda_host->getenv(name);
-  return NULL;
+  return adr_loader_getenv(cuda_host, name);
 }
 
 void cuda_log(int level, const char* fmt, ...) {
-  if (cuda_host == NULL || cuda_host->log == NULL) return;
-  if (cuda_host->log_level != NULL && cuda_host->log_level() < level) return;
-  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  cuda_host->log(level, CUDA_BACKEND_NAME, "%s", msg);
-}
-
-static void append(char* buf, size_t cap, const char* fmt, ...) ADR_PRINTF(3, 4);
-static void append(char* buf, size_t cap, const char* fmt, ...) {
-  size_t len = strlen(buf);
-  if (len + 1 >= cap) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf + len, cap - len, fmt, ap);
+  adr_loader_vlog(cuda_host, CUDA_BACKEND_NAME, level, fmt, ap);
   va_end(ap);
 }
 
 static int open_library(struct adr_error* error) {
   static const char* const k_default[] = {"libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1"};
   const char* override = cuda_getenv(ADR_CUDA_ENV_DRIVER);
-  const char* const* names = k_default;
-  size_t count = sizeof(k_default) / sizeof(k_default[0]);
-  if (override != NULL && override[0] != '\0') {
-    names = &override;
-    count = 1;
-  } else {
-    override = NULL;
-  }
-  char tried[768] = "";
-  for (size_t i = 0; i < count; i++) {
-    dlerror();
-    void* lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (lib != NULL) {
-      cuda_api.lib = lib;
-      struct link_map* map = NULL;
-      if (dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map != NULL && map->l_name != NULL &&
-          map->l_name[0] != '\0')
-        snprintf(cuda_api.path, sizeof(cuda_api.path), "%s", map->l_name);
-      else
-        snprintf(cuda_api.path, sizeof(cuda_api.path), "%s", names[i]);
-      return 0;
-    }
-    const char* why = dlerror();
-    append(tried, sizeof(tried), "%s%s", i ? "; " : "", why ? why : names[i]);
-  }
-  return adr_backend_error_set(
-      error, ENODEV, "[init][" CUDA_BACKEND_NAME "] unavailable: %s not found (tried: %s)%s",
-      override ? override : "libcuda.so.1", tried,
-      override ? " (from " ADR_CUDA_ENV_DRIVER ")" : "");
+  char tried[768];
+  cuda_api.lib = adr_loader_open(override, k_default, sizeof(k_default) / sizeof(k_default[0]),
+                                 cuda_api.path, sizeof(cuda_api.path), tried, sizeof(tried));
+  if (cuda_api.lib != NULL) return 0;
+  bool named = override != NULL && override[0] != '\0';
+  return adr_backend_error_set(error, ENODEV, "unavailable: %s not found (tried: %s)%s",
+                               named ? override : "libcuda.so.1", tried,
+                               named ? " (from " ADR_CUDA_ENV_DRIVER ")" : "");
 }
 
 /* dlsym into a function-pointer slot (ISO C has no void* -> function
@@ -101,7 +66,7 @@ static int unavailable(struct adr_error* error, const char* fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  return adr_backend_error_set(error, ENODEV, "[init][" CUDA_BACKEND_NAME "] unavailable: %s", msg);
+  return adr_backend_error_set(error, ENODEV, "unavailable: %s", msg);
 }
 
 /* One entry point: cuGetProcAddress at the pinned version, else dlsym. */
@@ -115,7 +80,7 @@ static bool resolve(const char* base, const char* versioned, void* slot, char* w
     if (r != CUDA_SUCCESS || qr != CU_GET_PROC_ADDRESS_SUCCESS) {
       p = NULL;
       snprintf(why, cap, "cuGetProcAddress(\"%s\", %d): %s, query status %d", base,
-               ADR_CUDA_API_VERSION, cuda_result_name(r), (int)qr);
+               ADR_CUDA_API_VERSION, cuda_error_name(r), (int)qr);
     }
   }
   if (p == NULL) p = dlsym(cuda_api.lib, versioned);
@@ -149,8 +114,8 @@ int cuda_library_load(struct adr_error* error) {
                        version / 1000, (version % 1000) / 10, path,
                        cuda_getenv("CUDA_VISIBLE_DEVICES") ? ", CUDA_VISIBLE_DEVICES is set" : "");
   if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "init", "cuInit failed for the driver at %s (driver version %d)",
-                      path, version);
+    return cuda_check(r, error, "cuInit failed for the driver at %s (driver version %d)", path,
+                      version);
   if (version < ADR_CUDA_API_VERSION)
     return unavailable(error,
                        "CUDA driver %d.%d at %s is older than %d.%d, the version the backend "

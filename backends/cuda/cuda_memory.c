@@ -54,54 +54,37 @@ static CUresult raw_free(struct adr_backend_device* dev, CUdeviceptr base,
 
 int cuda_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
                struct adr_backend_stream* stream, void** out, struct adr_error* error) {
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(dev, &g, "alloc", error);
-  if (st) return st;
+  /* Larger alignments than the driver's over-allocate and round up. */
   size_t natural = natural_alignment(dev);
-  size_t request = size;
-  if (alignment > natural) {
-    request = size + alignment - natural;
-    if (request < size) {
-      cuda_ctx_leave(&g);
-      return adr_backend_error_set(error, EOVERFLOW,
-                                   "[alloc][" CUDA_BACKEND_NAME
-                                   "] EOVERFLOW: %zu bytes aligned to "
-                                   "%zu overflow",
-                                   size, alignment);
-    }
-  }
-  struct cuda_aligned* rec = NULL;
-  if (alignment > natural && (rec = malloc(sizeof(*rec))) == NULL) {
-    cuda_ctx_leave(&g);
-    return adr_backend_error_set(error, ENOMEM,
-                                 "[alloc][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
-  }
-  CUdeviceptr base = 0;
-  CUresult r = raw_alloc(dev, request, stream, &base);
-  if (r != CUDA_SUCCESS) {
-    cuda_ctx_leave(&g);
-    free(rec);
-    return cuda_error(error, r, "alloc", "%zu bytes on CUDA device %d (%s)", request, dev->ordinal,
+  size_t extra = alignment > natural ? alignment - natural : 0;
+  if (size > SIZE_MAX - extra)
+    return cuda_errorf(error, EOVERFLOW, "%zu bytes aligned to %zu overflow", size, alignment);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(dev, &g, error);
+  if (st) return st;
+  CUdeviceptr raw = 0;
+  CUresult r = raw_alloc(dev, size + extra, stream, &raw);
+  cuda_current_leave(&g);
+  if (r != CUDA_SUCCESS)
+    return cuda_check(r, error, "%zu bytes on CUDA device %d (%s)", size + extra, dev->ordinal,
                       dev->type == ARROW_DEVICE_CUDA_HOST      ? "cuMemHostAlloc"
                       : dev->type == ARROW_DEVICE_CUDA_MANAGED ? "cuMemAllocManaged"
                       : dev->mempools                          ? "cuMemAllocAsync"
                                                                : "cuMemAlloc");
-  }
-  cuda_ctx_leave(&g);
-  uintptr_t p = (uintptr_t)base;
-  if (rec != NULL) {
+  uintptr_t p = (uintptr_t)raw;
+  if (extra != 0) {
     uintptr_t aligned = (p + alignment - 1) & ~(uintptr_t)(alignment - 1);
+    struct cuda_aligned a = {{aligned, size ? size : 1}, p};
     if (aligned != p) {
-      rec->ptr = aligned;
-      rec->base = p;
-      pthread_mutex_lock(&dev->align_lock);
-      rec->next = dev->aligned;
-      dev->aligned = rec;
-      atomic_fetch_add(&dev->overaligned_count, 1);
-      pthread_mutex_unlock(&dev->align_lock);
+      if (adr_range_map_insert(&dev->aligned, &a) != 0) {
+        if (cuda_current_enter(dev, &g, NULL) == 0) {
+          raw_free(dev, raw, stream);
+          cuda_current_leave(&g);
+        }
+        return cuda_errorf(error, ENOMEM, "out of host memory for bookkeeping");
+      }
+      atomic_fetch_add(&dev->aligned_count, 1);
       p = aligned;
-    } else {
-      free(rec);
     }
   }
   *out = (void*)p;
@@ -110,150 +93,79 @@ int cuda_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
 
 int cuda_free(struct adr_backend_device* dev, void* ptr, size_t size,
               struct adr_backend_stream* stream, struct adr_error* error) {
-  uintptr_t base = (uintptr_t)ptr;
-  struct cuda_aligned* rec = NULL;
-  if (atomic_load_explicit(&dev->overaligned_count, memory_order_relaxed) != 0) {
-    pthread_mutex_lock(&dev->align_lock);
-    for (struct cuda_aligned** pp = &dev->aligned; *pp != NULL; pp = &(*pp)->next) {
-      if ((*pp)->ptr == base) {
-        rec = *pp;
-        *pp = rec->next;
-        atomic_fetch_sub(&dev->overaligned_count, 1);
-        break;
-      }
-    }
-    pthread_mutex_unlock(&dev->align_lock);
-    if (rec != NULL) base = rec->base;
+  uintptr_t raw = (uintptr_t)ptr;
+  struct cuda_aligned a;
+  bool aligned = atomic_load_explicit(&dev->aligned_count, memory_order_relaxed) != 0 &&
+                 adr_range_map_remove(&dev->aligned, raw, &a) == 0;
+  if (aligned) {
+    atomic_fetch_sub(&dev->aligned_count, 1);
+    raw = a.raw;
   }
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(dev, &g, "free", error);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(dev, &g, error);
   if (st == 0) {
-    CUresult r = raw_free(dev, (CUdeviceptr)base, stream);
-    cuda_ctx_leave(&g);
-    if (r != CUDA_SUCCESS)
-      st =
-          cuda_error(error, r, "free", "%p (%zu bytes) on CUDA device %d", ptr, size, dev->ordinal);
+    CUresult r = raw_free(dev, (CUdeviceptr)raw, stream);
+    cuda_current_leave(&g);
+    st = cuda_check(r, error, "%p (%zu bytes) on CUDA device %d", ptr, size, dev->ordinal);
   }
-  if (st != 0 && rec != NULL) {
+  if (st != 0 && aligned && adr_range_map_insert(&dev->aligned, &a) == 0) {
     /* Nothing was freed: keep the record so a retry still finds the base. */
-    pthread_mutex_lock(&dev->align_lock);
-    rec->next = dev->aligned;
-    dev->aligned = rec;
-    atomic_fetch_add(&dev->overaligned_count, 1);
-    pthread_mutex_unlock(&dev->align_lock);
-    rec = NULL;
+    atomic_fetch_add(&dev->aligned_count, 1);
   }
-  free(rec);
   return st;
 }
 
-/* ---- staged pageable copies --------------------------------------------- */
+/* ---- staged pageable copies (backends/common/staging.h) ---------------- */
 
-static void stage_destroy(struct cuda_stage* s) {
-  for (int i = 0; i < 2; i++) {
-    if (s->done[i] != NULL) {
-      cuda_api.cuEventSynchronize(s->done[i]);
-      cuda_api.cuEventDestroy(s->done[i]);
-    }
-    if (s->buf[i] != NULL) cuda_api.cuMemFreeHost(s->buf[i]);
-  }
-  free(s);
+static int cuda_stage_host_alloc(size_t size, void** out) {
+  return (int)cuda_api.cuMemHostAlloc(out, size, CU_MEMHOSTALLOC_PORTABLE);
 }
 
-/* Takes a staging pair of `dev` (its context is current). */
-static CUresult stage_get(struct adr_backend_device* dev, struct cuda_stage** out) {
-  pthread_mutex_lock(&dev->stage_lock);
-  struct cuda_stage* s = dev->stages;
-  if (s != NULL) dev->stages = s->next;
-  pthread_mutex_unlock(&dev->stage_lock);
-  if (s != NULL) {
-    *out = s;
-    return CUDA_SUCCESS;
-  }
-  s = calloc(1, sizeof(*s));
-  if (s == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-  CUresult r = CUDA_SUCCESS;
-  for (int i = 0; i < 2 && r == CUDA_SUCCESS; i++) {
-    void* p = NULL;
-    r = cuda_api.cuMemHostAlloc(&p, cuda_config.stage_chunk, CU_MEMHOSTALLOC_PORTABLE);
-    s->buf[i] = p;
-    if (r == CUDA_SUCCESS) r = cuda_api.cuEventCreate(&s->done[i], CU_EVENT_DISABLE_TIMING);
-  }
-  if (r != CUDA_SUCCESS) {
-    stage_destroy(s);
-    return r;
-  }
-  *out = s;
-  return CUDA_SUCCESS;
+static void cuda_stage_host_free(void* ptr) {
+  cuda_api.cuMemFreeHost(ptr);
 }
 
-static void stage_put(struct adr_backend_device* dev, struct cuda_stage* s) {
-  pthread_mutex_lock(&dev->stage_lock);
-  s->next = dev->stages;
-  dev->stages = s;
-  pthread_mutex_unlock(&dev->stage_lock);
+static int cuda_stage_event_create(void** out) {
+  CUevent event = NULL;
+  CUresult r = cuda_api.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING);
+  *out = event;
+  return (int)r;
 }
 
-void cuda_stage_release_all(struct adr_backend_device* dev) {
-  pthread_mutex_lock(&dev->stage_lock);
-  struct cuda_stage* s = dev->stages;
-  dev->stages = NULL;
-  pthread_mutex_unlock(&dev->stage_lock);
-  while (s != NULL) {
-    struct cuda_stage* next = s->next;
-    stage_destroy(s);
-    s = next;
-  }
+static void cuda_stage_event_destroy(void* event) {
+  cuda_api.cuEventSynchronize(event);
+  cuda_api.cuEventDestroy(event);
 }
 
-/* Pageable host -> device. Returns once the source has been read (it may
- * be reused at once); the DMA of the last chunks is still queued. */
-static CUresult staged_h2d(struct cuda_stage* s, CUdeviceptr dst, const unsigned char* src,
-                           size_t size, CUstream stream) {
-  size_t chunk = cuda_config.stage_chunk;
-  for (size_t off = 0, i = 0; off < size; off += chunk, i++) {
-    size_t len = size - off < chunk ? size - off : chunk;
-    int b = (int)(i & 1);
-    CUresult r = cuda_api.cuEventSynchronize(s->done[b]);
-    if (r != CUDA_SUCCESS) return r;
-    memcpy(s->buf[b], src + off, len);
-    r = cuda_api.cuMemcpyAsync(dst + off, (CUdeviceptr)(uintptr_t)s->buf[b], len, stream);
-    if (r == CUDA_SUCCESS) r = cuda_api.cuEventRecord(s->done[b], stream);
-    if (r != CUDA_SUCCESS) return r;
-  }
-  return CUDA_SUCCESS;
+static int cuda_stage_event_record(void* event, void* stream) {
+  return (int)cuda_api.cuEventRecord(event, stream);
 }
 
-static CUresult d2h_issue(struct cuda_stage* s, size_t k, CUdeviceptr src, size_t size,
-                          CUstream stream) {
-  size_t chunk = cuda_config.stage_chunk, off = k * chunk;
-  size_t len = size - off < chunk ? size - off : chunk;
-  int b = (int)(k & 1);
-  CUresult r = cuda_api.cuEventSynchronize(s->done[b]);
-  if (r == CUDA_SUCCESS)
-    r = cuda_api.cuMemcpyAsync((CUdeviceptr)(uintptr_t)s->buf[b], src + off, len, stream);
-  if (r == CUDA_SUCCESS) r = cuda_api.cuEventRecord(s->done[b], stream);
-  return r;
+static int cuda_stage_event_synchronize(void* event) {
+  return (int)cuda_api.cuEventSynchronize(event);
 }
 
-/* Device -> pageable host. Complete when it returns (the host memcpy out of
- * the pinned buffer is the last step). */
-static CUresult staged_d2h(struct cuda_stage* s, unsigned char* dst, CUdeviceptr src, size_t size,
-                           CUstream stream) {
-  size_t chunk = cuda_config.stage_chunk;
-  size_t n = (size + chunk - 1) / chunk;
-  CUresult r = d2h_issue(s, 0, src, size, stream);
-  if (r == CUDA_SUCCESS && n > 1) r = d2h_issue(s, 1, src, size, stream);
-  for (size_t k = 0; r == CUDA_SUCCESS && k < n; k++) {
-    size_t off = k * chunk, len = size - off < chunk ? size - off : chunk;
-    int b = (int)(k & 1);
-    r = cuda_api.cuEventSynchronize(s->done[b]);
-    if (r != CUDA_SUCCESS) break;
-    memcpy(dst + off, s->buf[b], len);
-    if (k + 2 < n) r = d2h_issue(s, k + 2, src, size, stream);
-  }
-  return r;
+static int cuda_stage_copy_async(uintptr_t dst, uintptr_t src, size_t len, bool to_device,
+                                 void* stream) {
+  (void)to_device; /* unified addressing */
+  return (int)cuda_api.cuMemcpyAsync((CUdeviceptr)dst, (CUdeviceptr)src, len, stream);
 }
+
+static int cuda_stage_stream_synchronize(void* stream) {
+  return (int)cuda_api.cuStreamSynchronize(stream);
+}
+
+const struct adr_staging_ops cuda_staging_ops = {
+    .host_alloc = cuda_stage_host_alloc,
+    .host_free = cuda_stage_host_free,
+    .event_create = cuda_stage_event_create,
+    .event_destroy = cuda_stage_event_destroy,
+    .event_record = cuda_stage_event_record,
+    .event_synchronize = cuda_stage_event_synchronize,
+    .copy_async = cuda_stage_copy_async,
+    .stream_synchronize = cuda_stage_stream_synchronize,
+    .out_of_memory = CUDA_ERROR_OUT_OF_MEMORY,
+};
 
 /* True when `p` is host memory the driver does not know (pageable). */
 static bool is_pageable(const void* p) {
@@ -269,7 +181,7 @@ static bool is_pageable(const void* p) {
  * memmove semantics, adr does (adr.h); backends/common/overlap.h orders
  * the pieces. The scratch buffer is device memory of the stream's device,
  * made on first use and freed with the stream. Queued, never waited for;
- * the device's stage_lock keeps two threads' pieces on one stream from
+ * the device's scratch_lock keeps two threads' pieces on one stream from
  * interleaving. */
 static int queue_piece(void* ctx, uintptr_t dst, uintptr_t src, size_t len) {
   struct adr_backend_stream* stream = ctx;
@@ -279,14 +191,14 @@ static int queue_piece(void* ctx, uintptr_t dst, uintptr_t src, size_t len) {
 static CUresult copy_overlapping(struct adr_backend_device* owner, CUdeviceptr d, CUdeviceptr s,
                                  size_t size, struct adr_backend_stream* stream) {
   CUresult r = CUDA_SUCCESS;
-  pthread_mutex_lock(&owner->stage_lock);
+  pthread_mutex_lock(&owner->scratch_lock);
   if (adr_overlap_needs_scratch(d, s, size) && stream->scratch == 0) {
     r = cuda_api.cuMemAlloc(&stream->scratch, ADR_OVERLAP_SCRATCH);
     if (r != CUDA_SUCCESS) stream->scratch = 0;
   }
   if (r == CUDA_SUCCESS)
     r = (CUresult)adr_overlap_copy(d, s, size, stream->scratch, queue_piece, stream);
-  pthread_mutex_unlock(&owner->stage_lock);
+  pthread_mutex_unlock(&owner->scratch_lock);
   return r;
 }
 
@@ -300,8 +212,8 @@ int cuda_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_
               const void* src, size_t size, struct adr_backend_stream* stream,
               struct adr_error* error) {
   struct adr_backend_device* owner = stream->dev;
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(owner, &g, "copy", error);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(owner, &g, error);
   if (st) return st;
   CUdeviceptr d = (CUdeviceptr)(uintptr_t)dst, s = (CUdeviceptr)(uintptr_t)src;
   CUresult r;
@@ -310,65 +222,77 @@ int cuda_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_
       dst_dev->type == ARROW_DEVICE_CUDA && src_dev->type == ARROW_DEVICE_CUDA) {
     how = "cuMemcpyPeerAsync";
     r = cuda_api.cuMemcpyPeerAsync(d, dst_dev->ctx, s, src_dev->ctx, size, stream->stream);
-  } else if ((dst_dev == NULL) != (src_dev == NULL) && cuda_config.stage_threshold != 0 &&
-             size >= cuda_config.stage_threshold &&
+  } else if ((dst_dev == NULL) != (src_dev == NULL) && adr_staging_wanted(&owner->staging, size) &&
              (dst_dev ? dst_dev : src_dev)->type == ARROW_DEVICE_CUDA &&
              is_pageable(dst_dev ? src : dst)) {
-    struct cuda_stage* stage = NULL;
     how = "staged pageable copy";
-    r = stage_get(owner, &stage);
-    if (r == CUDA_SUCCESS) {
-      r = dst_dev ? staged_h2d(stage, d, src, size, stream->stream)
-                  : staged_d2h(stage, dst, s, size, stream->stream);
-      /* After a failure a chunk may still be in flight without its event. */
-      if (r != CUDA_SUCCESS) cuda_api.cuStreamSynchronize(stream->stream);
-      stage_put(owner, stage);
-    }
+    r = dst_dev
+            ? (CUresult)adr_staging_copy_to_device(&owner->staging, d, src, size, stream->stream)
+            : (CUresult)adr_staging_copy_to_host(&owner->staging, dst, s, size, stream->stream);
   } else if (dst_dev != NULL && dst_dev == src_dev && adr_overlap(d, s, size)) {
     how = "overlapping cuMemcpyAsync";
     r = copy_overlapping(owner, d, s, size, stream);
   } else {
     r = cuda_api.cuMemcpyAsync(d, s, size, stream->stream);
   }
-  cuda_ctx_leave(&g);
-  if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "copy", "%s of %zu bytes from %p to %p", how, size, src, dst);
-  return 0;
+  cuda_current_leave(&g);
+  return cuda_check(r, error, "%s of %zu bytes from %p to %p", how, size, src, dst);
 }
 
 int cuda_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
                 struct adr_backend_stream* stream, struct adr_error* error) {
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(stream->dev, &g, "memset", error);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(stream->dev, &g, error);
   if (st) return st;
   CUresult r = cuda_api.cuMemsetD8Async((CUdeviceptr)(uintptr_t)ptr, (unsigned char)value, size,
                                         stream->stream);
-  cuda_ctx_leave(&g);
-  if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "memset", "cuMemsetD8Async of %zu bytes at %p on CUDA device %d",
-                      size, ptr, dev->ordinal);
-  return 0;
+  cuda_current_leave(&g);
+  return cuda_check(r, error, "cuMemsetD8Async of %zu bytes at %p on CUDA device %d", size, ptr,
+                    dev->ordinal);
 }
 
 int cuda_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
                        struct adr_error* error) {
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(dev, &g, "host_register", error);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(dev, &g, error);
   if (st) return st;
   CUresult r = cuda_api.cuMemHostRegister(ptr, size, CU_MEMHOSTREGISTER_PORTABLE);
-  cuda_ctx_leave(&g);
-  if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "host_register", "cuMemHostRegister(%p, %zu)", ptr, size);
+  cuda_current_leave(&g);
+  if (r != CUDA_SUCCESS) return cuda_check(r, error, "cuMemHostRegister(%p, %zu)", ptr, size);
   return 0;
 }
 
 int cuda_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_error* error) {
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(dev, &g, "host_unregister", error);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(dev, &g, error);
   if (st) return st;
   CUresult r = cuda_api.cuMemHostUnregister(ptr);
-  cuda_ctx_leave(&g);
-  if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "host_unregister", "cuMemHostUnregister(%p)", ptr);
+  cuda_current_leave(&g);
+  if (r != CUDA_SUCCESS) return cuda_check(r, error, "cuMemHostUnregister(%p)", ptr);
+  return 0;
+}
+
+int cuda_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
+                       struct adr_error* error) {
+  unsigned int mem_type = 0;
+  unsigned int managed = 0; /* the driver writes a bool; zeroed so either width reads right */
+  int ordinal = -1;
+  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void* data[] = {&mem_type, &managed, &ordinal};
+  CUresult r = cuda_api.cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)ptr);
+  if (r != CUDA_SUCCESS) return cuda_check(r, error, "cuPointerGetAttributes(%p)", ptr);
+  if (mem_type == 0 || ordinal < 0 || ordinal >= cuda_devices)
+    return cuda_errorf(error, ENOENT,
+                       "%p is not memory "
+                       "the CUDA driver knows",
+                       ptr);
+  if (managed != 0)
+    *out_type = ARROW_DEVICE_CUDA_MANAGED;
+  else if (mem_type == CU_MEMORYTYPE_HOST)
+    *out_type = ARROW_DEVICE_CUDA_HOST;
+  else
+    *out_type = ARROW_DEVICE_CUDA;
+  *out_id = ordinal;
   return 0;
 }

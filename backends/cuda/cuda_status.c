@@ -1,100 +1,124 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * CUresult -> errno status and message: the one place the CUDA backend
- * interprets driver results. Names and descriptions come from the driver
- * (cuGetErrorName / cuGetErrorString) when it is loaded, so codes newer
- * than this file still print their real name.
+ * turns driver results into adr errors. Messages are "NAME: description
+ * (what)" (backends/common/status.h); the core adds "[operation][cuda]".
+ *
+ * Names and descriptions come from the loaded driver (cuGetErrorName /
+ * cuGetErrorString), so codes newer than this file still print their real
+ * name; the table below is the fallback for codes reported before the
+ * driver is loaded, and gives each code its errno status.
  */
 #include <errno.h>
 #include <stdarg.h>
-#include <stdio.h>
+#include <string.h>
 
 #include "cuda_internal.h"
+#include "status.h"
+
+/* X(code, status, description) */
+#define CUDA_ERRORS(X)                                                                           \
+  X(CUDA_SUCCESS, 0, "no error")                                                                 \
+  X(CUDA_ERROR_INVALID_VALUE, EINVAL, "invalid argument")                                        \
+  X(CUDA_ERROR_OUT_OF_MEMORY, ENOMEM, "out of memory")                                           \
+  X(CUDA_ERROR_NOT_INITIALIZED, ENODEV, "initialization error")                                  \
+  X(CUDA_ERROR_DEINITIALIZED, ENODEV, "driver shutting down")                                    \
+  X(CUDA_ERROR_STUB_LIBRARY, ENODEV, "CUDA driver is a stub library")                            \
+  X(CUDA_ERROR_NO_DEVICE, ENODEV, "no CUDA-capable device is detected")                          \
+  X(CUDA_ERROR_INVALID_DEVICE, EINVAL, "invalid device ordinal")                                 \
+  X(CUDA_ERROR_DEVICE_UNAVAILABLE, ENODEV, "CUDA-capable device(s) is/are busy or unavailable")  \
+  X(CUDA_ERROR_DEVICE_NOT_LICENSED, ENODEV, "the device is not licensed")                        \
+  X(CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER, ENODEV, "the call requires a newer driver")           \
+  X(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, ENODEV, "system has unsupported display driver")          \
+  X(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, ENODEV, "forward compatibility not supported")    \
+  X(CUDA_ERROR_INVALID_CONTEXT, EINVAL, "invalid device context")                                \
+  X(CUDA_ERROR_CONTEXT_IS_DESTROYED, EINVAL, "context is destroyed")                             \
+  X(CUDA_ERROR_INVALID_HANDLE, EINVAL, "invalid resource handle")                                \
+  X(CUDA_ERROR_NOT_FOUND, ENOENT, "named symbol not found")                                      \
+  X(CUDA_ERROR_NOT_READY, EBUSY, "device not ready")                                             \
+  X(CUDA_ERROR_ILLEGAL_ADDRESS, EIO, "an illegal memory access was encountered")                 \
+  X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, EEXIST,                                           \
+    "part or all of the requested memory range is already mapped")                               \
+  X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, ENOENT,                                               \
+    "pointer does not correspond to a registered memory region")                                 \
+  X(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, EEXIST, "peer access is already enabled")            \
+  X(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, ENOTSUP, "peer access is not supported between devices") \
+  X(CUDA_ERROR_NOT_SUPPORTED, ENOTSUP, "operation not supported")                                \
+  X(CUDA_ERROR_NOT_PERMITTED, EPERM, "operation not permitted")                                  \
+  X(CUDA_ERROR_OPERATING_SYSTEM, EPERM, "OS call failed or operation not supported on this OS")  \
+  X(CUDA_ERROR_UNKNOWN, EIO, "unknown error")
 
 int cuda_status(CUresult r) {
   switch (r) {
-    case CUDA_SUCCESS:
-      return 0;
-    case CUDA_ERROR_OUT_OF_MEMORY:
-      return ENOMEM;
-    case CUDA_ERROR_INVALID_VALUE:
-    case CUDA_ERROR_INVALID_HANDLE:
-    case CUDA_ERROR_INVALID_CONTEXT:
-    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
-    case CUDA_ERROR_INVALID_DEVICE:
-      return EINVAL;
-    case CUDA_ERROR_NOT_READY:
-      return EBUSY;
-    case CUDA_ERROR_NO_DEVICE:
-    case CUDA_ERROR_STUB_LIBRARY:
-    case CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER:
-    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
-    case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
-    case CUDA_ERROR_DEVICE_UNAVAILABLE:
-    case CUDA_ERROR_DEVICE_NOT_LICENSED:
-    case CUDA_ERROR_NOT_INITIALIZED:
-    case CUDA_ERROR_DEINITIALIZED:
-      return ENODEV;
-    case CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED:
-    case CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED:
-      return EEXIST;
-    case CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED:
-    case CUDA_ERROR_NOT_FOUND:
-      return ENOENT;
-    case CUDA_ERROR_NOT_SUPPORTED:
-    case CUDA_ERROR_PEER_ACCESS_UNSUPPORTED:
-      return ENOTSUP;
-    case CUDA_ERROR_NOT_PERMITTED:
-    case CUDA_ERROR_OPERATING_SYSTEM:
-      return EPERM;
+#define CUDA_STATUS_CASE(code, status, desc) \
+  case code:                                 \
+    return status;
+    CUDA_ERRORS(CUDA_STATUS_CASE)
+#undef CUDA_STATUS_CASE
     default:
-      /* Sticky device faults (illegal address, ECC, launch failure) and
-       * anything unknown: the operation failed on the device. */
+      /* Sticky device faults (ECC, launch failure) and anything unknown:
+       * the operation failed on the device. */
       return EIO;
   }
 }
 
-const char* cuda_result_name(CUresult r) {
-  const char* name = NULL;
-  if (cuda_api.cuGetErrorName != NULL && cuda_api.cuGetErrorName(r, &name) == CUDA_SUCCESS &&
-      name != NULL)
-    return name;
+static const char* table_name(CUresult r) {
   switch (r) {
-    case CUDA_ERROR_STUB_LIBRARY:
-      return "CUDA_ERROR_STUB_LIBRARY";
-    case CUDA_ERROR_NO_DEVICE:
-      return "CUDA_ERROR_NO_DEVICE";
-    case CUDA_ERROR_NOT_INITIALIZED:
-      return "CUDA_ERROR_NOT_INITIALIZED";
-    case CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER:
-      return "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER";
-    case CUDA_ERROR_NOT_FOUND:
-      return "CUDA_ERROR_NOT_FOUND";
+#define CUDA_NAME_CASE(code, status, desc) \
+  case code:                               \
+    return #code;
+    CUDA_ERRORS(CUDA_NAME_CASE)
+#undef CUDA_NAME_CASE
     default:
-      return "CUDA_ERROR_UNRECOGNIZED";
+      return NULL;
   }
 }
 
-int cuda_error(struct adr_error* error, CUresult r, const char* op, const char* fmt, ...) {
-  int status = cuda_status(r);
-  if (status == 0) status = EIO; /* a caller bug; never report success as a failure */
-  if (error == NULL) return status;
-  const char* text = NULL;
-  if (cuda_api.cuGetErrorString == NULL || cuda_api.cuGetErrorString(r, &text) != CUDA_SUCCESS ||
-      text == NULL)
-    text = "no description from the driver";
-  char detail[640] = "";
-  if (fmt != NULL) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(detail, sizeof(detail), fmt, ap);
-    va_end(ap);
+static const char* table_description(CUresult r) {
+  switch (r) {
+#define CUDA_DESC_CASE(code, status, desc) \
+  case code:                               \
+    return desc;
+    CUDA_ERRORS(CUDA_DESC_CASE)
+#undef CUDA_DESC_CASE
+    default:
+      return NULL;
   }
-  const char* name = cuda_result_name(r);
-  if (detail[0] != '\0')
-    return adr_backend_error_set(error, status,
-                                 "[%s][" CUDA_BACKEND_NAME "] %s: %s (%s, CUresult %d)", op, name,
-                                 detail, text, (int)r);
-  return adr_backend_error_set(error, status, "[%s][" CUDA_BACKEND_NAME "] %s: %s (CUresult %d)",
-                               op, name, text, (int)r);
+}
+
+const char* cuda_error_name(CUresult r) {
+  const char* name = NULL;
+  if (cuda_api.cuGetErrorName == NULL || cuda_api.cuGetErrorName(r, &name) != CUDA_SUCCESS ||
+      name == NULL || name[0] == '\0') {
+    const char* t = table_name(r);
+    return t != NULL ? t : "CUDA_ERROR_UNRECOGNIZED";
+  }
+  return name;
+}
+
+const char* cuda_error_description(CUresult r) {
+  const char* s = NULL;
+  if (cuda_api.cuGetErrorString != NULL && cuda_api.cuGetErrorString(r, &s) == CUDA_SUCCESS &&
+      s != NULL && s[0] != '\0')
+    return s;
+  const char* t = table_description(r);
+  return t != NULL ? t : "unrecognised CUDA error code";
+}
+
+int cuda_check(CUresult r, struct adr_error* error, const char* fmt, ...) {
+  if (r == CUDA_SUCCESS) return 0;
+  va_list ap;
+  va_start(ap, fmt);
+  int st = adr_backend_native_verror(error, cuda_status(r), cuda_error_name(r),
+                                     cuda_error_description(r), fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+int cuda_errorf(struct adr_error* error, int status, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int st = adr_backend_verrorf(error, status, fmt, ap);
+  va_end(ap);
+  return st;
 }

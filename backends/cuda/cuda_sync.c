@@ -20,17 +20,15 @@ int cuda_stream_create(struct adr_backend_device* dev, uint32_t flags,
     return 0;
   }
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
-  if (s == NULL)
-    return adr_backend_error_set(error, ENOMEM,
-                                 "[stream_create][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
+  if (s == NULL) return cuda_errorf(error, ENOMEM, "out of memory");
   s->dev = dev;
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(dev, &g, "stream_create", error);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(dev, &g, error);
   if (st == 0) {
     CUresult r = cuda_api.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
-    cuda_ctx_leave(&g);
+    cuda_current_leave(&g);
     if (r != CUDA_SUCCESS)
-      st = cuda_error(error, r, "stream_create", "cuStreamCreate on CUDA device %d", dev->ordinal);
+      st = cuda_check(r, error, "cuStreamCreate on CUDA device %d", dev->ordinal);
   }
   if (st) {
     free(s);
@@ -42,24 +40,28 @@ int cuda_stream_create(struct adr_backend_device* dev, uint32_t flags,
 
 int cuda_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* stream,
                         struct adr_error* error) {
-  if (stream->is_default) return 0; /* lives as long as the device */
+  if (stream->is_default)
+    return cuda_errorf(error, EINVAL,
+                       "the default stream of CUDA device %d is never destroyed (device_close "
+                       "releases it)",
+                       dev->ordinal);
   int st = 0;
   if (!stream->imported) {
     /* The API promises the queued work completes before the stream goes. */
     CUresult r = cuda_api.cuStreamSynchronize(stream->stream);
     if (r == CUDA_SUCCESS) r = cuda_api.cuStreamDestroy(stream->stream);
-    if (r != CUDA_SUCCESS)
-      st = cuda_error(error, r, "stream_destroy", "CUDA device %d", dev->ordinal);
+    if (r != CUDA_SUCCESS) st = cuda_check(r, error, "CUDA device %d", dev->ordinal);
   } else if (stream->scratch != 0) {
     cuda_api.cuStreamSynchronize(stream->stream); /* its copies may still read it */
   }
   if (stream->scratch != 0) {
-    struct cuda_ctx_guard g;
-    if (cuda_ctx_enter(stream->dev, &g, "stream_destroy", NULL) == 0) {
+    struct cuda_current_guard g;
+    if (cuda_current_enter(stream->dev, &g, NULL) == 0) {
       cuda_stream_scratch_free(stream);
-      cuda_ctx_leave(&g);
+      cuda_current_leave(&g);
     }
   }
+  /* Freed even when the driver failed: the handle is not usable again. */
   free(stream);
   return st;
 }
@@ -67,35 +69,29 @@ int cuda_stream_destroy(struct adr_backend_device* dev, struct adr_backend_strea
 int cuda_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* stream,
                             struct adr_error* error) {
   CUresult r = cuda_api.cuStreamSynchronize(stream->stream);
-  if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "stream_synchronize", "CUDA device %d", dev->ordinal);
-  return 0;
+  return cuda_check(r, error, "CUDA device %d", dev->ordinal);
 }
 
 int cuda_stream_import(struct adr_backend_device* dev, void* native_stream,
                        struct adr_backend_stream** out, struct adr_error* error) {
   CUstream cs = (CUstream)native_stream;
   CUcontext owner = NULL;
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(dev, &g, "stream_import", error);
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(dev, &g, error);
   if (st) return st;
   /* The legacy and per-thread handles name the current context's default
    * stream, which is this device's while its context is pushed. */
   CUresult r = cuda_api.cuStreamGetCtx(cs, &owner);
-  cuda_ctx_leave(&g);
+  cuda_current_leave(&g);
   if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "stream_import", "%p is not a CUstream the driver knows",
-                      native_stream);
+    return cuda_check(r, error, "%p is not a CUstream the driver knows", native_stream);
   if (owner != dev->ctx)
-    return adr_backend_error_set(error, EINVAL,
-                                 "[stream_import][" CUDA_BACKEND_NAME
-                                 "] EINVAL: CUstream %p "
-                                 "belongs to another context than CUDA device %d's primary context",
-                                 native_stream, dev->ordinal);
+    return cuda_errorf(error, EINVAL,
+                       "CUstream %p "
+                       "belongs to another context than CUDA device %d's primary context",
+                       native_stream, dev->ordinal);
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
-  if (s == NULL)
-    return adr_backend_error_set(error, ENOMEM,
-                                 "[stream_import][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
+  if (s == NULL) return cuda_errorf(error, ENOMEM, "out of memory");
   s->dev = dev;
   s->stream = cs;
   s->imported = true;
@@ -111,16 +107,14 @@ void* cuda_stream_native(struct adr_backend_device* dev, struct adr_backend_stre
 int cuda_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
                       struct adr_error* error) {
   struct adr_backend_event* e = calloc(1, sizeof(*e));
-  if (e == NULL)
-    return adr_backend_error_set(error, ENOMEM,
-                                 "[event_create][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
-  struct cuda_ctx_guard g;
-  int st = cuda_ctx_enter(dev, &g, "event_create", error);
+  if (e == NULL) return cuda_errorf(error, ENOMEM, "out of memory");
+  struct cuda_current_guard g;
+  int st = cuda_current_enter(dev, &g, error);
   if (st == 0) {
     CUresult r = cuda_api.cuEventCreate(&e->event, CU_EVENT_DISABLE_TIMING);
-    cuda_ctx_leave(&g);
+    cuda_current_leave(&g);
     if (r != CUDA_SUCCESS)
-      st = cuda_error(error, r, "event_create", "cuEventCreate on CUDA device %d", dev->ordinal);
+      st = cuda_check(r, error, "cuEventCreate on CUDA device %d", dev->ordinal);
   }
   if (st) {
     free(e);
@@ -137,8 +131,7 @@ int cuda_event_destroy(struct adr_backend_device* dev, struct adr_backend_event*
     /* cuEventDestroy may be called with work pending: the driver releases
      * the event once it completes. */
     CUresult r = cuda_api.cuEventDestroy(event->event);
-    if (r != CUDA_SUCCESS)
-      st = cuda_error(error, r, "event_destroy", "CUDA device %d", dev->ordinal);
+    if (r != CUDA_SUCCESS) st = cuda_check(r, error, "CUDA device %d", dev->ordinal);
   }
   free(event);
   return st;
@@ -147,25 +140,19 @@ int cuda_event_destroy(struct adr_backend_device* dev, struct adr_backend_event*
 int cuda_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
                       struct adr_backend_stream* stream, struct adr_error* error) {
   CUresult r = cuda_api.cuEventRecord(event->event, stream->stream);
-  if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "event_record", "cuEventRecord on CUDA device %d", dev->ordinal);
-  return 0;
+  return cuda_check(r, error, "cuEventRecord on CUDA device %d", dev->ordinal);
 }
 
 int cuda_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
                     struct adr_backend_stream* stream, struct adr_error* error) {
   CUresult r = cuda_api.cuStreamWaitEvent(stream->stream, event->event, 0);
-  if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "event_wait", "cuStreamWaitEvent on CUDA device %d", dev->ordinal);
-  return 0;
+  return cuda_check(r, error, "cuStreamWaitEvent on CUDA device %d", dev->ordinal);
 }
 
 int cuda_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* event,
                            struct adr_error* error) {
   CUresult r = cuda_api.cuEventSynchronize(event->event);
-  if (r != CUDA_SUCCESS)
-    return cuda_error(error, r, "event_synchronize", "CUDA device %d", dev->ordinal);
-  return 0;
+  return cuda_check(r, error, "CUDA device %d", dev->ordinal);
 }
 
 int cuda_event_query(struct adr_backend_device* dev, struct adr_backend_event* event,
@@ -173,7 +160,7 @@ int cuda_event_query(struct adr_backend_device* dev, struct adr_backend_event* e
   CUresult r = cuda_api.cuEventQuery(event->event);
   if (r == CUDA_SUCCESS) return 0;
   if (r == CUDA_ERROR_NOT_READY) return EBUSY;
-  return cuda_error(error, r, "event_query", "CUDA device %d", dev->ordinal);
+  return cuda_check(r, error, "CUDA device %d", dev->ordinal);
 }
 
 void* cuda_event_native(struct adr_backend_device* dev, struct adr_backend_event* event) {
@@ -185,18 +172,15 @@ int cuda_event_import(struct adr_backend_device* dev, void* sync_event,
                       struct adr_backend_event** out, struct adr_error* error) {
   CUevent ev = *(CUevent*)sync_event;
   if (ev == NULL)
-    return adr_backend_error_set(error, EINVAL,
-                                 "[event_import][" CUDA_BACKEND_NAME
-                                 "] EINVAL: sync_event points "
-                                 "to a NULL CUevent");
+    return cuda_errorf(error, EINVAL,
+                       "sync_event points "
+                       "to a NULL CUevent");
   /* A query validates the handle without waiting (NOT_READY is fine). */
   CUresult r = cuda_api.cuEventQuery(ev);
   if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
-    return cuda_error(error, r, "event_import", "%p is not a CUevent the driver knows", (void*)ev);
+    return cuda_check(r, error, "%p is not a CUevent the driver knows", (void*)ev);
   struct adr_backend_event* e = calloc(1, sizeof(*e));
-  if (e == NULL)
-    return adr_backend_error_set(error, ENOMEM,
-                                 "[event_import][" CUDA_BACKEND_NAME "] ENOMEM: out of memory");
+  if (e == NULL) return cuda_errorf(error, ENOMEM, "out of memory");
   (void)dev;
   e->event = ev;
   e->imported = true;

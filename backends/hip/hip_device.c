@@ -10,13 +10,37 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hip_internal.h"
+#include "properties.h"
 
-struct adr_hip_runtime adr_hip_rt;
+struct hip_config hip_config;
+int hip_devices;
+static _Atomic bool g_exiting;
+
+int hip_current_enter(struct adr_backend_device* dev, struct hip_current_guard* guard,
+                      struct adr_error* error) {
+  int cur = -1;
+  guard->switched = false;
+  if (hip_api.hipGetDevice(&cur) == hipSuccess && cur == dev->ordinal) return 0;
+  hipError_t r = hip_api.hipSetDevice(dev->ordinal);
+  if (r != hipSuccess)
+    return hip_check(r, error, "cannot make HIP device %d current", dev->ordinal);
+  guard->previous = cur;
+  guard->switched = true;
+  return 0;
+}
+
+void hip_current_leave(struct hip_current_guard* guard) {
+  if (guard->switched) {
+    if (guard->previous >= 0) hip_api.hipSetDevice(guard->previous);
+    guard->switched = false;
+  }
+}
 
 static void version_text(int v, char* buf, size_t cap) {
   if (v <= 0) {
@@ -26,196 +50,189 @@ static void version_text(int v, char* buf, size_t cap) {
   snprintf(buf, cap, "%d.%d.%d", v / 10000000, (v / 100000) % 100, v % 100000);
 }
 
-static void mark_exiting(void) {
-  atomic_store_explicit(&adr_hip_rt.exiting, true, memory_order_release);
+bool hip_exiting(void) {
+  return atomic_load_explicit(&g_exiting, memory_order_acquire);
 }
 
-int adr_hip_init(struct adr_error* error) {
-  int st = adr_hip_library_load(adr_hip_rt.host, error);
-  if (st != 0) return st;
-  const char* no_async = adr_hip_rt.host != NULL && adr_hip_rt.host->getenv != NULL
-                             ? adr_hip_rt.host->getenv(ADR_HIP_NO_ASYNC_ALLOC_ENV)
-                             : NULL;
-  adr_hip_rt.async_alloc_disabled = no_async != NULL && strcmp(no_async, "1") == 0;
-  st = adr_hip_parse_staging(adr_hip_rt.host != NULL && adr_hip_rt.host->getenv != NULL
-                                 ? adr_hip_rt.host->getenv(ADR_HIP_STAGING_ENV)
-                                 : NULL,
-                             error);
-  if (st != 0) return st;
+static void mark_exiting(void) {
+  atomic_store_explicit(&g_exiting, true, memory_order_release);
+}
 
-  hipError_t init_err = adr_hip.hipInit(0);
+/* ADR_HIP_STAGING: "off", or "<threshold>[:<chunk>]" (byte counts with an
+ * optional K, M or G suffix): pageable copies of at least <threshold> bytes
+ * are staged through two pinned buffers of <chunk> bytes. Default 1M:4M.
+ * ADR_HIP_NO_ASYNC_ALLOC=1: hipMalloc even where hipMallocAsync works. */
+static int read_config(struct adr_error* error) {
+  char msg[512];
+  if (adr_staging_config_parse(ADR_HIP_STAGING_ENV, hip_getenv(ADR_HIP_STAGING_ENV),
+                               &hip_config.staging, msg, sizeof(msg)) != 0)
+    return hip_errorf(error, EINVAL, "%s", msg);
+  const char* no_async = hip_getenv(ADR_HIP_NO_ASYNC_ALLOC_ENV);
+  hip_config.async_alloc_disabled = no_async != NULL && strcmp(no_async, "1") == 0;
+  return 0;
+}
+
+int hip_init(struct adr_error* error) {
+  int st = read_config(error);
+  if (st) return st;
+  st = hip_library_load(error);
+  if (st) return st;
+  hipError_t init_err = hip_api.hipInit(0);
   int n = 0;
-  hipError_t count_err = adr_hip.hipGetDeviceCount(&n);
-  if (adr_hip.hipRuntimeGetVersion(&adr_hip_rt.runtime_version) != hipSuccess)
-    adr_hip_rt.runtime_version = 0;
-  if (adr_hip.hipDriverGetVersion(&adr_hip_rt.driver_version) != hipSuccess)
-    adr_hip_rt.driver_version = 0;
+  hipError_t r = hip_api.hipGetDeviceCount(&n);
   char version[32];
-  version_text(adr_hip_rt.runtime_version, version, sizeof(version));
-
-  char what[512];
+  version_text(hip_api.runtime_version, version, sizeof(version));
   /* The AMD runtime answers hipInit with hipErrorInvalidDevice when there
    * is no GPU and hipGetDeviceCount with hipErrorNoDevice; the count's
-   * error is the one that says what is wrong, so it leads the message. */
-  if (count_err != hipSuccess || n <= 0) {
-    hipError_t e = count_err != hipSuccess ? count_err : hipErrorNoDevice;
-    snprintf(what, sizeof(what), "hipGetDeviceCount %s; hipInit returned %s; %s, HIP runtime %s",
-             count_err != hipSuccess ? "failed" : "returned 0 devices",
-             adr_hip_error_name(init_err), adr_hip_rt.path, version);
-    st = adr_hip_fail(error, "init", e, what);
-    /* Only the absence of devices is "unavailable"; a runtime that fails
-     * otherwise is rejected with its own status. */
-    return st == ENODEV ? ENODEV : st;
-  }
-  if (init_err != hipSuccess) {
-    snprintf(what, sizeof(what), "hipInit; %s, HIP runtime %s", adr_hip_rt.path, version);
-    return adr_hip_fail(error, "init", init_err, what);
-  }
-  adr_hip_rt.device_count = n;
+   * error is the one that says what is wrong, so it leads the message.
+   * Only the absence of devices is "unavailable" (ENODEV); a runtime that
+   * fails otherwise is rejected with its own status. */
+  if (r != hipSuccess || n <= 0)
+    return hip_check(r != hipSuccess ? r : hipErrorNoDevice, error,
+                     "hipGetDeviceCount %s; hipInit returned %s; %s, HIP runtime %s",
+                     r != hipSuccess ? "failed" : "returned 0 devices", hip_error_name(init_err),
+                     hip_api.path, version);
+  if (init_err != hipSuccess)
+    return hip_check(init_err, error, "hipInit; %s, HIP runtime %s", hip_api.path, version);
+  hip_devices = n;
   /* The runtime registered its exit-time teardown while it loaded; a
    * handler registered now runs before it (exit handlers run in reverse). */
-  if (atexit(mark_exiting) != 0) {
-    return adr_backend_error_set(error, ENOMEM,
-                                 "[init][hip] cannot register the exit handler (atexit)");
-  }
-  if (adr_hip_rt.host != NULL && adr_hip_rt.host->log != NULL)
-    adr_hip_rt.host->log(ADR_LOG_INFO, "hip", "HIP runtime %s from %s: %d device%s", version,
-                         adr_hip_rt.path, n, n == 1 ? "" : "s");
+  if (atexit(mark_exiting) != 0)
+    return hip_errorf(error, ENOMEM, "cannot register the exit handler (atexit)");
+  hip_log(ADR_LOG_INFO, "HIP runtime %s from %s: %d device%s", version, hip_api.path, n,
+          n == 1 ? "" : "s");
   return 0;
 }
 
-void adr_hip_shutdown(void) {
-  adr_hip_memory_shutdown();
+void hip_shutdown(void) {
+  hip_memory_shutdown();
 }
 
-int adr_hip_set_device(const struct adr_backend_device* dev, const char* op,
-                       struct adr_error* error) {
-  if (adr_hip_rt.device_count <= 1) return 0;
-  hipError_t e = adr_hip.hipSetDevice(dev->ordinal);
-  if (e != hipSuccess) return adr_hip_fail(error, op, e, "hipSetDevice");
-  return 0;
-}
-
-static bool valid_type(ArrowDeviceType type) {
+static bool served(ArrowDeviceType type) {
   return type == ARROW_DEVICE_ROCM || type == ARROW_DEVICE_ROCM_HOST;
 }
 
-int adr_hip_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
-  if (!valid_type(type))
-    return adr_backend_error_set(error, EINVAL, "[device_count][hip] device type %d is not served",
-                                 (int)type);
-  *out = adr_hip_rt.device_count;
+int hip_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
+  if (!served(type)) return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
+  *out = hip_devices;
   return 0;
 }
 
 /* Makes every peer this device can reach directly accessible, so peer
  * copies go over the fabric instead of being staged by the runtime. */
 static void enable_peers(struct adr_backend_device* dev) {
-  if (adr_hip.hipDeviceEnablePeerAccess == NULL) return;
-  for (int p = 0; p < adr_hip_rt.device_count; p++) {
+  if (hip_api.hipDeviceEnablePeerAccess == NULL) return;
+  for (int p = 0; p < hip_devices; p++) {
     if (p == dev->ordinal) continue;
     int can = 0;
-    if (adr_hip.hipDeviceCanAccessPeer(&can, dev->ordinal, p) != hipSuccess || !can) continue;
-    hipError_t e = adr_hip.hipDeviceEnablePeerAccess(p, 0);
-    if (e != hipSuccess && e != hipErrorPeerAccessAlreadyEnabled && adr_hip_rt.host != NULL &&
-        adr_hip_rt.host->log != NULL)
-      adr_hip_rt.host->log(ADR_LOG_WARN, "hip", "hipDeviceEnablePeerAccess(%d -> %d): %s",
-                           dev->ordinal, p, adr_hip_error_name(e));
+    if (hip_api.hipDeviceCanAccessPeer(&can, dev->ordinal, p) != hipSuccess || !can) continue;
+    hipError_t e = hip_api.hipDeviceEnablePeerAccess(p, 0);
+    if (e != hipSuccess && e != hipErrorPeerAccessAlreadyEnabled)
+      hip_log(ADR_LOG_WARN, "hipDeviceEnablePeerAccess(%d -> %d): %s", dev->ordinal, p,
+              hip_error_name(e));
   }
 }
 
-static int open_device(ArrowDeviceType type, int64_t id, int ordinal, const char* op,
+/* Opens ordinal `ordinal` as adr device `id`; its default stream is
+ * `stream` (the application's, adopted) or a new one. */
+static int open_device(ArrowDeviceType type, int64_t id, int ordinal, hipStream_t stream,
                        struct adr_backend_device** out, struct adr_error* error) {
   struct adr_backend_device* dev = calloc(1, sizeof(*dev));
-  if (dev == NULL) return adr_backend_error_set(error, ENOMEM, "[%s][hip] out of memory", op);
-  pthread_mutex_init(&dev->stage_lock, NULL);
+  if (dev == NULL) return hip_errorf(error, ENOMEM, "out of memory");
   dev->type = type;
-  dev->id = id;
   dev->ordinal = ordinal;
-  int st = adr_hip_set_device(dev, op, error);
-  hipError_t e = hipSuccess;
-  if (st == 0 && (e = adr_hip.hipDeviceGet(&dev->hip_device, ordinal)) != hipSuccess)
-    st = adr_hip_fail(error, op, e, "hipDeviceGet");
-  if (st == 0 && (e = adr_hip.hipGetDeviceProperties(&dev->props, ordinal)) != hipSuccess)
-    st = adr_hip_fail(error, op, e, "hipGetDeviceProperties");
-  if (st != 0) {
-    pthread_mutex_destroy(&dev->stage_lock);
+  dev->id = id;
+  adr_staging_init(&dev->staging, &hip_staging_ops, &hip_config.staging);
+  pthread_mutex_init(&dev->scratch_lock, NULL);
+  hipError_t r = hip_api.hipDeviceGet(&dev->hip_dev, dev->ordinal);
+  if (r == hipSuccess) r = hip_api.hipGetDeviceProperties(&dev->props, dev->ordinal);
+  if (r != hipSuccess) {
+    int st = hip_check(r, error, "HIP device %d: cannot read its properties", dev->ordinal);
+    adr_staging_fini(&dev->staging);
+    pthread_mutex_destroy(&dev->scratch_lock);
     free(dev);
     return st;
   }
   dev->props.name[sizeof(dev->props.name) - 1] = '\0';
   dev->props.gcnArchName[sizeof(dev->props.gcnArchName) - 1] = '\0';
-  if (type == ARROW_DEVICE_ROCM && !adr_hip_rt.async_alloc_disabled &&
-      adr_hip.hipMallocAsync != NULL && adr_hip.hipFreeAsync != NULL &&
-      adr_hip.hipDeviceGetDefaultMemPool != NULL) {
-    hipMemPool_t pool = NULL;
-    dev->async_alloc = adr_hip.hipDeviceGetDefaultMemPool(&pool, ordinal) == hipSuccess;
+  hipMemPool_t pool = NULL;
+  dev->async_alloc = type == ARROW_DEVICE_ROCM && !hip_config.async_alloc_disabled &&
+                     hip_api.hipMallocAsync != NULL && hip_api.hipFreeAsync != NULL &&
+                     hip_api.hipDeviceGetDefaultMemPool != NULL &&
+                     hip_api.hipDeviceGetDefaultMemPool(&pool, dev->ordinal) == hipSuccess;
+  dev->default_stream.dev = dev;
+  dev->default_stream.is_default = true;
+  dev->default_stream.stream = stream;
+  dev->default_stream.imported = stream != NULL;
+  struct hip_current_guard g;
+  int st = hip_current_enter(dev, &g, error);
+  if (st == 0) {
+    if (type == ARROW_DEVICE_ROCM) enable_peers(dev);
+    r = stream != NULL
+            ? hipSuccess
+            : hip_api.hipStreamCreateWithFlags(&dev->default_stream.stream, hipStreamNonBlocking);
+    hip_current_leave(&g);
+    st = hip_check(r, error, "HIP device %d: cannot create the default stream", dev->ordinal);
   }
-  if (type == ARROW_DEVICE_ROCM) enable_peers(dev);
+  if (st) {
+    adr_staging_fini(&dev->staging);
+    pthread_mutex_destroy(&dev->scratch_lock);
+    free(dev);
+    return st;
+  }
   *out = dev;
   return 0;
 }
 
-int adr_hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
-                        struct adr_error* error) {
-  if (!valid_type(type))
-    return adr_backend_error_set(error, EINVAL, "[device_open][hip] device type %d is not served",
-                                 (int)type);
-  if (id < 0 || id >= adr_hip_rt.device_count)
-    return adr_backend_error_set(error, ENODEV,
-                                 "[device_open][hip] hipErrorInvalidDevice: no HIP device %" PRId64
-                                 " (%d visible)",
-                                 id, adr_hip_rt.device_count);
-  return open_device(type, id, (int)id, "device_open", out, error);
+int hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
+                    struct adr_error* error) {
+  if (!served(type)) return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
+  if (id < 0 || id >= hip_devices)
+    return hip_errorf(error, ENODEV, "no HIP device %" PRId64 " (%d visible)", id, hip_devices);
+  return open_device(type, id, (int)id, NULL, out, error);
 }
 
-void adr_hip_device_close(struct adr_backend_device* dev) {
+void hip_device_close(struct adr_backend_device* dev) {
   if (dev == NULL) return;
-  bool live = !adr_hip_exiting();
-  if (live) adr_hip_set_device(dev, "device_close", NULL);
-  adr_hip_stage_release_all(dev);
-  pthread_mutex_destroy(&dev->stage_lock);
-  if (live && dev->default_stream.stream != NULL && dev->default_stream.owned) {
-    adr_hip.hipStreamSynchronize(dev->default_stream.stream);
-    adr_hip.hipStreamDestroy(dev->default_stream.stream);
+  struct hip_current_guard g;
+  bool live = !hip_exiting() && hip_current_enter(dev, &g, NULL) == 0;
+  adr_staging_fini(&dev->staging);
+  pthread_mutex_destroy(&dev->scratch_lock);
+  if (live && dev->default_stream.stream != NULL && !dev->default_stream.imported) {
+    hip_api.hipStreamSynchronize(dev->default_stream.stream);
+    hip_api.hipStreamDestroy(dev->default_stream.stream);
   }
-  if (live) adr_hip_stream_scratch_free(&dev->default_stream);
+  if (live) {
+    hip_stream_scratch_free(&dev->default_stream);
+    hip_current_leave(&g);
+  }
   free(dev);
 }
 
-int adr_hip_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
-                         struct adr_backend_device** out, struct adr_error* error) {
+int hip_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
+                     struct adr_backend_device** out, struct adr_error* error) {
   const struct adr_hip_device_desc* desc = native_desc;
-  if (!valid_type(type))
-    return adr_backend_error_set(error, EINVAL, "[device_adopt][hip] device type %d is not served",
-                                 (int)type);
+  if (!served(type)) return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
   if (desc == NULL)
-    return adr_backend_error_set(error, EINVAL,
-                                 "[device_adopt][hip] native_desc is NULL (expected a struct "
-                                 "adr_hip_device_desc)");
+    return hip_errorf(error, EINVAL,
+                      "native_desc is NULL (expected a struct "
+                      "adr_hip_device_desc)");
   if (desc->struct_size < sizeof(struct adr_hip_device_desc))
-    return adr_backend_error_set(error, EINVAL,
-                                 "[device_adopt][hip] struct_size %u is smaller than struct "
-                                 "adr_hip_device_desc (%zu bytes)",
-                                 desc->struct_size, sizeof(struct adr_hip_device_desc));
+    return hip_errorf(error, EINVAL,
+                      "struct_size %u is smaller than struct "
+                      "adr_hip_device_desc (%zu bytes)",
+                      desc->struct_size, sizeof(struct adr_hip_device_desc));
   for (size_t i = 0; i < sizeof(desc->reserved) / sizeof(desc->reserved[0]); i++)
-    if (desc->reserved[i] != 0)
-      return adr_backend_error_set(error, EINVAL, "[device_adopt][hip] reserved[%zu] is not 0", i);
-  if (desc->device < 0 || desc->device >= adr_hip_rt.device_count)
-    return adr_backend_error_set(error, ENODEV,
-                                 "[device_adopt][hip] hipErrorInvalidDevice: no HIP device %d (%d "
-                                 "visible)",
-                                 (int)desc->device, adr_hip_rt.device_count);
+    if (desc->reserved[i] != 0) return hip_errorf(error, EINVAL, "reserved[%zu] is not 0", i);
+  if (desc->device < 0 || desc->device >= hip_devices)
+    return hip_errorf(error, ENODEV,
+                      "no HIP device %d (%d "
+                      "visible)",
+                      (int)desc->device, hip_devices);
   struct adr_backend_device* dev = NULL;
-  int st = open_device(type, id, desc->device, "device_adopt", &dev, error);
+  int st = open_device(type, id, desc->device, (hipStream_t)desc->stream, &dev, error);
   if (st != 0) return st;
   dev->adopted = true;
-  if (desc->stream != NULL) {
-    dev->default_stream.stream = (hipStream_t)desc->stream;
-    dev->default_stream.device = dev;
-    dev->default_stream.owned = false;
-    dev->default_stream.default_flag = true;
-  }
   *out = dev;
   return 0;
 }
@@ -224,10 +241,10 @@ static void copy_text(char* dst, size_t cap, const char* src) {
   snprintf(dst, cap, "%s", src);
 }
 
-int adr_hip_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
-                        struct adr_error* error) {
+int hip_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
+                    struct adr_error* error) {
   char version[32];
-  version_text(adr_hip_rt.runtime_version, version, sizeof(version));
+  version_text(hip_api.runtime_version, version, sizeof(version));
   if (dev->type == ARROW_DEVICE_ROCM) {
     copy_text(out->name, sizeof(out->name), dev->props.name);
   } else {
@@ -235,18 +252,21 @@ int adr_hip_device_info(struct adr_backend_device* dev, struct adr_device_info* 
   }
   copy_text(out->vendor, sizeof(out->vendor), "AMD");
   copy_text(out->backend, sizeof(out->backend), "hip");
-  snprintf(out->driver, sizeof(out->driver), "HIP runtime %s (%.80s)", version, adr_hip_rt.path);
+  snprintf(out->driver, sizeof(out->driver), "HIP runtime %s (%.80s)", version, hip_api.path);
   uint64_t caps = ADR_CAP_ASYNC_STREAMS | ADR_CAP_UNIFIED_ADDRESSING | ADR_CAP_IMPORT_NATIVE;
   if (dev->type == ARROW_DEVICE_ROCM) {
     caps |= ADR_CAP_DEVICE_ADDRESSES;
     if (dev->async_alloc) caps |= ADR_CAP_STREAM_ORDERED_ALLOC;
-    if (adr_hip_rt.device_count > 1) caps |= ADR_CAP_PEER_COPY;
+    if (hip_devices > 1) caps |= ADR_CAP_PEER_COPY;
     out->memory_total = dev->props.totalGlobalMem;
     size_t free_bytes = 0, total_bytes = 0;
-    if (adr_hip_set_device(dev, "device_info", error) == 0 &&
-        adr_hip.hipMemGetInfo(&free_bytes, &total_bytes) == hipSuccess) {
-      out->memory_free = free_bytes;
-      if (total_bytes != 0) out->memory_total = total_bytes;
+    struct hip_current_guard g;
+    if (hip_current_enter(dev, &g, NULL) == 0) {
+      if (hip_api.hipMemGetInfo(&free_bytes, &total_bytes) == hipSuccess) {
+        out->memory_free = free_bytes;
+        if (total_bytes != 0) out->memory_total = total_bytes;
+      }
+      hip_current_leave(&g);
     }
     out->alignment = 256;
   } else {
@@ -257,44 +277,38 @@ int adr_hip_device_info(struct adr_backend_device* dev, struct adr_device_info* 
   return 0;
 }
 
-static void emit_int(adr_property_fn emit, void* ctx, const char* key, long long v) {
-  char buf[32];
-  snprintf(buf, sizeof(buf), "%lld", v);
-  emit(ctx, key, buf);
-}
-
-int adr_hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
-                              struct adr_error* error) {
-  const adr_hip_props_t* p = &dev->props;
+int hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
+                          struct adr_error* error) {
+  const hip_props_t* p = &dev->props;
   char buf[512];
   emit(ctx, "name", p->name);
   emit(ctx, "gcnArch", p->gcnArchName[0] ? p->gcnArchName : "unknown");
   snprintf(buf, sizeof(buf), "%04x:%02x:%02x.0", (unsigned)p->pciDomainID, (unsigned)p->pciBusID,
            (unsigned)p->pciDeviceID);
   emit(ctx, "pci_bus_id", buf);
-  emit_int(emit, ctx, "ordinal", dev->ordinal);
+  adr_property_emitf(emit, ctx, "ordinal", "%lld", (long long)dev->ordinal);
   snprintf(buf, sizeof(buf), "%llu MiB", (unsigned long long)(p->totalGlobalMem >> 20));
   emit(ctx, "global_memory", buf);
-  emit_int(emit, ctx, "compute_units", p->multiProcessorCount);
-  emit_int(emit, ctx, "clock_khz", p->clockRate);
-  emit_int(emit, ctx, "memory_clock_khz", p->memoryClockRate);
-  emit_int(emit, ctx, "memory_bus_width", p->memoryBusWidth);
-  emit_int(emit, ctx, "l2_cache_bytes", p->l2CacheSize);
+  adr_property_emitf(emit, ctx, "compute_units", "%lld", (long long)p->multiProcessorCount);
+  adr_property_emitf(emit, ctx, "clock_khz", "%lld", (long long)p->clockRate);
+  adr_property_emitf(emit, ctx, "memory_clock_khz", "%lld", (long long)p->memoryClockRate);
+  adr_property_emitf(emit, ctx, "memory_bus_width", "%lld", (long long)p->memoryBusWidth);
+  adr_property_emitf(emit, ctx, "l2_cache_bytes", "%lld", (long long)p->l2CacheSize);
   snprintf(buf, sizeof(buf), "%d.%d", p->major, p->minor);
   emit(ctx, "compute_capability", buf);
   emit(ctx, "managed_memory", p->managedMemory ? "yes" : "no");
   emit(ctx, "can_map_host_memory", p->canMapHostMemory ? "yes" : "no");
-  if (adr_hip_rt.stage_threshold == 0)
+  if (hip_config.staging.threshold == 0)
     snprintf(buf, sizeof(buf), "off");
   else
     snprintf(buf, sizeof(buf), "pageable copies >= %zu KiB, 2 x %zu KiB pinned",
-             adr_hip_rt.stage_threshold >> 10, adr_hip_rt.stage_chunk >> 10);
+             hip_config.staging.threshold >> 10, hip_config.staging.chunk >> 10);
   emit(ctx, "pageable_staging", buf);
   emit(ctx, "stream_ordered_alloc", dev->async_alloc ? "hipMallocAsync" : "no (hipMalloc/hipFree)");
   buf[0] = '\0';
-  for (int q = 0; q < adr_hip_rt.device_count; q++) {
+  for (int q = 0; q < hip_devices; q++) {
     int can = 0;
-    if (q == dev->ordinal || adr_hip.hipDeviceCanAccessPeer(&can, dev->ordinal, q) != hipSuccess ||
+    if (q == dev->ordinal || hip_api.hipDeviceCanAccessPeer(&can, dev->ordinal, q) != hipSuccess ||
         !can)
       continue;
     size_t len = strlen(buf);
@@ -302,38 +316,33 @@ int adr_hip_device_properties(struct adr_backend_device* dev, adr_property_fn em
   }
   emit(ctx, "peer_access", buf[0] ? buf : "none");
   char version[32];
-  version_text(adr_hip_rt.runtime_version, version, sizeof(version));
+  version_text(hip_api.runtime_version, version, sizeof(version));
   emit(ctx, "runtime_version", version);
-  version_text(adr_hip_rt.driver_version, version, sizeof(version));
+  version_text(hip_api.driver_version, version, sizeof(version));
   emit(ctx, "driver_version", version);
-  emit(ctx, "library", adr_hip_rt.path);
+  emit(ctx, "library", hip_api.path);
   const char* vars[] = {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"};
   for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-    const char* v = adr_hip_rt.host != NULL && adr_hip_rt.host->getenv != NULL
-                        ? adr_hip_rt.host->getenv(vars[i])
-                        : NULL;
+    const char* v = hip_getenv(vars[i]);
     if (v != NULL) emit(ctx, vars[i], v);
   }
   if (dev->adopted) emit(ctx, "adopted", "yes");
   return 0;
 }
 
-int adr_hip_device_native(struct adr_backend_device* dev, int kind, void** out,
-                          struct adr_error* error) {
+int hip_device_native(struct adr_backend_device* dev, int kind, void** out,
+                      struct adr_error* error) {
   switch (kind) {
     case ADR_NATIVE_DEVICE:
-      *out = (void*)(intptr_t)dev->hip_device;
+      *out = (void*)(intptr_t)dev->hip_dev;
       return 0;
     case ADR_NATIVE_QUEUE:
-      if (dev->default_stream.stream == NULL)
-        return adr_backend_error_set(error, ENOENT,
-                                     "[device_native][hip] the device has no default stream yet");
       *out = (void*)dev->default_stream.stream;
       return 0;
     default:
-      return adr_backend_error_set(error, ENOTSUP,
-                                   "[device_native][hip] native kind %d is not served (HIP has "
-                                   "ADR_NATIVE_DEVICE and ADR_NATIVE_QUEUE)",
-                                   kind);
+      return hip_errorf(error, ENOTSUP,
+                        "native kind %d is not served (HIP has "
+                        "ADR_NATIVE_DEVICE and ADR_NATIVE_QUEUE)",
+                        kind);
   }
 }

@@ -47,7 +47,7 @@ static pthread_mutex_t memory_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct host_range* registered;
 static size_t registered_count, registered_cap;
 
-void adr_hip_memory_shutdown(void) {
+void hip_memory_shutdown(void) {
   adr_range_map_clear(&allocations);
   pthread_mutex_lock(&memory_lock);
   free(registered);
@@ -60,275 +60,153 @@ static const char* type_name(ArrowDeviceType type) {
   return type == ARROW_DEVICE_ROCM ? "hip" : "hip_host";
 }
 
-int adr_hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
-                  struct adr_backend_stream* stream, void** out, struct adr_error* error) {
-  /* hipMalloc returns 256-byte aligned memory, hipHostMalloc whole pages;
-   * larger alignments over-allocate and round up. */
-  size_t natural = dev->type == ARROW_DEVICE_ROCM ? 256 : 4096;
+static size_t natural_alignment(const struct adr_backend_device* dev) {
+  return dev->type == ARROW_DEVICE_ROCM ? 256 : 4096;
+}
+
+/* One allocation of `size` bytes of the device's kind. */
+static hipError_t raw_alloc(struct adr_backend_device* dev, size_t size,
+                            struct adr_backend_stream* stream, void** out) {
+  switch (dev->type) {
+    case ARROW_DEVICE_ROCM_HOST:
+      /* Portable: the pinned memory may be copied with any ordinal's streams. */
+      return hip_api.hipHostMalloc(out, size, hipHostMallocPortable);
+    default:
+      if (dev->async_alloc) return hip_api.hipMallocAsync(out, size, stream->stream);
+      return hip_api.hipMalloc(out, size);
+  }
+}
+
+/* Frees an address from raw_alloc: stream-ordered where it was allocated
+ * so; hipFree and hipHostFree wait for the device's queued work. */
+static hipError_t raw_free(const struct allocation* a, struct adr_backend_stream* stream) {
+  if (a->type == ARROW_DEVICE_ROCM && a->async) return hip_api.hipFreeAsync(a->raw, stream->stream);
+  if (a->type == ARROW_DEVICE_ROCM_HOST) return hip_api.hipHostFree(a->raw);
+  return hip_api.hipFree(a->raw);
+}
+
+int hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
+              struct adr_backend_stream* stream, void** out, struct adr_error* error) {
+  /* Larger alignments than the runtime's over-allocate and round up. */
+  size_t natural = natural_alignment(dev);
   size_t extra = alignment > natural ? alignment - 1 : 0;
   if (size > SIZE_MAX - extra)
-    return adr_backend_error_set(
-        error, EOVERFLOW, "[alloc][hip] size %zu plus alignment %zu overflows", size, alignment);
-  int st = adr_hip_set_device(dev, "alloc", error);
-  if (st != 0) return st;
-  size_t total = size + extra;
+    return hip_errorf(error, EOVERFLOW, "%zu bytes aligned to %zu overflow", size, alignment);
+  struct hip_current_guard g;
+  int st = hip_current_enter(dev, &g, error);
+  if (st) return st;
   void* raw = NULL;
-  hipError_t e;
-  const char* fn;
-  bool async = false;
-  if (dev->type == ARROW_DEVICE_ROCM_HOST) {
-    /* Portable: the pinned memory may be copied with any ordinal's streams. */
-    fn = "hipHostMalloc";
-    e = adr_hip.hipHostMalloc(&raw, total, hipHostMallocPortable);
-  } else if (dev->async_alloc) {
-    fn = "hipMallocAsync";
-    async = true;
-    e = adr_hip.hipMallocAsync(&raw, total, stream->stream);
-  } else {
-    fn = "hipMalloc";
-    e = adr_hip.hipMalloc(&raw, total);
-  }
-  if (e != hipSuccess || raw == NULL) {
-    char what[160];
-    snprintf(what, sizeof(what), "%s of %zu bytes on %s:%" PRId64, fn, total, type_name(dev->type),
-             dev->id);
-    return adr_hip_fail(error, "alloc", e != hipSuccess ? e : hipErrorOutOfMemory, what);
-  }
-  uintptr_t base = ((uintptr_t)raw + extra) & ~(uintptr_t)(alignment > natural ? alignment - 1 : 0);
-  struct allocation a = {base, size, raw, dev->type, dev->id, async};
+  hipError_t r = raw_alloc(dev, size + extra, stream, &raw);
+  hip_current_leave(&g);
+  if (r == hipSuccess && raw == NULL) r = hipErrorOutOfMemory;
+  if (r != hipSuccess)
+    return hip_check(r, error, "%zu bytes on HIP device %d (%s)", size + extra, dev->ordinal,
+                     dev->type == ARROW_DEVICE_ROCM_HOST ? "hipHostMalloc"
+                     : dev->async_alloc                  ? "hipMallocAsync"
+                                                         : "hipMalloc");
+  uintptr_t p = (uintptr_t)raw;
+  if (extra != 0) p = (p + alignment - 1) & ~(uintptr_t)(alignment - 1);
+  struct allocation a = {p, size, raw, dev->type, dev->id, dev->async_alloc};
   if (adr_range_map_insert(&allocations, &a) != 0) {
-    if (dev->type == ARROW_DEVICE_ROCM_HOST)
-      adr_hip.hipHostFree(raw);
-    else if (async)
-      adr_hip.hipFreeAsync(raw, stream->stream);
-    else
-      adr_hip.hipFree(raw);
-    return adr_backend_error_set(error, ENOMEM, "[alloc][hip] out of host memory for bookkeeping");
+    if (hip_current_enter(dev, &g, NULL) == 0) {
+      raw_free(&a, stream);
+      hip_current_leave(&g);
+    }
+    return hip_errorf(error, ENOMEM, "out of host memory for bookkeeping");
   }
-  *out = (void*)base;
+  *out = (void*)p;
   return 0;
 }
 
-int adr_hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
-                 struct adr_backend_stream* stream, struct adr_error* error) {
+int hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
+             struct adr_backend_stream* stream, struct adr_error* error) {
   struct allocation a;
   if (adr_range_map_remove(&allocations, (uintptr_t)ptr, &a) != 0)
-    return adr_backend_error_set(error, EINVAL,
-                                 "[free][hip] %p was not allocated by the HIP backend", ptr);
+    return hip_errorf(error, EINVAL, "%p was not allocated by the HIP backend", ptr);
+  int st = 0;
   if (a.type != dev->type || a.id != dev->id || a.size != size) {
-    /* Put it back: nothing is freed on error. */
-    adr_range_map_insert(&allocations, &a);
-    return adr_backend_error_set(
-        error, EINVAL,
-        "[free][hip] %p is a %zu-byte allocation of %s:%" PRId64 ", not %zu bytes of %s:%" PRId64,
-        ptr, a.size, type_name(a.type), a.id, size, type_name(dev->type), dev->id);
-  }
-  int st = adr_hip_set_device(dev, "free", error);
-  if (st != 0) {
-    adr_range_map_insert(&allocations, &a);
-    return st;
-  }
-  hipError_t e;
-  const char* fn;
-  if (a.type == ARROW_DEVICE_ROCM_HOST) {
-    fn = "hipHostFree";
-    e = adr_hip.hipHostFree(a.raw);
-  } else if (a.async) {
-    fn = "hipFreeAsync";
-    e = adr_hip.hipFreeAsync(a.raw, stream->stream);
+    st = hip_errorf(error, EINVAL,
+                    "%p is a %zu-byte allocation of %s:%" PRId64 ", not %zu bytes of %s:%" PRId64,
+                    ptr, a.size, type_name(a.type), a.id, size, type_name(dev->type), dev->id);
   } else {
-    fn = "hipFree";
-    e = adr_hip.hipFree(a.raw);
-  }
-  if (e != hipSuccess) {
-    /* The runtime still owns the memory; keep the record so a retry and
-     * pointer queries stay consistent. */
-    adr_range_map_insert(&allocations, &a);
-    return adr_hip_fail(error, "free", e, fn);
-  }
-  return 0;
-}
-
-/* ---- staged pageable copies --------------------------------------------
- *
- * A copy between pageable host memory and device memory is only as
- * asynchronous as the runtime's own bounce buffer allows, one bounce at a
- * time. At or above the threshold the backend stages it through two pinned
- * buffers instead: the host memcpy of one chunk overlaps the transfer of
- * the other, an event per buffer guarding its reuse. Host -> device returns
- * once the source has been read (the last transfers are still queued);
- * device -> host returns complete, as a copy to pageable memory does
- * anyway. */
-
-static int parse_size(const char* text, size_t* pos, size_t* out) {
-  size_t i = *pos, v = 0;
-  if (text[i] < '0' || text[i] > '9') return -1;
-  while (text[i] >= '0' && text[i] <= '9') {
-    if (v > (SIZE_MAX - 9) / 10) return -1;
-    v = v * 10 + (size_t)(text[i++] - '0');
-  }
-  size_t mul = 1;
-  switch (text[i]) {
-    case 'k':
-    case 'K':
-      mul = (size_t)1 << 10;
-      i++;
-      break;
-    case 'm':
-    case 'M':
-      mul = (size_t)1 << 20;
-      i++;
-      break;
-    case 'g':
-    case 'G':
-      mul = (size_t)1 << 30;
-      i++;
-      break;
-    default:
-      break;
-  }
-  if (v > SIZE_MAX / mul) return -1;
-  *out = v * mul;
-  *pos = i;
-  return 0;
-}
-
-int adr_hip_parse_staging(const char* text, struct adr_error* error) {
-  adr_hip_rt.stage_threshold = (size_t)1 << 20;
-  adr_hip_rt.stage_chunk = (size_t)4 << 20;
-  if (text == NULL) return 0;
-  if (strcmp(text, "off") == 0) {
-    adr_hip_rt.stage_threshold = 0;
-    return 0;
-  }
-  size_t pos = 0, threshold = 0, chunk = adr_hip_rt.stage_chunk;
-  const char* expected = "a byte count (digits with an optional K, M or G) or \"off\"";
-  bool ok = parse_size(text, &pos, &threshold) == 0;
-  if (ok && text[pos] == ':') {
-    pos++;
-    expected = "a chunk size of at least 4K";
-    size_t start = pos;
-    ok = parse_size(text, &pos, &chunk) == 0 && chunk >= 4096;
-    if (!ok) pos = start;
-  }
-  if (ok && text[pos] != '\0') {
-    ok = false;
-    expected = "':' or the end";
-  }
-  if (!ok)
-    return adr_backend_error_set(error, EINVAL, "[init][hip] %s=\"%s\": column %zu: expected %s",
-                                 ADR_HIP_STAGING_ENV, text, pos + 1, expected);
-  adr_hip_rt.stage_threshold = threshold;
-  adr_hip_rt.stage_chunk = chunk;
-  return 0;
-}
-
-static void stage_destroy(struct adr_hip_stage* s) {
-  for (int i = 0; i < 2 && !adr_hip_exiting(); i++) {
-    if (s->done[i] != NULL) {
-      adr_hip.hipEventSynchronize(s->done[i]);
-      adr_hip.hipEventDestroy(s->done[i]);
+    struct hip_current_guard g;
+    st = hip_current_enter(dev, &g, error);
+    if (st == 0) {
+      hipError_t r = raw_free(&a, stream);
+      hip_current_leave(&g);
+      st = hip_check(r, error, "%p (%zu bytes) on HIP device %d", ptr, size, dev->ordinal);
     }
-    if (s->buf[i] != NULL) adr_hip.hipHostFree(s->buf[i]);
   }
-  free(s);
+  if (st != 0) {
+    /* Nothing was freed: keep the record so a retry and pointer queries
+     * still find it. */
+    adr_range_map_insert(&allocations, &a);
+  }
+  return st;
 }
 
-/* A staging pair of `dev` (its ordinal is current). */
-static hipError_t stage_get(struct adr_backend_device* dev, struct adr_hip_stage** out) {
-  pthread_mutex_lock(&dev->stage_lock);
-  struct adr_hip_stage* s = dev->stages;
-  if (s != NULL) dev->stages = s->next;
-  pthread_mutex_unlock(&dev->stage_lock);
-  if (s != NULL) {
-    *out = s;
-    return hipSuccess;
-  }
-  s = calloc(1, sizeof(*s));
-  if (s == NULL) return hipErrorOutOfMemory;
-  hipError_t e = hipSuccess;
-  for (int i = 0; i < 2 && e == hipSuccess; i++) {
-    e = adr_hip.hipHostMalloc(&s->buf[i], adr_hip_rt.stage_chunk, hipHostMallocPortable);
-    if (e == hipSuccess) e = adr_hip.hipEventCreateWithFlags(&s->done[i], hipEventDisableTiming);
-  }
-  if (e != hipSuccess) {
-    stage_destroy(s);
-    return e;
-  }
-  *out = s;
-  return hipSuccess;
+/* ---- staged pageable copies (backends/common/staging.h) ----------------
+ *
+ * At exit (hip_exiting) the runtime may already be gone: the release calls
+ * then free nothing of the runtime's. */
+
+static int hip_stage_host_alloc(size_t size, void** out) {
+  return (int)hip_api.hipHostMalloc(out, size, hipHostMallocPortable);
 }
 
-static void stage_put(struct adr_backend_device* dev, struct adr_hip_stage* s) {
-  pthread_mutex_lock(&dev->stage_lock);
-  s->next = dev->stages;
-  dev->stages = s;
-  pthread_mutex_unlock(&dev->stage_lock);
+static void hip_stage_host_free(void* ptr) {
+  if (!hip_exiting()) hip_api.hipHostFree(ptr);
 }
 
-void adr_hip_stage_release_all(struct adr_backend_device* dev) {
-  pthread_mutex_lock(&dev->stage_lock);
-  struct adr_hip_stage* s = dev->stages;
-  dev->stages = NULL;
-  pthread_mutex_unlock(&dev->stage_lock);
-  while (s != NULL) {
-    struct adr_hip_stage* next = s->next;
-    stage_destroy(s);
-    s = next;
-  }
+static int hip_stage_event_create(void** out) {
+  hipEvent_t event = NULL;
+  hipError_t e = hip_api.hipEventCreateWithFlags(&event, hipEventDisableTiming);
+  *out = event;
+  return (int)e;
 }
 
-static hipError_t staged_h2d(struct adr_hip_stage* s, unsigned char* dst, const unsigned char* src,
-                             size_t size, hipStream_t stream) {
-  size_t chunk = adr_hip_rt.stage_chunk;
-  for (size_t off = 0, i = 0; off < size; off += chunk, i++) {
-    size_t len = size - off < chunk ? size - off : chunk;
-    int b = (int)(i & 1);
-    hipError_t e = adr_hip.hipEventSynchronize(s->done[b]);
-    if (e != hipSuccess) return e;
-    memcpy(s->buf[b], src + off, len);
-    e = adr_hip.hipMemcpyAsync(dst + off, s->buf[b], len, hipMemcpyHostToDevice, stream);
-    if (e == hipSuccess) e = adr_hip.hipEventRecord(s->done[b], stream);
-    if (e != hipSuccess) return e;
-  }
-  return hipSuccess;
+static void hip_stage_event_destroy(void* event) {
+  if (hip_exiting()) return;
+  hip_api.hipEventSynchronize(event);
+  hip_api.hipEventDestroy(event);
 }
 
-/* Queues the transfer of chunk k into buffer k % 2. */
-static hipError_t d2h_issue(struct adr_hip_stage* s, size_t k, const unsigned char* src,
-                            size_t size, hipStream_t stream) {
-  size_t chunk = adr_hip_rt.stage_chunk, off = k * chunk;
-  size_t len = size - off < chunk ? size - off : chunk;
-  int b = (int)(k & 1);
-  hipError_t e = adr_hip.hipEventSynchronize(s->done[b]);
-  if (e == hipSuccess)
-    e = adr_hip.hipMemcpyAsync(s->buf[b], src + off, len, hipMemcpyDeviceToHost, stream);
-  if (e == hipSuccess) e = adr_hip.hipEventRecord(s->done[b], stream);
-  return e;
+static int hip_stage_event_record(void* event, void* stream) {
+  return (int)hip_api.hipEventRecord(event, stream);
 }
 
-static hipError_t staged_d2h(struct adr_hip_stage* s, unsigned char* dst, const unsigned char* src,
-                             size_t size, hipStream_t stream) {
-  size_t chunk = adr_hip_rt.stage_chunk;
-  size_t n = (size + chunk - 1) / chunk;
-  hipError_t e = d2h_issue(s, 0, src, size, stream);
-  if (e == hipSuccess && n > 1) e = d2h_issue(s, 1, src, size, stream);
-  for (size_t k = 0; e == hipSuccess && k < n; k++) {
-    size_t off = k * chunk, len = size - off < chunk ? size - off : chunk;
-    int b = (int)(k & 1);
-    e = adr_hip.hipEventSynchronize(s->done[b]);
-    if (e != hipSuccess) break;
-    memcpy(dst + off, s->buf[b], len);
-    if (k + 2 < n) e = d2h_issue(s, k + 2, src, size, stream);
-  }
-  return e;
+static int hip_stage_event_synchronize(void* event) {
+  return (int)hip_api.hipEventSynchronize(event);
 }
+
+static int hip_stage_copy_async(uintptr_t dst, uintptr_t src, size_t len, bool to_device,
+                                void* stream) {
+  return (int)hip_api.hipMemcpyAsync((void*)dst, (const void*)src, len,
+                                     to_device ? hipMemcpyHostToDevice : hipMemcpyDeviceToHost,
+                                     stream);
+}
+
+static int hip_stage_stream_synchronize(void* stream) {
+  return (int)hip_api.hipStreamSynchronize(stream);
+}
+
+const struct adr_staging_ops hip_staging_ops = {
+    .host_alloc = hip_stage_host_alloc,
+    .host_free = hip_stage_host_free,
+    .event_create = hip_stage_event_create,
+    .event_destroy = hip_stage_event_destroy,
+    .event_record = hip_stage_event_record,
+    .event_synchronize = hip_stage_event_synchronize,
+    .copy_async = hip_stage_copy_async,
+    .stream_synchronize = hip_stage_stream_synchronize,
+    .out_of_memory = hipErrorOutOfMemory,
+};
 
 /* hipMemoryType values: runtimes before 6.0 numbered them Host 0, Device
  * 1, Array 2, Unified 3; 6.0 and later Unregistered 0, Host 1, Device 2,
  * Managed 3, Array 10, Unified 11. */
 static bool decode_type(int type, bool* out_device) {
-  if (adr_hip_runtime_major() >= 6) {
+  if (hip_runtime_major() >= 6) {
     if (type == 0) return false;
     *out_device = type != 1;
     return true;
@@ -341,20 +219,20 @@ static bool decode_type(int type, bool* out_device) {
  * A failure there sets the thread's HIP "last error", which an application
  * checking hipGetLastError after its own work would then see; it is cleared
  * again when nothing was pending before the call. */
-static hipError_t query_attributes(struct adr_hip_pointer_attributes* attr, const void* p) {
+static hipError_t query_attributes(struct hip_pointer_attributes* attr, const void* p) {
   memset(attr, 0, sizeof(*attr));
   hipError_t pending =
-      adr_hip.hipPeekAtLastError != NULL ? adr_hip.hipPeekAtLastError() : hipSuccess;
-  hipError_t e = adr_hip.hipPointerGetAttributes(attr, p);
-  if (e != hipSuccess && pending == hipSuccess && adr_hip.hipGetLastError != NULL &&
-      adr_hip.hipPeekAtLastError != NULL)
-    adr_hip.hipGetLastError();
+      hip_api.hipPeekAtLastError != NULL ? hip_api.hipPeekAtLastError() : hipSuccess;
+  hipError_t e = hip_api.hipPointerGetAttributes((hipPointerAttribute_t*)attr, p);
+  if (e != hipSuccess && pending == hipSuccess && hip_api.hipGetLastError != NULL &&
+      hip_api.hipPeekAtLastError != NULL)
+    hip_api.hipGetLastError();
   return e;
 }
 
 /* Host memory the runtime does not know (neither pinned nor registered). */
 static bool is_pageable(const void* p) {
-  struct adr_hip_pointer_attributes attr;
+  struct hip_pointer_attributes attr;
   bool device = false;
   return query_attributes(&attr, p) != hipSuccess || !decode_type(attr.type, &device);
 }
@@ -367,7 +245,7 @@ static bool is_device_memory(const struct adr_backend_device* dev) {
  * memmove semantics, adr does (adr.h); backends/common/overlap.h orders
  * the pieces. The scratch buffer is device memory of the stream's device,
  * made on first use and freed with the stream. Queued, never waited for;
- * the device's stage_lock keeps two threads' pieces on one stream from
+ * the device's scratch_lock keeps two threads' pieces on one stream from
  * interleaving. */
 struct piece_ctx {
   struct adr_backend_stream* stream;
@@ -378,147 +256,101 @@ struct piece_ctx {
 static int queue_piece(void* ctx, uintptr_t dst, uintptr_t src, size_t len) {
   const struct piece_ctx* c = ctx;
   hipMemcpyKind kind = dst == c->scratch || src == c->scratch ? hipMemcpyDefault : c->kind;
-  return (int)adr_hip.hipMemcpyAsync((void*)dst, (const void*)src, len, kind, c->stream->stream);
+  return (int)hip_api.hipMemcpyAsync((void*)dst, (const void*)src, len, kind, c->stream->stream);
 }
 
 static hipError_t copy_overlapping(char* d, const char* s, size_t size, hipMemcpyKind kind,
                                    struct adr_backend_stream* stream) {
-  struct adr_backend_device* owner = stream->device;
+  struct adr_backend_device* owner = stream->dev;
   hipError_t e = hipSuccess;
-  pthread_mutex_lock(&owner->stage_lock);
+  pthread_mutex_lock(&owner->scratch_lock);
   if (adr_overlap_needs_scratch((uintptr_t)d, (uintptr_t)s, size) && stream->scratch == NULL) {
-    e = adr_hip.hipMalloc(&stream->scratch, ADR_OVERLAP_SCRATCH);
+    e = hip_api.hipMalloc(&stream->scratch, ADR_OVERLAP_SCRATCH);
     if (e != hipSuccess) stream->scratch = NULL;
   }
   if (e == hipSuccess) {
     struct piece_ctx c = {stream, kind, (uintptr_t)stream->scratch};
     e = (hipError_t)adr_overlap_copy((uintptr_t)d, (uintptr_t)s, size, c.scratch, queue_piece, &c);
   }
-  pthread_mutex_unlock(&owner->stage_lock);
+  pthread_mutex_unlock(&owner->scratch_lock);
   return e;
 }
 
-void adr_hip_stream_scratch_free(struct adr_backend_stream* stream) {
-  if (stream->scratch != NULL) adr_hip.hipFree(stream->scratch);
+void hip_stream_scratch_free(struct adr_backend_stream* stream) {
+  if (stream->scratch != NULL) hip_api.hipFree(stream->scratch);
   stream->scratch = NULL;
 }
 
-int adr_hip_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
-                 const void* src, size_t size, struct adr_backend_stream* stream,
-                 struct adr_error* error) {
+int hip_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
+             const void* src, size_t size, struct adr_backend_stream* stream,
+             struct adr_error* error) {
   if (size == 0) return 0;
-  int st = adr_hip_set_device(stream->device, "copy", error);
-  if (st != 0) return st;
-  hipError_t e;
-  const char* fn;
+  struct adr_backend_device* owner = stream->dev;
+  struct hip_current_guard g;
+  int st = hip_current_enter(owner, &g, error);
+  if (st) return st;
+  hipError_t r;
+  const char* how = "hipMemcpyAsync";
   if (is_device_memory(dst_dev) && is_device_memory(src_dev) &&
       dst_dev->ordinal != src_dev->ordinal) {
-    fn = "hipMemcpyPeerAsync";
-    e = adr_hip.hipMemcpyPeerAsync(dst, dst_dev->ordinal, src, src_dev->ordinal, size,
+    how = "hipMemcpyPeerAsync";
+    r = hip_api.hipMemcpyPeerAsync(dst, dst_dev->ordinal, src, src_dev->ordinal, size,
                                    stream->stream);
-  } else if ((dst_dev == NULL) != (src_dev == NULL) && adr_hip_rt.stage_threshold != 0 &&
-             size >= adr_hip_rt.stage_threshold && is_device_memory(dst_dev ? dst_dev : src_dev) &&
-             (dst_dev ? dst_dev : src_dev)->ordinal == stream->device->ordinal &&
+  } else if ((dst_dev == NULL) != (src_dev == NULL) && adr_staging_wanted(&owner->staging, size) &&
+             is_device_memory(dst_dev ? dst_dev : src_dev) &&
+             (dst_dev ? dst_dev : src_dev)->ordinal == owner->ordinal &&
              is_pageable(dst_dev ? src : dst)) {
-    struct adr_hip_stage* stage = NULL;
-    fn = "staged pageable copy";
-    e = stage_get(stream->device, &stage);
-    if (e == hipSuccess) {
-      e = dst_dev ? staged_h2d(stage, dst, src, size, stream->stream)
-                  : staged_d2h(stage, dst, src, size, stream->stream);
-      /* After a failure a chunk may still be in flight without its event. */
-      if (e != hipSuccess) adr_hip.hipStreamSynchronize(stream->stream);
-      stage_put(stream->device, stage);
-    }
+    how = "staged pageable copy";
+    r = dst_dev ? (hipError_t)adr_staging_copy_to_device(&owner->staging, (uintptr_t)dst, src, size,
+                                                         stream->stream)
+                : (hipError_t)adr_staging_copy_to_host(&owner->staging, dst, (uintptr_t)src, size,
+                                                       stream->stream);
   } else {
     /* Pinned host memory (rocm_host) is host memory for the direction;
      * pageable host memory is handed to the runtime as it is, which stages
-     * it through its own pinned buffers. */
+     * it through its own pinned buffers. A stream of another ordinal than
+     * the device memory's (a rocm_host stream of ordinal 0 filling hip:1):
+     * unified addressing routes it (hipMemcpyDefault). */
     bool d = is_device_memory(dst_dev), s = is_device_memory(src_dev);
     hipMemcpyKind kind = s ? (d ? hipMemcpyDeviceToDevice : hipMemcpyDeviceToHost)
                            : (d ? hipMemcpyHostToDevice : hipMemcpyHostToHost);
-    /* A stream of another ordinal than the device memory's (a rocm_host
-     * stream of ordinal 0 filling hip:1): let unified addressing route it. */
     const struct adr_backend_device* mem_dev = d ? dst_dev : s ? src_dev : NULL;
-    if (mem_dev != NULL && mem_dev->ordinal != stream->device->ordinal) kind = hipMemcpyDefault;
+    if (mem_dev != NULL && mem_dev->ordinal != owner->ordinal) kind = hipMemcpyDefault;
     if (dst_dev != NULL && dst_dev == src_dev &&
         adr_overlap((uintptr_t)dst, (uintptr_t)src, size)) {
-      fn = "overlapping hipMemcpyAsync";
-      e = copy_overlapping(dst, src, size, kind, stream);
+      how = "overlapping hipMemcpyAsync";
+      r = copy_overlapping(dst, src, size, kind, stream);
     } else {
-      fn = "hipMemcpyAsync";
-      e = adr_hip.hipMemcpyAsync(dst, src, size, kind, stream->stream);
+      r = hip_api.hipMemcpyAsync(dst, src, size, kind, stream->stream);
     }
   }
-  if (e != hipSuccess) {
-    char what[128];
-    snprintf(what, sizeof(what), "%s of %zu bytes", fn, size);
-    return adr_hip_fail(error, "copy", e, what);
-  }
-  return 0;
+  hip_current_leave(&g);
+  return hip_check(r, error, "%s of %zu bytes from %p to %p", how, size, src, dst);
 }
 
-int adr_hip_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
-                   struct adr_backend_stream* stream, struct adr_error* error) {
+int hip_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+               struct adr_backend_stream* stream, struct adr_error* error) {
   if (size == 0) return 0;
-  int st = adr_hip_set_device(dev, "memset", error);
-  if (st != 0) return st;
-  hipError_t e = adr_hip.hipMemsetAsync(ptr, value & 0xff, size, stream->stream);
-  if (e != hipSuccess) {
-    char what[128];
-    snprintf(what, sizeof(what), "hipMemsetAsync of %zu bytes", size);
-    return adr_hip_fail(error, "memset", e, what);
-  }
-  return 0;
+  struct hip_current_guard g;
+  int st = hip_current_enter(stream->dev, &g, error);
+  if (st) return st;
+  hipError_t r = hip_api.hipMemsetAsync(ptr, (unsigned char)value, size, stream->stream);
+  hip_current_leave(&g);
+  return hip_check(r, error, "hipMemsetAsync of %zu bytes at %p on HIP device %d", size, ptr,
+                   dev->ordinal);
 }
 
-static bool in_registered(uintptr_t addr) {
-  bool found = false;
-  pthread_mutex_lock(&memory_lock);
-  for (size_t i = 0; i < registered_count && !found; i++)
-    found = addr - registered[i].base < registered[i].size;
-  pthread_mutex_unlock(&memory_lock);
-  return found;
-}
-
-int adr_hip_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
-                          struct adr_error* error) {
-  uintptr_t addr = (uintptr_t)ptr;
-  struct allocation a;
-  if (adr_range_map_find(&allocations, addr, 0, &a) == 0) {
-    *out_type = a.type;
-    *out_id = a.id;
-    return 0;
-  }
-  /* Host memory the application registered through adr stays the
-   * application's: it is not a HIP device's memory. */
-  if (ptr != NULL && !in_registered(addr)) {
-    struct adr_hip_pointer_attributes attr;
-    memset(&attr, 0, sizeof(attr));
-    bool device = false;
-    if (query_attributes(&attr, ptr) == hipSuccess && decode_type(attr.type, &device) &&
-        attr.device >= 0 && attr.device < adr_hip_rt.device_count) {
-      *out_type = device ? ARROW_DEVICE_ROCM : ARROW_DEVICE_ROCM_HOST;
-      *out_id = attr.device;
-      return 0;
-    }
-  }
-  return adr_backend_error_set(error, ENOENT, "[pointer_query][hip] %p is not HIP memory", ptr);
-}
-
-int adr_hip_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
-                          struct adr_error* error) {
+static int host_register_current(struct adr_backend_device* dev, void* ptr, size_t size,
+                                 struct adr_error* error) {
   if (ptr == NULL || size == 0)
-    return adr_backend_error_set(error, EINVAL,
-                                 "[host_register][hip] ptr must be non-NULL and size > 0");
-  int st = adr_hip_set_device(dev, "host_register", error);
-  if (st != 0) return st;
-  hipError_t e = adr_hip.hipHostRegister(ptr, size, hipHostRegisterDefault);
+    return hip_errorf(error, EINVAL, "ptr must be non-NULL and size > 0");
+  hipError_t e = hip_api.hipHostRegister(ptr, size, hipHostRegisterDefault);
   if (e != hipSuccess) {
     char what[128];
     snprintf(what, sizeof(what), "hipHostRegister of %zu bytes at %p", size, ptr);
-    return adr_hip_fail(error, "host_register", e, what);
+    return hip_check(e, error, "%s", what);
   }
+  int st = 0;
   pthread_mutex_lock(&memory_lock);
   if (registered_count == registered_cap) {
     size_t cap = registered_cap ? registered_cap * 2 : 16;
@@ -537,13 +369,24 @@ int adr_hip_host_register(struct adr_backend_device* dev, void* ptr, size_t size
   }
   pthread_mutex_unlock(&memory_lock);
   if (st != 0) {
-    adr_hip.hipHostUnregister(ptr);
-    return adr_backend_error_set(error, ENOMEM, "[host_register][hip] out of memory");
+    hip_api.hipHostUnregister(ptr);
+    return hip_errorf(error, ENOMEM, "out of memory");
   }
   return 0;
 }
 
-int adr_hip_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_error* error) {
+int hip_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
+                      struct adr_error* error) {
+  struct hip_current_guard g;
+  int st = hip_current_enter(dev, &g, error);
+  if (st != 0) return st;
+  st = host_register_current(dev, ptr, size, error);
+  hip_current_leave(&g);
+  return st;
+}
+
+static int host_unregister_current(struct adr_backend_device* dev, void* ptr,
+                                   struct adr_error* error) {
   bool found = false;
   pthread_mutex_lock(&memory_lock);
   for (size_t i = 0; i < registered_count; i++) {
@@ -555,13 +398,54 @@ int adr_hip_host_unregister(struct adr_backend_device* dev, void* ptr, struct ad
   }
   pthread_mutex_unlock(&memory_lock);
   if (!found)
-    return adr_backend_error_set(error, EINVAL,
-                                 "[host_unregister][hip] %p was not registered with "
-                                 "adr_host_register",
-                                 ptr);
-  int st = adr_hip_set_device(dev, "host_unregister", error);
-  if (st != 0) return st;
-  hipError_t e = adr_hip.hipHostUnregister(ptr);
-  if (e != hipSuccess) return adr_hip_fail(error, "host_unregister", e, "hipHostUnregister");
+    return hip_errorf(error, EINVAL,
+                      "%p was not registered with "
+                      "adr_host_register",
+                      ptr);
+  hipError_t e = hip_api.hipHostUnregister(ptr);
+  if (e != hipSuccess) return hip_check(e, error, "hipHostUnregister");
   return 0;
+}
+
+int hip_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_error* error) {
+  struct hip_current_guard g;
+  int st = hip_current_enter(dev, &g, error);
+  if (st != 0) return st;
+  st = host_unregister_current(dev, ptr, error);
+  hip_current_leave(&g);
+  return st;
+}
+
+static bool in_registered(uintptr_t addr) {
+  bool found = false;
+  pthread_mutex_lock(&memory_lock);
+  for (size_t i = 0; i < registered_count && !found; i++)
+    found = addr - registered[i].base < registered[i].size;
+  pthread_mutex_unlock(&memory_lock);
+  return found;
+}
+
+int hip_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
+                      struct adr_error* error) {
+  uintptr_t addr = (uintptr_t)ptr;
+  struct allocation a;
+  if (adr_range_map_find(&allocations, addr, 0, &a) == 0) {
+    *out_type = a.type;
+    *out_id = a.id;
+    return 0;
+  }
+  /* Host memory the application registered through adr stays the
+   * application's: it is not a HIP device's memory. */
+  if (ptr != NULL && !in_registered(addr)) {
+    struct hip_pointer_attributes attr;
+    memset(&attr, 0, sizeof(attr));
+    bool device = false;
+    if (query_attributes(&attr, ptr) == hipSuccess && decode_type(attr.type, &device) &&
+        attr.device >= 0 && attr.device < hip_devices) {
+      *out_type = device ? ARROW_DEVICE_ROCM : ARROW_DEVICE_ROCM_HOST;
+      *out_id = attr.device;
+      return 0;
+    }
+  }
+  return hip_errorf(error, ENOENT, "%p is not HIP memory", ptr);
 }

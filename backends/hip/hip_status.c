@@ -1,20 +1,24 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * hipError_t -> errno status and message: the one place the HIP backend
- * turns runtime results into adr errors.
+ * turns runtime results into adr errors. Messages are "NAME: description
+ * (what)" (backends/common/status.h); the core adds "[operation][hip]".
  *
- * Names come from the loaded runtime (hipGetErrorName) so that a newer
+ * Names come from the loaded runtime (hipGetErrorName), so a newer
  * runtime's codes print correctly; the table below is the fallback for
- * codes reported before the runtime is loaded and supplies descriptions,
- * because the AMD runtime's hipGetErrorString returns the name again.
+ * codes reported before the runtime is loaded, gives each code its errno
+ * status, and supplies the descriptions, because the AMD runtime's
+ * hipGetErrorString returns the name again.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "hip_internal.h"
+#include "status.h"
 
 /* X(code, status, description) */
-#define ADR_HIP_ERRORS(X)                                                                         \
+#define HIP_ERRORS(X)                                                                             \
   X(hipSuccess, 0, "no error")                                                                    \
   X(hipErrorInvalidValue, EINVAL, "an argument is out of range or invalid")                       \
   X(hipErrorOutOfMemory, ENOMEM, "the device cannot allocate enough memory")                      \
@@ -51,13 +55,13 @@
   X(hipErrorRuntimeMemory, ENOMEM, "the HIP runtime failed to allocate host memory")              \
   X(hipErrorRuntimeOther, EIO, "the HIP runtime failed internally")
 
-int adr_hip_status(hipError_t e) {
+int hip_status(hipError_t e) {
   switch (e) {
-#define ADR_HIP_STATUS_CASE(code, status, desc) \
-  case code:                                    \
+#define HIP_STATUS_CASE(code, status, desc) \
+  case code:                                \
     return status;
-    ADR_HIP_ERRORS(ADR_HIP_STATUS_CASE)
-#undef ADR_HIP_STATUS_CASE
+    HIP_ERRORS(HIP_STATUS_CASE)
+#undef HIP_STATUS_CASE
     default:
       return EIO;
   }
@@ -65,11 +69,11 @@ int adr_hip_status(hipError_t e) {
 
 static const char* table_name(hipError_t e) {
   switch (e) {
-#define ADR_HIP_NAME_CASE(code, status, desc) \
-  case code:                                  \
+#define HIP_NAME_CASE(code, status, desc) \
+  case code:                              \
     return #code;
-    ADR_HIP_ERRORS(ADR_HIP_NAME_CASE)
-#undef ADR_HIP_NAME_CASE
+    HIP_ERRORS(HIP_NAME_CASE)
+#undef HIP_NAME_CASE
     default:
       return NULL;
   }
@@ -77,18 +81,18 @@ static const char* table_name(hipError_t e) {
 
 static const char* table_description(hipError_t e) {
   switch (e) {
-#define ADR_HIP_DESC_CASE(code, status, desc) \
-  case code:                                  \
+#define HIP_DESC_CASE(code, status, desc) \
+  case code:                              \
     return desc;
-    ADR_HIP_ERRORS(ADR_HIP_DESC_CASE)
-#undef ADR_HIP_DESC_CASE
+    HIP_ERRORS(HIP_DESC_CASE)
+#undef HIP_DESC_CASE
     default:
       return NULL;
   }
 }
 
-const char* adr_hip_error_name(hipError_t e) {
-  const char* name = adr_hip.hipGetErrorName != NULL ? adr_hip.hipGetErrorName(e) : NULL;
+const char* hip_error_name(hipError_t e) {
+  const char* name = hip_api.hipGetErrorName != NULL ? hip_api.hipGetErrorName(e) : NULL;
   /* The runtime answers "hipErrorUnknown" for codes it does not know;
    * prefer the table's name then, so a code is never misnamed. */
   if (name == NULL || name[0] == '\0' ||
@@ -99,8 +103,8 @@ const char* adr_hip_error_name(hipError_t e) {
   return name;
 }
 
-const char* adr_hip_error_description(hipError_t e) {
-  const char* s = adr_hip.hipGetErrorString != NULL ? adr_hip.hipGetErrorString(e) : NULL;
+const char* hip_error_description(hipError_t e) {
+  const char* s = hip_api.hipGetErrorString != NULL ? hip_api.hipGetErrorString(e) : NULL;
   /* AMD's runtime returns the name again, which describes nothing. */
   if (s != NULL && s[0] != '\0' && strncmp(s, "hipError", 8) != 0 && strcmp(s, "unknown") != 0)
     return s;
@@ -108,12 +112,20 @@ const char* adr_hip_error_description(hipError_t e) {
   return t != NULL ? t : "unrecognised HIP error code";
 }
 
-int adr_hip_fail(struct adr_error* error, const char* op, hipError_t e, const char* what) {
-  int status = adr_hip_status(e);
-  if (status == 0) status = EIO;
-  if (what != NULL && what[0] != '\0')
-    return adr_backend_error_set(error, status, "[%s][hip] %s: %s (%s)", op, adr_hip_error_name(e),
-                                 adr_hip_error_description(e), what);
-  return adr_backend_error_set(error, status, "[%s][hip] %s: %s", op, adr_hip_error_name(e),
-                               adr_hip_error_description(e));
+int hip_check(hipError_t e, struct adr_error* error, const char* fmt, ...) {
+  if (e == hipSuccess) return 0;
+  va_list ap;
+  va_start(ap, fmt);
+  int st = adr_backend_native_verror(error, hip_status(e), hip_error_name(e),
+                                     hip_error_description(e), fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+int hip_errorf(struct adr_error* error, int status, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int st = adr_backend_verrorf(error, status, fmt, ap);
+  va_end(ap);
+  return st;
 }

@@ -1,175 +1,177 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * HIP backend: streams and events.
+ * HIP backend: streams (hipStreamNonBlocking streams) and events
+ * (hipEventDisableTiming events), and wrapping foreign ones.
  *
- * Every stream adr creates, the device's default stream included, is a
- * hipStreamNonBlocking stream, so adr's work never serialises with the
- * legacy NULL stream an application may be using. Events are created with
- * hipEventDisableTiming (no timestamps: cheaper to record and wait on).
- * ArrowDeviceArray.sync_event is a hipEvent_t* pointing into the wrapper.
- *
- * Wrappers are plain heap objects; HIP streams and events are themselves
- * safe to use from several threads, so nothing here takes a lock.
+ * An adr event exports &event->event, a hipEvent_t*, as the
+ * ArrowDeviceArray.sync_event; importing takes such a pointer and copies
+ * the handle out of it, so the producer's storage need not outlive the
+ * import (the hipEvent_t itself must).
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "hip_internal.h"
 
-static int create_native_stream(struct adr_backend_device* dev, hipStream_t* out,
-                                struct adr_error* error) {
-  int st = adr_hip_set_device(dev, "stream_create", error);
-  if (st != 0) return st;
-  hipError_t e = adr_hip.hipStreamCreateWithFlags(out, hipStreamNonBlocking);
-  if (e != hipSuccess) return adr_hip_fail(error, "stream_create", e, "hipStreamCreateWithFlags");
-  return 0;
-}
-
-int adr_hip_stream_create(struct adr_backend_device* dev, uint32_t flags,
-                          struct adr_backend_stream** out, struct adr_error* error) {
+int hip_stream_create(struct adr_backend_device* dev, uint32_t flags,
+                      struct adr_backend_stream** out, struct adr_error* error) {
   if (flags & ADR_BACKEND_STREAM_DEFAULT) {
-    /* The core asks once, while it creates the device (registry lock
-     * held); an adopted device may already carry the application's. */
-    if (dev->default_stream.stream == NULL) {
-      int st = create_native_stream(dev, &dev->default_stream.stream, error);
-      if (st != 0) return st;
-      dev->default_stream.device = dev;
-      dev->default_stream.owned = true;
-      dev->default_stream.default_flag = true;
-    }
     *out = &dev->default_stream;
     return 0;
   }
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
-  if (s == NULL) return adr_backend_error_set(error, ENOMEM, "[stream_create][hip] out of memory");
-  int st = create_native_stream(dev, &s->stream, error);
-  if (st != 0) {
+  if (s == NULL) return hip_errorf(error, ENOMEM, "out of memory");
+  s->dev = dev;
+  struct hip_current_guard g;
+  int st = hip_current_enter(dev, &g, error);
+  if (st == 0) {
+    hipError_t r = hip_api.hipStreamCreateWithFlags(&s->stream, hipStreamNonBlocking);
+    hip_current_leave(&g);
+    if (r != hipSuccess)
+      st = hip_check(r, error, "hipStreamCreateWithFlags on HIP device %d", dev->ordinal);
+  }
+  if (st) {
     free(s);
     return st;
   }
-  s->device = dev;
-  s->owned = true;
   *out = s;
   return 0;
 }
 
-int adr_hip_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* stream,
-                           struct adr_error* error) {
-  if (stream->default_flag)
-    return adr_backend_error_set(error, EINVAL,
-                                 "[stream_destroy][hip] the default stream is not destroyed");
-  if (stream->owned) {
-    hipError_t e = adr_hip.hipStreamSynchronize(stream->stream);
-    if (e != hipSuccess) return adr_hip_fail(error, "stream_destroy", e, "hipStreamSynchronize");
-    e = adr_hip.hipStreamDestroy(stream->stream);
-    if (e != hipSuccess) return adr_hip_fail(error, "stream_destroy", e, "hipStreamDestroy");
+int hip_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                       struct adr_error* error) {
+  if (stream->is_default)
+    return hip_errorf(error, EINVAL,
+                      "the default stream of HIP device %d is never destroyed (device_close "
+                      "releases it)",
+                      dev->ordinal);
+  int st = 0;
+  if (!stream->imported) {
+    /* The API promises the queued work completes before the stream goes. */
+    hipError_t r = hip_api.hipStreamSynchronize(stream->stream);
+    if (r == hipSuccess) r = hip_api.hipStreamDestroy(stream->stream);
+    if (r != hipSuccess) st = hip_check(r, error, "HIP device %d", dev->ordinal);
   } else if (stream->scratch != NULL) {
-    adr_hip.hipStreamSynchronize(stream->stream); /* its copies may still read it */
+    hip_api.hipStreamSynchronize(stream->stream); /* its copies may still read it */
   }
-  if (stream->scratch != NULL && adr_hip_set_device(stream->device, "stream_destroy", NULL) == 0)
-    adr_hip_stream_scratch_free(stream);
+  if (stream->scratch != NULL) {
+    struct hip_current_guard g;
+    if (hip_current_enter(stream->dev, &g, NULL) == 0) {
+      hip_stream_scratch_free(stream);
+      hip_current_leave(&g);
+    }
+  }
+  /* Freed even when the runtime failed: the handle is not usable again. */
   free(stream);
-  return 0;
+  return st;
 }
 
-int adr_hip_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* stream,
-                               struct adr_error* error) {
-  hipError_t e = adr_hip.hipStreamSynchronize(stream->stream);
-  if (e != hipSuccess) return adr_hip_fail(error, "stream_synchronize", e, "hipStreamSynchronize");
-  return 0;
+int hip_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                           struct adr_error* error) {
+  hipError_t r = hip_api.hipStreamSynchronize(stream->stream);
+  return hip_check(r, error, "HIP device %d", dev->ordinal);
 }
 
-int adr_hip_stream_import(struct adr_backend_device* dev, void* native,
-                          struct adr_backend_stream** out, struct adr_error* error) {
-  /* NULL is HIP's legacy default stream, a valid hipStream_t. */
+int hip_stream_import(struct adr_backend_device* dev, void* native_stream,
+                      struct adr_backend_stream** out, struct adr_error* error) {
+  /* NULL is HIP's legacy default stream, a valid hipStream_t. The runtime
+   * has no portable way to ask a stream's device, so the application's
+   * word (the adr device it imports into) is taken. */
+  hipStream_t cs = (hipStream_t)native_stream;
   struct adr_backend_stream* s = calloc(1, sizeof(*s));
-  if (s == NULL) return adr_backend_error_set(error, ENOMEM, "[stream_import][hip] out of memory");
-  s->stream = (hipStream_t)native;
-  s->device = dev;
-  s->owned = false;
+  if (s == NULL) return hip_errorf(error, ENOMEM, "out of memory");
+  s->dev = dev;
+  s->stream = cs;
+  s->imported = true;
   *out = s;
   return 0;
 }
 
-void* adr_hip_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* stream) {
+void* hip_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* stream) {
+  (void)dev;
   return (void*)stream->stream;
 }
 
-int adr_hip_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
-                         struct adr_error* error) {
-  struct adr_backend_event* ev = calloc(1, sizeof(*ev));
-  if (ev == NULL) return adr_backend_error_set(error, ENOMEM, "[event_create][hip] out of memory");
-  int st = adr_hip_set_device(dev, "event_create", error);
-  hipError_t e = hipSuccess;
-  if (st == 0 &&
-      (e = adr_hip.hipEventCreateWithFlags(&ev->event, hipEventDisableTiming)) != hipSuccess)
-    st = adr_hip_fail(error, "event_create", e, "hipEventCreateWithFlags");
-  if (st != 0) {
-    free(ev);
+int hip_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
+                     struct adr_error* error) {
+  struct adr_backend_event* e = calloc(1, sizeof(*e));
+  if (e == NULL) return hip_errorf(error, ENOMEM, "out of memory");
+  struct hip_current_guard g;
+  int st = hip_current_enter(dev, &g, error);
+  if (st == 0) {
+    hipError_t r = hip_api.hipEventCreateWithFlags(&e->event, hipEventDisableTiming);
+    hip_current_leave(&g);
+    if (r != hipSuccess)
+      st = hip_check(r, error, "hipEventCreateWithFlags on HIP device %d", dev->ordinal);
+  }
+  if (st) {
+    free(e);
     return st;
   }
-  ev->owned = true;
-  *out = ev;
+  *out = e;
   return 0;
 }
 
-int adr_hip_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* event,
-                          struct adr_error* error) {
-  if (event->owned) {
-    hipError_t e = adr_hip.hipEventDestroy(event->event);
-    if (e != hipSuccess) return adr_hip_fail(error, "event_destroy", e, "hipEventDestroy");
+int hip_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* event,
+                      struct adr_error* error) {
+  int st = 0;
+  if (!event->imported) {
+    /* cuEventDestroy may be called with work pending: the runtime releases
+     * the event once it completes. */
+    hipError_t r = hip_api.hipEventDestroy(event->event);
+    if (r != hipSuccess) st = hip_check(r, error, "HIP device %d", dev->ordinal);
   }
   free(event);
-  return 0;
+  return st;
 }
 
-int adr_hip_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
-                         struct adr_backend_stream* stream, struct adr_error* error) {
-  hipError_t e = adr_hip.hipEventRecord(event->event, stream->stream);
-  if (e != hipSuccess) return adr_hip_fail(error, "event_record", e, "hipEventRecord");
-  return 0;
+int hip_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
+                     struct adr_backend_stream* stream, struct adr_error* error) {
+  hipError_t r = hip_api.hipEventRecord(event->event, stream->stream);
+  return hip_check(r, error, "hipEventRecord on HIP device %d", dev->ordinal);
 }
 
-int adr_hip_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
-                       struct adr_backend_stream* stream, struct adr_error* error) {
-  hipError_t e = adr_hip.hipStreamWaitEvent(stream->stream, event->event, 0);
-  if (e != hipSuccess) return adr_hip_fail(error, "event_wait", e, "hipStreamWaitEvent");
-  return 0;
+int hip_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
+                   struct adr_backend_stream* stream, struct adr_error* error) {
+  hipError_t r = hip_api.hipStreamWaitEvent(stream->stream, event->event, 0);
+  return hip_check(r, error, "hipStreamWaitEvent on HIP device %d", dev->ordinal);
 }
 
-int adr_hip_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* event,
-                              struct adr_error* error) {
-  hipError_t e = adr_hip.hipEventSynchronize(event->event);
-  if (e != hipSuccess) return adr_hip_fail(error, "event_synchronize", e, "hipEventSynchronize");
-  return 0;
+int hip_event_synchronize(struct adr_backend_device* dev, struct adr_backend_event* event,
+                          struct adr_error* error) {
+  hipError_t r = hip_api.hipEventSynchronize(event->event);
+  return hip_check(r, error, "HIP device %d", dev->ordinal);
 }
 
-int adr_hip_event_query(struct adr_backend_device* dev, struct adr_backend_event* event,
-                        struct adr_error* error) {
-  hipError_t e = adr_hip.hipEventQuery(event->event);
-  if (e == hipSuccess) return 0;
-  if (e == hipErrorNotReady) return EBUSY;
-  return adr_hip_fail(error, "event_query", e, "hipEventQuery");
+int hip_event_query(struct adr_backend_device* dev, struct adr_backend_event* event,
+                    struct adr_error* error) {
+  hipError_t r = hip_api.hipEventQuery(event->event);
+  if (r == hipSuccess) return 0;
+  if (r == hipErrorNotReady) return EBUSY;
+  return hip_check(r, error, "HIP device %d", dev->ordinal);
 }
 
-void* adr_hip_event_native(struct adr_backend_device* dev, struct adr_backend_event* event) {
+void* hip_event_native(struct adr_backend_device* dev, struct adr_backend_event* event) {
+  (void)dev;
   return &event->event;
 }
 
-int adr_hip_event_import(struct adr_backend_device* dev, void* sync_event,
-                         struct adr_backend_event** out, struct adr_error* error) {
-  if (sync_event == NULL)
-    return adr_backend_error_set(error, EINVAL,
-                                 "[event_import][hip] sync_event is NULL (expected a hipEvent_t*)");
-  hipEvent_t native = *(hipEvent_t*)sync_event;
-  if (native == NULL)
-    return adr_backend_error_set(error, EINVAL,
-                                 "[event_import][hip] *sync_event is a NULL hipEvent_t");
-  struct adr_backend_event* ev = calloc(1, sizeof(*ev));
-  if (ev == NULL) return adr_backend_error_set(error, ENOMEM, "[event_import][hip] out of memory");
-  ev->event = native;
-  ev->owned = false;
-  *out = ev;
+int hip_event_import(struct adr_backend_device* dev, void* sync_event,
+                     struct adr_backend_event** out, struct adr_error* error) {
+  hipEvent_t ev = *(hipEvent_t*)sync_event;
+  if (ev == NULL)
+    return hip_errorf(error, EINVAL,
+                      "sync_event points "
+                      "to a NULL hipEvent_t");
+  /* A query validates the handle without waiting (NOT_READY is fine). */
+  hipError_t r = hip_api.hipEventQuery(ev);
+  if (r != hipSuccess && r != hipErrorNotReady)
+    return hip_check(r, error, "%p is not a hipEvent_t the runtime knows", (void*)ev);
+  struct adr_backend_event* e = calloc(1, sizeof(*e));
+  if (e == NULL) return hip_errorf(error, ENOMEM, "out of memory");
+  (void)dev;
+  e->event = ev;
+  e->imported = true;
+  *out = e;
   return 0;
 }

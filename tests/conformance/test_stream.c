@@ -143,13 +143,15 @@ void test_stream_ordered_alloc_free(void** state) {
 /* The default-stream teardown contract (adr/backend.h, docs/backend-abi.md)
  * from the application's side: destroying the default stream is refused
  * with EINVAL and one exact message, however often and with work queued on
- * it, and it changes nothing: the queued work completes, the handle stays
- * the same and the stream keeps working, also after created streams of
- * the device were destroyed around it. */
+ * it, and it changes nothing: the queued work completes, the stream and its
+ * native handle stay the same and the stream keeps working, also after
+ * created streams of the device were destroyed around it. The CPU device's
+ * default stream answers the same. */
 void test_stream_destroy_default(void** state) {
   (void)state;
   struct adr_stream* def = adr_stream_default(g_conf.dev);
   assert_non_null(def);
+  void* native = adr_stream_native(def);
   char want[512];
   snprintf(want, sizeof(want),
            "[adr_stream_destroy][%s] the default stream of %s cannot be destroyed",
@@ -162,17 +164,23 @@ void test_stream_destroy_default(void** state) {
   conf_fill(h, n, 91);
   /* Queued, not waited for, when the destroy is attempted. */
   ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.cpu, h, n, def, CONF_ERR));
+  ASSERT_OK(adr_memset(g_conf.dev, d + 4096, 0x77, 4096, def, CONF_ERR));
   for (int i = 0; i < 3; i++) {
     struct adr_error e;
     memset(&e, 0, sizeof(e));
     assert_int_equal(adr_stream_destroy(def, &e), EINVAL);
     assert_string_equal(e.message, want);
     assert_ptr_equal(adr_stream_default(g_conf.dev), def);
+    assert_ptr_equal(adr_stream_native(def), native);
   }
+  ASSERT_ERR(adr_stream_destroy(adr_stream_default(g_conf.cpu), CONF_ERR), EINVAL,
+             "adr_stream_destroy");
   struct adr_stream* s = conf_stream_create(g_conf.dev);
   ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, def, CONF_ERR));
   ASSERT_OK(adr_stream_synchronize(def, CONF_ERR));
-  conf_expect_pattern(back, n, 91, "work queued on the default stream before the refused destroy");
+  conf_expect_pattern(back, 4096, 91, "before the memset");
+  conf_expect_bytes(back + 4096, 4096, 0x77, "the memset queued before the refused destroy");
+  conf_expect_pattern_at(back + 8192, n - 8192, 91, 8192, "after the memset");
   conf_stream_destroy(s);
 
   /* Still the device's default stream, for explicit and NULL-stream work. */
@@ -180,7 +188,6 @@ void test_stream_destroy_default(void** state) {
   ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, NULL, CONF_ERR));
   conf_expect_bytes(back, n, 0x5a, "memset on the default stream after the refused destroy");
   ASSERT_ERR(adr_stream_destroy(def, CONF_ERR), EINVAL, "adr_stream_destroy");
-
   conf_host_free(back);
   conf_host_free(h);
   conf_dev_free(g_conf.dev, d, n, NULL);

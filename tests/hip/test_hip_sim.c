@@ -670,7 +670,10 @@ static void test_properties(void** state) {
   assert_true(p.count >= 10);
   assert_string_equal(p.gcn, "gfx000-sim");
   assert_string_equal(p.pci, "0000:41:00.0");
-  assert_string_equal(p.library, "libamdhip64.so");
+  /* The file the runtime was loaded from (the simulator's, here). */
+  size_t len = strlen(p.library);
+  assert_true(len >= strlen("/libamdhip64.so"));
+  assert_string_equal(p.library + len - strlen("/libamdhip64.so"), "/libamdhip64.so");
   struct adr_device_info info;
   memset(&info, 0, sizeof(info));
   info.struct_size = sizeof(info);

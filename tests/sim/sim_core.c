@@ -241,6 +241,28 @@ void sim_alloc_fail_set(uint64_t nth, int once) {
   pthread_mutex_unlock(&g.knob_lock);
 }
 
+static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
+static char fault_name[64];
+static int fault_code;
+
+void sim_fault_next(const char* name, int code) {
+  pthread_mutex_lock(&fault_lock);
+  snprintf(fault_name, sizeof(fault_name), "%s", name != NULL ? name : "");
+  fault_code = code;
+  pthread_mutex_unlock(&fault_lock);
+}
+
+int sim_fault_take(const char* name) {
+  int code = 0;
+  pthread_mutex_lock(&fault_lock);
+  if (fault_code != 0 && strcmp(fault_name, name) == 0) {
+    code = fault_code;
+    fault_code = 0;
+  }
+  pthread_mutex_unlock(&fault_lock);
+  return code;
+}
+
 void sim_delay_set(unsigned microseconds) {
   g.delay_us = microseconds;
 }

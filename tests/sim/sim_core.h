@@ -216,6 +216,15 @@ int sim_event_info(struct sim_event* event, int* out_device, unsigned* out_flags
 /* Allocation number `nth` (1-based, counted from now) and later ones fail;
  * only that one when `once`; nth = 0 disables the knob. */
 void sim_alloc_fail_set(uint64_t nth, int once);
+/* Fault injection by entry point: the next call of the front end's entry
+ * point `name` ("cuStreamDestroy", "hipEventDestroy" ...) fails with the
+ * vendor code `code` before doing anything (the object it names is left
+ * as it was). One pending fault at a time; code 0 disarms. Front ends
+ * consult sim_fault_take in the entry points their README lists. */
+void sim_fault_next(const char* name, int code);
+/* The code armed for `name` (disarming it), or 0. */
+int sim_fault_take(const char* name);
+
 /* Per-operation delay in microseconds (ADR_SIM_DELAY_US). */
 void sim_delay_set(unsigned microseconds);
 

@@ -671,6 +671,8 @@ CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags) {
 
 CUresult CUDAAPI cuStreamDestroy(CUstream hStream) {
   CHECK_INIT();
+  int fault = sim_fault_take("cuStreamDestroy");
+  if (fault != 0) return RET((CUresult)fault, "injected fault (adr_sim_cuda_fail_next)");
   if (hStream == NULL || hStream == CU_STREAM_LEGACY || hStream == CU_STREAM_PER_THREAD)
     return RET(CUDA_ERROR_INVALID_HANDLE, "the default stream cannot be destroyed");
   return RET_SIM(sim_stream_destroy((struct sim_stream*)hStream));
@@ -731,6 +733,8 @@ CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
 
 CUresult CUDAAPI cuEventDestroy(CUevent hEvent) {
   CHECK_INIT();
+  int fault = sim_fault_take("cuEventDestroy");
+  if (fault != 0) return RET((CUresult)fault, "injected fault (adr_sim_cuda_fail_next)");
   return RET_SIM(sim_event_destroy((struct sim_event*)hEvent));
 }
 
@@ -925,6 +929,7 @@ CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersio
 void adr_sim_cuda_alloc_fail(unsigned long long nth, int once);
 void adr_sim_cuda_delay(unsigned microseconds);
 unsigned long long adr_sim_cuda_live_allocations(void);
+void adr_sim_cuda_fail_next(const char* entry, int code);
 void adr_sim_cuda_alloc_fail(unsigned long long nth, int once) {
   sim_alloc_fail_set(nth, once);
 }
@@ -933,6 +938,11 @@ void adr_sim_cuda_delay(unsigned microseconds) {
 }
 unsigned long long adr_sim_cuda_live_allocations(void) {
   return sim_live_allocations();
+}
+/* The next call of `entry` (cuStreamDestroy, cuEventDestroy) fails with
+ * `code` and does nothing. */
+void adr_sim_cuda_fail_next(const char* entry, int code) {
+  sim_fault_next(entry, code);
 }
 
 #pragma GCC visibility pop

@@ -46,6 +46,7 @@
 #include <hip/hip_runtime_api.h>
 int adr_sim_hip_calls(const char* name);
 void adr_sim_hip_alloc_fail(unsigned long long nth, int once);
+void adr_sim_hip_fail_next(const char* entry, int code);
 #pragma GCC visibility pop
 
 /* ---- call counters ------------------------------------------------------ */
@@ -76,6 +77,12 @@ int adr_sim_hip_calls(const char* name) {
 
 void adr_sim_hip_alloc_fail(unsigned long long nth, int once) {
   sim_alloc_fail_set(nth, once);
+}
+
+/* The next call of `entry` (hipStreamDestroy, hipEventDestroy) fails with
+ * `code` and does nothing. */
+void adr_sim_hip_fail_next(const char* entry, int code) {
+  sim_fault_next(entry, code);
 }
 
 /* ---- configuration (read once) ----------------------------------------- */
@@ -534,6 +541,8 @@ hipError_t hipStreamCreate(hipStream_t* stream) {
 }
 
 hipError_t hipStreamDestroy(hipStream_t stream) {
+  int fault = sim_fault_take("hipStreamDestroy");
+  if (fault != 0) return set_last((hipError_t)fault);
   if (stream == NULL) return hipErrorInvalidHandle;
   return result(sim_stream_destroy((struct sim_stream*)stream), "hipStreamDestroy");
 }
@@ -586,6 +595,8 @@ hipError_t hipEventCreate(hipEvent_t* event) {
 }
 
 hipError_t hipEventDestroy(hipEvent_t event) {
+  int fault = sim_fault_take("hipEventDestroy");
+  if (fault != 0) return set_last((hipError_t)fault);
   if (event == NULL) return hipErrorInvalidHandle;
   return result(sim_event_destroy((struct sim_event*)event), "hipEventDestroy");
 }

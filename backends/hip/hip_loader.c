@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Loads the HIP runtime (libamdhip64) with dlopen and resolves the entry
+ * points of HIP_SYMBOLS with dlsym. The backend never links libamdhip64,
+ * so it loads on machines without ROCm and a missing runtime is a clean
+ * "unavailable" with every name tried.
+ *
+ * Runs once, from init (the core serialises init), and only writes
+ * hip_api; afterwards the table is read-only and shared by all threads.
+ * The runtime starts threads and registers exit handlers, so a library
+ * that was used stays open for the life of the process; one refused for a
+ * missing entry point is closed again, since nothing in it was called.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hip_internal.h"
+#include "loader_util.h"
+
+struct hip_api hip_api;
+const struct adr_backend_host* hip_host;
+
+const char* hip_getenv(const char* name) {
+  return adr_loader_getenv(hip_host, name);
+}
+
+void hip_log(int level, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  adr_loader_vlog(hip_host, HIP_BACKEND_NAME, level, fmt, ap);
+  va_end(ap);
+}
+
+/* Candidates, in order: the development symlink first (what a ROCm
+ * install or LD_LIBRARY_PATH points at), then the runtime sonames. */
+static int open_library(struct adr_error* error) {
+  static const char* const k_default[] = {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"};
+  const char* override = hip_getenv(ADR_HIP_LIBRARY_ENV);
+  char tried[768];
+  hip_api.lib = adr_loader_open(override, k_default, sizeof(k_default) / sizeof(k_default[0]),
+                                hip_api.path, sizeof(hip_api.path), tried, sizeof(tried));
+  if (hip_api.lib != NULL) return 0;
+  bool named = override != NULL && override[0] != '\0';
+  return adr_backend_error_set(error, ENODEV, "unavailable: %s not found (tried: %s)%s",
+                               named ? override : "libamdhip64.so", tried,
+                               named ? " (from " ADR_HIP_LIBRARY_ENV ")" : "");
+}
+
+/* dlsym into a function-pointer slot (ISO C has no void* -> function
+ * pointer conversion; the bytes are copied instead). */
+static bool sym(const char* name, void* slot) {
+  void* p = dlsym(hip_api.lib, name);
+  memcpy(slot, &p, sizeof(p));
+  return p != NULL;
+}
+
+int hip_library_load(struct adr_error* error) {
+  int st = open_library(error);
+  if (st) return st;
+  const char* path = hip_api.path;
+#define HIP_RESOLVE(s, required)                                                         \
+  if (!sym(#s, &hip_api.s)) {                                                            \
+    if (required) {                                                                      \
+      dlclose(hip_api.lib);                                                              \
+      hip_api.lib = NULL;                                                                \
+      return hip_errorf(error, ENOTSUP,                                                  \
+                        "%s lacks the required symbol %s (runtime too old or not a HIP " \
+                        "runtime)",                                                      \
+                        path, #s);                                                       \
+    }                                                                                    \
+    hip_log(ADR_LOG_DEBUG, "optional entry point %s not available", #s);                 \
+  }
+  HIP_SYMBOLS(HIP_RESOLVE)
+#undef HIP_RESOLVE
+  if (hip_api.hipRuntimeGetVersion(&hip_api.runtime_version) != hipSuccess)
+    hip_api.runtime_version = 0;
+  if (hip_api.hipDriverGetVersion(&hip_api.driver_version) != hipSuccess)
+    hip_api.driver_version = 0;
+  hip_log(ADR_LOG_INFO, "loaded %s, HIP runtime %d.%d", path, hip_runtime_major(),
+          (hip_api.runtime_version / 100000) % 100);
+  return 0;
+}
