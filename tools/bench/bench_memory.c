@@ -154,8 +154,10 @@ static void* run_workload(void* arg) {
 static double measure_once(struct adr_device* dev, enum which which, size_t n, size_t max_size,
                            size_t max_usage, int threads, double deadline, int* status,
                            bool* over_budget) {
-  struct workload w[2];
-  pthread_t th[2];
+  enum { MAX_THREADS = 2 };
+  struct workload w[MAX_THREADS];
+  pthread_t th[MAX_THREADS];
+  if (threads > MAX_THREADS) threads = MAX_THREADS;
   for (int t = 0; t < threads; t++) {
     w[t] = (struct workload){dev,
                              which,
