@@ -289,8 +289,9 @@ struct adr_copy_stats {
   /* Host waits for learning the ranges of a slice and the sizes of
    * variable-length buffers (docs/arrays.md): 0 when the tree reads none
    * or the source is host-readable, otherwise one per round of reads: 1
-   * unless lists (list views, dense unions, run-end arrays) are nested in
-   * lists, where each level's boundaries come from the level above. */
+   * when no var-length node (var-binary, list, map, list view, view, dense
+   * union, run-end) sits inside another, one more per level of such
+   * nesting, as each level's ranges come from the level above. */
   int64_t size_syncs;
   /* Buffer copies issued, and payload bytes placed in the output's buffers
    * (copied, uploaded, or read straight into them). */
@@ -298,11 +299,11 @@ struct adr_copy_stats {
   int64_t bytes;
   /* Device-to-host reads issued for ranges and sizes (batched per round). */
   int64_t size_reads;
-  /* (In the former reserved space: the struct keeps its size.) Bytes of
-   * the output's buffers
-   * allocated, and bytes read from the source to the host to learn the
-   * ranges (offsets, views, type ids, run ends; those of a CPU
-   * destination land in the output and count in `bytes` too). */
+  /* Bytes of the output's buffers allocated, and bytes read from the
+   * source to the host to learn the ranges (offsets, views, type ids, run
+   * ends; those of a CPU destination land in the output and count in
+   * `bytes` too). Taken from the former reserved space: the struct keeps
+   * its size, and a caller's struct_size of sizeof(struct) covers them. */
   int64_t bytes_allocated;
   int64_t read_bytes;
   int64_t reserved[2];
@@ -311,12 +312,19 @@ struct adr_copy_stats {
 /* Copies `src` (not consumed; described by `schema`) to `dst_device`,
  * every type, nested arbitrarily, into an adr-owned *out.
  *
- * Waits for src's sync_event before reading anything; reads every
- * variable size (last offsets, view buffer sizes) in one batch with one
- * host wait; copies only the part of each buffer the slice
- * [offset, offset + length) uses where that needs no device kernel
- * (fixed-width values, bitmaps keeping their bit offset, offsets), whole
- * buffers (children of lists, unions, dictionaries) otherwise.
+ * Waits for src's sync_event before reading anything. A slice
+ * [offset, offset + length) is copied as a standalone array holding only
+ * what it uses, for every layout (docs/arrays.md, "What a copy of a slice
+ * holds"): child ranges come from the parent's offsets, list-view views,
+ * dense union offsets and run ends, var-binary data and view buffers are
+ * narrowed to the bytes used, offsets are rebased to 0 (on the host: no
+ * device kernel), and each node's offset is below 8 (start % 8, so bitmaps
+ * keep their bit offset; 0 for empty nodes, unions, run-end). An empty
+ * slice is offset 0 everywhere with one 0 offset per var-length node and
+ * no other buffer. The offsets and other index buffers those ranges come
+ * from are read to the host in rounds, one batched host wait per round:
+ * one for var-length nodes under structs, one more per level of nesting
+ * of such nodes in each other. Dictionaries are copied whole.
  *
  * `stream` (a stream of dst_device or of the source's device, or NULL)
  * orders the copies. With a stream and a non-CPU destination the call
