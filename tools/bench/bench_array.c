@@ -181,7 +181,7 @@ static struct ArrowDeviceArray sliced(const struct ArrowDeviceArray* a, int64_t 
 static int slice_row(struct bench_ctx* ctx, const char* group, const char* label,
                      const struct ArrowSchema* schema, const struct ArrowDeviceArray* src,
                      const struct ArrowDeviceArray* expect, struct adr_device* to, int64_t needed,
-                     int64_t* out_waits) {
+                     bool in_bytes, int64_t* out_waits) {
   struct adr_error err;
   struct ArrowDeviceArray out;
   struct adr_copy_stats st = {.struct_size = sizeof(st)};
@@ -195,8 +195,9 @@ static int slice_row(struct bench_ctx* ctx, const char* group, const char* label
   int st_eq = adr_device_array_equal(schema, expect, &out, &eq, &diff, &err);
   bench_expect(ctx, st_eq == 0 && eq, "%s: copy differs from the slice: %s", label,
                st_eq ? err.message : diff.message);
-  bench_report(ctx, group, label, (double)st.bytes_allocated / 1e6, (double)needed / 1e6, "MB",
-               "bytes the slice needs", BENCH_LOWER_IS_BETTER);
+  double scale = in_bytes ? 1.0 : 1e-6;
+  bench_report(ctx, group, label, (double)st.bytes_allocated * scale, (double)needed * scale,
+               in_bytes ? "B" : "MB", "bytes the slice needs", BENCH_LOWER_IS_BETTER);
   if (out_waits != NULL) *out_waits = st.host_syncs;
   adr_device_array_release(&out);
   return 0;
@@ -216,9 +217,9 @@ static void bench_slices(struct bench_ctx* ctx, struct adr_device* cpu, struct a
   bool is_cpu = adr_device_type(dev) == ARROW_DEVICE_CPU;
   snprintf(label, sizeof(label), "%s %lld of %lld rows, allocated",
            is_cpu ? "CPU->CPU" : "CPU->dev", (long long)n, (long long)rows);
-  slice_row(ctx, group, label, schema, &hs, &hs, dev, needed, NULL);
+  slice_row(ctx, group, label, schema, &hs, &hs, dev, needed, false, NULL);
   snprintf(label, sizeof(label), "empty slice at 50, allocated");
-  slice_row(ctx, group, label, schema, &he, &he, dev, needed_empty, NULL);
+  slice_row(ctx, group, label, schema, &he, &he, dev, needed_empty, true, NULL);
   if (is_cpu) return;
   struct adr_error err;
   struct ArrowDeviceArray whole;
@@ -230,10 +231,10 @@ static void bench_slices(struct bench_ctx* ctx, struct adr_device* cpu, struct a
   int64_t waits = -1;
   snprintf(label, sizeof(label), "dev->dev %lld of %lld rows, allocated", (long long)n,
            (long long)rows);
-  slice_row(ctx, group, label, schema, &ds, &hs, dev, needed, NULL);
+  slice_row(ctx, group, label, schema, &ds, &hs, dev, needed, false, NULL);
   snprintf(label, sizeof(label), "dev->CPU %lld of %lld rows, allocated", (long long)n,
            (long long)rows);
-  if (slice_row(ctx, group, label, schema, &ds, &hs, cpu, needed, &waits) == 0)
+  if (slice_row(ctx, group, label, schema, &ds, &hs, cpu, needed, false, &waits) == 0)
     bench_note(ctx, group, "host syncs, slice dev->CPU", (double)waits, "waits");
   adr_device_array_release(&whole);
 }
