@@ -79,6 +79,13 @@ struct copy_ctx {
   struct adr_stream* copy_stream;
   struct adr_stream* alloc_stream;
   struct plan* pending; /* nodes whose reads this round carries */
+  /* Dictionaries planned up front (their range never depends on data), so
+   * their reads join the first round wherever their node sits. */
+  struct hoisted {
+    const struct ArrowArray* src;
+    struct plan* plan;
+  } * dicts;
+  size_t n_dicts;
   struct adr_copy_stats stats;
   struct adr__path path;
   struct adr_error* error;
@@ -367,11 +374,44 @@ static int plan_node(struct copy_ctx* ctx, struct plan* p, const struct ArrowSch
     st = plan_positional(ctx, p);
   }
   if (st == 0 && src->dictionary != NULL) {
+    for (size_t i = 0; i < ctx->n_dicts && p->dictionary == NULL; i++) {
+      if (ctx->dicts[i].src != src->dictionary) continue;
+      p->dictionary = ctx->dicts[i].plan;
+      ctx->dicts[i].plan = NULL;
+    }
+    if (p->dictionary != NULL) return 0;
     p->dictionary = calloc(1, sizeof(*p->dictionary));
     if (p->dictionary == NULL) return CFAIL(ctx, ENOMEM, "out of memory");
     size_t mark = adr__path_push_name(&ctx->path, "dictionary");
     st = plan_node(ctx, p->dictionary, schema->dictionary, src->dictionary, src->dictionary->offset,
                    src->dictionary->length);
+    adr__path_pop(&ctx->path, mark);
+  }
+  return st;
+}
+
+/* Plans the dictionaries of the tree below `a` (not those inside
+ * dictionaries) before the first round. */
+static int plan_dictionaries(struct copy_ctx* ctx, const struct ArrowSchema* schema,
+                             const struct ArrowArray* a) {
+  int st = 0;
+  if (a->dictionary != NULL) {
+    struct hoisted* d = realloc(ctx->dicts, (ctx->n_dicts + 1) * sizeof(*d));
+    struct plan* p = calloc(1, sizeof(*p));
+    if (d != NULL) ctx->dicts = d;
+    if (d == NULL || p == NULL) {
+      free(p);
+      return CFAIL(ctx, ENOMEM, "out of memory");
+    }
+    ctx->dicts[ctx->n_dicts++] = (struct hoisted){a->dictionary, p};
+    size_t mark = adr__path_push_name(&ctx->path, "dictionary");
+    st = plan_node(ctx, p, schema->dictionary, a->dictionary, a->dictionary->offset,
+                   a->dictionary->length);
+    adr__path_pop(&ctx->path, mark);
+  }
+  for (int64_t i = 0; st == 0 && i < a->n_children; i++) {
+    size_t mark = adr__path_push_child(&ctx->path, i);
+    st = plan_dictionaries(ctx, schema->children[i], a->children[i]);
     adr__path_pop(&ctx->path, mark);
   }
   return st;
@@ -1004,6 +1044,7 @@ int adr__deep_copy(const char* op, const struct ArrowSchema* schema,
   struct ArrowArray result;
   result.release = NULL;
   st = deep_copy_src_event(&ctx, src, &src_event);
+  if (st == 0 && !whole) st = plan_dictionaries(&ctx, schema, &src->array);
   if (st == 0)
     st = plan_node(&ctx, &root, schema, &src->array, src->array.offset, src->array.length);
   if (st == 0) st = plan_rounds(&ctx);
@@ -1015,6 +1056,11 @@ int adr__deep_copy(const char* op, const struct ArrowSchema* schema,
   st = deep_copy_finish(&ctx, st, stream, &done, &native);
   if (src_event != NULL) adr_event_destroy(src_event, NULL);
   plan_free(&ctx, &root);
+  for (size_t i = 0; i < ctx.n_dicts; i++) { /* those never reached (on failure) */
+    plan_free(&ctx, ctx.dicts[i].plan);
+    free(ctx.dicts[i].plan);
+  }
+  free(ctx.dicts);
   if (st != 0) {
     if (result.release != NULL) result.release(&result);
     return st;

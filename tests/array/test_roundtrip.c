@@ -225,7 +225,8 @@ static void test_host_sync_count(void** state) {
 }
 
 /* The "nested" case: list<struct<utf8, list<dictionary<int32, utf8>>>>:
- * the outer offsets, then name's and tags', then the dictionary's. */
+ * the outer offsets and the dictionary's (planned up front: its range is
+ * its own), then name's and tags'. */
 static void test_host_sync_count_nested(void** state) {
   (void)state;
   struct ArrowSchema schema;
@@ -235,7 +236,7 @@ static void test_host_sync_count_nested(void** state) {
     if (strcmp(test_cases[i].name, "nested") == 0) nested = &test_cases[i];
   assert_non_null(nested);
   nested->build(&schema, &host);
-  host_sync_case(&schema, &host, 3, 4);
+  host_sync_case(&schema, &host, 2, 4);
   adr_device_array_release(&host);
   schema.release(&schema);
 }
