@@ -57,7 +57,10 @@ struct plan {
    * first and last offsets of var-binary, variadic sizes of views. */
   unsigned char* scratch;
   int64_t first, last; /* var-binary: the data bytes [first, last) */
-  int64_t* vlo;        /* views: first used byte of each variadic buffer */
+  /* Device to device from element 0: the offsets stay as they are (see
+   * read_index), only the first and last were read (scratch). */
+  bool keep_offsets;
+  int64_t* vlo; /* views: first used byte of each variadic buffer */
   struct adr__path path;
   struct plan* children;
   struct plan* dictionary;
@@ -193,10 +196,28 @@ static int read_validity(struct copy_ctx* ctx, struct plan* p, int64_t from, int
   return v == NULL ? 0 : read_into(ctx, p->host[0], v + from / 8, p->host_size[0]);
 }
 
+/* Var-binary and list offsets, device to device, of a range from element
+ * 0 (a whole array): they usually start at 0 and need no rebasing, so
+ * only the first and last are read and the offsets cross device to device
+ * as they are, instead of crossing the host twice. */
+static int read_offset_bounds(struct copy_ctx* ctx, struct plan* p, int64_t count) {
+  const int w = p->f.offset_bytes;
+  const unsigned char* offs = p->src->buffers[1];
+  p->keep_offsets = true;
+  p->scratch = malloc(16);
+  if (p->scratch == NULL) return CFAIL(ctx, ENOMEM, "out of memory");
+  int st = read_into(ctx, p->scratch, offs, w);
+  if (st == 0) st = read_into(ctx, p->scratch + 8, offs + count * w, w);
+  return st;
+}
+
 /* Slice mode: the index buffers of p's range [from, from + count). */
 static int read_index(struct copy_ctx* ctx, struct plan* p, int64_t from, int64_t count) {
   const struct ArrowArray* s = p->src;
   const int w = p->f.offset_bytes;
+  if ((p->f.layout == ADR_LAYOUT_VAR_BINARY || p->f.layout == ADR_LAYOUT_LIST) && from == 0 &&
+      !ctx->src_cpu && !ctx->dst_cpu && s->buffers[1] != NULL)
+    return read_offset_bounds(ctx, p, count);
   int64_t sz[3] = {0, 0, 0};
   int64_t bits = s->buffers[0] != NULL && count > 0 ? (count + 7) / 8 : 0;
   switch (p->f.layout) {
@@ -425,6 +446,14 @@ static int resolve_offsets(struct copy_ctx* ctx, struct plan* p) {
   const int w = p->f.offset_bytes;
   unsigned char* o = p->host[1];
   const int64_t count = p->r + p->len;
+  if (p->keep_offsets) { /* data [first, last) stays at its positions */
+    p->first = get_int(p->scratch, w, 0);
+    p->last = get_int(p->scratch + 8, w, 0);
+    if (p->first < 0 || p->last < p->first)
+      return CFAIL(ctx, EINVAL, "offsets [%lld, %lld] of the copied range are not monotonic",
+                   (long long)p->first, (long long)p->last);
+    return 0;
+  }
   p->first = get_int(o, w, p->r);
   p->last = get_int(o, w, count);
   if (p->first < 0 || p->last < p->first)
@@ -450,6 +479,8 @@ static int resolve_list(struct copy_ctx* ctx, struct plan* p) {
   if (p->last > c->length)
     return CFAIL(ctx, EINVAL, "offsets [%lld, %lld] reach past the child's %lld elements",
                  (long long)p->first, (long long)p->last, (long long)c->length);
+  if (p->keep_offsets) /* offsets as they are: the child from its element 0 */
+    return plan_child(ctx, p, 0, c->offset, p->last);
   return plan_child(ctx, p, 0, c->offset + p->first, p->last - p->first);
 }
 
@@ -743,6 +774,12 @@ static int copy_var_binary(struct copy_ctx* ctx, struct plan* p, struct ArrowArr
     if (st == 0) st = copy_buffer(ctx, out, 2, p->last, s->buffers[2], 0, 0, p->last);
     return st;
   }
+  if (p->keep_offsets) {
+    st = copy_elements(ctx, out, 1, s->buffers[1], from, count + 1, 8 * p->f.offset_bytes);
+    if (st == 0)
+      st = copy_buffer(ctx, out, 2, p->last, s->buffers[2], p->first, p->first, p->last - p->first);
+    return st;
+  }
   st = emit_host(ctx, p, out, 1, 1);
   if (st == 0)
     st = copy_buffer(ctx, out, 2, p->last - p->first, s->buffers[2], p->first, 0,
@@ -789,7 +826,7 @@ static int copy_list(struct copy_ctx* ctx, struct plan* p, struct ArrowArray* ou
   const struct ArrowArray* s = p->src;
   int st = copy_elements(ctx, out, 0, s->buffers[0], from, count, 1);
   if (st) return st;
-  if (!ctx->whole) return emit_host(ctx, p, out, 1, 1);
+  if (!ctx->whole && !p->keep_offsets) return emit_host(ctx, p, out, 1, 1);
   if (s->buffers[1] != NULL)
     st = copy_elements(ctx, out, 1, s->buffers[1], from, count + 1, 8 * p->f.offset_bytes);
   return st;

@@ -171,7 +171,9 @@ static void host_sync_case(const struct ArrowSchema* schema, const struct ArrowD
   ASSERT_OK(adr_device_array_deep_copy(schema, &dev, dut, stream, &dev2, &s2, &err), &err);
   ASSERT_OK(adr_device_array_deep_copy(schema, &dev2, test_cpu(), stream, &back, &s3, &err), &err);
   assert_int_equal(s1.size_reads, reads);
-  assert_int_equal(s2.size_reads, reads);
+  /* X -> X of a copy (every node from its element 0): offsets stay as
+   * they are, only their first and last are read */
+  assert_int_equal(s2.size_reads, dut_is_cpu() ? reads : 2 * reads);
   assert_int_equal(s3.size_reads, reads);
   /* CPU source: ranges read on the host, no wait */
   assert_int_equal(s1.size_syncs, 0);
