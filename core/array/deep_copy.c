@@ -60,6 +60,9 @@ struct plan {
   /* Device to device from element 0: the offsets stay as they are (see
    * read_index), only the first and last were read (scratch). */
   bool keep_offsets;
+  /* Host-readable source: its offsets of the range, rebased straight into
+   * host[1] (one pass, no separate read). */
+  const unsigned char* direct_offs;
   int64_t* vlo; /* views: first used byte of each variadic buffer */
   struct adr__path path;
   struct plan* children;
@@ -241,9 +244,17 @@ static int read_index(struct copy_ctx* ctx, struct plan* p, int64_t from, int64_
     default:
       return 0;
   }
+  const unsigned char* b1 = s->buffers[1];
+  bool offsets = p->f.layout == ADR_LAYOUT_VAR_BINARY || p->f.layout == ADR_LAYOUT_LIST;
+  if (offsets && b1 != NULL && (ctx->src_cpu || ctx->direct)) {
+    /* var-binary, list: resolve_offsets reads them where they are */
+    ctx->stats.size_reads++;
+    ctx->stats.read_bytes += 2 * w; /* the first and last */
+    p->direct_offs = b1 + from * w;
+    return 0;
+  }
   int st = host_blocks(ctx, p, sz);
   if (st) return st;
-  const unsigned char* b1 = s->buffers[1];
   switch (p->f.layout) {
     case ADR_LAYOUT_VAR_BINARY:
     case ADR_LAYOUT_LIST:
@@ -442,6 +453,28 @@ static int plan_dictionaries(struct copy_ctx* ctx, const struct ArrowSchema* sch
 
 /* Var-binary and lists: the node's first and last offsets; the r entries
  * before the slice become 0 and the others are rebased to start at 0. */
+/* dst[i] = src[i] - first for i in [r, n), 0 before r (src may be dst). */
+static void rebase_offsets(unsigned char* dst, const unsigned char* src, int w, int64_t n,
+                           int64_t r, int64_t first) {
+  if (first == 0 && r == 0) { /* a whole array's: as they are */
+    if (dst != src) memcpy(dst, src, (size_t)(n * w));
+    return;
+  }
+  if (w == 4) {
+    int32_t* d = (int32_t*)(void*)dst;
+    const int32_t* o = (const int32_t*)(const void*)src;
+    const uint32_t f = (uint32_t)first;
+    for (int64_t i = 0; i < r; i++) d[i] = 0;
+    for (int64_t i = r; i < n; i++) d[i] = (int32_t)((uint32_t)o[i] - f); /* wraps on bad data */
+  } else {
+    int64_t* d = (int64_t*)(void*)dst;
+    const int64_t* o = (const int64_t*)(const void*)src;
+    const uint64_t f = (uint64_t)first;
+    for (int64_t i = 0; i < r; i++) d[i] = 0;
+    for (int64_t i = r; i < n; i++) d[i] = (int64_t)((uint64_t)o[i] - f);
+  }
+}
+
 static int resolve_offsets(struct copy_ctx* ctx, struct plan* p) {
   const int w = p->f.offset_bytes;
   unsigned char* o = p->host[1];
@@ -454,13 +487,22 @@ static int resolve_offsets(struct copy_ctx* ctx, struct plan* p) {
                    (long long)p->first, (long long)p->last);
     return 0;
   }
-  p->first = get_int(o, w, p->r);
-  p->last = get_int(o, w, count);
+  const unsigned char* src = p->direct_offs != NULL ? p->direct_offs : o;
+  p->first = get_int(src, w, p->r);
+  p->last = get_int(src, w, count);
   if (p->first < 0 || p->last < p->first)
     return CFAIL(ctx, EINVAL, "offsets [%lld, %lld] of the copied range are not monotonic",
                  (long long)p->first, (long long)p->last);
-  for (int64_t i = 0; i <= count; i++)
-    set_int(o, w, i, i < p->r ? 0 : (int64_t)((uint64_t)get_int(o, w, i) - (uint64_t)p->first));
+  if (p->direct_offs != NULL) {
+    /* A CPU source's offsets that need no rebasing go to a device as they
+     * are (copy_offsets); otherwise a host block receives them rebased. */
+    if (p->first == 0 && p->r == 0 && !ctx->dst_cpu) return 0;
+    int64_t sz[3] = {0, (count + 1) * w, 0};
+    int st = host_blocks(ctx, p, sz);
+    if (st) return st;
+    o = p->host[1];
+  }
+  rebase_offsets(o, src, w, count + 1, p->r, p->first);
   return 0;
 }
 
@@ -750,6 +792,14 @@ static int emit_host(struct copy_ctx* ctx, struct plan* p, struct ArrowArray* ou
   return adr_copy(ctx->dst_dev, dst, ctx->cpu, p->host[k], (size_t)n, ctx->copy_stream, ctx->error);
 }
 
+/* The rebased offsets of var-binary and lists (host[1]), or the source's
+ * as they are when they need no rebasing (host[1] NULL). */
+static int copy_offsets(struct copy_ctx* ctx, struct plan* p, struct ArrowArray* out, int64_t from,
+                        int64_t count) {
+  if (p->host[1] != NULL) return emit_host(ctx, p, out, 1, 1);
+  return copy_elements(ctx, out, 1, p->src->buffers[1], from, count + 1, 8 * p->f.offset_bytes);
+}
+
 /* Fixed width and bool: validity and values of the range (run ends of a
  * sliced run-end node: built on the host). */
 static int copy_fixed(struct copy_ctx* ctx, struct plan* p, struct ArrowArray* out, int64_t from,
@@ -780,7 +830,7 @@ static int copy_var_binary(struct copy_ctx* ctx, struct plan* p, struct ArrowArr
       st = copy_buffer(ctx, out, 2, p->last, s->buffers[2], p->first, p->first, p->last - p->first);
     return st;
   }
-  st = emit_host(ctx, p, out, 1, 1);
+  st = copy_offsets(ctx, p, out, from, count);
   if (st == 0)
     st = copy_buffer(ctx, out, 2, p->last - p->first, s->buffers[2], p->first, 0,
                      p->last - p->first);
@@ -826,7 +876,7 @@ static int copy_list(struct copy_ctx* ctx, struct plan* p, struct ArrowArray* ou
   const struct ArrowArray* s = p->src;
   int st = copy_elements(ctx, out, 0, s->buffers[0], from, count, 1);
   if (st) return st;
-  if (!ctx->whole && !p->keep_offsets) return emit_host(ctx, p, out, 1, 1);
+  if (!ctx->whole && !p->keep_offsets) return copy_offsets(ctx, p, out, from, count);
   if (s->buffers[1] != NULL)
     st = copy_elements(ctx, out, 1, s->buffers[1], from, count + 1, 8 * p->f.offset_bytes);
   return st;
