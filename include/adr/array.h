@@ -161,9 +161,8 @@ ADR_API const char* adr_type_name(enum adr_type type);
  * ADR_BUFFER_SIZE_DATA_DEPENDENT for data-dependent ones. n_buffers must be
  * the layout's count (views: 3 + number of variadic buffers), else EINVAL.
  * EOVERFLOW when a size does not fit in int64. */
-ADR_API int adr_format_buffer_sizes(const struct adr_format* format, int64_t offset,
-                                    int64_t length, int64_t n_buffers, int64_t* out_sizes,
-                                    struct adr_error* error);
+ADR_API int adr_format_buffer_sizes(const struct adr_format* format, int64_t offset, int64_t length,
+                                    int64_t n_buffers, int64_t* out_sizes, struct adr_error* error);
 
 /* ------------------------------------------------------------------------ */
 /* Schemas                                                                  */
@@ -208,8 +207,7 @@ ADR_API int adr_array_init(struct adr_device* device, int64_t n_buffers, int64_t
  * `stream` when not NULL) as buffer i, owned by the node; *out receives
  * the address. EINVAL if buffer i is already set. */
 ADR_API int adr_array_alloc_buffer(struct ArrowArray* array, int64_t i, size_t size,
-                                   struct adr_stream* stream, void** out,
-                                   struct adr_error* error);
+                                   struct adr_stream* stream, void** out, struct adr_error* error);
 
 /* Makes memory from adr_alloc(node's device, size) buffer i of the node,
  * which then owns it; on failure the caller keeps it. */
@@ -247,15 +245,15 @@ ADR_API void adr_device_array_release(struct ArrowDeviceArray* array);
 /* ------------------------------------------------------------------------ */
 
 /* The adr device an array lives on (device_type, device_id; -1 = 0). */
-ADR_API int adr_device_array_device(const struct ArrowDeviceArray* array,
-                                    struct adr_device** out, struct adr_error* error);
+ADR_API int adr_device_array_device(const struct ArrowDeviceArray* array, struct adr_device** out,
+                                    struct adr_error* error);
 
 /* Makes work see the producer's writes to the array's buffers: with a
  * stream (of the array's device), the stream waits on sync_event
  * device-side and the host does not block; with NULL the host waits. No-op
  * without a sync_event. The sync_event stays owned by the array. */
-ADR_API int adr_device_array_wait(const struct ArrowDeviceArray* array,
-                                  struct adr_stream* stream, struct adr_error* error);
+ADR_API int adr_device_array_wait(const struct ArrowDeviceArray* array, struct adr_stream* stream,
+                                  struct adr_error* error);
 
 /* ------------------------------------------------------------------------ */
 /* Validation                                                               */
@@ -288,26 +286,45 @@ struct adr_copy_stats {
   /* Host waits performed in total (size discovery + completion + source
    * event waits). */
   int64_t host_syncs;
-  /* Host waits for learning the sizes of variable-length buffers: 0 when
-   * the tree has none or the source is the CPU, otherwise exactly 1. */
+  /* Host waits for learning the ranges of a slice and the sizes of
+   * variable-length buffers (docs/arrays.md): 0 when the tree reads none
+   * or the source is host-readable, otherwise one per round of reads: 1
+   * when no var-length node (var-binary, list, map, list view, view, dense
+   * union, run-end) sits inside another, one more per level of such
+   * nesting, as each level's ranges come from the level above. */
   int64_t size_syncs;
-  /* Buffer copies issued and payload bytes moved (excluding size reads). */
+  /* Buffer copies issued, and payload bytes placed in the output's buffers
+   * (copied, uploaded, or read straight into them). */
   int64_t copies;
   int64_t bytes;
-  /* Small device-to-host reads issued for sizes (all in one batch). */
+  /* Device-to-host reads issued for ranges and sizes (batched per round). */
   int64_t size_reads;
-  int64_t reserved[4];
+  /* Bytes of the output's buffers allocated, and bytes read from the
+   * source to the host to learn the ranges (offsets, views, type ids, run
+   * ends; those of a CPU destination land in the output and count in
+   * `bytes` too). Taken from the former reserved space: the struct keeps
+   * its size, and a caller's struct_size of sizeof(struct) covers them. */
+  int64_t bytes_allocated;
+  int64_t read_bytes;
+  int64_t reserved[2];
 };
 
 /* Copies `src` (not consumed; described by `schema`) to `dst_device`,
  * every type, nested arbitrarily, into an adr-owned *out.
  *
- * Waits for src's sync_event before reading anything; reads every
- * variable size (last offsets, view buffer sizes) in one batch with one
- * host wait; copies only the part of each buffer the slice
- * [offset, offset + length) uses where that needs no device kernel
- * (fixed-width values, bitmaps keeping their bit offset, offsets), whole
- * buffers (children of lists, unions, dictionaries) otherwise.
+ * Waits for src's sync_event before reading anything. A slice
+ * [offset, offset + length) is copied as a standalone array holding only
+ * what it uses, for every layout (docs/arrays.md, "What a copy of a slice
+ * holds"): child ranges come from the parent's offsets, list-view views,
+ * dense union offsets and run ends, var-binary data and view buffers are
+ * narrowed to the bytes used, offsets are rebased to 0 (on the host: no
+ * device kernel), and each node's offset is below 8 (start % 8, so bitmaps
+ * keep their bit offset; 0 for empty nodes, unions, run-end). An empty
+ * slice is offset 0 everywhere with one 0 offset per var-length node and
+ * no other buffer. The offsets and other index buffers those ranges come
+ * from are read to the host in rounds, one batched host wait per round:
+ * one for var-length nodes under structs, one more per level of nesting
+ * of such nodes in each other. Dictionaries are copied whole.
  *
  * `stream` (a stream of dst_device or of the source's device, or NULL)
  * orders the copies. With a stream and a non-CPU destination the call
@@ -319,8 +336,7 @@ ADR_API int adr_device_array_deep_copy(const struct ArrowSchema* schema,
                                        const struct ArrowDeviceArray* src,
                                        struct adr_device* dst_device, struct adr_stream* stream,
                                        struct ArrowDeviceArray* out,
-                                       struct adr_copy_stats* out_stats,
-                                       struct adr_error* error);
+                                       struct adr_copy_stats* out_stats, struct adr_error* error);
 
 /* Logical equality of two arrays of one schema on any devices (non-CPU
  * ones are copied to the host first): same length and, element by
@@ -365,14 +381,12 @@ ADR_API int adr_device_array_stream_from_callback(struct ArrowSchema* schema,
 /* Consumer side of any producer's stream: calls get_schema, turning a
  * failure into a status and the producer's get_last_error text. */
 ADR_API int adr_device_array_stream_get_schema(struct ArrowDeviceArrayStream* stream,
-                                               struct ArrowSchema* out,
-                                               struct adr_error* error);
+                                               struct ArrowSchema* out, struct adr_error* error);
 
 /* Calls get_next; at the end *out is released (release NULL) and 0 is
  * returned. Checks that the array is on the stream's device_type. */
 ADR_API int adr_device_array_stream_next(struct ArrowDeviceArrayStream* stream,
-                                         struct ArrowDeviceArray* out,
-                                         struct adr_error* error);
+                                         struct ArrowDeviceArray* out, struct adr_error* error);
 
 /* A stream that deep-copies every batch of `source` (moved) to `target`.
  * With prefetch 0 each get_next copies its batch; with prefetch k > 0 a
@@ -382,8 +396,7 @@ ADR_API int adr_device_array_stream_next(struct ArrowDeviceArrayStream* stream,
  * The source's errors surface from get_next with its message. */
 ADR_API int adr_transfer_stream_init(struct ArrowDeviceArrayStream* source,
                                      struct adr_device* target, int prefetch,
-                                     struct ArrowDeviceArrayStream* out,
-                                     struct adr_error* error);
+                                     struct ArrowDeviceArrayStream* out, struct adr_error* error);
 
 /* ------------------------------------------------------------------------ */
 /* Async device streams                                                     */
@@ -407,8 +420,7 @@ struct adr_async_producer;
  * invalid. ArrowAsyncProducer.release is a no-op (adr owns the object). */
 ADR_API int adr_async_producer_start(struct ArrowDeviceArrayStream* source,
                                      struct ArrowAsyncDeviceStreamHandler* handler,
-                                     struct adr_async_producer** out,
-                                     struct adr_error* error);
+                                     struct adr_async_producer** out, struct adr_error* error);
 ADR_API void adr_async_producer_join(struct adr_async_producer* producer);
 
 /* A handler for any async producer and the pull stream it feeds: hand

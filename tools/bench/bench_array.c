@@ -4,7 +4,10 @@
  * CPU -> device -> CPU of a table (int64, nullable utf8, list<int32>,
  * struct<float64, bool>) against copying the same raw buffers with
  * adr_copy in the same run; the host waits each deep copy performs; and
- * the transfer stream with prefetch 2 against prefetch 0.
+ * the transfer stream with prefetch 2 against prefetch 0; and the deep
+ * copy of a 100k-row slice (CPU->dev, dev->dev, dev->CPU, and an empty
+ * slice) as bytes allocated against the bytes the slice needs by its
+ * layout (fixture_needed_bytes), each copy checked equal to the slice.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +16,8 @@
 #include "adr/adr.h"
 #include "adr/array.h"
 #include "bench.h"
-#include "sample_table.h" /* tools/fixtures */
+#include "needed_bytes.h" /* tools/fixtures */
+#include "sample_table.h"
 
 void bench_run_array(struct bench_ctx* ctx);
 
@@ -161,6 +165,80 @@ static void xfer_fn(void* p) {
   t.release(&t);
 }
 
+/* ---- slices ------------------------------------------------------------------ */
+
+/* A borrowed view of `a` with another offset and length (never released). */
+static struct ArrowDeviceArray sliced(const struct ArrowDeviceArray* a, int64_t offset,
+                                      int64_t length) {
+  struct ArrowDeviceArray v = *a;
+  v.array.offset = offset;
+  v.array.length = length;
+  return v;
+}
+
+/* Deep-copies `src` (a slice) to `to`, checks it equal to `expect` (the
+ * same slice on the CPU) and reports bytes allocated against `needed`. */
+static int slice_row(struct bench_ctx* ctx, const char* group, const char* label,
+                     const struct ArrowSchema* schema, const struct ArrowDeviceArray* src,
+                     const struct ArrowDeviceArray* expect, struct adr_device* to, int64_t needed,
+                     bool in_bytes, int64_t* out_waits) {
+  struct adr_error err;
+  struct ArrowDeviceArray out;
+  struct adr_copy_stats st = {.struct_size = sizeof(st)};
+  if (adr_device_array_deep_copy(schema, src, to, NULL, &out, &st, &err) != 0) {
+    fprintf(stderr, "bench array: %s: %s\n", label, err.message);
+    bench_expect(ctx, false, "%s: %s", label, err.message);
+    return -1;
+  }
+  bool eq = false;
+  struct adr_error diff;
+  int st_eq = adr_device_array_equal(schema, expect, &out, &eq, &diff, &err);
+  bench_expect(ctx, st_eq == 0 && eq, "%s: copy differs from the slice: %s", label,
+               st_eq ? err.message : diff.message);
+  double scale = in_bytes ? 1.0 : 1e-6;
+  bench_report(ctx, group, label, (double)st.bytes_allocated * scale, (double)needed * scale,
+               in_bytes ? "B" : "MB", "bytes the slice needs", BENCH_LOWER_IS_BETTER);
+  if (out_waits != NULL) *out_waits = st.host_syncs;
+  adr_device_array_release(&out);
+  return 0;
+}
+
+/* A 100k-row slice (offset on the top-level struct, not a multiple of 8)
+ * of the table copied CPU->dev, dev->dev, dev->CPU; an empty slice. */
+static void bench_slices(struct bench_ctx* ctx, struct adr_device* cpu, struct adr_device* dev,
+                         const struct ArrowSchema* schema, const struct ArrowDeviceArray* host,
+                         int64_t rows) {
+  char group[64], label[96];
+  snprintf(group, sizeof(group), "array slice %s", adr_device_name(dev));
+  int64_t n = rows >= 100000 ? 100000 : rows / 2, at = rows / 2 + 3;
+  struct ArrowDeviceArray hs = sliced(host, at, n), he = sliced(host, 50, 0);
+  int64_t needed = fixture_needed_bytes(schema, &hs.array);
+  int64_t needed_empty = fixture_needed_bytes(schema, &he.array);
+  bool is_cpu = adr_device_type(dev) == ARROW_DEVICE_CPU;
+  snprintf(label, sizeof(label), "%s %lld of %lld rows, allocated",
+           is_cpu ? "CPU->CPU" : "CPU->dev", (long long)n, (long long)rows);
+  slice_row(ctx, group, label, schema, &hs, &hs, dev, needed, false, NULL);
+  snprintf(label, sizeof(label), "empty slice at 50, allocated");
+  slice_row(ctx, group, label, schema, &he, &he, dev, needed_empty, true, NULL);
+  if (is_cpu) return;
+  struct adr_error err;
+  struct ArrowDeviceArray whole;
+  if (adr_device_array_deep_copy(schema, host, dev, NULL, &whole, NULL, &err) != 0) {
+    fprintf(stderr, "bench array: %s\n", err.message);
+    return;
+  }
+  struct ArrowDeviceArray ds = sliced(&whole, at, n);
+  int64_t waits = -1;
+  snprintf(label, sizeof(label), "dev->dev %lld of %lld rows, allocated", (long long)n,
+           (long long)rows);
+  slice_row(ctx, group, label, schema, &ds, &hs, dev, needed, false, NULL);
+  snprintf(label, sizeof(label), "dev->CPU %lld of %lld rows, allocated", (long long)n,
+           (long long)rows);
+  if (slice_row(ctx, group, label, schema, &ds, &hs, cpu, needed, false, &waits) == 0)
+    bench_note(ctx, group, "host syncs, slice dev->CPU", (double)waits, "waits");
+  adr_device_array_release(&whole);
+}
+
 static void bench_device(struct bench_ctx* ctx, struct adr_device* cpu, struct adr_device* dev,
                          const struct ArrowSchema* schema, const struct ArrowDeviceArray* host,
                          int64_t rows) {
@@ -187,9 +265,8 @@ static void bench_device(struct bench_ctx* ctx, struct adr_device* cpu, struct a
     double t_raw = bench_time(raw_fn, &t, min_s, 1);
     if (!t.failed) {
       snprintf(label, sizeof(label), "deep copy CPU->dev->CPU %lld rows", (long long)rows);
-      bench_report(ctx, group, label, (double)t.bytes / t_deep / 1e9,
-                   (double)t.bytes / t_raw / 1e9, "GB/s", "adr_copy of the raw buffers",
-                   BENCH_HIGHER_IS_BETTER);
+      bench_report(ctx, group, label, (double)t.bytes / t_deep / 1e9, (double)t.bytes / t_raw / 1e9,
+                   "GB/s", "adr_copy of the raw buffers", BENCH_HIGHER_IS_BETTER);
       bench_note(ctx, group, "host syncs, deep copy CPU->dev", (double)t.syncs_to, "waits");
       bench_note(ctx, group, "host syncs, deep copy dev->CPU", (double)t.syncs_back, "waits");
     }
@@ -225,6 +302,7 @@ static void bench_device(struct bench_ctx* ctx, struct adr_device* cpu, struct a
   }
   adr_device_array_release(&batch);
   bs.release(&bs);
+  bench_slices(ctx, cpu, dev, schema, host, rows);
 }
 
 void bench_run_array(struct bench_ctx* ctx) {
