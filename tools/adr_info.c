@@ -71,11 +71,11 @@ static void print_property(void* ctx, const char* key, const char* value) {
 
 static const char* const cap_names[] = {"host-accessible", "async-streams", "stream-ordered-alloc",
                                         "peer-copy",       "device-addresses", "unified-addressing",
-                                        "import-native"};
+                                        "import-native",   "sync-downloads"};
 
 static void print_caps(uint64_t caps) {
   bool first = true;
-  for (int i = 0; i < 7; i++) {
+  for (size_t i = 0; i < sizeof(cap_names) / sizeof(cap_names[0]); i++) {
     if (!(caps & (1u << i))) continue;
     if (json)
       printf("%s\"%s\"", first ? "" : ", ", cap_names[i]);

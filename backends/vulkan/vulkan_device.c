@@ -434,7 +434,7 @@ int vkb_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
            dev->driver_name);
   budget(dev, &out->memory_total, &out->memory_free);
   out->caps = ADR_CAP_ASYNC_STREAMS | ADR_CAP_STREAM_ORDERED_ALLOC | ADR_CAP_DEVICE_ADDRESSES |
-              ADR_CAP_IMPORT_NATIVE;
+              ADR_CAP_IMPORT_NATIVE | ADR_CAP_SYNC_DOWNLOADS;
   out->alignment = 64;
   return 0;
 }

@@ -78,6 +78,7 @@ struct copy_ctx {
   bool src_cpu;
   bool dst_cpu;
   bool direct; /* host-readable source, CPU destination: plain memcpy */
+  bool sync_downloads; /* the source's downloads complete in adr_copy */
   bool whole;
   bool round_queued; /* a read of this round went through a stream */
   bool src_ready;    /* a host wait covered the source's event */
@@ -1039,8 +1040,9 @@ static void deep_copy_streams(struct copy_ctx* ctx, struct adr_stream* stream) {
     struct adr_device_info info;
     memset(&info, 0, sizeof(info));
     info.struct_size = sizeof(info);
-    ctx->direct = adr_device_info_get(ctx->src_dev, &info, NULL) == 0 &&
-                  (info.caps & ADR_CAP_HOST_ACCESSIBLE) != 0;
+    bool known = adr_device_info_get(ctx->src_dev, &info, NULL) == 0;
+    ctx->direct = known && (info.caps & ADR_CAP_HOST_ACCESSIBLE) != 0;
+    ctx->sync_downloads = known && (info.caps & ADR_CAP_SYNC_DOWNLOADS) != 0;
   }
 }
 
@@ -1070,13 +1072,11 @@ static int deep_copy_order_copies(struct copy_ctx* ctx, struct adr_event* src_ev
   return adr_event_synchronize(src_event, ctx->error);
 }
 
-/* Vulkan downloads to host memory complete before adr_copy returns
- * (docs/devices.md, a documented exception of the stream contract), so a
- * Vulkan -> CPU copy is complete once queued. A backend capability bit
- * would say this without naming the device type; the backend ABI has none
- * yet. */
+/* A source device whose downloads to host memory complete inside adr_copy
+ * (ADR_CAP_SYNC_DOWNLOADS: Vulkan) leaves a -> CPU copy complete once
+ * queued. */
 static bool downloads_complete(const struct copy_ctx* ctx) {
-  return ctx->dst_cpu && adr_device_type(ctx->src_dev) == ARROW_DEVICE_VULKAN &&
+  return ctx->dst_cpu && ctx->sync_downloads &&
          adr_stream_device(ctx->copy_stream) == ctx->src_dev;
 }
 

@@ -133,6 +133,10 @@ enum adr_device_caps {
   ADR_CAP_UNIFIED_ADDRESSING = 1u << 5,
   /* adr_event_import / adr_stream_import accept native handles. */
   ADR_CAP_IMPORT_NATIVE = 1u << 6,
+  /* A copy from this device into host memory has completed when adr_copy
+   * returns, on any stream (Vulkan: the documented exception to the
+   * stream contract in docs/devices.md). The bytes may be read at once. */
+  ADR_CAP_SYNC_DOWNLOADS = 1u << 7,
 };
 
 /* What adr knows of a device. The caller sets struct_size to

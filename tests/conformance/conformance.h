@@ -167,6 +167,7 @@ void test_copy_slices(void** state);
 void test_copy_zero_size(void** state);
 void test_copy_null_stream_is_synchronous(void** state);
 void test_copy_on_host_stream(void** state);
+void test_copy_sync_downloads(void** state);
 
 /* test_memset.c */
 void test_memset_full(void** state);

@@ -479,6 +479,12 @@ int main(void) {
     printf(
         "adr-conformance: not run: test_host_accessible (device lacks "
         "ADR_CAP_HOST_ACCESSIBLE)\n");
+  if (g_conf.info.caps & ADR_CAP_SYNC_DOWNLOADS)
+    tests[n++] = (struct CMUnitTest)T(test_copy_sync_downloads);
+  else
+    printf(
+        "adr-conformance: not run: test_copy_sync_downloads (device lacks "
+        "ADR_CAP_SYNC_DOWNLOADS: its downloads follow the stream)\n");
   if (g_conf.dev != g_conf.cpu)
     tests[n++] = (struct CMUnitTest)T(test_stream_of_other_device);
   else

@@ -247,3 +247,29 @@ void test_copy_on_host_stream(void** state) {
   conf_host_free(h);
   conf_dev_free(g_conf.dev, d, n, NULL);
 }
+
+/* ADR_CAP_SYNC_DOWNLOADS (adr.h): a copy from the device into host memory
+ * has completed when adr_copy returns, on a created stream and on the
+ * default stream: the bytes are read at once, with no synchronize. */
+void test_copy_sync_downloads(void** state) {
+  (void)state;
+  const size_t n = 16 * CONF_MIB + 5;
+  uint8_t* d = conf_dev_alloc(g_conf.dev, n, 0, NULL);
+  uint8_t* h = conf_host_alloc(n);
+  uint8_t* back = conf_host_alloc(n);
+  struct adr_stream* s = conf_stream_create(g_conf.dev);
+  conf_fill(h, n, 733);
+  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.cpu, h, n, NULL, CONF_ERR));
+  struct adr_stream* streams[2] = {s, adr_stream_default(g_conf.dev)};
+  for (int i = 0; i < 2; i++) {
+    memset(back, 0, n);
+    ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, streams[i], CONF_ERR));
+    conf_expect_pattern(back, n, 733,
+                        i == 0 ? "download on a created stream, read as adr_copy returned"
+                               : "download on the default stream, read as adr_copy returned");
+  }
+  conf_stream_destroy(s);
+  conf_host_free(back);
+  conf_host_free(h);
+  conf_dev_free(g_conf.dev, d, n, NULL);
+}
