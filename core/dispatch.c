@@ -47,26 +47,10 @@
 #define DEV_CALL(dev, api, slot, call, fmt, ...) \
   DISPATCH((dev)->name, (dev)->backend->name, api, slot, call, fmt, __VA_ARGS__)
 
-/* Fault injection armed, or ADR_LOG=trace. */
-static inline bool slow_path(void) {
-  return __builtin_expect((atomic_load_explicit(&adr__fault_armed, memory_order_relaxed) |
-                           (adr__log_level() >= ADR_LOG_TRACE)) != 0,
-                          0);
-}
-
-/* The hot slots (memory, copy, synchronisation) keep their fault and trace
- * work in a cold function of their own, `slow`: the common path then saves
- * only what it needs around the indirect call (callgrind, a blocking
- * 64 B adr_copy = copy + stream_synchronize: 17 instructions fewer than
- * with both paths in one function). */
-#define HOT(dev, api, slow, call)                                                                 \
-  do {                                                                                            \
-    if (slow_path()) return slow;                                                                 \
-    int st_ = (call);                                                                             \
-    if (__builtin_expect(st_ != 0, 0)) adr__error_context(error, st_, api, (dev)->backend->name); \
-    return st_;                                                                                   \
-  } while (0)
-#define COLD static __attribute__((noinline, cold)) int
+/* The traced paths of the hot slots, which dispatch.h's inline fast paths
+ * call when fault injection is armed or ADR_LOG=trace (cold: out of the way
+ * of the common path). */
+#define COLD __attribute__((noinline, cold)) int
 
 /* An optional slot the backend does not have. */
 static int unsupported(struct adr_error* error, const char* api, const char* backend,
@@ -113,53 +97,34 @@ int adr__dispatch_device_info(struct adr_device* dev, const char* api, struct ad
 
 /* ---- memory --------------------------------------------------------------- */
 
-COLD alloc_slow(struct adr_device* dev, const char* api, size_t size, size_t alignment,
-                struct adr_backend_stream* stream, void** out, struct adr_error* error) {
+COLD adr__dispatch_alloc_traced(struct adr_device* dev, const char* api, size_t size,
+                                size_t alignment, struct adr_backend_stream* stream, void** out,
+                                struct adr_error* error) {
   return DEV_CALL(dev, api, "alloc",
                   dev->vt->alloc(dev->handle, size, alignment, stream, out, error),
                   "size=%zu align=%zu", size, alignment);
 }
-int adr__dispatch_alloc(struct adr_device* dev, const char* api, size_t size, size_t alignment,
-                        struct adr_backend_stream* stream, void** out, struct adr_error* error) {
-  HOT(dev, api, alloc_slow(dev, api, size, alignment, stream, out, error),
-      dev->vt->alloc(dev->handle, size, alignment, stream, out, error));
-}
 
-COLD free_slow(struct adr_device* dev, const char* api, void* ptr, size_t size,
-               struct adr_backend_stream* stream, struct adr_error* error) {
+COLD adr__dispatch_free_traced(struct adr_device* dev, const char* api, void* ptr, size_t size,
+                               struct adr_backend_stream* stream, struct adr_error* error) {
   return DEV_CALL(dev, api, "free", dev->vt->free(dev->handle, ptr, size, stream, error),
                   "ptr=%p size=%zu", ptr, size);
 }
-int adr__dispatch_free(struct adr_device* dev, const char* api, void* ptr, size_t size,
-                       struct adr_backend_stream* stream, struct adr_error* error) {
-  HOT(dev, api, free_slow(dev, api, ptr, size, stream, error),
-      dev->vt->free(dev->handle, ptr, size, stream, error));
-}
 
-COLD copy_slow(struct adr_device* owner, const char* api, struct adr_backend_device* dst_dev,
-               void* dst, struct adr_backend_device* src_dev, const void* src, size_t size,
-               struct adr_backend_stream* stream, struct adr_error* error) {
+COLD adr__dispatch_copy_traced(struct adr_device* owner, const char* api,
+                               struct adr_backend_device* dst_dev, void* dst,
+                               struct adr_backend_device* src_dev, const void* src, size_t size,
+                               struct adr_backend_stream* stream, struct adr_error* error) {
   return DEV_CALL(owner, api, "copy",
                   owner->vt->copy(dst_dev, dst, src_dev, src, size, stream, error),
                   "dst=%p src=%p size=%zu", dst, src, size);
 }
-int adr__dispatch_copy(struct adr_device* owner, const char* api,
-                       struct adr_backend_device* dst_dev, void* dst,
-                       struct adr_backend_device* src_dev, const void* src, size_t size,
-                       struct adr_backend_stream* stream, struct adr_error* error) {
-  HOT(owner, api, copy_slow(owner, api, dst_dev, dst, src_dev, src, size, stream, error),
-      owner->vt->copy(dst_dev, dst, src_dev, src, size, stream, error));
-}
 
-COLD memset_slow(struct adr_device* dev, const char* api, void* ptr, int value, size_t size,
-                 struct adr_backend_stream* stream, struct adr_error* error) {
+COLD adr__dispatch_memset_traced(struct adr_device* dev, const char* api, void* ptr, int value,
+                                 size_t size, struct adr_backend_stream* stream,
+                                 struct adr_error* error) {
   return DEV_CALL(dev, api, "memset", dev->vt->memset(dev->handle, ptr, value, size, stream, error),
                   "ptr=%p value=%d size=%zu", ptr, value, size);
-}
-int adr__dispatch_memset(struct adr_device* dev, const char* api, void* ptr, int value, size_t size,
-                         struct adr_backend_stream* stream, struct adr_error* error) {
-  HOT(dev, api, memset_slow(dev, api, ptr, value, size, stream, error),
-      dev->vt->memset(dev->handle, ptr, value, size, stream, error));
 }
 
 /* ---- streams -------------------------------------------------------------- */
@@ -176,15 +141,11 @@ int adr__dispatch_stream_destroy(struct adr_device* dev, const char* api,
                   "%p", (void*)stream);
 }
 
-COLD stream_synchronize_slow(struct adr_device* dev, const char* api,
-                             struct adr_backend_stream* stream, struct adr_error* error) {
+COLD adr__dispatch_stream_synchronize_traced(struct adr_device* dev, const char* api,
+                                             struct adr_backend_stream* stream,
+                                             struct adr_error* error) {
   return DEV_CALL(dev, api, "stream_synchronize",
                   dev->vt->stream_synchronize(dev->handle, stream, error), "%p", (void*)stream);
-}
-int adr__dispatch_stream_synchronize(struct adr_device* dev, const char* api,
-                                     struct adr_backend_stream* stream, struct adr_error* error) {
-  HOT(dev, api, stream_synchronize_slow(dev, api, stream, error),
-      dev->vt->stream_synchronize(dev->handle, stream, error));
 }
 
 /* ---- events --------------------------------------------------------------- */

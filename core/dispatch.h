@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * One checked call per slot of the backend vtable (dispatch.c), in the
- * manner of SQLite's sqlite3OsRead wrappers: every call the core makes into
- * a backend goes through exactly one of these functions, and no other core
- * file reads a slot of `struct adr_backend` (tests/unit/check_dispatch.py).
+ * One checked call per slot of the backend vtable (dispatch.c; the common
+ * case of the five hot slots inline below), in the manner of SQLite's
+ * sqlite3OsRead wrappers: every call the core makes into a backend goes
+ * through exactly one of these functions, and no other core file calls a
+ * slot of `struct adr_backend` (tests/unit/check_dispatch.sh).
  *
  * Each function, in order:
  *   - an optional slot (backend.h: not in ADR_BACKEND_REQUIRED_SLOTS) that
@@ -23,8 +24,10 @@
  * `api` is the public operation the message names ("adr_copy"; "pool" for
  * the caching pool's own event calls). `error` may be NULL.
  *
- * Off the trace level the cost over the bare indirect call is one direct
- * call, two relaxed atomic loads and their predictable branches.
+ * With ADR_LOG below trace and fault injection off, the cost over the bare
+ * indirect call is two relaxed atomic loads and predictable branches: the
+ * hot slots' common case is inlined into the caller, the other slots are
+ * one direct call away.
  *
  * Thread safety: as the slots themselves (backend.h: any thread). Nothing
  * here is ABI.
@@ -50,26 +53,90 @@ void adr__dispatch_device_close(struct adr_device* dev);
 int adr__dispatch_device_info(struct adr_device* dev, const char* api, struct adr_device_info* out,
                               struct adr_error* error);
 
-/* ---- memory ---------------------------------------------------------------- */
-int adr__dispatch_alloc(struct adr_device* dev, const char* api, size_t size, size_t alignment,
-                        struct adr_backend_stream* stream, void** out, struct adr_error* error);
-int adr__dispatch_free(struct adr_device* dev, const char* api, void* ptr, size_t size,
-                       struct adr_backend_stream* stream, struct adr_error* error);
+/* ---- the hot slots ---------------------------------------------------------
+ * alloc, free, copy, memset and stream_synchronize are on the path of every
+ * adr_copy, adr_memset and blocking call, so their common case is inline
+ * here: the indirect call and, on failure, adr__error_context. With fault
+ * injection armed or ADR_LOG=trace they take their traced path in
+ * dispatch.c (adr__dispatch_<slot>_traced), which does all of the above. */
+
+/* Fault injection armed, or ADR_LOG=trace. */
+static inline bool adr__dispatch_slow(void) {
+  return __builtin_expect((atomic_load_explicit(&adr__fault_armed, memory_order_relaxed) |
+                           (adr__log_level() >= ADR_LOG_TRACE)) != 0,
+                          0);
+}
+static inline int adr__dispatch_done(int st, const char* api, const struct adr_device* dev,
+                                     struct adr_error* error) {
+  if (__builtin_expect(st != 0, 0)) adr__error_context(error, st, api, dev->backend->name);
+  return st;
+}
+
+int adr__dispatch_alloc_traced(struct adr_device* dev, const char* api, size_t size,
+                               size_t alignment, struct adr_backend_stream* stream, void** out,
+                               struct adr_error* error);
+static inline int adr__dispatch_alloc(struct adr_device* dev, const char* api, size_t size,
+                                      size_t alignment, struct adr_backend_stream* stream,
+                                      void** out, struct adr_error* error) {
+  if (adr__dispatch_slow())
+    return adr__dispatch_alloc_traced(dev, api, size, alignment, stream, out, error);
+  return adr__dispatch_done(dev->vt->alloc(dev->handle, size, alignment, stream, out, error), api,
+                            dev, error);
+}
+
+int adr__dispatch_free_traced(struct adr_device* dev, const char* api, void* ptr, size_t size,
+                              struct adr_backend_stream* stream, struct adr_error* error);
+static inline int adr__dispatch_free(struct adr_device* dev, const char* api, void* ptr,
+                                     size_t size, struct adr_backend_stream* stream,
+                                     struct adr_error* error) {
+  if (adr__dispatch_slow()) return adr__dispatch_free_traced(dev, api, ptr, size, stream, error);
+  return adr__dispatch_done(dev->vt->free(dev->handle, ptr, size, stream, error), api, dev, error);
+}
+
 /* `owner` is the device whose backend runs the copy (its name is traced). */
-int adr__dispatch_copy(struct adr_device* owner, const char* api,
-                       struct adr_backend_device* dst_dev, void* dst,
-                       struct adr_backend_device* src_dev, const void* src, size_t size,
-                       struct adr_backend_stream* stream, struct adr_error* error);
-int adr__dispatch_memset(struct adr_device* dev, const char* api, void* ptr, int value, size_t size,
-                         struct adr_backend_stream* stream, struct adr_error* error);
+int adr__dispatch_copy_traced(struct adr_device* owner, const char* api,
+                              struct adr_backend_device* dst_dev, void* dst,
+                              struct adr_backend_device* src_dev, const void* src, size_t size,
+                              struct adr_backend_stream* stream, struct adr_error* error);
+static inline int adr__dispatch_copy(struct adr_device* owner, const char* api,
+                                     struct adr_backend_device* dst_dev, void* dst,
+                                     struct adr_backend_device* src_dev, const void* src,
+                                     size_t size, struct adr_backend_stream* stream,
+                                     struct adr_error* error) {
+  if (adr__dispatch_slow())
+    return adr__dispatch_copy_traced(owner, api, dst_dev, dst, src_dev, src, size, stream, error);
+  return adr__dispatch_done(owner->vt->copy(dst_dev, dst, src_dev, src, size, stream, error), api,
+                            owner, error);
+}
+
+int adr__dispatch_memset_traced(struct adr_device* dev, const char* api, void* ptr, int value,
+                                size_t size, struct adr_backend_stream* stream,
+                                struct adr_error* error);
+static inline int adr__dispatch_memset(struct adr_device* dev, const char* api, void* ptr,
+                                       int value, size_t size, struct adr_backend_stream* stream,
+                                       struct adr_error* error) {
+  if (adr__dispatch_slow())
+    return adr__dispatch_memset_traced(dev, api, ptr, value, size, stream, error);
+  return adr__dispatch_done(dev->vt->memset(dev->handle, ptr, value, size, stream, error), api, dev,
+                            error);
+}
+
+int adr__dispatch_stream_synchronize_traced(struct adr_device* dev, const char* api,
+                                            struct adr_backend_stream* stream,
+                                            struct adr_error* error);
+static inline int adr__dispatch_stream_synchronize(struct adr_device* dev, const char* api,
+                                                   struct adr_backend_stream* stream,
+                                                   struct adr_error* error) {
+  if (adr__dispatch_slow()) return adr__dispatch_stream_synchronize_traced(dev, api, stream, error);
+  return adr__dispatch_done(dev->vt->stream_synchronize(dev->handle, stream, error), api, dev,
+                            error);
+}
 
 /* ---- streams ----------------------------------------------------------------- */
 int adr__dispatch_stream_create(struct adr_device* dev, const char* api, uint32_t flags,
                                 struct adr_backend_stream** out, struct adr_error* error);
 int adr__dispatch_stream_destroy(struct adr_device* dev, const char* api,
                                  struct adr_backend_stream* stream, struct adr_error* error);
-int adr__dispatch_stream_synchronize(struct adr_device* dev, const char* api,
-                                     struct adr_backend_stream* stream, struct adr_error* error);
 
 /* ---- events ------------------------------------------------------------------ */
 int adr__dispatch_event_create(struct adr_device* dev, const char* api,
