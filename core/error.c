@@ -84,19 +84,13 @@ int adr__errorf(struct adr_error* error, int status, const char* op, const char*
 
 void adr__error_context(struct adr_error* error, int status, const char* api, const char* backend) {
   if (error == NULL) return;
-  /* Backends write "[slot][backend] NATIVE: text"; keep "NATIVE: text". */
-  const char* rest = error->message;
-  for (int group = 0; group < 2 && rest[0] == '['; group++) {
-    const char* close = strchr(rest, ']');
-    if (close == NULL) break;
-    rest = close + 1;
-  }
-  while (*rest == ' ') rest++;
+  /* Backends write "NATIVE: description" (adr/backend.h); the operation and
+   * the backend's name are added here, once. */
   char body[sizeof(error->message)];
-  if (*rest == '\0' || rest < error->message || rest > error->message + sizeof(error->message))
+  if (error->message[0] == '\0')
     snprintf(body, sizeof(body), "%s: the backend gave no message", adr_status_name(status));
   else
-    snprintf(body, sizeof(body), "%s", rest);
+    memcpy(body, error->message, sizeof(body));
   adr__errorf(error, status, api, backend, "%s", body);
 }
 

@@ -120,7 +120,7 @@ static int t_device_info(struct adr_backend_device* dev, struct adr_device_info*
 static int t_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
                    struct adr_backend_stream* stream, void** out, struct adr_error* error) {
   void* p = aligned_alloc(alignment, (size + alignment - 1) & ~(alignment - 1));
-  if (p == NULL) return adr_backend_error_set(error, ENOMEM, "[alloc][test] ENOMEM");
+  if (p == NULL) return adr_backend_error_set(error, ENOMEM, "ENOMEM: out of test memory");
   adr_test_plugin_stats.alloc++;
   *out = p;
   return 0;

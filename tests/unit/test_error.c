@@ -46,6 +46,25 @@ static void test_errorf_prefix(void** state) {
   assert_string_equal(err.message, "[adr_free] bad");
 }
 
+/* Errors are built once: a backend writes "NATIVE: description" and the
+ * core adds "[operation][backend]" in front, verbatim, whatever the text
+ * starts with; a backend that wrote nothing is named. */
+static void test_error_context(void** state) {
+  (void)state;
+  struct adr_error err = {{0}};
+  adr_error_set(&err, EIO, "CL_OUT_OF_RESOURCES: clEnqueueSVMMemcpy failed");
+  adr__error_context(&err, EIO, "adr_copy", "opencl");
+  assert_string_equal(err.message,
+                      "[adr_copy][opencl] CL_OUT_OF_RESOURCES: clEnqueueSVMMemcpy failed");
+  adr_error_set(&err, EINVAL, "[0x10, +8) runs past its allocation");
+  adr__error_context(&err, EINVAL, "adr_copy", "vulkan");
+  assert_string_equal(err.message, "[adr_copy][vulkan] [0x10, +8) runs past its allocation");
+  err.message[0] = '\0';
+  adr__error_context(&err, ENOMEM, "adr_alloc", "cpu");
+  assert_string_equal(err.message, "[adr_alloc][cpu] ENOMEM: the backend gave no message");
+  adr__error_context(NULL, EIO, "adr_copy", "cpu"); /* no error struct: nothing to do */
+}
+
 static void test_message_truncates_safely(void** state) {
   (void)state;
   struct adr_error err;
@@ -63,6 +82,7 @@ int main(void) {
       cmocka_unit_test(test_status_names),
       cmocka_unit_test(test_error_set),
       cmocka_unit_test(test_errorf_prefix),
+      cmocka_unit_test(test_error_context),
       cmocka_unit_test(test_message_truncates_safely),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
