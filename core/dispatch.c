@@ -135,10 +135,35 @@ int adr__dispatch_stream_create(struct adr_device* dev, const char* api, uint32_
                   "flags=%u", flags);
 }
 
+/* The destroy slots free their handle whatever they return (adr/backend.h),
+ * so an injected failure lets the backend free it first and then reports
+ * the fault, as a driver error during the destroy would look. */
+#define DISPATCH_DESTROY(dev, api, slot, call_with, fmt, ...)                                     \
+  __extension__({                                                                                 \
+    int fault_ = 0;                                                                               \
+    if (__builtin_expect(atomic_load_explicit(&adr__fault_armed, memory_order_relaxed) != 0, 0))  \
+      fault_ = adr__fault_dispatch(slot, error);                                                  \
+    struct adr_error scratch_;                                                                    \
+    struct adr_error* err_ = fault_ != 0 ? &scratch_ : error;                                     \
+    int st_;                                                                                      \
+    if (__builtin_expect(adr__log_level() < ADR_LOG_TRACE, 1)) {                                  \
+      st_ = call_with(err_);                                                                      \
+    } else {                                                                                      \
+      uint64_t t0_ = adr__now_ns();                                                               \
+      st_ = call_with(err_);                                                                      \
+      adr__dispatch_traced_end(t0_, fault_ != 0 ? fault_ : st_, (dev)->name, slot, fmt,           \
+                               __VA_ARGS__);                                                      \
+    }                                                                                             \
+    if (fault_ != 0) st_ = fault_;                                                                \
+    if (__builtin_expect(st_ != 0, 0)) adr__error_context(error, st_, api, (dev)->backend->name); \
+    st_;                                                                                          \
+  })
+
 int adr__dispatch_stream_destroy(struct adr_device* dev, const char* api,
                                  struct adr_backend_stream* stream, struct adr_error* error) {
-  return DEV_CALL(dev, api, "stream_destroy", dev->vt->stream_destroy(dev->handle, stream, error),
-                  "%p", (void*)stream);
+#define CALL(e) dev->vt->stream_destroy(dev->handle, stream, e)
+  return DISPATCH_DESTROY(dev, api, "stream_destroy", CALL, "%p", (void*)stream);
+#undef CALL
 }
 
 COLD adr__dispatch_stream_synchronize_traced(struct adr_device* dev, const char* api,
@@ -158,8 +183,9 @@ int adr__dispatch_event_create(struct adr_device* dev, const char* api,
 
 int adr__dispatch_event_destroy(struct adr_device* dev, const char* api,
                                 struct adr_backend_event* event, struct adr_error* error) {
-  return DEV_CALL(dev, api, "event_destroy", dev->vt->event_destroy(dev->handle, event, error),
-                  "%p", (void*)event);
+#define CALL(e) dev->vt->event_destroy(dev->handle, event, e)
+  return DISPATCH_DESTROY(dev, api, "event_destroy", CALL, "%p", (void*)event);
+#undef CALL
 }
 
 int adr__dispatch_event_record(struct adr_device* dev, const char* api,

@@ -75,12 +75,16 @@ int adr_stream_destroy(struct adr_stream* stream, struct adr_error* error) {
   if (stream->flags & ADR__STREAM_DEFAULT)
     return adr__errorf(error, EINVAL, "adr_stream_destroy", BACKEND(dev),
                        "the default stream of %s cannot be destroyed", dev->name);
+  /* After the teardown nothing is destroyed and the wrapper stays valid
+   * (docs/lifetime.md). */
+  if (adr__shut_down()) return adr__shutdown_error(error, "adr_stream_destroy", dev);
   adr__memory_stream_retire(stream);
+  /* The backend's stream is gone whatever the status (adr/backend.h): the
+   * wrapper goes too, and a driver error is reported. */
   int st = adr__dispatch_stream_destroy(dev, "adr_stream_destroy", stream->handle, error);
-  if (st) return st;
   adr__stream_untrack(stream);
   obj_release(stream, ADR__CALL_SITE());
-  return 0;
+  return st;
 }
 
 int adr_stream_synchronize(struct adr_stream* stream, struct adr_error* error) {
@@ -156,10 +160,11 @@ int adr_event_destroy(struct adr_event* event, struct adr_error* error) {
   if (event == NULL) return adr__errorf(error, EINVAL, "adr_event_destroy", NULL, "event is NULL");
   CHECK_EVENT("adr_event_destroy", event);
   struct adr_device* dev = event->device;
+  if (adr__shut_down()) return adr__shutdown_error(error, "adr_event_destroy", dev);
+  /* As for streams: the event is gone whatever the status. */
   int st = adr__dispatch_event_destroy(dev, "adr_event_destroy", event->handle, error);
-  if (st) return st;
   obj_release(event, ADR__CALL_SITE());
-  return 0;
+  return st;
 }
 
 int adr_event_record(struct adr_event* event, struct adr_stream* stream, struct adr_error* error) {

@@ -333,10 +333,11 @@ int vkb_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream
   pthread_mutex_lock(&s->lock);
   uint64_t v = s->last_value;
   pthread_mutex_unlock(&s->lock);
+  /* A failed wait (device lost) is reported; the stream goes all the same
+   * (adr/backend.h: the handle is gone whatever stream_destroy returns). */
   int st = vkb_timeline_wait(dev, v, error);
-  if (st != 0) return st;
   vkb_stream_release(s);
-  return 0;
+  return st;
 }
 
 int vkb_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* s,
@@ -419,12 +420,10 @@ int vkb_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* 
                       struct adr_error* error) {
   if (vkb_exited()) return 0;
   /* vkDestroyEvent requires the submission that sets it to be complete. */
-  if (e->kind == VKB_EVENT_OWN) {
-    int st = vkb_timeline_wait(dev, e->value, error);
-    if (st != 0) return st;
-  }
+  int st = 0;
+  if (e->kind == VKB_EVENT_OWN) st = vkb_timeline_wait(dev, e->value, error);
   vkb_event_release(e);
-  return 0;
+  return st;
 }
 
 int vkb_event_record(struct adr_backend_device* dev, struct adr_backend_event* e,

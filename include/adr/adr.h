@@ -289,7 +289,9 @@ ADR_API int adr_stream_create(struct adr_device* device, struct adr_stream** out
 
 /* Waits for the stream's queued work, then destroys it. The default stream
  * and imported streams' native handles are not destroyed (EINVAL for the
- * default stream). */
+ * default stream, which stays usable). Any other status reports a driver
+ * error during the destroy: the stream is destroyed all the same and must
+ * not be used again. */
 ADR_API int adr_stream_destroy(struct adr_stream* stream, struct adr_error* error);
 
 /* Blocks until all work queued on the stream has completed. */
@@ -319,7 +321,9 @@ ADR_API void* adr_stream_native(struct adr_stream* stream);
 ADR_API int adr_event_create(struct adr_device* device, struct adr_event** out,
                              struct adr_error* error);
 
-/* Destroys the event (and its native event unless it was imported). */
+/* Destroys the event (and its native event unless it was imported). A
+ * status other than EINVAL for a bad handle reports a driver error during
+ * the destroy: the event is destroyed all the same. */
 ADR_API int adr_event_destroy(struct adr_event* event, struct adr_error* error);
 
 /* Captures the work queued on `stream` so far (NULL = default stream).

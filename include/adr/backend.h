@@ -164,6 +164,11 @@ struct adr_backend {
   /* --- streams (required: all) --- */
   int (*stream_create)(struct adr_backend_device* dev, uint32_t flags,
                        struct adr_backend_stream** out, struct adr_error* error);
+  /* Waits for the stream's work, then frees it. The handle is gone when
+   * this returns, whatever it returns: a driver error while destroying is
+   * reported, but the backend frees its wrapper all the same (the core
+   * drops its own object). Only the default stream is refused (EINVAL,
+   * untouched; the teardown contract above). event_destroy is alike. */
   int (*stream_destroy)(struct adr_backend_device* dev, struct adr_backend_stream* stream,
                         struct adr_error* error);
   int (*stream_synchronize)(struct adr_backend_device* dev, struct adr_backend_stream* stream,
