@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * What the CUDA and HIP backends' loaders share (header-only): logging and
- * environment look-ups through the host table kept from adr_backend_query,
- * and the "tried: a; b" list of a library search.
+ * What the CUDA and HIP backends' loaders share (header-only): the
+ * dlopen of a library from an override or a list of defaults, and the
+ * "tried: a; b" list of a library search. Logging and getenv: host.h.
  */
 #ifndef ADR_BACKENDS_COMMON_LOADER_UTIL_H
 #define ADR_BACKENDS_COMMON_LOADER_UTIL_H
@@ -14,21 +14,6 @@
 #include <string.h>
 
 #include "adr/backend.h"
-
-/* The host's secure getenv; NULL without a host. */
-static inline const char* adr_loader_getenv(const struct adr_backend_host* host, const char* name) {
-  return host != NULL && host->getenv != NULL ? host->getenv(name) : NULL;
-}
-
-/* One log line under `backend`'s name, if ADR_LOG lets `level` through. */
-static inline void adr_loader_vlog(const struct adr_backend_host* host, const char* backend,
-                                   int level, const char* fmt, va_list ap) {
-  if (host == NULL || host->log == NULL) return;
-  if (host->log_level != NULL && host->log_level() < level) return;
-  char msg[1024];
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  host->log(level, backend, "%s", msg);
-}
 
 /* Appends to the string in buf (cap bytes); cut at the end. */
 static inline void adr_loader_append(char* buf, size_t cap, const char* fmt, ...) ADR_PRINTF(3, 4);

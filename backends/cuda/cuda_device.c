@@ -49,15 +49,17 @@ void cuda_current_leave(struct cuda_current_guard* guard) {
  * optional K, M or G suffix): pageable copies of at least <threshold> bytes
  * are staged through two pinned buffers of <chunk> bytes. Default 1M:4M. */
 static int read_config(struct adr_error* error) {
-  char msg[512];
-  if (adr_staging_config_parse(ADR_CUDA_ENV_STAGING, cuda_getenv(ADR_CUDA_ENV_STAGING),
-                               &cuda_config.staging, msg, sizeof(msg)) != 0)
-    return cuda_errorf(error, EINVAL, "%s", msg);
+  struct adr_error syntax = {{0}};
+  if (adr_staging_config_parse(ADR_CUDA_ENV_STAGING, adr_host_getenv(ADR_CUDA_ENV_STAGING),
+                               &cuda_config.staging, &syntax) != 0)
+    return cuda_errorf(error, EINVAL, "%s", syntax.message);
   return 0;
 }
 
 int cuda_init(struct adr_error* error) {
-  int st = read_config(error);
+  int st = adr_host_init(CUDA_BACKEND_NAME, error);
+  if (st) return st;
+  st = read_config(error);
   if (st) return st;
   st = cuda_library_load(error);
   if (st) return st;

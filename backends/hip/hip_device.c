@@ -63,17 +63,19 @@ static void mark_exiting(void) {
  * are staged through two pinned buffers of <chunk> bytes. Default 1M:4M.
  * ADR_HIP_NO_ASYNC_ALLOC=1: hipMalloc even where hipMallocAsync works. */
 static int read_config(struct adr_error* error) {
-  char msg[512];
-  if (adr_staging_config_parse(ADR_HIP_STAGING_ENV, hip_getenv(ADR_HIP_STAGING_ENV),
-                               &hip_config.staging, msg, sizeof(msg)) != 0)
-    return hip_errorf(error, EINVAL, "%s", msg);
-  const char* no_async = hip_getenv(ADR_HIP_NO_ASYNC_ALLOC_ENV);
+  struct adr_error syntax = {{0}};
+  if (adr_staging_config_parse(ADR_HIP_STAGING_ENV, adr_host_getenv(ADR_HIP_STAGING_ENV),
+                               &hip_config.staging, &syntax) != 0)
+    return hip_errorf(error, EINVAL, "%s", syntax.message);
+  const char* no_async = adr_host_getenv(ADR_HIP_NO_ASYNC_ALLOC_ENV);
   hip_config.async_alloc_disabled = no_async != NULL && strcmp(no_async, "1") == 0;
   return 0;
 }
 
 int hip_init(struct adr_error* error) {
-  int st = read_config(error);
+  int st = adr_host_init(HIP_BACKEND_NAME, error);
+  if (st) return st;
+  st = read_config(error);
   if (st) return st;
   st = hip_library_load(error);
   if (st) return st;
@@ -99,8 +101,8 @@ int hip_init(struct adr_error* error) {
    * handler registered now runs before it (exit handlers run in reverse). */
   if (atexit(mark_exiting) != 0)
     return hip_errorf(error, ENOMEM, "cannot register the exit handler (atexit)");
-  hip_log(ADR_LOG_INFO, "HIP runtime %s from %s: %d device%s", version, hip_api.path, n,
-          n == 1 ? "" : "s");
+  adr_host_log(ADR_LOG_INFO, "HIP runtime %s from %s: %d device%s", version, hip_api.path, n,
+               n == 1 ? "" : "s");
   return 0;
 }
 
@@ -128,8 +130,8 @@ static void enable_peers(struct adr_backend_device* dev) {
     if (hip_api.hipDeviceCanAccessPeer(&can, dev->ordinal, p) != hipSuccess || !can) continue;
     hipError_t e = hip_api.hipDeviceEnablePeerAccess(p, 0);
     if (e != hipSuccess && e != hipErrorPeerAccessAlreadyEnabled)
-      hip_log(ADR_LOG_WARN, "hipDeviceEnablePeerAccess(%d -> %d): %s", dev->ordinal, p,
-              hip_error_name(e));
+      adr_host_log(ADR_LOG_WARN, "hipDeviceEnablePeerAccess(%d -> %d): %s", dev->ordinal, p,
+                   hip_error_name(e));
   }
 }
 
@@ -323,7 +325,7 @@ int hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, 
   emit(ctx, "library", hip_api.path);
   const char* vars[] = {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"};
   for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-    const char* v = hip_getenv(vars[i]);
+    const char* v = adr_host_getenv(vars[i]);
     if (v != NULL) emit(ctx, vars[i], v);
   }
   if (dev->adopted) emit(ctx, "adopted", "yes");
