@@ -149,7 +149,7 @@ struct cuda_aligned {
 struct adr_backend_device {
   ArrowDeviceType type;
   int ordinal;
-  CUdevice cu_dev;
+  CUdevice cuda_dev;
   CUcontext ctx; /* primary context, retained for the device's life */
   struct adr_backend_stream default_stream;
   bool mempools; /* cuMemAllocAsync usable */

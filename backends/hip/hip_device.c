@@ -18,6 +18,13 @@
 #include "hip_internal.h"
 #include "properties.h"
 
+/* Defined further down (open_device) or in the HIP-only part at the end. */
+static void version_text(int v, char* buf, size_t cap);
+static void mark_exiting(void);
+static void enable_peers(struct adr_backend_device* dev);
+static int open_device(ArrowDeviceType type, int64_t id, int ordinal, hipStream_t stream,
+                       struct adr_backend_device** out, struct adr_error* error);
+
 struct hip_config hip_config;
 int hip_devices;
 static _Atomic bool g_exiting;
@@ -40,22 +47,6 @@ void hip_current_leave(struct hip_current_guard* guard) {
     if (guard->previous >= 0) hip_api.hipSetDevice(guard->previous);
     guard->switched = false;
   }
-}
-
-static void version_text(int v, char* buf, size_t cap) {
-  if (v <= 0) {
-    snprintf(buf, cap, "unknown");
-    return;
-  }
-  snprintf(buf, cap, "%d.%d.%d", v / 10000000, (v / 100000) % 100, v % 100000);
-}
-
-bool hip_exiting(void) {
-  return atomic_load_explicit(&g_exiting, memory_order_acquire);
-}
-
-static void mark_exiting(void) {
-  atomic_store_explicit(&g_exiting, true, memory_order_release);
 }
 
 /* ADR_HIP_STAGING: "off", or "<threshold>[:<chunk>]" (byte counts with an
@@ -115,24 +106,19 @@ static bool served(ArrowDeviceType type) {
 }
 
 int hip_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
-  if (!served(type)) return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
+  if (!served(type))
+    return hip_errorf(error, EINVAL, "device type %d is not served by this backend", (int)type);
   *out = hip_devices;
   return 0;
 }
 
-/* Makes every peer this device can reach directly accessible, so peer
- * copies go over the fabric instead of being staged by the runtime. */
-static void enable_peers(struct adr_backend_device* dev) {
-  if (hip_api.hipDeviceEnablePeerAccess == NULL) return;
-  for (int p = 0; p < hip_devices; p++) {
-    if (p == dev->ordinal) continue;
-    int can = 0;
-    if (hip_api.hipDeviceCanAccessPeer(&can, dev->ordinal, p) != hipSuccess || !can) continue;
-    hipError_t e = hip_api.hipDeviceEnablePeerAccess(p, 0);
-    if (e != hipSuccess && e != hipErrorPeerAccessAlreadyEnabled)
-      adr_host_log(ADR_LOG_WARN, "hipDeviceEnablePeerAccess(%d -> %d): %s", dev->ordinal, p,
-                   hip_error_name(e));
-  }
+int hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
+                    struct adr_error* error) {
+  if (!served(type))
+    return hip_errorf(error, EINVAL, "device type %d is not served by this backend", (int)type);
+  if (id < 0 || id >= hip_devices)
+    return hip_errorf(error, ENODEV, "no HIP device %" PRId64 " (%d visible)", id, hip_devices);
+  return open_device(type, id, (int)id, NULL, out, error);
 }
 
 /* Opens ordinal `ordinal` as adr device `id`; its default stream is
@@ -186,14 +172,6 @@ static int open_device(ArrowDeviceType type, int64_t id, int ordinal, hipStream_
   return 0;
 }
 
-int hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
-                    struct adr_error* error) {
-  if (!served(type)) return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
-  if (id < 0 || id >= hip_devices)
-    return hip_errorf(error, ENODEV, "no HIP device %" PRId64 " (%d visible)", id, hip_devices);
-  return open_device(type, id, (int)id, NULL, out, error);
-}
-
 void hip_device_close(struct adr_backend_device* dev) {
   if (dev == NULL) return;
   struct hip_current_guard g;
@@ -209,34 +187,6 @@ void hip_device_close(struct adr_backend_device* dev) {
     hip_current_leave(&g);
   }
   free(dev);
-}
-
-int hip_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
-                     struct adr_backend_device** out, struct adr_error* error) {
-  const struct adr_hip_device_desc* desc = native_desc;
-  if (!served(type)) return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
-  if (desc == NULL)
-    return hip_errorf(error, EINVAL,
-                      "native_desc is NULL (expected a struct "
-                      "adr_hip_device_desc)");
-  if (desc->struct_size < sizeof(struct adr_hip_device_desc))
-    return hip_errorf(error, EINVAL,
-                      "struct_size %u is smaller than struct "
-                      "adr_hip_device_desc (%zu bytes)",
-                      desc->struct_size, sizeof(struct adr_hip_device_desc));
-  for (size_t i = 0; i < sizeof(desc->reserved) / sizeof(desc->reserved[0]); i++)
-    if (desc->reserved[i] != 0) return hip_errorf(error, EINVAL, "reserved[%zu] is not 0", i);
-  if (desc->device < 0 || desc->device >= hip_devices)
-    return hip_errorf(error, ENODEV,
-                      "no HIP device %d (%d "
-                      "visible)",
-                      (int)desc->device, hip_devices);
-  struct adr_backend_device* dev = NULL;
-  int st = open_device(type, id, desc->device, (hipStream_t)desc->stream, &dev, error);
-  if (st != 0) return st;
-  dev->adopted = true;
-  *out = dev;
-  return 0;
 }
 
 static void copy_text(char* dst, size_t cap, const char* src) {
@@ -347,4 +297,67 @@ int hip_device_native(struct adr_backend_device* dev, int kind, void** out,
                         "ADR_NATIVE_DEVICE and ADR_NATIVE_QUEUE)",
                         kind);
   }
+}
+
+/* ---- HIP only: runtime version text, exit detection, peer access, device
+ * adoption (CUDA has none of these) --------------------------------------- */
+
+static void version_text(int v, char* buf, size_t cap) {
+  if (v <= 0) {
+    snprintf(buf, cap, "unknown");
+    return;
+  }
+  snprintf(buf, cap, "%d.%d.%d", v / 10000000, (v / 100000) % 100, v % 100000);
+}
+
+bool hip_exiting(void) {
+  return atomic_load_explicit(&g_exiting, memory_order_acquire);
+}
+
+static void mark_exiting(void) {
+  atomic_store_explicit(&g_exiting, true, memory_order_release);
+}
+
+/* Makes every peer this device can reach directly accessible, so peer
+ * copies go over the fabric instead of being staged by the runtime. */
+static void enable_peers(struct adr_backend_device* dev) {
+  if (hip_api.hipDeviceEnablePeerAccess == NULL) return;
+  for (int p = 0; p < hip_devices; p++) {
+    if (p == dev->ordinal) continue;
+    int can = 0;
+    if (hip_api.hipDeviceCanAccessPeer(&can, dev->ordinal, p) != hipSuccess || !can) continue;
+    hipError_t e = hip_api.hipDeviceEnablePeerAccess(p, 0);
+    if (e != hipSuccess && e != hipErrorPeerAccessAlreadyEnabled)
+      adr_host_log(ADR_LOG_WARN, "hipDeviceEnablePeerAccess(%d -> %d): %s", dev->ordinal, p,
+                   hip_error_name(e));
+  }
+}
+
+int hip_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
+                     struct adr_backend_device** out, struct adr_error* error) {
+  const struct adr_hip_device_desc* desc = native_desc;
+  if (!served(type))
+    return hip_errorf(error, EINVAL, "device type %d is not served by this backend", (int)type);
+  if (desc == NULL)
+    return hip_errorf(error, EINVAL,
+                      "native_desc is NULL (expected a struct "
+                      "adr_hip_device_desc)");
+  if (desc->struct_size < sizeof(struct adr_hip_device_desc))
+    return hip_errorf(error, EINVAL,
+                      "struct_size %u is smaller than struct "
+                      "adr_hip_device_desc (%zu bytes)",
+                      desc->struct_size, sizeof(struct adr_hip_device_desc));
+  for (size_t i = 0; i < sizeof(desc->reserved) / sizeof(desc->reserved[0]); i++)
+    if (desc->reserved[i] != 0) return hip_errorf(error, EINVAL, "reserved[%zu] is not 0", i);
+  if (desc->device < 0 || desc->device >= hip_devices)
+    return hip_errorf(error, ENODEV,
+                      "no HIP device %d (%d "
+                      "visible)",
+                      (int)desc->device, hip_devices);
+  struct adr_backend_device* dev = NULL;
+  int st = open_device(type, id, desc->device, (hipStream_t)desc->stream, &dev, error);
+  if (st != 0) return st;
+  dev->adopted = true;
+  *out = dev;
+  return 0;
 }
