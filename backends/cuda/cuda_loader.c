@@ -28,23 +28,13 @@ struct cuda_api cuda_api;
 
 static int open_library(struct adr_error* error) {
   static const char* const k_default[] = {"libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1"};
-  const char* override = adr_host_getenv(ADR_CUDA_ENV_DRIVER);
-  char tried[768];
-  cuda_api.lib = adr_loader_open(override, k_default, sizeof(k_default) / sizeof(k_default[0]),
-                                 cuda_api.path, sizeof(cuda_api.path), tried, sizeof(tried));
-  if (cuda_api.lib != NULL) return 0;
-  bool named = override != NULL && override[0] != '\0';
-  return adr_backend_error_set(error, ENODEV, "unavailable: %s not found (tried: %s)%s",
-                               named ? override : "libcuda.so.1", tried,
-                               named ? " (from " ADR_CUDA_ENV_DRIVER ")" : "");
+  return adr_loader_open_library(ADR_CUDA_ENV_DRIVER, k_default,
+                                 sizeof(k_default) / sizeof(k_default[0]), &cuda_api.lib,
+                                 cuda_api.path, sizeof(cuda_api.path), error);
 }
 
-/* dlsym into a function-pointer slot (ISO C has no void* -> function
- * pointer conversion; the bytes are copied instead). */
 static bool sym(const char* name, void* slot) {
-  void* p = dlsym(cuda_api.lib, name);
-  memcpy(slot, &p, sizeof(p));
-  return p != NULL;
+  return adr_loader_sym(cuda_api.lib, name, slot);
 }
 
 static int unavailable(struct adr_error* error, const char* fmt, ...) ADR_PRINTF(2, 3);

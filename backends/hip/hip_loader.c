@@ -27,23 +27,13 @@ struct hip_api hip_api;
  * install or LD_LIBRARY_PATH points at), then the runtime sonames. */
 static int open_library(struct adr_error* error) {
   static const char* const k_default[] = {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"};
-  const char* override = adr_host_getenv(ADR_HIP_LIBRARY_ENV);
-  char tried[768];
-  hip_api.lib = adr_loader_open(override, k_default, sizeof(k_default) / sizeof(k_default[0]),
-                                hip_api.path, sizeof(hip_api.path), tried, sizeof(tried));
-  if (hip_api.lib != NULL) return 0;
-  bool named = override != NULL && override[0] != '\0';
-  return adr_backend_error_set(error, ENODEV, "unavailable: %s not found (tried: %s)%s",
-                               named ? override : "libamdhip64.so", tried,
-                               named ? " (from " ADR_HIP_LIBRARY_ENV ")" : "");
+  return adr_loader_open_library(ADR_HIP_LIBRARY_ENV, k_default,
+                                 sizeof(k_default) / sizeof(k_default[0]), &hip_api.lib,
+                                 hip_api.path, sizeof(hip_api.path), error);
 }
 
-/* dlsym into a function-pointer slot (ISO C has no void* -> function
- * pointer conversion; the bytes are copied instead). */
 static bool sym(const char* name, void* slot) {
-  void* p = dlsym(hip_api.lib, name);
-  memcpy(slot, &p, sizeof(p));
-  return p != NULL;
+  return adr_loader_sym(hip_api.lib, name, slot);
 }
 
 int hip_library_load(struct adr_error* error) {
