@@ -131,10 +131,4 @@ int ocl_check(cl_int code, struct adr_error* error, const char* fmt, ...) {
 }
 
 /* "ENAME: description": the errno names of backends/common/status.h. */
-int ocl_errorf(struct adr_error* error, int status, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  adr_backend_verrorf(error, status, fmt, ap);
-  va_end(ap);
-  return status;
-}
+ADR_BACKEND_DEFINE_ERRORF(ocl_errorf)

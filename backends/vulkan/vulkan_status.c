@@ -103,10 +103,4 @@ int vkb_check(VkResult r, struct adr_error* error, const char* fmt, ...) {
 }
 
 /* "ENAME: description": the errno names of backends/common/status.h. */
-int vkb_errorf(struct adr_error* error, int status, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  adr_backend_verrorf(error, status, fmt, ap);
-  va_end(ap);
-  return status;
-}
+ADR_BACKEND_DEFINE_ERRORF(vkb_errorf)
