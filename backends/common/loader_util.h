@@ -1,34 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * What the CUDA and HIP backends' loaders share (header-only): logging and
- * environment look-ups through the host table kept from adr_backend_query,
- * and the "tried: a; b" list of a library search.
+ * What the CUDA and HIP backends' loaders share (header-only): the
+ * dlopen of a library from an override variable or a list of defaults
+ * with the "tried: a; b" list of the search, and dlsym into a slot. Logging and getenv: host.h.
  */
 #ifndef ADR_BACKENDS_COMMON_LOADER_UTIL_H
 #define ADR_BACKENDS_COMMON_LOADER_UTIL_H
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <stdbool.h>
 #include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "adr/backend.h"
-
-/* The host's secure getenv; NULL without a host. */
-static inline const char* adr_loader_getenv(const struct adr_backend_host* host, const char* name) {
-  return host != NULL && host->getenv != NULL ? host->getenv(name) : NULL;
-}
-
-/* One log line under `backend`'s name, if ADR_LOG lets `level` through. */
-static inline void adr_loader_vlog(const struct adr_backend_host* host, const char* backend,
-                                   int level, const char* fmt, va_list ap) {
-  if (host == NULL || host->log == NULL) return;
-  if (host->log_level != NULL && host->log_level() < level) return;
-  char msg[1024];
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  host->log(level, backend, "%s", msg);
-}
+#include "host.h"
 
 /* Appends to the string in buf (cap bytes); cut at the end. */
 static inline void adr_loader_append(char* buf, size_t cap, const char* fmt, ...) ADR_PRINTF(3, 4);
@@ -69,6 +57,32 @@ static inline void* adr_loader_open(const char* override, const char* const* def
     adr_loader_append(tried, tried_cap, "%s%s", i ? "; " : "", why ? why : names[i]);
   }
   return NULL;
+}
+
+/* dlsym into a function-pointer slot (ISO C has no void* -> function
+ * pointer conversion; the bytes are copied instead). */
+static inline bool adr_loader_sym(void* lib, const char* name, void* slot) {
+  void* p = dlsym(lib, name);
+  memcpy(slot, &p, sizeof(p));
+  return p != NULL;
+}
+
+/* Opens the library named by the environment variable `variable` when it
+ * is set, else the first of defaults[0 .. count) that opens; stores the
+ * handle in *lib and the file mapped in path. ENODEV with
+ * "unavailable: NAME not found (tried: ...)" (and "(from VARIABLE)" for an
+ * override) when nothing opens. */
+static inline int adr_loader_open_library(const char* variable, const char* const* defaults,
+                                          size_t count, void** lib, char* path, size_t path_cap,
+                                          struct adr_error* error) {
+  const char* override = adr_host_getenv(variable);
+  char tried[768];
+  *lib = adr_loader_open(override, defaults, count, path, path_cap, tried, sizeof(tried));
+  if (*lib != NULL) return 0;
+  bool named = override != NULL && override[0] != '\0';
+  return adr_backend_error_set(error, ENODEV, "unavailable: %s not found (tried: %s)%s%s%s",
+                               named ? override : defaults[0], tried, named ? " (from " : "",
+                               named ? variable : "", named ? ")" : "");
 }
 
 #endif /* ADR_BACKENDS_COMMON_LOADER_UTIL_H */

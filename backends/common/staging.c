@@ -3,6 +3,8 @@
  * Pinned staging of pageable copies (staging.h). */
 #include "staging.h"
 
+#include "bytesize.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,40 +18,24 @@ struct adr_stage {
 
 /* ---- configuration ------------------------------------------------------ */
 
-/* Digits with an optional K, M or G suffix at text[*pos]; advances *pos. */
-static int parse_size(const char* text, size_t* pos, size_t* out) {
-  size_t i = *pos, v = 0;
-  if (text[i] < '0' || text[i] > '9') return -1;
-  while (text[i] >= '0' && text[i] <= '9') {
-    if (v > (SIZE_MAX - 9) / 10) return -1;
-    v = v * 10 + (size_t)(text[i++] - '0');
+/* One size of the ADR_ALLOC grammar (bytesize.h) at text[*pos]; advances
+ * *pos. On failure *pos is where the problem is and *expected says what
+ * was expected there. */
+static int scan_size(const char* text, size_t* pos, size_t* out, const char** expected) {
+  uint64_t v = 0;
+  size_t start = *pos;
+  if (adr_bytesize_scan(text, pos, &v, expected) != 0) return EINVAL;
+  if (v > SIZE_MAX) {
+    *pos = start;
+    *expected = "a size that fits in size_t";
+    return EINVAL;
   }
-  unsigned shift = 0;
-  switch (text[i]) {
-    case 'k':
-    case 'K':
-      shift = 10;
-      break;
-    case 'm':
-    case 'M':
-      shift = 20;
-      break;
-    case 'g':
-    case 'G':
-      shift = 30;
-      break;
-    default:
-      break;
-  }
-  if (shift != 0) i++;
-  if (v > (SIZE_MAX >> shift)) return -1;
-  *out = v << shift;
-  *pos = i;
+  *out = (size_t)v;
   return 0;
 }
 
 int adr_staging_config_parse(const char* var, const char* text, struct adr_staging_config* out,
-                             char* msg, size_t msg_len) {
+                             struct adr_error* error) {
   struct adr_staging_config c = {ADR_STAGING_DEFAULT_THRESHOLD, ADR_STAGING_DEFAULT_CHUNK};
   if (text == NULL || text[0] == '\0' || strcmp(text, "off") == 0) {
     if (text != NULL && text[0] != '\0') c.threshold = 0;
@@ -57,22 +43,20 @@ int adr_staging_config_parse(const char* var, const char* text, struct adr_stagi
     return 0;
   }
   size_t pos = 0;
-  const char* expected = "\"off\" or a byte count (digits with an optional K, M or G)";
-  bool ok = parse_size(text, &pos, &c.threshold) == 0;
-  if (ok && text[pos] == ':') {
+  const char* expected = NULL;
+  if (scan_size(text, &pos, &c.threshold, &expected) != 0) {
+    if (pos == 0 && (text[0] < '0' || text[0] > '9'))
+      expected = "off or a size (digits, then a unit: " ADR_BYTESIZE_UNITS ")";
+    return adr_syntax_error(error, var, text, pos, expected);
+  }
+  if (text[pos] == ':') {
     size_t start = ++pos;
-    expected = "a chunk size of at least 4K";
-    ok = parse_size(text, &pos, &c.chunk) == 0 && c.chunk >= 4096;
-    if (!ok) pos = start;
+    if (scan_size(text, &pos, &c.chunk, &expected) != 0)
+      return adr_syntax_error(error, var, text, pos, expected);
+    if (c.chunk < 4096)
+      return adr_syntax_error(error, var, text, start, "a chunk size of at least 4 KiB");
   }
-  if (ok && text[pos] != '\0') {
-    ok = false;
-    expected = "':' or the end";
-  }
-  if (!ok) {
-    snprintf(msg, msg_len, "%s=\"%s\": column %zu: expected %s", var, text, pos + 1, expected);
-    return EINVAL;
-  }
+  if (text[pos] != '\0') return adr_syntax_error(error, var, text, pos, "':' or the end");
   *out = c;
   return 0;
 }

@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct adr_error;
+
 /* The driver calls staging needs. Each returns 0 or a vendor error code,
  * except the two release calls, which cannot report. Handles are the
  * driver's pointer-sized stream and event handles. */
@@ -52,12 +54,14 @@ struct adr_staging_config {
 #define ADR_STAGING_DEFAULT_THRESHOLD ((size_t)1 << 20)
 #define ADR_STAGING_DEFAULT_CHUNK ((size_t)4 << 20)
 
-/* Parses `text` (NULL or "" = the defaults) into *out: "off", or a byte
- * count with an optional K, M or G suffix, optionally followed by ':' and
- * the chunk size (at least 4K). EINVAL with "VAR=\"text\": column N:
- * expected ..." in msg (var names the variable) and *out untouched. */
+/* Parses `text` (NULL or "" = the defaults) into *out: "off", or a
+ * threshold size, optionally followed by ':' and the chunk size (at least
+ * 4 KiB); sizes in the ADR_ALLOC grammar of bytesize.h ("1M", "64KiB",
+ * "1.5MB", "4096"). EINVAL with adr_syntax_error's message
+ * ("VAR=\"text\": column N: expected ..., found ...") in `error` (may be
+ * NULL) and *out untouched. */
 int adr_staging_config_parse(const char* var, const char* text, struct adr_staging_config* out,
-                             char* msg, size_t msg_len);
+                             struct adr_error* error);
 
 struct adr_stage; /* two pinned buffers and their events */
 

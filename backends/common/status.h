@@ -73,4 +73,54 @@ static inline int adr_backend_verrorf(struct adr_error* error, int status, const
   return adr_backend_error_set(error, status, "%s: %s", adr_backend_status_name(status), detail);
 }
 
+/* Defines `int NAME(struct adr_error* error, int status, const char* fmt,
+ * ...)`: "ENAME: description" through adr_backend_verrorf, returns status.
+ * Every backend's <b>_errorf is this (declare it with ADR_PRINTF(3, 4)). */
+#define ADR_BACKEND_DEFINE_ERRORF(name)                                 \
+  int name(struct adr_error* error, int status, const char* fmt, ...) { \
+    va_list ap;                                                         \
+    va_start(ap, fmt);                                                  \
+    adr_backend_verrorf(error, status, fmt, ap);                        \
+    va_end(ap);                                                         \
+    return status;                                                      \
+  }
+
+/* Defines three static look-ups over an X-macro list of native results,
+ * X(code, status, description):
+ *   static int table_status(TYPE r)              the status; `fallback` for
+ *                                                a code not in the list
+ *   static const char* table_name(TYPE r)        "CODE" or NULL
+ *   static const char* table_description(TYPE r) the description or NULL */
+#define ADR_BACKEND_STATUS_CASE_(code, status, desc) \
+  case code:                                         \
+    return status;
+#define ADR_BACKEND_NAME_CASE_(code, status, desc) \
+  case code:                                       \
+    return #code;
+#define ADR_BACKEND_DESC_CASE_(code, status, desc) \
+  case code:                                       \
+    return desc;
+#define ADR_BACKEND_DEFINE_STATUS_TABLE(TYPE, LIST, fallback) \
+  static int table_status(TYPE r) {                           \
+    switch (r) {                                              \
+      LIST(ADR_BACKEND_STATUS_CASE_)                          \
+      default:                                                \
+        return fallback;                                      \
+    }                                                         \
+  }                                                           \
+  static const char* table_name(TYPE r) {                     \
+    switch (r) {                                              \
+      LIST(ADR_BACKEND_NAME_CASE_)                            \
+      default:                                                \
+        return NULL;                                          \
+    }                                                         \
+  }                                                           \
+  static const char* table_description(TYPE r) {              \
+    switch (r) {                                              \
+      LIST(ADR_BACKEND_DESC_CASE_)                            \
+      default:                                                \
+        return NULL;                                          \
+    }                                                         \
+  }
+
 #endif /* ADR_BACKENDS_COMMON_STATUS_H */

@@ -9,6 +9,7 @@
  */
 #include <stddef.h>
 
+#include "host.h"
 #include "cuda_internal.h"
 
 static const ArrowDeviceType k_types[] = {ARROW_DEVICE_CUDA, ARROW_DEVICE_CUDA_HOST,
@@ -54,12 +55,4 @@ static const struct adr_backend k_cuda_backend = {
     .host_unregister = cuda_host_unregister,
 };
 
-ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(
-    uint32_t host_abi_major, uint32_t host_abi_minor, const struct adr_backend_host* services) {
-  (void)host_abi_minor;
-  if (host_abi_major != ADR_BACKEND_ABI_MAJOR) return NULL;
-  /* The host table may be older than ours: use only what it covers. */
-  if (services != NULL && services->struct_size >= offsetof(struct adr_backend_host, reserved))
-    cuda_host = services;
-  return &k_cuda_backend;
-}
+ADR_BACKEND_DEFINE_QUERY(k_cuda_backend, adr_host_set)

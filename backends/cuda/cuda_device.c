@@ -49,15 +49,17 @@ void cuda_current_leave(struct cuda_current_guard* guard) {
  * optional K, M or G suffix): pageable copies of at least <threshold> bytes
  * are staged through two pinned buffers of <chunk> bytes. Default 1M:4M. */
 static int read_config(struct adr_error* error) {
-  char msg[512];
-  if (adr_staging_config_parse(ADR_CUDA_ENV_STAGING, cuda_getenv(ADR_CUDA_ENV_STAGING),
-                               &cuda_config.staging, msg, sizeof(msg)) != 0)
-    return cuda_errorf(error, EINVAL, "%s", msg);
+  struct adr_error syntax = {{0}};
+  if (adr_staging_config_parse(ADR_CUDA_ENV_STAGING, adr_host_getenv(ADR_CUDA_ENV_STAGING),
+                               &cuda_config.staging, &syntax) != 0)
+    return cuda_errorf(error, EINVAL, "%s", syntax.message);
   return 0;
 }
 
 int cuda_init(struct adr_error* error) {
-  int st = read_config(error);
+  int st = adr_host_init(CUDA_BACKEND_NAME, error);
+  if (st) return st;
+  st = read_config(error);
   if (st) return st;
   st = cuda_library_load(error);
   if (st) return st;
@@ -86,21 +88,17 @@ static bool served(ArrowDeviceType type) {
 
 int cuda_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
   if (!served(type))
-    return cuda_errorf(error, EINVAL,
-                       "device type %d is "
-                       "not served by this backend",
-                       (int)type);
+    return cuda_errorf(error, EINVAL, "device type %d is not served by this backend", (int)type);
   *out = cuda_devices;
   return 0;
 }
 
 int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
                      struct adr_error* error) {
-  if (!served(type) || id < 0 || id >= cuda_devices)
-    return cuda_errorf(error, ENODEV,
-                       "no device %lld of "
-                       "type %d (%d CUDA device(s))",
-                       (long long)id, (int)type, cuda_devices);
+  if (!served(type))
+    return cuda_errorf(error, EINVAL, "device type %d is not served by this backend", (int)type);
+  if (id < 0 || id >= cuda_devices)
+    return cuda_errorf(error, ENODEV, "no CUDA device %" PRId64 " (%d visible)", id, cuda_devices);
   struct adr_backend_device* dev = calloc(1, sizeof(*dev));
   if (dev == NULL) return cuda_errorf(error, ENOMEM, "out of memory");
   dev->type = type;
@@ -109,8 +107,8 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
   pthread_mutex_init(&dev->scratch_lock, NULL);
   dev->aligned = (struct adr_range_map)ADR_RANGE_MAP_INIT(struct cuda_aligned);
   atomic_init(&dev->aligned_count, 0);
-  CUresult r = cuda_api.cuDeviceGet(&dev->cu_dev, dev->ordinal);
-  if (r == CUDA_SUCCESS) r = cuda_api.cuDevicePrimaryCtxRetain(&dev->ctx, dev->cu_dev);
+  CUresult r = cuda_api.cuDeviceGet(&dev->cuda_dev, dev->ordinal);
+  if (r == CUDA_SUCCESS) r = cuda_api.cuDevicePrimaryCtxRetain(&dev->ctx, dev->cuda_dev);
   if (r != CUDA_SUCCESS) {
     int st =
         cuda_check(r, error, "CUDA device %d: cannot retain the primary context", dev->ordinal);
@@ -121,12 +119,12 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
   }
   int v = 0;
   cuda_api.cuDeviceGetAttribute(&dev->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                                dev->cu_dev);
+                                dev->cuda_dev);
   cuda_api.cuDeviceGetAttribute(&dev->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                                dev->cu_dev);
+                                dev->cuda_dev);
   dev->mempools = cuda_api.cuMemAllocAsync != NULL && cuda_api.cuMemFreeAsync != NULL &&
                   cuda_api.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
-                                                dev->cu_dev) == CUDA_SUCCESS &&
+                                                dev->cuda_dev) == CUDA_SUCCESS &&
                   v != 0;
   dev->default_stream.dev = dev;
   dev->default_stream.is_default = true;
@@ -139,7 +137,7 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
       st = cuda_check(r, error, "CUDA device %d: cannot create the default stream", dev->ordinal);
   }
   if (st) {
-    cuda_api.cuDevicePrimaryCtxRelease(dev->cu_dev);
+    cuda_api.cuDevicePrimaryCtxRelease(dev->cuda_dev);
     adr_staging_fini(&dev->staging);
     pthread_mutex_destroy(&dev->scratch_lock);
     free(dev);
@@ -160,7 +158,7 @@ void cuda_device_close(struct adr_backend_device* dev) {
     cuda_current_leave(&g);
   }
   adr_range_map_clear(&dev->aligned);
-  cuda_api.cuDevicePrimaryCtxRelease(dev->cu_dev);
+  cuda_api.cuDevicePrimaryCtxRelease(dev->cuda_dev);
   pthread_mutex_destroy(&dev->scratch_lock);
   free(dev);
 }
@@ -168,7 +166,7 @@ void cuda_device_close(struct adr_backend_device* dev) {
 int cuda_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
                      struct adr_error* error) {
   char name[256] = "";
-  CUresult r = cuda_api.cuDeviceGetName(name, (int)sizeof(name), dev->cu_dev);
+  CUresult r = cuda_api.cuDeviceGetName(name, (int)sizeof(name), dev->cuda_dev);
   if (r != CUDA_SUCCESS)
     return cuda_check(r, error, "CUDA device %d: cuDeviceGetName", dev->ordinal);
   const char* kind = dev->type == ARROW_DEVICE_CUDA_HOST      ? " (pinned host memory)"
@@ -179,7 +177,7 @@ int cuda_device_info(struct adr_backend_device* dev, struct adr_device_info* out
   snprintf(out->driver, sizeof(out->driver), "CUDA driver %d.%d", cuda_api.driver_version / 1000,
            (cuda_api.driver_version % 1000) / 10);
   size_t total = 0, free_bytes = 0;
-  if (cuda_api.cuDeviceTotalMem(&total, dev->cu_dev) == CUDA_SUCCESS) out->memory_total = total;
+  if (cuda_api.cuDeviceTotalMem(&total, dev->cuda_dev) == CUDA_SUCCESS) out->memory_total = total;
   struct cuda_current_guard g;
   if (cuda_current_enter(dev, &g, NULL) == 0) {
     size_t t2 = 0;
@@ -213,9 +211,9 @@ int cuda_device_properties(struct adr_backend_device* dev, adr_property_fn emit,
   CUuuid uuid;
   size_t total = 0;
   int sms = 0;
-  CUresult r = cuda_api.cuDeviceGetPCIBusId(bus, (int)sizeof(bus), dev->cu_dev);
-  if (r == CUDA_SUCCESS) r = cuda_api.cuDeviceGetUuid(&uuid, dev->cu_dev);
-  if (r == CUDA_SUCCESS) r = cuda_api.cuDeviceTotalMem(&total, dev->cu_dev);
+  CUresult r = cuda_api.cuDeviceGetPCIBusId(bus, (int)sizeof(bus), dev->cuda_dev);
+  if (r == CUDA_SUCCESS) r = cuda_api.cuDeviceGetUuid(&uuid, dev->cuda_dev);
+  if (r == CUDA_SUCCESS) r = cuda_api.cuDeviceTotalMem(&total, dev->cuda_dev);
   if (r != CUDA_SUCCESS) return cuda_check(r, error, "CUDA device %d", dev->ordinal);
   const unsigned char* u = (const unsigned char*)uuid.bytes;
   adr_property_emitf(emit, ctx, "ordinal", "%d", dev->ordinal);
@@ -227,8 +225,8 @@ int cuda_device_properties(struct adr_backend_device* dev, adr_property_fn emit,
                      u[12], u[13], u[14], u[15]);
   adr_property_emitf(emit, ctx, "memory_total", "%zu bytes (%.1f GiB)", total,
                      (double)total / (1024.0 * 1024.0 * 1024.0));
-  if (cuda_api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev->cu_dev) ==
-      CUDA_SUCCESS)
+  if (cuda_api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                    dev->cuda_dev) == CUDA_SUCCESS)
     adr_property_emitf(emit, ctx, "multiprocessors", "%d", sms);
   adr_property_emitf(emit, ctx, "driver_version", "%d.%d", cuda_api.driver_version / 1000,
                      (cuda_api.driver_version % 1000) / 10);
@@ -253,7 +251,7 @@ int cuda_device_native(struct adr_backend_device* dev, int kind, void** out,
                        struct adr_error* error) {
   switch (kind) {
     case ADR_NATIVE_DEVICE:
-      *out = (void*)(intptr_t)dev->cu_dev;
+      *out = (void*)(intptr_t)dev->cuda_dev;
       return 0;
     case ADR_NATIVE_CONTEXT:
       *out = (void*)dev->ctx;
@@ -263,8 +261,8 @@ int cuda_device_native(struct adr_backend_device* dev, int kind, void** out,
       return 0;
     default:
       return cuda_errorf(error, ENOTSUP,
-                         "no native "
-                         "handle of kind %d (CUDA has device, context and queue)",
+                         "native kind %d is not served (CUDA has ADR_NATIVE_DEVICE, "
+                         "ADR_NATIVE_CONTEXT and ADR_NATIVE_QUEUE)",
                          kind);
   }
 }

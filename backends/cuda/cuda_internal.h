@@ -28,6 +28,7 @@
 
 #include "adr/backend.h"
 #include "adr/cuda.h"
+#include "host.h"
 #include "range_map.h"
 #include "staging.h"
 
@@ -100,10 +101,8 @@ struct cuda_api {
 /* Resolved once by cuda_library_load() from init; read-only afterwards. */
 extern struct cuda_api cuda_api;
 
-/* Host services from adr_backend_query. */
-extern const struct adr_backend_host* cuda_host;
-const char* cuda_getenv(const char* name);
-void cuda_log(int level, const char* fmt, ...) ADR_PRINTF(2, 3);
+/* Host services (getenv, log): backends/common/host.h, checked first in
+ * init. */
 
 /* dlopen + entry points + cuInit + version check. ENODEV with the reason
  * when the driver is missing, a stub, too old or incomplete. */
@@ -150,7 +149,7 @@ struct cuda_aligned {
 struct adr_backend_device {
   ArrowDeviceType type;
   int ordinal;
-  CUdevice cu_dev;
+  CUdevice cuda_dev;
   CUcontext ctx; /* primary context, retained for the device's life */
   struct adr_backend_stream default_stream;
   bool mempools; /* cuMemAllocAsync usable */

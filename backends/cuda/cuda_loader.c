@@ -22,41 +22,19 @@
 #include "loader_util.h"
 
 struct cuda_api cuda_api;
-const struct adr_backend_host* cuda_host;
 
 #define XSTR_(x) #x
 #define XSTR(x) XSTR_(x)
 
-const char* cuda_getenv(const char* name) {
-  return adr_loader_getenv(cuda_host, name);
-}
-
-void cuda_log(int level, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  adr_loader_vlog(cuda_host, CUDA_BACKEND_NAME, level, fmt, ap);
-  va_end(ap);
-}
-
 static int open_library(struct adr_error* error) {
   static const char* const k_default[] = {"libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1"};
-  const char* override = cuda_getenv(ADR_CUDA_ENV_DRIVER);
-  char tried[768];
-  cuda_api.lib = adr_loader_open(override, k_default, sizeof(k_default) / sizeof(k_default[0]),
-                                 cuda_api.path, sizeof(cuda_api.path), tried, sizeof(tried));
-  if (cuda_api.lib != NULL) return 0;
-  bool named = override != NULL && override[0] != '\0';
-  return adr_backend_error_set(error, ENODEV, "unavailable: %s not found (tried: %s)%s",
-                               named ? override : "libcuda.so.1", tried,
-                               named ? " (from " ADR_CUDA_ENV_DRIVER ")" : "");
+  return adr_loader_open_library(ADR_CUDA_ENV_DRIVER, k_default,
+                                 sizeof(k_default) / sizeof(k_default[0]), &cuda_api.lib,
+                                 cuda_api.path, sizeof(cuda_api.path), error);
 }
 
-/* dlsym into a function-pointer slot (ISO C has no void* -> function
- * pointer conversion; the bytes are copied instead). */
 static bool sym(const char* name, void* slot) {
-  void* p = dlsym(cuda_api.lib, name);
-  memcpy(slot, &p, sizeof(p));
-  return p != NULL;
+  return adr_loader_sym(cuda_api.lib, name, slot);
 }
 
 static int unavailable(struct adr_error* error, const char* fmt, ...) ADR_PRINTF(2, 3);
@@ -110,9 +88,10 @@ int cuda_library_load(struct adr_error* error) {
                        "the library path",
                        path);
   if (r == CUDA_ERROR_NO_DEVICE)
-    return unavailable(error, "no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE; driver %d.%d at %s%s)",
-                       version / 1000, (version % 1000) / 10, path,
-                       cuda_getenv("CUDA_VISIBLE_DEVICES") ? ", CUDA_VISIBLE_DEVICES is set" : "");
+    return unavailable(
+        error, "no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE; driver %d.%d at %s%s)",
+        version / 1000, (version % 1000) / 10, path,
+        adr_host_getenv("CUDA_VISIBLE_DEVICES") ? ", CUDA_VISIBLE_DEVICES is set" : "");
   if (r != CUDA_SUCCESS)
     return cuda_check(r, error, "cuInit failed for the driver at %s (driver version %d)", path,
                       version);
@@ -129,12 +108,12 @@ int cuda_library_load(struct adr_error* error) {
     if (required)                                                                              \
       return unavailable(error, "CUDA driver %d.%d at %s lacks %s (%s)", version / 1000,       \
                          (version % 1000) / 10, path, XSTR(s), why[0] ? why : "not exported"); \
-    cuda_log(ADR_LOG_DEBUG, "optional entry point %s not available (%s)", XSTR(s),             \
-             why[0] ? why : "not exported");                                                   \
+    adr_host_log(ADR_LOG_DEBUG, "optional entry point %s not available (%s)", XSTR(s),         \
+                 why[0] ? why : "not exported");                                               \
   }
   CUDA_SYMBOLS(CUDA_RESOLVE)
 #undef CUDA_RESOLVE
-  cuda_log(ADR_LOG_INFO, "loaded %s, CUDA driver %d.%d, entry points pinned to %d", path,
-           version / 1000, (version % 1000) / 10, ADR_CUDA_API_VERSION);
+  adr_host_log(ADR_LOG_INFO, "loaded %s, CUDA driver %d.%d, entry points pinned to %d", path,
+               version / 1000, (version % 1000) / 10, ADR_CUDA_API_VERSION);
   return 0;
 }

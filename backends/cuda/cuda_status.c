@@ -48,42 +48,12 @@
   X(CUDA_ERROR_OPERATING_SYSTEM, EPERM, "OS call failed or operation not supported on this OS")  \
   X(CUDA_ERROR_UNKNOWN, EIO, "unknown error")
 
+/* Sticky device faults (ECC, launch failure) and anything unknown: the
+ * operation failed on the device (EIO). */
+ADR_BACKEND_DEFINE_STATUS_TABLE(CUresult, CUDA_ERRORS, EIO)
+
 int cuda_status(CUresult r) {
-  switch (r) {
-#define CUDA_STATUS_CASE(code, status, desc) \
-  case code:                                 \
-    return status;
-    CUDA_ERRORS(CUDA_STATUS_CASE)
-#undef CUDA_STATUS_CASE
-    default:
-      /* Sticky device faults (ECC, launch failure) and anything unknown:
-       * the operation failed on the device. */
-      return EIO;
-  }
-}
-
-static const char* table_name(CUresult r) {
-  switch (r) {
-#define CUDA_NAME_CASE(code, status, desc) \
-  case code:                               \
-    return #code;
-    CUDA_ERRORS(CUDA_NAME_CASE)
-#undef CUDA_NAME_CASE
-    default:
-      return NULL;
-  }
-}
-
-static const char* table_description(CUresult r) {
-  switch (r) {
-#define CUDA_DESC_CASE(code, status, desc) \
-  case code:                               \
-    return desc;
-    CUDA_ERRORS(CUDA_DESC_CASE)
-#undef CUDA_DESC_CASE
-    default:
-      return NULL;
-  }
+  return table_status(r);
 }
 
 const char* cuda_error_name(CUresult r) {
@@ -115,10 +85,4 @@ int cuda_check(CUresult r, struct adr_error* error, const char* fmt, ...) {
   return st;
 }
 
-int cuda_errorf(struct adr_error* error, int status, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int st = adr_backend_verrorf(error, status, fmt, ap);
-  va_end(ap);
-  return st;
-}
+ADR_BACKEND_DEFINE_ERRORF(cuda_errorf)

@@ -18,6 +18,13 @@
 #include "hip_internal.h"
 #include "properties.h"
 
+/* Defined further down (open_device) or in the HIP-only part at the end. */
+static void version_text(int v, char* buf, size_t cap);
+static void mark_exiting(void);
+static void enable_peers(struct adr_backend_device* dev);
+static int open_device(ArrowDeviceType type, int64_t id, int ordinal, hipStream_t stream,
+                       struct adr_backend_device** out, struct adr_error* error);
+
 struct hip_config hip_config;
 int hip_devices;
 static _Atomic bool g_exiting;
@@ -42,38 +49,24 @@ void hip_current_leave(struct hip_current_guard* guard) {
   }
 }
 
-static void version_text(int v, char* buf, size_t cap) {
-  if (v <= 0) {
-    snprintf(buf, cap, "unknown");
-    return;
-  }
-  snprintf(buf, cap, "%d.%d.%d", v / 10000000, (v / 100000) % 100, v % 100000);
-}
-
-bool hip_exiting(void) {
-  return atomic_load_explicit(&g_exiting, memory_order_acquire);
-}
-
-static void mark_exiting(void) {
-  atomic_store_explicit(&g_exiting, true, memory_order_release);
-}
-
 /* ADR_HIP_STAGING: "off", or "<threshold>[:<chunk>]" (byte counts with an
  * optional K, M or G suffix): pageable copies of at least <threshold> bytes
  * are staged through two pinned buffers of <chunk> bytes. Default 1M:4M.
  * ADR_HIP_NO_ASYNC_ALLOC=1: hipMalloc even where hipMallocAsync works. */
 static int read_config(struct adr_error* error) {
-  char msg[512];
-  if (adr_staging_config_parse(ADR_HIP_STAGING_ENV, hip_getenv(ADR_HIP_STAGING_ENV),
-                               &hip_config.staging, msg, sizeof(msg)) != 0)
-    return hip_errorf(error, EINVAL, "%s", msg);
-  const char* no_async = hip_getenv(ADR_HIP_NO_ASYNC_ALLOC_ENV);
+  struct adr_error syntax = {{0}};
+  if (adr_staging_config_parse(ADR_HIP_STAGING_ENV, adr_host_getenv(ADR_HIP_STAGING_ENV),
+                               &hip_config.staging, &syntax) != 0)
+    return hip_errorf(error, EINVAL, "%s", syntax.message);
+  const char* no_async = adr_host_getenv(ADR_HIP_NO_ASYNC_ALLOC_ENV);
   hip_config.async_alloc_disabled = no_async != NULL && strcmp(no_async, "1") == 0;
   return 0;
 }
 
 int hip_init(struct adr_error* error) {
-  int st = read_config(error);
+  int st = adr_host_init(HIP_BACKEND_NAME, error);
+  if (st) return st;
+  st = read_config(error);
   if (st) return st;
   st = hip_library_load(error);
   if (st) return st;
@@ -99,8 +92,8 @@ int hip_init(struct adr_error* error) {
    * handler registered now runs before it (exit handlers run in reverse). */
   if (atexit(mark_exiting) != 0)
     return hip_errorf(error, ENOMEM, "cannot register the exit handler (atexit)");
-  hip_log(ADR_LOG_INFO, "HIP runtime %s from %s: %d device%s", version, hip_api.path, n,
-          n == 1 ? "" : "s");
+  adr_host_log(ADR_LOG_INFO, "HIP runtime %s from %s: %d device%s", version, hip_api.path, n,
+               n == 1 ? "" : "s");
   return 0;
 }
 
@@ -113,24 +106,19 @@ static bool served(ArrowDeviceType type) {
 }
 
 int hip_device_count(ArrowDeviceType type, int64_t* out, struct adr_error* error) {
-  if (!served(type)) return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
+  if (!served(type))
+    return hip_errorf(error, EINVAL, "device type %d is not served by this backend", (int)type);
   *out = hip_devices;
   return 0;
 }
 
-/* Makes every peer this device can reach directly accessible, so peer
- * copies go over the fabric instead of being staged by the runtime. */
-static void enable_peers(struct adr_backend_device* dev) {
-  if (hip_api.hipDeviceEnablePeerAccess == NULL) return;
-  for (int p = 0; p < hip_devices; p++) {
-    if (p == dev->ordinal) continue;
-    int can = 0;
-    if (hip_api.hipDeviceCanAccessPeer(&can, dev->ordinal, p) != hipSuccess || !can) continue;
-    hipError_t e = hip_api.hipDeviceEnablePeerAccess(p, 0);
-    if (e != hipSuccess && e != hipErrorPeerAccessAlreadyEnabled)
-      hip_log(ADR_LOG_WARN, "hipDeviceEnablePeerAccess(%d -> %d): %s", dev->ordinal, p,
-              hip_error_name(e));
-  }
+int hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
+                    struct adr_error* error) {
+  if (!served(type))
+    return hip_errorf(error, EINVAL, "device type %d is not served by this backend", (int)type);
+  if (id < 0 || id >= hip_devices)
+    return hip_errorf(error, ENODEV, "no HIP device %" PRId64 " (%d visible)", id, hip_devices);
+  return open_device(type, id, (int)id, NULL, out, error);
 }
 
 /* Opens ordinal `ordinal` as adr device `id`; its default stream is
@@ -184,14 +172,6 @@ static int open_device(ArrowDeviceType type, int64_t id, int ordinal, hipStream_
   return 0;
 }
 
-int hip_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
-                    struct adr_error* error) {
-  if (!served(type)) return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
-  if (id < 0 || id >= hip_devices)
-    return hip_errorf(error, ENODEV, "no HIP device %" PRId64 " (%d visible)", id, hip_devices);
-  return open_device(type, id, (int)id, NULL, out, error);
-}
-
 void hip_device_close(struct adr_backend_device* dev) {
   if (dev == NULL) return;
   struct hip_current_guard g;
@@ -207,34 +187,6 @@ void hip_device_close(struct adr_backend_device* dev) {
     hip_current_leave(&g);
   }
   free(dev);
-}
-
-int hip_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
-                     struct adr_backend_device** out, struct adr_error* error) {
-  const struct adr_hip_device_desc* desc = native_desc;
-  if (!served(type)) return hip_errorf(error, EINVAL, "device type %d is not served", (int)type);
-  if (desc == NULL)
-    return hip_errorf(error, EINVAL,
-                      "native_desc is NULL (expected a struct "
-                      "adr_hip_device_desc)");
-  if (desc->struct_size < sizeof(struct adr_hip_device_desc))
-    return hip_errorf(error, EINVAL,
-                      "struct_size %u is smaller than struct "
-                      "adr_hip_device_desc (%zu bytes)",
-                      desc->struct_size, sizeof(struct adr_hip_device_desc));
-  for (size_t i = 0; i < sizeof(desc->reserved) / sizeof(desc->reserved[0]); i++)
-    if (desc->reserved[i] != 0) return hip_errorf(error, EINVAL, "reserved[%zu] is not 0", i);
-  if (desc->device < 0 || desc->device >= hip_devices)
-    return hip_errorf(error, ENODEV,
-                      "no HIP device %d (%d "
-                      "visible)",
-                      (int)desc->device, hip_devices);
-  struct adr_backend_device* dev = NULL;
-  int st = open_device(type, id, desc->device, (hipStream_t)desc->stream, &dev, error);
-  if (st != 0) return st;
-  dev->adopted = true;
-  *out = dev;
-  return 0;
 }
 
 static void copy_text(char* dst, size_t cap, const char* src) {
@@ -323,7 +275,7 @@ int hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, 
   emit(ctx, "library", hip_api.path);
   const char* vars[] = {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"};
   for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-    const char* v = hip_getenv(vars[i]);
+    const char* v = adr_host_getenv(vars[i]);
     if (v != NULL) emit(ctx, vars[i], v);
   }
   if (dev->adopted) emit(ctx, "adopted", "yes");
@@ -345,4 +297,67 @@ int hip_device_native(struct adr_backend_device* dev, int kind, void** out,
                         "ADR_NATIVE_DEVICE and ADR_NATIVE_QUEUE)",
                         kind);
   }
+}
+
+/* ---- HIP only: runtime version text, exit detection, peer access, device
+ * adoption (CUDA has none of these) --------------------------------------- */
+
+static void version_text(int v, char* buf, size_t cap) {
+  if (v <= 0) {
+    snprintf(buf, cap, "unknown");
+    return;
+  }
+  snprintf(buf, cap, "%d.%d.%d", v / 10000000, (v / 100000) % 100, v % 100000);
+}
+
+bool hip_exiting(void) {
+  return atomic_load_explicit(&g_exiting, memory_order_acquire);
+}
+
+static void mark_exiting(void) {
+  atomic_store_explicit(&g_exiting, true, memory_order_release);
+}
+
+/* Makes every peer this device can reach directly accessible, so peer
+ * copies go over the fabric instead of being staged by the runtime. */
+static void enable_peers(struct adr_backend_device* dev) {
+  if (hip_api.hipDeviceEnablePeerAccess == NULL) return;
+  for (int p = 0; p < hip_devices; p++) {
+    if (p == dev->ordinal) continue;
+    int can = 0;
+    if (hip_api.hipDeviceCanAccessPeer(&can, dev->ordinal, p) != hipSuccess || !can) continue;
+    hipError_t e = hip_api.hipDeviceEnablePeerAccess(p, 0);
+    if (e != hipSuccess && e != hipErrorPeerAccessAlreadyEnabled)
+      adr_host_log(ADR_LOG_WARN, "hipDeviceEnablePeerAccess(%d -> %d): %s", dev->ordinal, p,
+                   hip_error_name(e));
+  }
+}
+
+int hip_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
+                     struct adr_backend_device** out, struct adr_error* error) {
+  const struct adr_hip_device_desc* desc = native_desc;
+  if (!served(type))
+    return hip_errorf(error, EINVAL, "device type %d is not served by this backend", (int)type);
+  if (desc == NULL)
+    return hip_errorf(error, EINVAL,
+                      "native_desc is NULL (expected a struct "
+                      "adr_hip_device_desc)");
+  if (desc->struct_size < sizeof(struct adr_hip_device_desc))
+    return hip_errorf(error, EINVAL,
+                      "struct_size %u is smaller than struct "
+                      "adr_hip_device_desc (%zu bytes)",
+                      desc->struct_size, sizeof(struct adr_hip_device_desc));
+  for (size_t i = 0; i < sizeof(desc->reserved) / sizeof(desc->reserved[0]); i++)
+    if (desc->reserved[i] != 0) return hip_errorf(error, EINVAL, "reserved[%zu] is not 0", i);
+  if (desc->device < 0 || desc->device >= hip_devices)
+    return hip_errorf(error, ENODEV,
+                      "no HIP device %d (%d "
+                      "visible)",
+                      (int)desc->device, hip_devices);
+  struct adr_backend_device* dev = NULL;
+  int st = open_device(type, id, desc->device, (hipStream_t)desc->stream, &dev, error);
+  if (st != 0) return st;
+  dev->adopted = true;
+  *out = dev;
+  return 0;
 }

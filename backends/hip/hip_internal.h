@@ -28,6 +28,7 @@
 
 #include "adr/backend.h"
 #include "adr/hip.h"
+#include "host.h"
 #include "range_map.h"
 #include "staging.h"
 
@@ -119,10 +120,8 @@ struct hip_api {
 /* Resolved once by hip_library_load() from init; read-only afterwards. */
 extern struct hip_api hip_api;
 
-/* Host services from adr_backend_query. */
-extern const struct adr_backend_host* hip_host;
-const char* hip_getenv(const char* name);
-void hip_log(int level, const char* fmt, ...) ADR_PRINTF(2, 3);
+/* Host services (getenv, log): backends/common/host.h, checked first in
+ * init. */
 
 /* dlopen + entry points. ENODEV "unavailable: ... not found (tried: ...)"
  * when no candidate opens; ENOTSUP when one opens but lacks a required

@@ -22,40 +22,18 @@
 #include "loader_util.h"
 
 struct hip_api hip_api;
-const struct adr_backend_host* hip_host;
-
-const char* hip_getenv(const char* name) {
-  return adr_loader_getenv(hip_host, name);
-}
-
-void hip_log(int level, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  adr_loader_vlog(hip_host, HIP_BACKEND_NAME, level, fmt, ap);
-  va_end(ap);
-}
 
 /* Candidates, in order: the development symlink first (what a ROCm
  * install or LD_LIBRARY_PATH points at), then the runtime sonames. */
 static int open_library(struct adr_error* error) {
   static const char* const k_default[] = {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"};
-  const char* override = hip_getenv(ADR_HIP_LIBRARY_ENV);
-  char tried[768];
-  hip_api.lib = adr_loader_open(override, k_default, sizeof(k_default) / sizeof(k_default[0]),
-                                hip_api.path, sizeof(hip_api.path), tried, sizeof(tried));
-  if (hip_api.lib != NULL) return 0;
-  bool named = override != NULL && override[0] != '\0';
-  return adr_backend_error_set(error, ENODEV, "unavailable: %s not found (tried: %s)%s",
-                               named ? override : "libamdhip64.so", tried,
-                               named ? " (from " ADR_HIP_LIBRARY_ENV ")" : "");
+  return adr_loader_open_library(ADR_HIP_LIBRARY_ENV, k_default,
+                                 sizeof(k_default) / sizeof(k_default[0]), &hip_api.lib,
+                                 hip_api.path, sizeof(hip_api.path), error);
 }
 
-/* dlsym into a function-pointer slot (ISO C has no void* -> function
- * pointer conversion; the bytes are copied instead). */
 static bool sym(const char* name, void* slot) {
-  void* p = dlsym(hip_api.lib, name);
-  memcpy(slot, &p, sizeof(p));
-  return p != NULL;
+  return adr_loader_sym(hip_api.lib, name, slot);
 }
 
 int hip_library_load(struct adr_error* error) {
@@ -72,7 +50,7 @@ int hip_library_load(struct adr_error* error) {
                         "runtime)",                                                      \
                         path, #s);                                                       \
     }                                                                                    \
-    hip_log(ADR_LOG_DEBUG, "optional entry point %s not available", #s);                 \
+    adr_host_log(ADR_LOG_DEBUG, "optional entry point %s not available", #s);            \
   }
   HIP_SYMBOLS(HIP_RESOLVE)
 #undef HIP_RESOLVE
@@ -80,7 +58,7 @@ int hip_library_load(struct adr_error* error) {
     hip_api.runtime_version = 0;
   if (hip_api.hipDriverGetVersion(&hip_api.driver_version) != hipSuccess)
     hip_api.driver_version = 0;
-  hip_log(ADR_LOG_INFO, "loaded %s, HIP runtime %d.%d", path, hip_runtime_major(),
-          (hip_api.runtime_version / 100000) % 100);
+  adr_host_log(ADR_LOG_INFO, "loaded %s, HIP runtime %d.%d", path, hip_runtime_major(),
+               (hip_api.runtime_version / 100000) % 100);
   return 0;
 }

@@ -46,6 +46,10 @@ static struct adr_range_map allocations = ADR_RANGE_MAP_INIT(struct allocation);
 static pthread_mutex_t memory_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct host_range* registered;
 static size_t registered_count, registered_cap;
+/* The registered-range list: the HIP-only part at the end of this file. */
+static int registered_add(void* ptr, size_t size);
+static bool registered_remove(void* ptr);
+static bool in_registered(uintptr_t addr);
 
 void hip_memory_shutdown(void) {
   adr_range_map_clear(&allocations);
@@ -340,89 +344,38 @@ int hip_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size
                    dev->ordinal);
 }
 
-static int host_register_current(struct adr_backend_device* dev, void* ptr, size_t size,
-                                 struct adr_error* error) {
-  if (ptr == NULL || size == 0)
-    return hip_errorf(error, EINVAL, "ptr must be non-NULL and size > 0");
-  hipError_t e = hip_api.hipHostRegister(ptr, size, hipHostRegisterDefault);
-  if (e != hipSuccess) {
-    char what[128];
-    snprintf(what, sizeof(what), "hipHostRegister of %zu bytes at %p", size, ptr);
-    return hip_check(e, error, "%s", what);
-  }
-  int st = 0;
-  pthread_mutex_lock(&memory_lock);
-  if (registered_count == registered_cap) {
-    size_t cap = registered_cap ? registered_cap * 2 : 16;
-    struct host_range* grown = realloc(registered, cap * sizeof(*grown));
-    if (grown == NULL) {
-      st = ENOMEM;
-    } else {
-      registered = grown;
-      registered_cap = cap;
-    }
-  }
-  if (st == 0) {
-    registered[registered_count].base = (uintptr_t)ptr;
-    registered[registered_count].size = size;
-    registered_count++;
-  }
-  pthread_mutex_unlock(&memory_lock);
-  if (st != 0) {
-    hip_api.hipHostUnregister(ptr);
-    return hip_errorf(error, ENOMEM, "out of memory");
-  }
-  return 0;
-}
-
 int hip_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
                       struct adr_error* error) {
   struct hip_current_guard g;
   int st = hip_current_enter(dev, &g, error);
-  if (st != 0) return st;
-  st = host_register_current(dev, ptr, size, error);
-  hip_current_leave(&g);
-  return st;
-}
-
-static int host_unregister_current(struct adr_backend_device* dev, void* ptr,
-                                   struct adr_error* error) {
-  bool found = false;
-  pthread_mutex_lock(&memory_lock);
-  for (size_t i = 0; i < registered_count; i++) {
-    if (registered[i].base == (uintptr_t)ptr) {
-      registered[i] = registered[--registered_count];
-      found = true;
-      break;
-    }
+  if (st) return st;
+  if (ptr == NULL || size == 0) {
+    hip_current_leave(&g);
+    return hip_errorf(error, EINVAL, "ptr must be non-NULL and size > 0");
   }
-  pthread_mutex_unlock(&memory_lock);
-  if (!found)
-    return hip_errorf(error, EINVAL,
-                      "%p was not registered with "
-                      "adr_host_register",
-                      ptr);
-  hipError_t e = hip_api.hipHostUnregister(ptr);
-  if (e != hipSuccess) return hip_check(e, error, "hipHostUnregister");
+  hipError_t r = hip_api.hipHostRegister(ptr, size, hipHostRegisterDefault);
+  if (r == hipSuccess && registered_add(ptr, size) != 0) {
+    hip_api.hipHostUnregister(ptr);
+    hip_current_leave(&g);
+    return hip_errorf(error, ENOMEM, "out of memory");
+  }
+  hip_current_leave(&g);
+  if (r != hipSuccess) return hip_check(r, error, "hipHostRegister(%p, %zu)", ptr, size);
   return 0;
 }
 
 int hip_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_error* error) {
   struct hip_current_guard g;
   int st = hip_current_enter(dev, &g, error);
-  if (st != 0) return st;
-  st = host_unregister_current(dev, ptr, error);
+  if (st) return st;
+  if (!registered_remove(ptr)) {
+    hip_current_leave(&g);
+    return hip_errorf(error, EINVAL, "%p was not registered with adr_host_register", ptr);
+  }
+  hipError_t r = hip_api.hipHostUnregister(ptr);
   hip_current_leave(&g);
-  return st;
-}
-
-static bool in_registered(uintptr_t addr) {
-  bool found = false;
-  pthread_mutex_lock(&memory_lock);
-  for (size_t i = 0; i < registered_count && !found; i++)
-    found = addr - registered[i].base < registered[i].size;
-  pthread_mutex_unlock(&memory_lock);
-  return found;
+  if (r != hipSuccess) return hip_check(r, error, "hipHostUnregister(%p)", ptr);
+  return 0;
 }
 
 int hip_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
@@ -448,4 +401,57 @@ int hip_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_i
     }
   }
   return hip_errorf(error, ENOENT, "%p is not HIP memory", ptr);
+}
+
+/* ---- HIP only: the registered-range list ---------------------------------
+ *
+ * Host ranges the application registered through adr (hipHostRegister):
+ * pointer_query answers ENOENT for them (the memory stays the
+ * application's), so the backend remembers them; CUDA asks the driver. */
+
+/* 0, or ENOMEM when the list cannot grow. */
+static int registered_add(void* ptr, size_t size) {
+  int st = 0;
+  pthread_mutex_lock(&memory_lock);
+  if (registered_count == registered_cap) {
+    size_t cap = registered_cap ? registered_cap * 2 : 16;
+    struct host_range* grown = realloc(registered, cap * sizeof(*grown));
+    if (grown == NULL) {
+      st = ENOMEM;
+    } else {
+      registered = grown;
+      registered_cap = cap;
+    }
+  }
+  if (st == 0) {
+    registered[registered_count].base = (uintptr_t)ptr;
+    registered[registered_count].size = size;
+    registered_count++;
+  }
+  pthread_mutex_unlock(&memory_lock);
+  return st;
+}
+
+/* Whether `ptr` was registered (and is now no longer listed). */
+static bool registered_remove(void* ptr) {
+  bool found = false;
+  pthread_mutex_lock(&memory_lock);
+  for (size_t i = 0; i < registered_count; i++) {
+    if (registered[i].base == (uintptr_t)ptr) {
+      registered[i] = registered[--registered_count];
+      found = true;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&memory_lock);
+  return found;
+}
+
+static bool in_registered(uintptr_t addr) {
+  bool found = false;
+  pthread_mutex_lock(&memory_lock);
+  for (size_t i = 0; i < registered_count && !found; i++)
+    found = addr - registered[i].base < registered[i].size;
+  pthread_mutex_unlock(&memory_lock);
+  return found;
 }

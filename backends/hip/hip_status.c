@@ -55,40 +55,10 @@
   X(hipErrorRuntimeMemory, ENOMEM, "the HIP runtime failed to allocate host memory")              \
   X(hipErrorRuntimeOther, EIO, "the HIP runtime failed internally")
 
+ADR_BACKEND_DEFINE_STATUS_TABLE(hipError_t, HIP_ERRORS, EIO)
+
 int hip_status(hipError_t e) {
-  switch (e) {
-#define HIP_STATUS_CASE(code, status, desc) \
-  case code:                                \
-    return status;
-    HIP_ERRORS(HIP_STATUS_CASE)
-#undef HIP_STATUS_CASE
-    default:
-      return EIO;
-  }
-}
-
-static const char* table_name(hipError_t e) {
-  switch (e) {
-#define HIP_NAME_CASE(code, status, desc) \
-  case code:                              \
-    return #code;
-    HIP_ERRORS(HIP_NAME_CASE)
-#undef HIP_NAME_CASE
-    default:
-      return NULL;
-  }
-}
-
-static const char* table_description(hipError_t e) {
-  switch (e) {
-#define HIP_DESC_CASE(code, status, desc) \
-  case code:                              \
-    return desc;
-    HIP_ERRORS(HIP_DESC_CASE)
-#undef HIP_DESC_CASE
-    default:
-      return NULL;
-  }
+  return table_status(e);
 }
 
 const char* hip_error_name(hipError_t e) {
@@ -122,10 +92,4 @@ int hip_check(hipError_t e, struct adr_error* error, const char* fmt, ...) {
   return st;
 }
 
-int hip_errorf(struct adr_error* error, int status, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int st = adr_backend_verrorf(error, status, fmt, ap);
-  va_end(ap);
-  return st;
-}
+ADR_BACKEND_DEFINE_ERRORF(hip_errorf)

@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "opencl_internal.h"
+#include "status.h"
 
 #ifndef CL_PLATFORM_NOT_FOUND_KHR
 #define CL_PLATFORM_NOT_FOUND_KHR -1001
@@ -114,22 +115,6 @@ int ocl_status(cl_int code) {
   }
 }
 
-static const char* errno_name(int status) {
-  switch (status) {
-    case EINVAL: return "EINVAL";
-    case ENOMEM: return "ENOMEM";
-    case ENOTSUP: return "ENOTSUP";
-    case ENODEV: return "ENODEV";
-    case ENOENT: return "ENOENT";
-    case ERANGE: return "ERANGE";
-    case EOVERFLOW: return "EOVERFLOW";
-    case EEXIST: return "EEXIST";
-    case EBUSY: return "EBUSY";
-    case EIO: return "EIO";
-    default: return "ERROR";
-  }
-}
-
 int ocl_check(cl_int code, struct adr_error* error, const char* fmt, ...) {
   int status = ocl_status(code);
   if (status == 0) status = EIO; /* a caller reporting CL_SUCCESS as a failure */
@@ -145,12 +130,5 @@ int ocl_check(cl_int code, struct adr_error* error, const char* fmt, ...) {
   return adr_backend_error_set(error, status, "%s: %s", name, detail);
 }
 
-int ocl_errorf(struct adr_error* error, int status, const char* fmt, ...) {
-  if (error == NULL) return status;
-  char detail[768];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(detail, sizeof(detail), fmt, ap);
-  va_end(ap);
-  return adr_backend_error_set(error, status, "%s: %s", errno_name(status), detail);
-}
+/* "ENAME: description": the errno names of backends/common/status.h. */
+ADR_BACKEND_DEFINE_ERRORF(ocl_errorf)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "status.h"
 #include "vulkan_internal.h"
 
 /* X(result, status, description) */
@@ -101,43 +102,5 @@ int vkb_check(VkResult r, struct adr_error* error, const char* fmt, ...) {
   return status;
 }
 
-static const char* errno_name(int status) {
-  switch (status) {
-    case EINVAL:
-      return "EINVAL";
-    case ENOMEM:
-      return "ENOMEM";
-    case ENOTSUP:
-      return "ENOTSUP";
-    case ENODEV:
-      return "ENODEV";
-    case ENOENT:
-      return "ENOENT";
-    case ERANGE:
-      return "ERANGE";
-    case EOVERFLOW:
-      return "EOVERFLOW";
-    case EEXIST:
-      return "EEXIST";
-    case EBUSY:
-      return "EBUSY";
-    case EIO:
-      return "EIO";
-    case ETIMEDOUT:
-      return "ETIMEDOUT";
-    default:
-      return "ERROR";
-  }
-}
-
-int vkb_errorf(struct adr_error* error, int status, const char* fmt, ...) {
-  if (error != NULL) {
-    char what[900];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof(what), fmt, ap);
-    va_end(ap);
-    snprintf(error->message, sizeof(error->message), "%s: %s", errno_name(status), what);
-  }
-  return status;
-}
+/* "ENAME: description": the errno names of backends/common/status.h. */
+ADR_BACKEND_DEFINE_ERRORF(vkb_errorf)

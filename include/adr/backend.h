@@ -28,11 +28,14 @@
  *
  * Errors: every slot returns 0 or a positive errno value and writes a
  * message with adr_backend_error_set() into `error` (which may be NULL),
- * formatted "NATIVE_NAME: description" for a vendor result
- * ("CL_OUT_OF_RESOURCES: clEnqueueSVMMemcpy failed", "VK_ERROR_OUT_OF_DEVICE_MEMORY:
- * ...") and as a plain description for an errno-only failure. No
- * "[operation][backend]" prefix: the core adds it, once, in its one
- * checked call per slot.
+ * formatted "NATIVE_NAME: description": the vendor result's name for a
+ * vendor failure ("CL_OUT_OF_RESOURCES: clEnqueueSVMMemcpy failed",
+ * "VK_ERROR_OUT_OF_DEVICE_MEMORY: ..."), the errno name for the backend's
+ * own ("EINVAL: 0x40 is not an allocation"). No "[operation][backend]"
+ * prefix: the core adds it, once, in its one checked call per slot. The
+ * in-tree backends write both through two helpers, <b>_check(native,
+ * error, fmt, ...) and <b>_errorf(error, status, fmt, ...), built on
+ * backends/common/status.h.
  *
  * The default stream (the teardown contract). Every device has exactly
  * one default stream, owned by the device:

@@ -640,7 +640,9 @@ static void test_bad_staging(void** state) {
   struct adr_device* d = NULL;
   assert_int_equal(adr_device_get(ARROW_DEVICE_ROCM, 0, &d, &e), ENODEV);
   assert_non_null(strstr(e.message, "rejected"));
-  assert_non_null(strstr(e.message, "ADR_HIP_STAGING=\"64K:1K\": column 5"));
+  assert_non_null(strstr(e.message,
+                         "ADR_HIP_STAGING=\"64K:1K\": column 5: expected a chunk size of at "
+                         "least 4 KiB, found '1'"));
   assert_non_null(strstr(e.message, "EINVAL"));
 }
 
