@@ -77,14 +77,17 @@ static void test_failed_destroy_still_destroys(void** state) {
   assert_int_equal(adr_stream_create(cpu, &s, &e), 0);
   assert_int_equal(adr_event_create(cpu, &ev, &e), 0);
   assert_int_equal(adr_event_record(ev, s, &e), 0);
-  assert_int_equal(thread_count(), before + 1);
+  /* At least the stream's worker more (a sanitizer may start its own
+   * background thread with the first pthread_create). */
+  int during = thread_count();
+  assert_true(during >= before + 1);
   assert_int_equal(adr_test_fault_set("stream_destroy", 1, EIO, false, &e), 0);
   memset(&e, 0, sizeof(e));
   assert_int_equal(adr_stream_destroy(s, &e), EIO);
   assert_string_equal(e.message,
                       "[adr_stream_destroy][cpu] EIO: injected fault (call 1 of slot "
                       "'stream_destroy')");
-  assert_int_equal(thread_count(), before);
+  assert_int_equal(thread_count(), during - 1);
   assert_int_equal(adr_test_fault_set("event_destroy", 1, EIO, false, &e), 0);
   memset(&e, 0, sizeof(e));
   assert_int_equal(adr_event_destroy(ev, &e), EIO);
