@@ -265,6 +265,12 @@ static int read_index(struct copy_ctx* ctx, struct plan* p, int64_t from, int64_
       return 0;
     case ADR_LAYOUT_LIST_VIEW:
       st = read_validity(ctx, p, from, count);
+      if (st == 0 && (b1 == NULL || s->buffers[2] == NULL)) {
+        if (count > 0) return CFAIL(ctx, EINVAL, "offsets or sizes buffer is NULL");
+        if (sz[1] > 0) memset(p->host[1], 0, (size_t)sz[1]);
+        if (sz[2] > 0) memset(p->host[2], 0, (size_t)sz[2]);
+        return 0;
+      }
       if (st == 0) st = read_into(ctx, p->host[1], b1 + from * w, sz[1]);
       if (st == 0)
         st = read_into(ctx, p->host[2], (const unsigned char*)s->buffers[2] + from * w, sz[2]);
