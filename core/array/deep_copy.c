@@ -182,8 +182,13 @@ static int host_blocks(struct copy_ctx* ctx, struct plan* p, const int64_t sizes
 }
 
 /* Reads n bytes of the source at src into host memory at dst. */
-static int read_into(struct copy_ctx* ctx, void* dst, const void* src, int64_t n) {
+/* Reads n bytes at byte offset `at` of the source buffer `buf` into host
+ * memory. A NULL buffer is never offset: with bytes to read it is an
+ * error (the layout needs it), with none there is nothing to do. */
+static int read_into(struct copy_ctx* ctx, void* dst, const void* buf, int64_t at, int64_t n) {
   if (n <= 0) return 0;
+  if (buf == NULL) return CFAIL(ctx, EINVAL, "a buffer the layout needs is NULL");
+  const unsigned char* src = (const unsigned char*)buf + at;
   ctx->stats.size_reads++;
   ctx->stats.read_bytes += n;
   if (ctx->src_cpu || ctx->direct) {
@@ -197,22 +202,28 @@ static int read_into(struct copy_ctx* ctx, void* dst, const void* src, int64_t n
 /* Validity bits of elements [from, from + count) (from is a multiple of 8). */
 static int read_validity(struct copy_ctx* ctx, struct plan* p, int64_t from, int64_t count) {
   const unsigned char* v = p->src->buffers[0];
-  return v == NULL ? 0 : read_into(ctx, p->host[0], v + from / 8, p->host_size[0]);
+  return v == NULL ? 0 : read_into(ctx, p->host[0], v, from / 8, p->host_size[0]);
 }
 
 /* Var-binary and list offsets, device to device, of a range from element
  * 0 (a whole array): they usually start at 0 and need no rebasing, so
  * only the first and last are read and the offsets cross device to device
  * as they are, instead of crossing the host twice. */
-static int read_offset_bounds(struct copy_ctx* ctx, struct plan* p, int64_t count) {
+/* Offsets `first` and `last` of a var-binary or list node into p->scratch
+ * (bytes 0 and 8). */
+static int read_two_offsets(struct copy_ctx* ctx, struct plan* p, int64_t first, int64_t last) {
   const int w = p->f.offset_bytes;
-  const unsigned char* offs = p->src->buffers[1];
-  p->keep_offsets = true;
+  const void* offs = p->src->buffers[1];
   p->scratch = malloc(16);
   if (p->scratch == NULL) return CFAIL(ctx, ENOMEM, "out of memory");
-  int st = read_into(ctx, p->scratch, offs, w);
-  if (st == 0) st = read_into(ctx, p->scratch + 8, offs + count * w, w);
+  int st = read_into(ctx, p->scratch, offs, first * w, w);
+  if (st == 0) st = read_into(ctx, p->scratch + 8, offs, last * w, w);
   return st;
+}
+
+static int read_offset_bounds(struct copy_ctx* ctx, struct plan* p, int64_t count) {
+  p->keep_offsets = true;
+  return read_two_offsets(ctx, p, 0, count);
 }
 
 /* Slice mode: the index buffers of p's range [from, from + count). */
@@ -259,30 +270,23 @@ static int read_index(struct copy_ctx* ctx, struct plan* p, int64_t from, int64_
   switch (p->f.layout) {
     case ADR_LAYOUT_VAR_BINARY:
     case ADR_LAYOUT_LIST:
-      if (b1 != NULL) return read_into(ctx, p->host[1], b1 + from * w, sz[1]);
+      if (b1 != NULL) return read_into(ctx, p->host[1], b1, from * w, sz[1]);
       if (count > 0) return CFAIL(ctx, EINVAL, "offsets buffer is NULL");
       memset(p->host[1], 0, (size_t)sz[1]); /* length 0: one offset, 0 */
       return 0;
     case ADR_LAYOUT_LIST_VIEW:
       st = read_validity(ctx, p, from, count);
-      if (st == 0 && (b1 == NULL || s->buffers[2] == NULL)) {
-        if (count > 0) return CFAIL(ctx, EINVAL, "offsets or sizes buffer is NULL");
-        if (sz[1] > 0) memset(p->host[1], 0, (size_t)sz[1]);
-        if (sz[2] > 0) memset(p->host[2], 0, (size_t)sz[2]);
-        return 0;
-      }
-      if (st == 0) st = read_into(ctx, p->host[1], b1 + from * w, sz[1]);
-      if (st == 0)
-        st = read_into(ctx, p->host[2], (const unsigned char*)s->buffers[2] + from * w, sz[2]);
+      if (st == 0) st = read_into(ctx, p->host[1], b1, from * w, sz[1]);
+      if (st == 0) st = read_into(ctx, p->host[2], s->buffers[2], from * w, sz[2]);
       return st;
     case ADR_LAYOUT_DENSE_UNION:
-      st = read_into(ctx, p->host[0], (const unsigned char*)s->buffers[0] + from, sz[0]);
-      if (st == 0) st = read_into(ctx, p->host[1], b1 + 4 * from, sz[1]);
+      st = read_into(ctx, p->host[0], s->buffers[0], from, sz[0]);
+      if (st == 0) st = read_into(ctx, p->host[1], b1, 4 * from, sz[1]);
       return st;
     default: /* views */
       st = read_validity(ctx, p, from, count);
-      if (st == 0) st = read_into(ctx, p->host[1], b1 + 16 * from, sz[1]);
-      if (st == 0) st = read_into(ctx, p->host[2], s->buffers[s->n_buffers - 1], sz[2]);
+      if (st == 0) st = read_into(ctx, p->host[1], b1, 16 * from, sz[1]);
+      if (st == 0) st = read_into(ctx, p->host[2], s->buffers[s->n_buffers - 1], 0, sz[2]);
       return st;
   }
 }
@@ -299,29 +303,20 @@ static int read_run_ends(struct copy_ctx* ctx, struct plan* p) {
   int64_t bytes = n * (ef.bit_width / 8);
   p->scratch = malloc((size_t)bytes);
   if (p->scratch == NULL) return CFAIL(ctx, ENOMEM, "out of memory");
-  return read_into(ctx, p->scratch,
-                   (const unsigned char*)ends->buffers[1] + ends->offset * (ef.bit_width / 8),
-                   bytes);
+  return read_into(ctx, p->scratch, ends->buffers[1], ends->offset * (ef.bit_width / 8), bytes);
 }
 
 /* Whole mode: a var-binary node's first and last offsets; a view node's
  * variadic sizes. */
 static int read_whole(struct copy_ctx* ctx, struct plan* p) {
   const struct ArrowArray* s = p->src;
-  if (p->f.layout == ADR_LAYOUT_VAR_BINARY && s->buffers[1] != NULL) {
-    const int w = p->f.offset_bytes;
-    const unsigned char* offs = s->buffers[1];
-    p->scratch = malloc(16);
-    if (p->scratch == NULL) return CFAIL(ctx, ENOMEM, "out of memory");
-    int st = read_into(ctx, p->scratch, offs + p->start * w, w);
-    if (st == 0) st = read_into(ctx, p->scratch + 8, offs + (p->start + p->len) * w, w);
-    return st;
-  }
+  if (p->f.layout == ADR_LAYOUT_VAR_BINARY && s->buffers[1] != NULL)
+    return read_two_offsets(ctx, p, p->start, p->start + p->len);
   if (p->f.layout == ADR_LAYOUT_BINARY_VIEW && s->n_buffers > 3) {
     int64_t n = (s->n_buffers - 3) * 8;
     p->scratch = malloc((size_t)n);
     if (p->scratch == NULL) return CFAIL(ctx, ENOMEM, "out of memory");
-    return read_into(ctx, p->scratch, s->buffers[s->n_buffers - 1], n);
+    return read_into(ctx, p->scratch, s->buffers[s->n_buffers - 1], 0, n);
   }
   return 0;
 }
