@@ -246,28 +246,37 @@ int ocl_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device*
 
 int ocl_device_open_native(struct adr_backend_device* dev, struct adr_error* error) {
   pthread_mutex_lock(&dev->open_lock);
-  int st = 0;
-  if (!atomic_load_explicit(&dev->opened, memory_order_relaxed)) {
+  if (!atomic_load_explicit(&dev->opened, memory_order_relaxed) && dev->open_status == 0) {
+    struct adr_error e = {{0}};
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev->platform, 0};
     cl_int rc = CL_SUCCESS;
+    int st = 0;
     cl_context context = ocl.clCreateContext(props, 1, &dev->device, NULL, NULL, &rc);
     if (context == NULL || rc != CL_SUCCESS) {
-      st = ocl_check(rc, error, "clCreateContext for opencl:%lld failed", (long long)dev->id);
+      st = ocl_check(rc, &e, "clCreateContext for opencl:%lld failed", (long long)dev->id);
     } else {
       dev->context = context;
       cl_command_queue queue = NULL;
-      st = ocl_queue_create(dev, &queue, error);
+      st = ocl_queue_create(dev, &queue, &e);
       if (st != 0) {
         ocl.clReleaseContext(context);
         dev->context = NULL;
       } else {
         dev->default_stream.queue = queue;
-        atomic_store_explicit(&dev->opened, true, memory_order_release);
-        adr_host_log(ADR_LOG_INFO, "opencl:%lld: context and queue created on first use",
-                     (long long)dev->id);
       }
     }
+    if (st == 0) {
+      atomic_store_explicit(&dev->opened, true, memory_order_release);
+      adr_host_log(ADR_LOG_INFO, "opencl:%lld: context and queue created on first use",
+                   (long long)dev->id);
+    } else {
+      dev->open_status = st;
+      snprintf(dev->open_message, sizeof(dev->open_message), "%s", e.message);
+    }
   }
+  int st = atomic_load_explicit(&dev->opened, memory_order_relaxed) ? 0 : dev->open_status;
+  if (st != 0 && error != NULL)
+    snprintf(error->message, sizeof(error->message), "%s", dev->open_message);
   pthread_mutex_unlock(&dev->open_lock);
   return st;
 }

@@ -131,9 +131,12 @@ struct adr_backend_device {
   /* Lazy opening (opencl_device.c): device_open only reads enumeration
    * queries; the context and default queue are made by the first call that
    * needs them (ocl_device_ensure). `opened` is stored with release order
-   * after both exist; open_lock serialises concurrent first uses. */
+   * after both exist; open_lock serialises concurrent first uses; a
+   * failure is kept (open_status, open_message) and repeated. */
   pthread_mutex_t open_lock;
   atomic_bool opened;
+  int open_status;
+  char open_message[sizeof(((struct adr_error*)0)->message)];
   enum adr_opencl_address_mode mode;
   cl_device_svm_capabilities svm_caps;
   bool host_unified; /* CL_DEVICE_HOST_UNIFIED_MEMORY */
@@ -172,7 +175,7 @@ void ocl_device_close(struct adr_backend_device* dev);
 /* Creates the context and the default queue of `dev` unless done: the
  * first call that needs them opens the device (once, whichever thread
  * comes first); a failure is returned to that call with its message and
- * the next call tries again. Never needed for info, properties, or the
+ * repeated to every later one. Never needed for info, properties, or the
  * platform/device handles. */
 int ocl_device_open_native(struct adr_backend_device* dev, struct adr_error* error);
 static inline bool ocl_device_opened(struct adr_backend_device* dev) {
