@@ -303,16 +303,24 @@ int adr_device_default(struct adr_device** out, struct adr_error* error) {
     for (size_t i = 0; i < c->device_list->count && dev == NULL; i++) {
       const struct adr__device_spec* s = &c->device_list->u.devices[i];
       struct adr_error e = {{0}};
-      if (s->type == 0 || s->id < 0) {
-        /* "*" or "name:*": the first device of the enumeration that fits. */
+      if (s->type == 0) {
+        /* "*": the first device of the enumeration (loads every allowed
+         * backend). */
         load_all_locked();
-        for (size_t k = 0; k < enumeration_count; k++) {
-          if (s->type == 0 || enumeration[k]->type == s->type) {
-            dev = enumeration[k];
-            break;
-          }
-        }
+        if (enumeration_count > 0) dev = enumeration[0];
         if (dev == NULL) snprintf(e.message, sizeof(e.message), "no device matches");
+      } else if (s->id < 0) {
+        /* "name:*": the first device of that type that opens, in id order
+         * (the enumeration's order within a type). Only the backend that
+         * serves the type is loaded, as for "name:N". */
+        struct adr__backend* b = backend_for_type_locked(s->type, &e);
+        size_t ti = 0;
+        if (b != NULL && claims(b, s->type, &ti)) {
+          for (int64_t id = 0; id < b->device_count[ti] && dev == NULL; id++)
+            device_get_locked(s->type, id, &dev, &e);
+          if (dev == NULL && b->device_count[ti] == 0)
+            snprintf(e.message, sizeof(e.message), "no device matches");
+        }
       } else {
         device_get_locked(s->type, s->id, &dev, &e);
       }

@@ -8,6 +8,13 @@
  * open device retains (cuDevicePrimaryCtxRetain) and releases on close: the
  * same context the CUDA runtime and most libraries use, so memory, streams
  * and events are shared with them without context juggling.
+ *
+ * Lazy opening: init (cuInit, cuDeviceGetCount) and device_open
+ * (cuDeviceGet, attributes) only enumerate, so adr-info and ADR_DEVICE
+ * retain no context. cuda_device_open_native retains the primary context
+ * and creates the default stream on the first call that needs them (the
+ * wrappers in cuda_backend.c); open_lock is taken only then, double-checked
+ * with `opened` (acquire/release).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -107,11 +114,12 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
   pthread_mutex_init(&dev->scratch_lock, NULL);
   dev->aligned = (struct adr_range_map)ADR_RANGE_MAP_INIT(struct cuda_aligned);
   atomic_init(&dev->aligned_count, 0);
+  pthread_mutex_init(&dev->open_lock, NULL);
+  atomic_init(&dev->opened, false);
   CUresult r = cuda_api.cuDeviceGet(&dev->cuda_dev, dev->ordinal);
-  if (r == CUDA_SUCCESS) r = cuda_api.cuDevicePrimaryCtxRetain(&dev->ctx, dev->cuda_dev);
   if (r != CUDA_SUCCESS) {
-    int st =
-        cuda_check(r, error, "CUDA device %d: cannot retain the primary context", dev->ordinal);
+    int st = cuda_check(r, error, "CUDA device %d: cuDeviceGet", dev->ordinal);
+    pthread_mutex_destroy(&dev->open_lock);
     adr_staging_fini(&dev->staging);
     pthread_mutex_destroy(&dev->scratch_lock);
     free(dev);
@@ -128,29 +136,55 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
                   v != 0;
   dev->default_stream.dev = dev;
   dev->default_stream.is_default = true;
-  struct cuda_current_guard g;
-  int st = cuda_current_enter(dev, &g, error);
-  if (st == 0) {
-    r = cuda_api.cuStreamCreate(&dev->default_stream.stream, CU_STREAM_NON_BLOCKING);
-    cuda_current_leave(&g);
-    if (r != CUDA_SUCCESS)
-      st = cuda_check(r, error, "CUDA device %d: cannot create the default stream", dev->ordinal);
-  }
-  if (st) {
-    cuda_api.cuDevicePrimaryCtxRelease(dev->cuda_dev);
-    adr_staging_fini(&dev->staging);
-    pthread_mutex_destroy(&dev->scratch_lock);
-    free(dev);
-    return st;
-  }
   *out = dev;
   return 0;
 }
 
+int cuda_device_open_native(struct adr_backend_device* dev, struct adr_error* error) {
+  pthread_mutex_lock(&dev->open_lock);
+  if (!atomic_load_explicit(&dev->opened, memory_order_relaxed) && dev->open_status == 0) {
+    struct adr_error e = {{0}};
+    CUresult r = cuda_api.cuDevicePrimaryCtxRetain(&dev->ctx, dev->cuda_dev);
+    int st = 0;
+    if (r != CUDA_SUCCESS) {
+      st = cuda_check(r, &e, "CUDA device %d: cannot retain the primary context", dev->ordinal);
+    } else {
+      struct cuda_current_guard g;
+      st = cuda_current_enter(dev, &g, &e);
+      if (st == 0) {
+        r = cuda_api.cuStreamCreate(&dev->default_stream.stream, CU_STREAM_NON_BLOCKING);
+        cuda_current_leave(&g);
+        if (r != CUDA_SUCCESS)
+          st = cuda_check(r, &e, "CUDA device %d: cannot create the default stream", dev->ordinal);
+      }
+      if (st != 0) {
+        cuda_api.cuDevicePrimaryCtxRelease(dev->cuda_dev);
+        dev->ctx = NULL;
+      }
+    }
+    if (st == 0) {
+      atomic_store_explicit(&dev->opened, true, memory_order_release);
+      adr_host_log(ADR_LOG_INFO, "CUDA device %d: primary context retained on first use",
+                   dev->ordinal);
+    } else {
+      dev->open_status = st;
+      snprintf(dev->open_message, sizeof(dev->open_message), "%s", e.message);
+    }
+  }
+  int st = atomic_load_explicit(&dev->opened, memory_order_relaxed) ? 0 : dev->open_status;
+  if (st != 0 && error != NULL)
+    snprintf(error->message, sizeof(error->message), "%s", dev->open_message);
+  pthread_mutex_unlock(&dev->open_lock);
+  return st;
+}
+
 void cuda_device_close(struct adr_backend_device* dev) {
   if (dev == NULL) return;
+  bool opened = cuda_device_opened(dev);
   struct cuda_current_guard g;
-  if (cuda_current_enter(dev, &g, NULL) == 0) {
+  if (!opened) {
+    adr_staging_fini(&dev->staging);
+  } else if (cuda_current_enter(dev, &g, NULL) == 0) {
     cuda_api.cuStreamSynchronize(dev->default_stream.stream);
     cuda_api.cuStreamDestroy(dev->default_stream.stream);
     cuda_stream_scratch_free(&dev->default_stream);
@@ -158,8 +192,9 @@ void cuda_device_close(struct adr_backend_device* dev) {
     cuda_current_leave(&g);
   }
   adr_range_map_clear(&dev->aligned);
-  cuda_api.cuDevicePrimaryCtxRelease(dev->cuda_dev);
+  if (opened) cuda_api.cuDevicePrimaryCtxRelease(dev->cuda_dev);
   pthread_mutex_destroy(&dev->scratch_lock);
+  pthread_mutex_destroy(&dev->open_lock);
   free(dev);
 }
 
@@ -179,7 +214,8 @@ int cuda_device_info(struct adr_backend_device* dev, struct adr_device_info* out
   size_t total = 0, free_bytes = 0;
   if (cuda_api.cuDeviceTotalMem(&total, dev->cuda_dev) == CUDA_SUCCESS) out->memory_total = total;
   struct cuda_current_guard g;
-  if (cuda_current_enter(dev, &g, NULL) == 0) {
+  /* The free figure needs a current context: only once the device is open. */
+  if (cuda_device_opened(dev) && cuda_current_enter(dev, &g, NULL) == 0) {
     size_t t2 = 0;
     if (cuda_api.cuMemGetInfo(&free_bytes, &t2) == CUDA_SUCCESS) out->memory_free = free_bytes;
     cuda_current_leave(&g);
@@ -237,7 +273,9 @@ int cuda_device_properties(struct adr_backend_device* dev, adr_property_fn emit,
                      : dev->type == ARROW_DEVICE_CUDA_MANAGED ? "cuMemAllocManaged (global)"
                      : dev->mempools ? "cuMemAllocAsync (stream-ordered pool)"
                                      : "cuMemAlloc");
-  adr_property_emitf(emit, ctx, "context", "primary (retained)");
+  adr_property_emitf(
+      emit, ctx, "context", "%s",
+      cuda_device_opened(dev) ? "primary (retained)" : "primary, not retained yet (on first use)");
   if (cuda_config.staging.threshold == 0)
     adr_property_emitf(emit, ctx, "pageable_staging", "off");
   else
@@ -249,6 +287,10 @@ int cuda_device_properties(struct adr_backend_device* dev, adr_property_fn emit,
 
 int cuda_device_native(struct adr_backend_device* dev, int kind, void** out,
                        struct adr_error* error) {
+  if (kind == ADR_NATIVE_CONTEXT || kind == ADR_NATIVE_QUEUE) {
+    int st = cuda_device_ensure(dev, error);
+    if (st != 0) return st;
+  }
   switch (kind) {
     case ADR_NATIVE_DEVICE:
       *out = (void*)(intptr_t)dev->cuda_dev;

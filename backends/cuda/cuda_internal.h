@@ -152,6 +152,14 @@ struct adr_backend_device {
   CUdevice cuda_dev;
   CUcontext ctx; /* primary context, retained for the device's life */
   struct adr_backend_stream default_stream;
+  /* Lazy opening (cuda_device.c): device_open only reads enumeration
+   * queries; the first call that needs the device (primary context retained, default stream
+   * created) opens it (cuda_device_ensure). `opened` is stored with release order; open_lock
+   * serialises first uses; a failure is kept and repeated. */
+  pthread_mutex_t open_lock;
+  atomic_bool opened;
+  int open_status;
+  char open_message[sizeof(((struct adr_error*)0)->message)];
   bool mempools; /* cuMemAllocAsync usable */
   int cc_major, cc_minor;
 
@@ -166,6 +174,16 @@ struct adr_backend_device {
   struct adr_range_map aligned;
   _Atomic size_t aligned_count;
 };
+
+/* Opens `dev` unless done: 0, or the status and message of the failed
+ * first opening. */
+int cuda_device_open_native(struct adr_backend_device* dev, struct adr_error* error);
+static inline bool cuda_device_opened(struct adr_backend_device* dev) {
+  return atomic_load_explicit(&dev->opened, memory_order_acquire);
+}
+static inline int cuda_device_ensure(struct adr_backend_device* dev, struct adr_error* error) {
+  return cuda_device_opened(dev) ? 0 : cuda_device_open_native(dev, error);
+}
 
 /* Current-context guard (see the top of this file). */
 struct cuda_current_guard {

@@ -7,6 +7,13 @@
  * ROCR_VISIBLE_DEVICES itself when it initialises, so ordinal 0 is the
  * first visible device, as users of those variables expect; the backend
  * does not filter again (it reports the variables in device_properties).
+ *
+ * Lazy opening: init and device_open only enumerate (hipGetDeviceCount,
+ * hipDeviceGet, hipGetDeviceProperties), so adr-info and ADR_DEVICE create
+ * no stream and enable no peer access. hip_device_open_native does both on
+ * the first call that needs the device (the wrappers in hip_backend.c);
+ * open_lock is taken only then, double-checked with `opened`
+ * (acquire/release). An adopted device is open from the start.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -152,30 +159,58 @@ static int open_device(ArrowDeviceType type, int64_t id, int ordinal, hipStream_
   dev->default_stream.is_default = true;
   dev->default_stream.stream = stream;
   dev->default_stream.imported = stream != NULL;
-  struct hip_current_guard g;
-  int st = hip_current_enter(dev, &g, error);
-  if (st == 0) {
-    if (type == ARROW_DEVICE_ROCM) enable_peers(dev);
-    r = stream != NULL
-            ? hipSuccess
-            : hip_api.hipStreamCreateWithFlags(&dev->default_stream.stream, hipStreamNonBlocking);
-    hip_current_leave(&g);
-    st = hip_check(r, error, "HIP device %d: cannot create the default stream", dev->ordinal);
-  }
-  if (st) {
-    adr_staging_fini(&dev->staging);
-    pthread_mutex_destroy(&dev->scratch_lock);
-    free(dev);
-    return st;
+  pthread_mutex_init(&dev->open_lock, NULL);
+  atomic_init(&dev->opened, false);
+  if (stream != NULL) {
+    /* Adopted: the application's stream; open now. */
+    int st = hip_device_open_native(dev, error);
+    if (st) {
+      adr_staging_fini(&dev->staging);
+      pthread_mutex_destroy(&dev->scratch_lock);
+      pthread_mutex_destroy(&dev->open_lock);
+      free(dev);
+      return st;
+    }
   }
   *out = dev;
   return 0;
 }
 
+int hip_device_open_native(struct adr_backend_device* dev, struct adr_error* error) {
+  pthread_mutex_lock(&dev->open_lock);
+  if (!atomic_load_explicit(&dev->opened, memory_order_relaxed) && dev->open_status == 0) {
+    struct adr_error e = {{0}};
+    struct hip_current_guard g;
+    int st = hip_current_enter(dev, &g, &e);
+    if (st == 0) {
+      if (dev->type == ARROW_DEVICE_ROCM) enable_peers(dev);
+      hipError_t r =
+          dev->default_stream.stream != NULL
+              ? hipSuccess
+              : hip_api.hipStreamCreateWithFlags(&dev->default_stream.stream, hipStreamNonBlocking);
+      hip_current_leave(&g);
+      st = hip_check(r, &e, "HIP device %d: cannot create the default stream", dev->ordinal);
+    }
+    if (st == 0) {
+      atomic_store_explicit(&dev->opened, true, memory_order_release);
+      adr_host_log(ADR_LOG_INFO, "HIP device %d: default stream created on first use",
+                   dev->ordinal);
+    } else {
+      dev->open_status = st;
+      snprintf(dev->open_message, sizeof(dev->open_message), "%s", e.message);
+    }
+  }
+  int st = atomic_load_explicit(&dev->opened, memory_order_relaxed) ? 0 : dev->open_status;
+  if (st != 0 && error != NULL)
+    snprintf(error->message, sizeof(error->message), "%s", dev->open_message);
+  pthread_mutex_unlock(&dev->open_lock);
+  return st;
+}
+
 void hip_device_close(struct adr_backend_device* dev) {
   if (dev == NULL) return;
   struct hip_current_guard g;
-  bool live = !hip_exiting() && hip_current_enter(dev, &g, NULL) == 0;
+  bool live = hip_device_opened(dev) && !hip_exiting() && hip_current_enter(dev, &g, NULL) == 0;
   adr_staging_fini(&dev->staging);
   pthread_mutex_destroy(&dev->scratch_lock);
   if (live && dev->default_stream.stream != NULL && !dev->default_stream.imported) {
@@ -186,6 +221,7 @@ void hip_device_close(struct adr_backend_device* dev) {
     hip_stream_scratch_free(&dev->default_stream);
     hip_current_leave(&g);
   }
+  pthread_mutex_destroy(&dev->open_lock);
   free(dev);
 }
 
@@ -213,7 +249,8 @@ int hip_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
     out->memory_total = dev->props.totalGlobalMem;
     size_t free_bytes = 0, total_bytes = 0;
     struct hip_current_guard g;
-    if (hip_current_enter(dev, &g, NULL) == 0) {
+    /* The free figure needs the device current: only once it is open. */
+    if (hip_device_opened(dev) && hip_current_enter(dev, &g, NULL) == 0) {
       if (hip_api.hipMemGetInfo(&free_bytes, &total_bytes) == hipSuccess) {
         out->memory_free = free_bytes;
         if (total_bytes != 0) out->memory_total = total_bytes;
@@ -279,11 +316,17 @@ int hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, 
     if (v != NULL) emit(ctx, vars[i], v);
   }
   if (dev->adopted) emit(ctx, "adopted", "yes");
+  emit(ctx, "default_stream",
+       hip_device_opened(dev) ? "created" : "not created yet (made on first use)");
   return 0;
 }
 
 int hip_device_native(struct adr_backend_device* dev, int kind, void** out,
                       struct adr_error* error) {
+  if (kind == ADR_NATIVE_QUEUE) {
+    int st = hip_device_ensure(dev, error);
+    if (st != 0) return st;
+  }
   switch (kind) {
     case ADR_NATIVE_DEVICE:
       *out = (void*)(intptr_t)dev->hip_dev;

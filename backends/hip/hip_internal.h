@@ -177,6 +177,14 @@ struct adr_backend_device {
   int64_t id;   /* adr id (= ordinal unless adopted) */
   bool adopted; /* device_adopt: the application's ordinal and stream */
   struct adr_backend_stream default_stream;
+  /* Lazy opening (hip_device.c): device_open only reads enumeration
+   * queries; the first call that needs the device (peer access enabled, default stream created)
+   * opens it (hip_device_ensure). `opened` is stored with release order; open_lock serialises first
+   * uses; a failure is kept and repeated. */
+  pthread_mutex_t open_lock;
+  atomic_bool opened;
+  int open_status;
+  char open_message[sizeof(((struct adr_error*)0)->message)];
   bool async_alloc; /* hipMallocAsync usable */
   hip_props_t props;
 
@@ -185,6 +193,16 @@ struct adr_backend_device {
   /* Keeps two threads' overlapping-copy pieces on one stream apart. */
   pthread_mutex_t scratch_lock;
 };
+
+/* Opens `dev` unless done: 0, or the status and message of the failed
+ * first opening. */
+int hip_device_open_native(struct adr_backend_device* dev, struct adr_error* error);
+static inline bool hip_device_opened(struct adr_backend_device* dev) {
+  return atomic_load_explicit(&dev->opened, memory_order_acquire);
+}
+static inline int hip_device_ensure(struct adr_backend_device* dev, struct adr_error* error) {
+  return hip_device_opened(dev) ? 0 : hip_device_open_native(dev, error);
+}
 
 /* Current-device guard (see the top of this file). */
 struct hip_current_guard {

@@ -11,6 +11,15 @@
  *
  * Each opened device owns one cl_context over its single cl_device_id and
  * one in-order cl_command_queue, its default stream.
+ *
+ * Lazy opening: init enumerates (clGetPlatformIDs, clGetDeviceIDs) and
+ * device_open reads only clGetDeviceInfo, so listing devices and their
+ * properties (adr-info, ADR_DEVICE) creates no context. The context and the
+ * default queue are made by ocl_device_open_native on the first call that
+ * needs them (alloc, copy, memset, a stream or event, a native context or
+ * queue); the vtable's wrappers in opencl_backend.c call it. Locking:
+ * open_lock is taken only on that first use (double-checked with the
+ * `opened` flag, acquire/release); afterwards the check is one load.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -103,9 +112,12 @@ int64_t ocl_devices_count(void) {
 
 const char* ocl_mode_name(enum adr_opencl_address_mode mode) {
   switch (mode) {
-    case ADR_OPENCL_ADDRESS_SVM_FINE: return "svm-fine";
-    case ADR_OPENCL_ADDRESS_SVM_COARSE: return "svm-coarse";
-    case ADR_OPENCL_ADDRESS_BUFFER: return "buffer";
+    case ADR_OPENCL_ADDRESS_SVM_FINE:
+      return "svm-fine";
+    case ADR_OPENCL_ADDRESS_SVM_COARSE:
+      return "svm-coarse";
+    case ADR_OPENCL_ADDRESS_BUFFER:
+      return "buffer";
   }
   return "unknown";
 }
@@ -134,10 +146,9 @@ static int device_setup(struct adr_backend_device* dev, struct adr_error* error)
   ocl.clGetDeviceInfo(dev->device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof(mem), &mem, NULL);
   ocl.clGetDeviceInfo(dev->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof(max_alloc), &max_alloc,
                       NULL);
-  ocl.clGetDeviceInfo(dev->device, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof(align_bits),
-                      &align_bits, NULL);
-  ocl.clGetDeviceInfo(dev->device, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof(unified), &unified,
+  ocl.clGetDeviceInfo(dev->device, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof(align_bits), &align_bits,
                       NULL);
+  ocl.clGetDeviceInfo(dev->device, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof(unified), &unified, NULL);
   dev->global_mem = mem;
   dev->max_alloc = max_alloc;
   dev->host_unified = unified == CL_TRUE;
@@ -181,9 +192,9 @@ static int device_setup(struct adr_backend_device* dev, struct adr_error* error)
       if (!fine && !coarse)
         return ocl_errorf(error, ENOTSUP, "ADR_OPENCL_MEMORY=svm but '%s' has no buffer SVM",
                           dev->name);
-      dev->mode = fine && dev->host_unified ? ADR_OPENCL_ADDRESS_SVM_FINE
-                                            : (coarse ? ADR_OPENCL_ADDRESS_SVM_COARSE
-                                                      : ADR_OPENCL_ADDRESS_SVM_FINE);
+      dev->mode = fine && dev->host_unified
+                      ? ADR_OPENCL_ADDRESS_SVM_FINE
+                      : (coarse ? ADR_OPENCL_ADDRESS_SVM_COARSE : ADR_OPENCL_ADDRESS_SVM_FINE);
       break;
     case ADR_OPENCL_ADDRESS_BUFFER:
       dev->mode = ADR_OPENCL_ADDRESS_BUFFER;
@@ -221,25 +232,53 @@ int ocl_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device*
   dev->device = e->device;
   dev->platform_index = e->platform_index;
   dev->device_index = e->device_index;
-  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)e->platform, 0};
-  cl_int rc = CL_SUCCESS;
-  dev->context = ocl.clCreateContext(props, 1, &e->device, NULL, NULL, &rc);
-  if (dev->context == NULL || rc != CL_SUCCESS) {
-    int st = ocl_check(rc, error, "clCreateContext for opencl:%lld failed", (long long)id);
-    free(dev);
-    return st;
-  }
-  cl_command_queue queue = NULL;
   int st = device_setup(dev, error);
-  if (st == 0) st = ocl_queue_create(dev, &queue, error);
   if (st != 0) {
-    ocl.clReleaseContext(dev->context);
     free(dev);
     return st;
   }
-  ocl_stream_init(&dev->default_stream, dev, queue, OCL_STREAM_DEFAULT);
+  pthread_mutex_init(&dev->open_lock, NULL);
+  atomic_init(&dev->opened, false);
+  ocl_stream_init(&dev->default_stream, dev, NULL, OCL_STREAM_DEFAULT);
   *out = dev;
   return 0;
+}
+
+int ocl_device_open_native(struct adr_backend_device* dev, struct adr_error* error) {
+  pthread_mutex_lock(&dev->open_lock);
+  if (!atomic_load_explicit(&dev->opened, memory_order_relaxed) && dev->open_status == 0) {
+    struct adr_error e = {{0}};
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev->platform, 0};
+    cl_int rc = CL_SUCCESS;
+    int st = 0;
+    cl_context context = ocl.clCreateContext(props, 1, &dev->device, NULL, NULL, &rc);
+    if (context == NULL || rc != CL_SUCCESS) {
+      st = ocl_check(rc, &e, "clCreateContext for opencl:%lld failed", (long long)dev->id);
+    } else {
+      dev->context = context;
+      cl_command_queue queue = NULL;
+      st = ocl_queue_create(dev, &queue, &e);
+      if (st != 0) {
+        ocl.clReleaseContext(context);
+        dev->context = NULL;
+      } else {
+        dev->default_stream.queue = queue;
+      }
+    }
+    if (st == 0) {
+      atomic_store_explicit(&dev->opened, true, memory_order_release);
+      adr_host_log(ADR_LOG_INFO, "opencl:%lld: context and queue created on first use",
+                   (long long)dev->id);
+    } else {
+      dev->open_status = st;
+      snprintf(dev->open_message, sizeof(dev->open_message), "%s", e.message);
+    }
+  }
+  int st = atomic_load_explicit(&dev->opened, memory_order_relaxed) ? 0 : dev->open_status;
+  if (st != 0 && error != NULL)
+    snprintf(error->message, sizeof(error->message), "%s", dev->open_message);
+  pthread_mutex_unlock(&dev->open_lock);
+  return st;
 }
 
 static int find_entry(cl_device_id device, int* out_platform, int* out_device) {
@@ -284,8 +323,7 @@ int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
     rc = ocl.clGetCommandQueueInfo(desc->queue, CL_QUEUE_DEVICE, sizeof(queue_device),
                                    &queue_device, NULL);
   if (rc == CL_SUCCESS)
-    rc = ocl.clGetCommandQueueInfo(desc->queue, CL_QUEUE_PROPERTIES, sizeof(qprops), &qprops,
-                                   NULL);
+    rc = ocl.clGetCommandQueueInfo(desc->queue, CL_QUEUE_PROPERTIES, sizeof(qprops), &qprops, NULL);
   if (rc != CL_SUCCESS) return ocl_check(rc, error, "the queue cannot be queried");
   if (queue_context != desc->context)
     return ocl_errorf(error, EINVAL, "the queue does not belong to the given context");
@@ -314,19 +352,25 @@ int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
   /* Application-owned: hold a reference so that our release balances it. */
   ocl.clRetainContext(desc->context);
   ocl.clRetainCommandQueue(desc->queue);
-  ocl_stream_init(&dev->default_stream, dev, desc->queue,
-                  OCL_STREAM_DEFAULT | OCL_STREAM_IMPORTED);
+  ocl_stream_init(&dev->default_stream, dev, desc->queue, OCL_STREAM_DEFAULT | OCL_STREAM_IMPORTED);
+  pthread_mutex_init(&dev->open_lock, NULL);
+  atomic_init(&dev->opened, true); /* the application's context is open */
   *out = dev;
   return 0;
 }
 
 void ocl_device_close(struct adr_backend_device* dev) {
   if (dev == NULL) return;
-  ocl.clFinish(dev->default_stream.queue);
-  ocl_memory_release_device(dev);
+  if (ocl_device_opened(dev)) {
+    ocl.clFinish(dev->default_stream.queue);
+    ocl_memory_release_device(dev);
+  }
   ocl_stream_fini(&dev->default_stream);
-  ocl.clReleaseCommandQueue(dev->default_stream.queue);
-  ocl.clReleaseContext(dev->context);
+  if (ocl_device_opened(dev)) {
+    ocl.clReleaseCommandQueue(dev->default_stream.queue);
+    ocl.clReleaseContext(dev->context);
+  }
+  pthread_mutex_destroy(&dev->open_lock);
   free(dev);
 }
 
@@ -349,15 +393,27 @@ int ocl_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
 
 int ocl_device_native(struct adr_backend_device* dev, int kind, void** out,
                       struct adr_error* error) {
+  if (kind == ADR_NATIVE_CONTEXT || kind == ADR_NATIVE_QUEUE || kind == ADR_OPENCL_NATIVE_BUFFER) {
+    int st = ocl_device_ensure(dev, error);
+    if (st != 0) return st;
+  }
   switch (kind) {
-    case ADR_NATIVE_PLATFORM: *out = (void*)dev->platform; return 0;
-    case ADR_NATIVE_DEVICE: *out = (void*)dev->device; return 0;
-    case ADR_NATIVE_CONTEXT: *out = (void*)dev->context; return 0;
+    case ADR_NATIVE_PLATFORM:
+      *out = (void*)dev->platform;
+      return 0;
+    case ADR_NATIVE_DEVICE:
+      *out = (void*)dev->device;
+      return 0;
+    case ADR_NATIVE_CONTEXT:
+      *out = (void*)dev->context;
+      return 0;
     case ADR_NATIVE_QUEUE:
       ocl_stream_share(&dev->default_stream);
       *out = (void*)dev->default_stream.queue;
       return 0;
-    case ADR_OPENCL_NATIVE_ADDRESS_MODE: *out = (void*)(uintptr_t)dev->mode; return 0;
+    case ADR_OPENCL_NATIVE_ADDRESS_MODE:
+      *out = (void*)(uintptr_t)dev->mode;
+      return 0;
     case ADR_OPENCL_NATIVE_BUFFER:
       if (*out == NULL)
         return ocl_errorf(error, EINVAL,
@@ -392,8 +448,7 @@ int ocl_device_properties(struct adr_backend_device* dev, adr_property_fn emit, 
   platform_string(dev->platform, CL_PLATFORM_VERSION, text, sizeof(text));
   emit(ctx, "platform.version", text);
   if (dev->platform_index >= 0) {
-    snprintf(text, sizeof(text), "platform %d, device %d", dev->platform_index,
-             dev->device_index);
+    snprintf(text, sizeof(text), "platform %d, device %d", dev->platform_index, dev->device_index);
     emit(ctx, "index", text);
   }
   emit(ctx, "device", dev->name);
@@ -436,12 +491,13 @@ int ocl_device_properties(struct adr_backend_device* dev, adr_property_fn emit, 
     text[strlen(text) - 1] = '\0';
   emit(ctx, "svm", text);
   emit(ctx, "address_mode", ocl_mode_name(dev->mode));
-  emit(ctx, "copy_path", dev->host_copy ? "memcpy once the stream's earlier work is done"
-                         : dev->mode == ADR_OPENCL_ADDRESS_BUFFER
-                             ? "clEnqueueRead/Write/CopyBuffer"
-                             : "clEnqueueSVMMemcpy");
+  emit(ctx, "copy_path",
+       dev->host_copy                           ? "memcpy once the stream's earlier work is done"
+       : dev->mode == ADR_OPENCL_ADDRESS_BUFFER ? "clEnqueueRead/Write/CopyBuffer"
+                                                : "clEnqueueSVMMemcpy");
   snprintf(num, sizeof(num), "%u", dev->alignment);
   emit(ctx, "alignment", num);
   emit(ctx, "adopted", dev->adopted ? "yes (application context and queue)" : "no");
+  emit(ctx, "context", ocl_device_opened(dev) ? "created" : "not created yet (made on first use)");
   return 0;
 }

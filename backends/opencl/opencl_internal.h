@@ -126,8 +126,17 @@ struct adr_backend_device {
   bool adopted;
   cl_platform_id platform;
   cl_device_id device;
-  cl_context context; /* one reference held by the device */
-  struct adr_backend_stream default_stream;
+  cl_context context; /* one reference held by the device; NULL until opened */
+  struct adr_backend_stream default_stream; /* its queue: NULL until opened */
+  /* Lazy opening (opencl_device.c): device_open only reads enumeration
+   * queries; the context and default queue are made by the first call that
+   * needs them (ocl_device_ensure). `opened` is stored with release order
+   * after both exist; open_lock serialises concurrent first uses; a
+   * failure is kept (open_status, open_message) and repeated. */
+  pthread_mutex_t open_lock;
+  atomic_bool opened;
+  int open_status;
+  char open_message[sizeof(((struct adr_error*)0)->message)];
   enum adr_opencl_address_mode mode;
   cl_device_svm_capabilities svm_caps;
   bool host_unified; /* CL_DEVICE_HOST_UNIFIED_MEMORY */
@@ -163,6 +172,18 @@ int64_t ocl_devices_count(void);
 int ocl_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
                     struct adr_error* error);
 void ocl_device_close(struct adr_backend_device* dev);
+/* Creates the context and the default queue of `dev` unless done: the
+ * first call that needs them opens the device (once, whichever thread
+ * comes first); a failure is returned to that call with its message and
+ * repeated to every later one. Never needed for info, properties, or the
+ * platform/device handles. */
+int ocl_device_open_native(struct adr_backend_device* dev, struct adr_error* error);
+static inline bool ocl_device_opened(struct adr_backend_device* dev) {
+  return atomic_load_explicit(&dev->opened, memory_order_acquire);
+}
+static inline int ocl_device_ensure(struct adr_backend_device* dev, struct adr_error* error) {
+  return ocl_device_opened(dev) ? 0 : ocl_device_open_native(dev, error);
+}
 int ocl_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
                      struct adr_backend_device** out, struct adr_error* error);
 int ocl_device_info(struct adr_backend_device* dev, struct adr_device_info* out,

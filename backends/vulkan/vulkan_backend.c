@@ -6,6 +6,82 @@
  */
 #include "vulkan_internal.h"
 
+/* ---- lazy opening ---------------------------------------------------------------- */
+
+/* The slots that need the VkDevice open it first (vulkan_device.c); the
+ * check is one acquire load once it is open. The other slots take an
+ * object (an allocation, a created stream or event) that only exists on an
+ * opened device. */
+static int lazy_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
+                      struct adr_backend_stream* stream, void** out, struct adr_error* error) {
+  int st = vkb_device_ensure(dev, error);
+  return st != 0 ? st : vkb_alloc(dev, size, alignment, stream, out, error);
+}
+
+static int lazy_copy(struct adr_backend_device* dst_dev, void* dst,
+                     struct adr_backend_device* src_dev, const void* src, size_t size,
+                     struct adr_backend_stream* stream, struct adr_error* error) {
+  int st = dst_dev != NULL ? vkb_device_ensure(dst_dev, error) : 0;
+  if (st == 0 && src_dev != NULL) st = vkb_device_ensure(src_dev, error);
+  return st != 0 ? st : vkb_copy(dst_dev, dst, src_dev, src, size, stream, error);
+}
+
+static int lazy_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                       struct adr_backend_stream* stream, struct adr_error* error) {
+  int st = vkb_device_ensure(dev, error);
+  return st != 0 ? st : vkb_memset(dev, ptr, value, size, stream, error);
+}
+
+/* The default stream is handed out unopened: the core asks for it right
+ * after device_open. */
+static int lazy_stream_create(struct adr_backend_device* dev, uint32_t flags,
+                              struct adr_backend_stream** out, struct adr_error* error) {
+  int st = (flags & ADR_BACKEND_STREAM_DEFAULT) ? 0 : vkb_device_ensure(dev, error);
+  return st != 0 ? st : vkb_stream_create(dev, flags, out, error);
+}
+
+/* Nothing was ever queued on a device that was never opened. */
+static int lazy_stream_synchronize(struct adr_backend_device* dev,
+                                   struct adr_backend_stream* stream, struct adr_error* error) {
+  if (!vkb_device_opened(dev)) return 0;
+  return vkb_stream_synchronize(dev, stream, error);
+}
+
+static int lazy_stream_import(struct adr_backend_device* dev, void* native_stream,
+                              struct adr_backend_stream** out, struct adr_error* error) {
+  int st = vkb_device_ensure(dev, error);
+  return st != 0 ? st : vkb_stream_import(dev, native_stream, out, error);
+}
+
+static void* lazy_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* stream) {
+  if (vkb_device_ensure(dev, NULL) != 0) return NULL;
+  return vkb_stream_native(dev, stream);
+}
+
+static int lazy_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
+                             struct adr_error* error) {
+  int st = vkb_device_ensure(dev, error);
+  return st != 0 ? st : vkb_event_create(dev, out, error);
+}
+
+static int lazy_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
+                             struct adr_backend_stream* stream, struct adr_error* error) {
+  int st = vkb_device_ensure(dev, error);
+  return st != 0 ? st : vkb_event_record(dev, event, stream, error);
+}
+
+static int lazy_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
+                           struct adr_backend_stream* stream, struct adr_error* error) {
+  int st = vkb_device_ensure(dev, error);
+  return st != 0 ? st : vkb_event_wait(dev, event, stream, error);
+}
+
+static int lazy_event_import(struct adr_backend_device* dev, void* sync_event,
+                             struct adr_backend_event** out, struct adr_error* error) {
+  int st = vkb_device_ensure(dev, error);
+  return st != 0 ? st : vkb_event_import(dev, sync_event, out, error);
+}
+
 /* ---- the table ----------------------------------------------------------------- */
 
 static const ArrowDeviceType vkb_types[] = {ARROW_DEVICE_VULKAN};
@@ -24,23 +100,23 @@ static const struct adr_backend vkb_backend = {
     .device_open = vkb_device_open,
     .device_close = vkb_device_close,
     .device_info = vkb_device_info,
-    .alloc = vkb_alloc,
+    .alloc = lazy_alloc,
     .free = vkb_free,
-    .copy = vkb_copy,
-    .memset = vkb_memset,
-    .stream_create = vkb_stream_create,
+    .copy = lazy_copy,
+    .memset = lazy_memset,
+    .stream_create = lazy_stream_create,
     .stream_destroy = vkb_stream_destroy,
-    .stream_synchronize = vkb_stream_synchronize,
-    .event_create = vkb_event_create,
+    .stream_synchronize = lazy_stream_synchronize,
+    .event_create = lazy_event_create,
     .event_destroy = vkb_event_destroy,
-    .event_record = vkb_event_record,
-    .event_wait = vkb_event_wait,
+    .event_record = lazy_event_record,
+    .event_wait = lazy_event_wait,
     .event_synchronize = vkb_event_synchronize,
     .event_query = vkb_event_query,
     .event_native = vkb_event_native,
-    .event_import = vkb_event_import,
-    .stream_import = vkb_stream_import,
-    .stream_native = vkb_stream_native,
+    .event_import = lazy_event_import,
+    .stream_import = lazy_stream_import,
+    .stream_native = lazy_stream_native,
     .pointer_query = vkb_pointer_query,
     .device_native = vkb_device_native,
     .device_adopt = vkb_device_adopt,

@@ -3,6 +3,15 @@
  * Vulkan devices: physical device checks, logical devices adr creates and
  * VkDevices it adopts from the application, the list of open devices,
  * device info and properties, native handles, pointer queries.
+ *
+ * Lazy opening: init creates the instance and enumerates physical devices;
+ * device_open reads only physical-device queries (properties, memory
+ * properties, queue families, extensions), so adr-info and ADR_DEVICE
+ * create no VkDevice. vkb_device_open_native makes the VkDevice, its
+ * queue, the timeline, the memory types and the default stream's command
+ * pool on the first call that needs them (the wrappers in
+ * vulkan_backend.c). Locking: open_lock is taken only on that first use,
+ * double-checked with `opened` (acquire/release).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -115,16 +124,6 @@ static int device_setup(struct adr_backend_device* dev, struct adr_error* error)
   if (dev->queue == VK_NULL_HANDLE)
     dev->fn.vkGetDeviceQueue(dev->device, dev->queue_family, dev->queue_index, &dev->queue);
 
-  VkPhysicalDeviceDriverProperties drv = {.sType =
-                                              VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
-  VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-                                    .pNext = &drv};
-  dev->inst->vkGetPhysicalDeviceProperties2(dev->physical, &p2);
-  dev->props = p2.properties;
-  snprintf(dev->driver_name, sizeof(dev->driver_name), "%s%s%s", drv.driverName,
-           drv.driverInfo[0] ? " " : "", drv.driverInfo);
-  dev->inst->vkGetPhysicalDeviceMemoryProperties(dev->physical, &dev->memprops);
-
   VkSemaphoreTypeCreateInfo sti = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
                                    .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
                                    .initialValue = 0};
@@ -136,8 +135,61 @@ static int device_setup(struct adr_backend_device* dev, struct adr_error* error)
   }
   int st = vkb_memory_init(dev, error);
   if (st != 0) return st;
-  struct adr_backend_stream* s = NULL;
-  return vkb_stream_create(dev, ADR_BACKEND_STREAM_DEFAULT, &s, error);
+  struct adr_backend_stream* s = dev->default_stream;
+  if (s == NULL) return vkb_stream_create(dev, ADR_BACKEND_STREAM_DEFAULT, &s, error);
+  /* The default stream handed out by device_open: give it its pool and
+   * link it like vkb_stream_create does. */
+  VkCommandPoolCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT |
+                                         VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
+                                .queueFamilyIndex = dev->queue_family};
+  r = dev->fn.vkCreateCommandPool(dev->device, &ci, NULL, &s->pool);
+  if (r != VK_SUCCESS) {
+    s->pool = VK_NULL_HANDLE;
+    return vkb_check(r, error, "vkCreateCommandPool");
+  }
+  pthread_mutex_lock(&dev->objects_lock);
+  s->prev = NULL;
+  s->next = dev->streams;
+  if (s->next != NULL) s->next->prev = s;
+  dev->streams = s;
+  pthread_mutex_unlock(&dev->objects_lock);
+  return 0;
+}
+
+/* What the physical device tells without a VkDevice: properties, driver,
+ * memory heaps and types. */
+static void device_describe(struct adr_backend_device* dev) {
+  VkPhysicalDeviceDriverProperties drv = {.sType =
+                                              VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                    .pNext = &drv};
+  dev->inst->vkGetPhysicalDeviceProperties2(dev->physical, &p2);
+  dev->props = p2.properties;
+  snprintf(dev->driver_name, sizeof(dev->driver_name), "%s%s%s", drv.driverName,
+           drv.driverInfo[0] ? " " : "", drv.driverInfo);
+  dev->inst->vkGetPhysicalDeviceMemoryProperties(dev->physical, &dev->memprops);
+}
+
+/* The default stream of a device not opened yet: what vkb_stream_create
+ * would make, without the command pool (device_setup adds it). */
+static int default_stream_alloc(struct adr_backend_device* dev, struct adr_error* error) {
+  struct adr_backend_stream* s = calloc(1, sizeof(*s));
+  if (s == NULL) return vkb_errorf(error, ENOMEM, "out of host memory");
+  s->dev = dev;
+  pthread_mutex_init(&s->lock, NULL);
+  s->is_default = true;
+  dev->default_stream = s;
+  return 0;
+}
+
+/* Frees the default stream if device_setup never linked it (no pool). */
+static void default_stream_free_unlinked(struct adr_backend_device* dev) {
+  struct adr_backend_stream* s = dev->default_stream;
+  if (s == NULL || s->pool != VK_NULL_HANDLE) return;
+  dev->default_stream = NULL;
+  pthread_mutex_destroy(&s->lock);
+  free(s);
 }
 
 /* Destroys what adr made on the device; the VkDevice too unless adopted. */
@@ -166,6 +218,8 @@ static void device_release_vulkan(struct adr_backend_device* dev) {
 
 static void device_teardown(struct adr_backend_device* dev) {
   device_release_vulkan(dev);
+  default_stream_free_unlinked(dev);
+  pthread_mutex_destroy(&dev->open_lock);
   pthread_mutex_destroy(&dev->queue_lock);
   pthread_mutex_destroy(&dev->mem_lock);
   pthread_mutex_destroy(&dev->staging_lock);
@@ -181,6 +235,8 @@ static struct adr_backend_device* device_alloc(int64_t id) {
   pthread_mutex_init(&dev->mem_lock, NULL);
   pthread_mutex_init(&dev->staging_lock, NULL);
   pthread_mutex_init(&dev->objects_lock, NULL);
+  pthread_mutex_init(&dev->open_lock, NULL);
+  atomic_init(&dev->opened, false);
   return dev;
 }
 
@@ -223,35 +279,8 @@ int vkb_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device*
   dev->physical = pd;
   dev->queue_family = family;
   dev->has_budget = device_has_extension(in, pd, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
-
-  float priority = 1.0f;
-  VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
-                                 .queueFamilyIndex = family,
-                                 .queueCount = 1,
-                                 .pQueuePriorities = &priority};
-  VkPhysicalDeviceVulkan12Features f12 = {
-      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-      .bufferDeviceAddress = VK_TRUE,
-      .timelineSemaphore = VK_TRUE};
-  const char* exts[1];
-  uint32_t ext_count = 0;
-  if (dev->has_budget) exts[ext_count++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
-  VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-                            .pNext = &f12,
-                            .queueCreateInfoCount = 1,
-                            .pQueueCreateInfos = &qci,
-                            .enabledExtensionCount = ext_count,
-                            .ppEnabledExtensionNames = exts};
-  VkResult r = in->vkCreateDevice(pd, &dci, NULL, &dev->device);
-  if (r != VK_SUCCESS) {
-    int st =
-        vkb_check(r, error, "vkCreateDevice(vulkan:%" PRId64 ", %s)", id, caps.props.deviceName);
-    dev->device = VK_NULL_HANDLE;
-    device_teardown(dev);
-    device_free(dev);
-    return st;
-  }
-  int st = device_setup(dev, error);
+  device_describe(dev);
+  int st = default_stream_alloc(dev, error);
   if (st != 0) {
     device_teardown(dev);
     device_free(dev);
@@ -260,6 +289,61 @@ int vkb_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device*
   device_register(dev);
   *out = dev;
   return 0;
+}
+
+/* The slow path of vkb_device_ensure: the logical device and what hangs on
+ * it. A failure releases what was made and is kept for later calls. */
+int vkb_device_open_native(struct adr_backend_device* dev, struct adr_error* error) {
+  pthread_mutex_lock(&dev->open_lock);
+  if (atomic_load_explicit(&dev->opened, memory_order_relaxed)) {
+    pthread_mutex_unlock(&dev->open_lock);
+    return 0;
+  }
+  if (dev->open_status == 0) {
+    struct adr_error e = {{0}};
+    float priority = 1.0f;
+    VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                   .queueFamilyIndex = dev->queue_family,
+                                   .queueCount = 1,
+                                   .pQueuePriorities = &priority};
+    VkPhysicalDeviceVulkan12Features f12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+        .bufferDeviceAddress = VK_TRUE,
+        .timelineSemaphore = VK_TRUE};
+    const char* exts[1];
+    uint32_t ext_count = 0;
+    if (dev->has_budget) exts[ext_count++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                              .pNext = &f12,
+                              .queueCreateInfoCount = 1,
+                              .pQueueCreateInfos = &qci,
+                              .enabledExtensionCount = ext_count,
+                              .ppEnabledExtensionNames = exts};
+    VkResult r = dev->inst->vkCreateDevice(dev->physical, &dci, NULL, &dev->device);
+    int st;
+    if (r != VK_SUCCESS) {
+      dev->device = VK_NULL_HANDLE;
+      st = vkb_check(r, &e, "vkCreateDevice(vulkan:%" PRId64 ", %s)", dev->id,
+                     dev->props.deviceName);
+    } else {
+      st = device_setup(dev, &e);
+      if (st != 0) device_release_vulkan(dev);
+    }
+    if (st == 0) {
+      atomic_store_explicit(&dev->opened, true, memory_order_release);
+      /* Again after the driver made its device (see vkb_atexit). */
+      atexit(vkb_atexit);
+      adr_host_log(ADR_LOG_INFO, "vulkan:%" PRId64 ": VkDevice created on first use", dev->id);
+    } else {
+      dev->open_status = st;
+      snprintf(dev->open_message, sizeof(dev->open_message), "%s", e.message);
+    }
+  }
+  int st = dev->open_status;
+  if (st != 0 && error != NULL)
+    snprintf(error->message, sizeof(error->message), "%s", dev->open_message);
+  pthread_mutex_unlock(&dev->open_lock);
+  return st;
 }
 
 int vkb_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
@@ -337,6 +421,8 @@ int vkb_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
   dev->queue = (VkQueue)d->queue;
   dev->queue_family = d->queue_family_index;
   dev->queue_index = d->queue_index;
+  device_describe(dev);
+  atomic_init(&dev->opened, true); /* the application's VkDevice is open */
   int st = device_setup(dev, error);
   if (st != 0) {
     device_teardown(dev);
@@ -518,17 +604,24 @@ int vkb_device_properties(struct adr_backend_device* dev, adr_property_fn emit, 
           i == dev->queue_family ? " (used by adr)" : "");
   }
   emitf(emit, ctx, "max_memory_allocation_count", "%u", p->limits.maxMemoryAllocationCount);
-  format_bytes(a, sizeof(a), dev->max_alloc);
-  emit(ctx, "max_allocation", a);
-  format_bytes(b, sizeof(b), dev->block_size);
-  emit(ctx, "block_size", b);
-  emitf(emit, ctx, "allocation_memory_type", "%u", dev->alloc_types[0]);
-  emitf(emit, ctx, "staging_memory_type", "%u", dev->staging_type);
-  emit(ctx, "copy_path", dev->mapped_copies ? "mapped" : "staging");
-  emit(ctx, "download_path", dev->mapped_reads ? "mapped" : "staging");
-  emit(ctx, "device_copy_path",
-       dev->host_is_device ? "host memmove when the stream is idle, else vkCmdCopyBuffer"
-                           : "vkCmdCopyBuffer");
+  emit(ctx, "logical_device",
+       vkb_device_opened(dev) ? "created" : "not created yet (made on first use)");
+  if (!vkb_device_opened(dev)) {
+    /* Block size, memory types and copy paths are chosen with the VkDevice. */
+    emit(ctx, "copy_path", "chosen when the device is created");
+  } else {
+    format_bytes(a, sizeof(a), dev->max_alloc);
+    emit(ctx, "max_allocation", a);
+    format_bytes(b, sizeof(b), dev->block_size);
+    emit(ctx, "block_size", b);
+    emitf(emit, ctx, "allocation_memory_type", "%u", dev->alloc_types[0]);
+    emitf(emit, ctx, "staging_memory_type", "%u", dev->staging_type);
+    emit(ctx, "copy_path", dev->mapped_copies ? "mapped" : "staging");
+    emit(ctx, "download_path", dev->mapped_reads ? "mapped" : "staging");
+    emit(ctx, "device_copy_path",
+         dev->host_is_device ? "host memmove when the stream is idle, else vkCmdCopyBuffer"
+                             : "vkCmdCopyBuffer");
+  }
   pthread_mutex_lock(&dev->mem_lock);
   size_t blocks = dev->block_count, live = dev->live_count;
   uint64_t reserved = dev->bytes_reserved;
@@ -558,6 +651,11 @@ int vkb_device_properties(struct adr_backend_device* dev, adr_property_fn emit, 
 
 int vkb_device_native(struct adr_backend_device* dev, int kind, void** out,
                       struct adr_error* error) {
+  if (kind == ADR_NATIVE_CONTEXT || kind == ADR_NATIVE_QUEUE ||
+      kind == ADR_VULKAN_NATIVE_QUEUE_LOCK || kind == ADR_VULKAN_NATIVE_TIMELINE_SEMAPHORE) {
+    int st = vkb_device_ensure(dev, error);
+    if (st != 0) return st;
+  }
   switch (kind) {
     case ADR_NATIVE_PLATFORM:
       *out = (void*)dev->inst->handle;

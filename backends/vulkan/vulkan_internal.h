@@ -338,9 +338,30 @@ struct adr_backend_device {
   struct adr_backend_event* events;
   struct adr_backend_stream* default_stream;
 
+  /* Lazy opening (vulkan_device.c): device_open reads only physical-device
+   * queries and hands out an unlinked default stream; the VkDevice, queue,
+   * timeline, memory types and the default stream's pool are made by the
+   * first call that needs them (vkb_device_ensure). `opened` is stored with
+   * release order once they exist; open_lock serialises first uses; a
+   * failure is kept (open_status, open_message) and repeated. */
+  pthread_mutex_t open_lock;
+  atomic_bool opened;
+  int open_status;
+  char open_message[sizeof(((struct adr_error*)0)->message)];
+
   struct adr_backend_device* next_open; /* g_devices list */
   bool released;                        /* Vulkan objects destroyed (at exit) */
 };
+
+/* Creates the device's Vulkan objects unless done (see `opened` above):
+ * 0, or the status and message of the failed first opening. */
+int vkb_device_open_native(struct adr_backend_device* dev, struct adr_error* error);
+static inline bool vkb_device_opened(struct adr_backend_device* dev) {
+  return atomic_load_explicit(&dev->opened, memory_order_acquire);
+}
+static inline int vkb_device_ensure(struct adr_backend_device* dev, struct adr_error* error) {
+  return vkb_device_opened(dev) ? 0 : vkb_device_open_native(dev, error);
+}
 
 /* ---- streams and events (vulkan_sync.c) ------------------------------------- */
 

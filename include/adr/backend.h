@@ -138,6 +138,9 @@ struct adr_backend {
   void (*shutdown)(void);
   /* Number of devices of `type` (one of device_types). */
   int (*device_count)(ArrowDeviceType type, int64_t* out, struct adr_error* error);
+  /* Enumeration only: create no context, queue or logical device here;
+   * open the native device on the first slot that needs it
+   * (docs/backend-abi.md, "Opening devices lazily"). */
   int (*device_open)(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
                      struct adr_error* error);
   void (*device_close)(struct adr_backend_device* dev);

@@ -80,6 +80,11 @@ static void test_case(void** state) {
     struct adr_device* cpu = NULL;
     assert_int_equal(adr_device_get(ARROW_DEVICE_VULKAN, 0, &dev, &e), 0);
     assert_int_equal(adr_device_get(ARROW_DEVICE_CPU, 0, &cpu, &e), 0);
+    /* The block size is chosen with the VkDevice, which the first use
+     * (here: asking for the native VkDevice) creates. */
+    void* vk_device = NULL;
+    assert_int_equal(adr_device_native(dev, ADR_NATIVE_CONTEXT, &vk_device, &e), 0);
+    assert_non_null(vk_device);
     struct find f = {.key = "block_size"};
     assert_int_equal(adr_device_properties(dev, find_property, &f, &e), 0);
     assert_string_equal(f.value, "524288 bytes");

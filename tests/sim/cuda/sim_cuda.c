@@ -367,6 +367,8 @@ CUresult CUDAAPI cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevic
 
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   CHECK_INIT();
+  int fault = sim_fault_take("cuDevicePrimaryCtxRetain");
+  if (fault != 0) return RET((CUresult)fault, "injected fault (adr_sim_cuda_fail_next)");
   if (pctx == NULL) return RET(CUDA_ERROR_INVALID_VALUE, "NULL");
   if (check_device(dev)) return RET(CUDA_ERROR_INVALID_DEVICE, "bad device");
   pthread_mutex_lock(&g_ctx_lock);
@@ -930,6 +932,15 @@ void adr_sim_cuda_alloc_fail(unsigned long long nth, int once);
 void adr_sim_cuda_delay(unsigned microseconds);
 unsigned long long adr_sim_cuda_live_allocations(void);
 void adr_sim_cuda_fail_next(const char* entry, int code);
+int adr_sim_cuda_context_refs(int device);
+/* The primary context's retain count of `device` (lazy-open tests). */
+int adr_sim_cuda_context_refs(int device) {
+  if (device < 0 || device >= SIM_MAX_DEVICES) return -1;
+  pthread_mutex_lock(&g_ctx_lock);
+  int refs = g_ctx[device].refs;
+  pthread_mutex_unlock(&g_ctx_lock);
+  return refs;
+}
 void adr_sim_cuda_alloc_fail(unsigned long long nth, int once) {
   sim_alloc_fail_set(nth, once);
 }
@@ -939,7 +950,8 @@ void adr_sim_cuda_delay(unsigned microseconds) {
 unsigned long long adr_sim_cuda_live_allocations(void) {
   return sim_live_allocations();
 }
-/* The next call of `entry` (cuStreamDestroy, cuEventDestroy) fails with
+/* The next call of `entry` (cuStreamDestroy, cuEventDestroy,
+ * cuDevicePrimaryCtxRetain) fails with
  * `code` and does nothing. */
 void adr_sim_cuda_fail_next(const char* entry, int code) {
   sim_fault_next(entry, code);

@@ -55,7 +55,7 @@ void adr_sim_hip_fail_next(const char* entry, int code);
 #define COUNTED(X)                                                                  \
   X(hipSetDevice) X(hipMalloc) X(hipMallocAsync) X(hipFree) X(hipFreeAsync)         \
   X(hipHostMalloc) X(hipMemcpyAsync) X(hipMemcpyPeerAsync) X(hipStreamWaitEvent)    \
-  X(hipDeviceEnablePeerAccess) X(hipInit)
+  X(hipDeviceEnablePeerAccess) X(hipInit) X(hipStreamCreateWithFlags)
 /* clang-format on */
 
 enum counter_id {
@@ -79,7 +79,8 @@ void adr_sim_hip_alloc_fail(unsigned long long nth, int once) {
   sim_alloc_fail_set(nth, once);
 }
 
-/* The next call of `entry` (hipStreamDestroy, hipEventDestroy) fails with
+/* The next call of `entry` (hipStreamDestroy, hipEventDestroy,
+ * hipStreamCreateWithFlags) fails with
  * `code` and does nothing. */
 void adr_sim_hip_fail_next(const char* entry, int code) {
   sim_fault_next(entry, code);
@@ -528,6 +529,9 @@ hipError_t hipMemsetAsync(void* dst, int value, size_t size, hipStream_t stream)
 
 hipError_t hipStreamCreateWithFlags(hipStream_t* stream, unsigned int flags) {
   if (stream == NULL || (flags & ~(unsigned)hipStreamNonBlocking) != 0) return hipErrorInvalidValue;
+  COUNT(hipStreamCreateWithFlags);
+  int fault = sim_fault_take("hipStreamCreateWithFlags");
+  if (fault != 0) return set_last((hipError_t)fault);
   int d = sim_device(current_device);
   if (d < 0) return hipErrorInvalidDevice;
   struct sim_stream* s = NULL;
