@@ -387,12 +387,20 @@ static void print_device(size_t i, struct adr_device* dev, const struct adr_devi
   if (memory) print_memory(dev, info);
 }
 
-/* --list: `ADR_DEVICE-spelling  kind  name`, one line per device. */
+/* --list: `ADR_DEVICE-spelling  kind  name`, one line per device, the
+ * spellings padded to the longest. */
 static int list_devices(void) {
   struct adr_error err = {{0}};
   size_t nd = 0;
   int st = adr_device_count(&nd, &err);
   if (st != 0) return fail(st, &err);
+  int width = 0;
+  for (size_t i = 0; i < nd; i++) {
+    struct adr_device* dev = NULL;
+    if (adr_device_at(i, &dev, &err) != 0) continue;
+    int n = (int)strlen(adr_device_name(dev));
+    if (n > width) width = n;
+  }
   for (size_t i = 0; i < nd; i++) {
     struct adr_device* dev = NULL;
     if (adr_device_at(i, &dev, &err) != 0) continue;
@@ -400,7 +408,7 @@ static int list_devices(void) {
     memset(&info, 0, sizeof(info));
     info.struct_size = sizeof(info);
     if (adr_device_info_get(dev, &info, &err) != 0) info.name[0] = '\0';
-    printf("%-12s %-11s %s\n", adr_device_name(dev), device_kind(dev),
+    printf("%-*s  %-11s  %s\n", width, adr_device_name(dev), device_kind(dev),
            info.name[0] ? info.name : "(unknown)");
   }
   return 0;

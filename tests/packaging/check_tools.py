@@ -68,6 +68,19 @@ def case_options(info, demo, bench, _src):
     check(rc == 1 and "ADR_DEVICE" in err, "adr-demo -d cpu:x: ADR_DEVICE error, exit 1")
 
 
+KIND_OF_TYPE = {"cpu": "cpu", "cuda": "gpu", "cuda_managed": "gpu", "cuda_host": "cpu",
+                "hip": "gpu", "hip_host": "cpu"}
+
+
+def case_list_sim(info, demo, bench, src):
+    """--list with the CUDA and HIP simulators: every type of both backends."""
+    rc, out, _ = run([info, "--list"])
+    spellings = [l.split()[0] for l in out.splitlines()]
+    for want in ("cuda:0", "cuda_host:0", "cuda_managed:0", "hip:0", "hip_host:0"):
+        check(want in spellings, f"{want} is listed")
+    case_list(info, demo, bench, src)
+
+
 def case_list(info, _demo, _bench, _src):
     """--list: one line per device, its ADR_DEVICE spelling, kind and name."""
     rc, out, err = run([info, "--list"])
@@ -94,6 +107,10 @@ def case_list(info, _demo, _bench, _src):
         check(d2.get("default_device") == spelling,
               f"ADR_DEVICE={spelling} selects {d2.get('default_device')}")
     check(any(l.split()[:2] == ["cpu:0", "cpu"] for l in lines), "cpu:0 is listed as kind cpu")
+    for dev in doc["devices"]:
+        if dev["type"] in KIND_OF_TYPE:
+            check(dev["kind"] == KIND_OF_TYPE[dev["type"]],
+                  f"{dev['device']}: kind {dev['kind']} (type {dev['type']})")
     # Kinds of the drivers this machine's tests use: PoCL and lavapipe run on the CPU.
     for dev in doc["devices"]:
         props = dev["properties"]
