@@ -289,6 +289,29 @@ def case_docs(info, demo, bench, src):
                                                   page, re.M) is not None, f"{name}.1 has .TH")
         for opt in sorted(set(re.findall(r"--[a-z][a-z-]*", out))):
             check(opt.replace("-", r"\-") in page, f"{name}(1) documents {opt}")
+    # LICENSE, CHANGELOG.md, the policy and the README's consumers.
+    rc, out, _ = run([info, "--version"])
+    version = out.split()[-1] if rc == 0 else "?"
+    with open(os.path.join(src, "LICENSE")) as f:
+        lic = f.read()
+    check("Apache License\n                           Version 2.0, January 2004" in lic and
+          "END OF TERMS AND CONDITIONS" in lic and "9. Accepting Warranty or Additional Liability" in lic
+          and lic.count("\n") > 190, "LICENSE is the full Apache-2.0 text")
+    with open(os.path.join(src, "CHANGELOG.md")) as f:
+        log = f.read()
+    check("Keep a Changelog" in log and "## [Unreleased]" in log and f"## [{version}]" in log,
+          f"CHANGELOG.md: Keep a Changelog, a section for {version}")
+    with open(os.path.join(src, "core", "adr.map")) as f:
+        nodes = re.findall(r"^(ADR_\d+\.\d+) \{", f.read(), re.M)
+    with open(os.path.join(src, "docs", "abi-policy.md")) as f:
+        policy = f.read()
+    check(nodes and all(n in policy for n in nodes) and "SONAME" in policy and "Deprecat" in policy,
+          f"docs/abi-policy.md: SONAME, deprecation, the version nodes {nodes}")
+    with open(os.path.join(src, "README.md")) as f:
+        readme = f.read()
+    for needle in ("pkg-config --cflags --libs adr", "dependency('adr'", "find_package(adr",
+                   "target_link_libraries(app PRIVATE adr::adr)", "meson install"):
+        check(needle in readme, f"README shows {needle}")
     for page in ("adr-info.1", "adr-demo.1", "adr-bench.1", "adr.7"):
         p = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z", os.path.join(src, "man", page)],
                            capture_output=True, text=True)
