@@ -23,6 +23,7 @@
  * among code that is installed. docs/environment.md has the table.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -38,34 +39,43 @@ bool adr__elevated(void) {
 }
 
 /* What ADR_LOG asked for; applied only when the configuration is
- * published, so a retried read never opens the log file twice. */
+ * published, so a retried read never opens the log file twice nor warns
+ * twice. */
 struct log_request {
-  int level;        /* -1: ADR_LOG unset */
-  const char* file; /* points into the environment; NULL: stderr */
+  int level;         /* -1: ADR_LOG unset or not understood (default level) */
+  const char* file;  /* points into the environment; NULL: stderr */
+  char warning[320]; /* what was not understood; "" when all of it was */
 };
 
-static int parse_log(const char* text, struct log_request* out, struct adr_error* error) {
+/* ADR_LOG only controls diagnostics, so a value adr does not understand
+ * never makes adr fail (as the Vulkan loader treats VK_LOADER_DEBUG): an
+ * unknown level gives the default level, an unknown option after ',' is
+ * ignored, and either is one warning on stderr when the configuration is
+ * published (docs/environment.md). */
+static void parse_log(const char* text, struct log_request* out) {
   static const char* const names[] = {"error", "warn", "info", "debug", "trace"};
   size_t len = strcspn(text, ",");
   int level = -1;
   for (int i = 0; i <= ADR_LOG_TRACE; i++)
     if (strlen(names[i]) == len && strncmp(text, names[i], len) == 0) level = i;
-  if (level < 0)
-    return adr_error_set(error, EINVAL,
-                         "ADR_LOG=\"%s\": column 1: expected a level (error, warn, info, debug, "
-                         "trace)",
-                         text);
-  const char* file = NULL;
+  out->level = level;
+  out->file = NULL;
+  if (level < 0) {
+    snprintf(out->warning, sizeof(out->warning),
+             "ADR_LOG=\"%.200s\": unknown level '%.*s' (expected error, warn, info, debug or "
+             "trace); using the default level, error",
+             text, (int)(len < 40 ? len : 40), text);
+    return;
+  }
   if (text[len] == ',') {
     if (strncmp(text + len + 1, "file=", 5) != 0 || text[len + 6] == '\0')
-      return adr_error_set(error, EINVAL,
-                           "ADR_LOG=\"%s\": column %zu: expected 'file=PATH' after ','", text,
-                           len + 2);
-    file = text + len + 6;
+      snprintf(out->warning, sizeof(out->warning),
+               "ADR_LOG=\"%.200s\": column %zu: expected 'file=PATH' after ','; ignored, "
+               "logging to stderr",
+               text, len + 2);
+    else
+      out->file = text + len + 6;
   }
-  out->level = level;
-  out->file = file;
-  return 0;
 }
 
 static void config_free(struct adr__config* c) {
@@ -80,10 +90,7 @@ static void config_free(struct adr__config* c) {
 /* Parses every variable into *c; touches no global state. */
 static void read_environment(struct adr__config* c, struct log_request* log) {
   const char* text = getenv("ADR_LOG");
-  if (text != NULL && text[0] != '\0') {
-    c->status = parse_log(text, log, &c->error);
-    if (c->status) return;
-  }
+  if (text != NULL && text[0] != '\0') parse_log(text, log);
 
   const char* backends = getenv("ADR_BACKENDS");
   if (backends != NULL) {
@@ -114,6 +121,7 @@ static bool transient(int status) {
 /* Config lock held. Applies the log request and says what an elevated
  * process ignored, once, now that the configuration is final. */
 static void publish(const struct log_request* log) {
+  if (log->warning[0] != '\0') fprintf(stderr, "adr: warn: %s\n", log->warning);
   if (log->level >= 0) {
     bool drop_file = log->file != NULL && adr__elevated();
     adr__log_configure(log->level, drop_file ? NULL : log->file);
@@ -136,7 +144,7 @@ int adr__ensure_init(struct adr_error* error) {
     if (!atomic_load_explicit(&config_ready, memory_order_relaxed)) {
       struct adr__config fresh;
       memset(&fresh, 0, sizeof(fresh));
-      struct log_request log = {-1, NULL};
+      struct log_request log = {-1, NULL, ""};
       read_environment(&fresh, &log);
       if (transient(fresh.status) || transient(fresh.device_status)) {
         int st = transient(fresh.status) ? fresh.status : fresh.device_status;

@@ -324,10 +324,18 @@ int adr_device_default(struct adr_device** out, struct adr_error* error) {
       } else {
         device_get_locked(s->type, s->id, &dev, &e);
       }
-      if (dev == NULL && tlen < sizeof(tried))
-        tlen += (size_t)snprintf(tried + tlen, sizeof(tried) - tlen, "%s%s%s%lld: %s",
-                                 tlen ? "; " : "", s->name, s->id >= 0 ? ":" : ":*",
-                                 (long long)(s->id >= 0 ? s->id : 0), e.message);
+      if (dev == NULL && tlen < sizeof(tried)) {
+        /* Each entry as the user wrote it: "*", "name:*" or "name:N". */
+        char spec[96];
+        if (s->type == 0)
+          snprintf(spec, sizeof(spec), "%s", s->name);
+        else if (s->id < 0)
+          snprintf(spec, sizeof(spec), "%s:*", s->name);
+        else
+          snprintf(spec, sizeof(spec), "%s:%lld", s->name, (long long)s->id);
+        tlen += (size_t)snprintf(tried + tlen, sizeof(tried) - tlen, "%s%s: %s", tlen ? "; " : "",
+                                 spec, e.message);
+      }
     }
     if (dev != NULL)
       st = 0;

@@ -3,6 +3,8 @@
 # Vendor headers are build-time only; PoCL (OpenCL on the CPU), Mesa's
 # lavapipe (Vulkan on the CPU) with the Khronos validation layer, and the
 # HIP runtime (which finds no device here) are the real drivers the tests use.
+# cmake builds the find_package(adr) consumer of scripts/install_check.sh;
+# groff renders the man pages in tests/packaging.
 set -euo pipefail
 packages=(
   build-essential meson ninja-build pkg-config libcmocka-dev clang
@@ -11,6 +13,7 @@ packages=(
   glslang-tools glslc
   libamdhip64-dev libamdhip64-5
   valgrind
+  cmake groff-base
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -3,7 +3,9 @@
  * adr-bench: measures adr against baselines taken in the same run and
  * prints a table (or --json). Areas: `adr-bench [--quick] [--json]
  * [area ...]`, where an area is one of the compiled-in bench files.
+ * man/adr-bench.1 is the manual.
  */
+#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "adr/adr.h"
 #include "bench.h"
 
 enum check_state { CHECK_NONE, CHECK_OK, CHECK_FAILED };
@@ -97,14 +100,15 @@ static void json_row_start(struct bench_ctx* ctx) {
 void bench_report(struct bench_ctx* ctx, const char* group, const char* label, double adr_value,
                   double baseline_value, const char* unit, const char* baseline_name,
                   enum bench_better better) {
-  double ratio = better == BENCH_HIGHER_IS_BETTER ? adr_value / baseline_value
-                                                  : baseline_value / adr_value;
+  double ratio =
+      better == BENCH_HIGHER_IS_BETTER ? adr_value / baseline_value : baseline_value / adr_value;
   const char* check = take_check(ctx, ctx->json);
   if (ctx->json) {
     json_row_start(ctx);
-    printf("{\"group\": \"%s\", \"case\": \"%s\", \"adr\": %.6g, \"baseline\": %.6g, "
-           "\"unit\": \"%s\", \"baseline_name\": \"%s\", \"ratio\": %.4f, \"check\": %s}",
-           group, label, adr_value, baseline_value, unit, baseline_name, ratio, check);
+    printf(
+        "{\"group\": \"%s\", \"case\": \"%s\", \"adr\": %.6g, \"baseline\": %.6g, "
+        "\"unit\": \"%s\", \"baseline_name\": \"%s\", \"ratio\": %.4f, \"check\": %s}",
+        group, label, adr_value, baseline_value, unit, baseline_name, ratio, check);
   } else {
     printf("%-22s %-16s %12.4g %-6s %12.4g %-6s %-26s %6.3fx %s\n", group, label, adr_value, unit,
            baseline_value, unit, baseline_name, ratio, check);
@@ -150,26 +154,63 @@ static const struct {
     {"selftest", bench_run_selftest},
 };
 
+static void bench_usage(FILE* f) {
+  fprintf(f,
+          "usage: adr-bench [OPTION]... [AREA]...\n"
+          "Measures adr against baselines taken in the same run; every row's bytes are\n"
+          "checked. Without AREA, every area but selftest runs.\n"
+          "\n"
+          "  -q, --quick     fewer sizes and repetitions\n"
+          "  -j, --json      the rows as one JSON object\n"
+          "  -l, --list      list the areas and exit\n"
+          "  -h, --help      show this help and exit\n"
+          "  -V, --version   show the adr version and exit\n"
+          "\n"
+          "areas:");
+  for (size_t a = 0; a < sizeof(areas) / sizeof(areas[0]); a++) fprintf(f, " %s", areas[a].name);
+  fprintf(f,
+          "\n\nExit status: 0 when every check passed, 1 when a byte check failed, 2 on a\n"
+          "usage error (unknown option or area).\n");
+}
+
 int main(int argc, char** argv) {
   struct bench_ctx ctx = {0};
   const char* wanted[32];
   int n_wanted = 0;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--quick") == 0) {
-      ctx.quick = true;
-    } else if (strcmp(argv[i], "--json") == 0) {
-      ctx.json = true;
-    } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("usage: adr-bench [--quick] [--json] [area ...]\nareas:");
-      for (size_t a = 0; a < sizeof(areas) / sizeof(areas[0]); a++) printf(" %s", areas[a].name);
-      printf("\n");
-      return 0;
-    } else if (argv[i][0] != '-' && n_wanted < 32) {
-      wanted[n_wanted++] = argv[i];
-    } else {
-      fprintf(stderr, "adr-bench: unknown argument '%s' (try --help)\n", argv[i]);
+  static const struct option options[] = {
+      {"quick", no_argument, NULL, 'q'},   {"json", no_argument, NULL, 'j'},
+      {"list", no_argument, NULL, 'l'},    {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0},
+  };
+  int c;
+  while ((c = getopt_long(argc, argv, "qjlhV", options, NULL)) != -1) {
+    switch (c) {
+      case 'q':
+        ctx.quick = true;
+        break;
+      case 'j':
+        ctx.json = true;
+        break;
+      case 'l':
+        for (size_t a = 0; a < sizeof(areas) / sizeof(areas[0]); a++) printf("%s\n", areas[a].name);
+        return 0;
+      case 'h':
+        bench_usage(stdout);
+        return 0;
+      case 'V':
+        printf("adr-bench (adr) %s\n", adr_version());
+        return 0;
+      default:
+        bench_usage(stderr);
+        return 2;
+    }
+  }
+  for (int i = optind; i < argc; i++) {
+    if (n_wanted == 32) {
+      fprintf(stderr, "adr-bench: at most 32 areas\n");
       return 2;
     }
+    wanted[n_wanted++] = argv[i];
   }
   for (int w = 0; w < n_wanted; w++) {
     bool known = false;
@@ -186,10 +227,11 @@ int main(int argc, char** argv) {
     printf("{\"loadavg_start\": [%.2f, %.2f, %.2f], \"rows\": [", load_start[0], load_start[1],
            load_start[2]);
   else
-    printf("# load average at start: %.2f %.2f %.2f\n"
-           "%-22s %-16s %12s %-6s %12s %-6s %-26s %7s %s\n",
-           load_start[0], load_start[1], load_start[2], "group", "case", "adr", "", "baseline", "",
-           "baseline is", "ratio", "check");
+    printf(
+        "# load average at start: %.2f %.2f %.2f\n"
+        "%-22s %-16s %12s %-6s %12s %-6s %-26s %7s %s\n",
+        load_start[0], load_start[1], load_start[2], "group", "case", "adr", "", "baseline", "",
+        "baseline is", "ratio", "check");
   for (size_t a = 0; a < sizeof(areas) / sizeof(areas[0]); a++) {
     /* selftest fails on purpose: only when named. */
     bool run = n_wanted == 0 && strcmp(areas[a].name, "selftest") != 0;

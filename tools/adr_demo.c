@@ -8,7 +8,9 @@
  *  2. An Arrow table (int64, nullable utf8, list<int32>, struct<float64,
  *     bool>): deep-copies it to the device and back as ArrowDeviceArrays
  *     and compares the result logically with the original.
+ * man/adr-demo.1 is the manual.
  */
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,14 +19,13 @@
 #include "adr/adr.h"
 #include "sample_table.h" /* tools/fixtures */
 
-#define CHECK(call)                                                            \
-  do {                                                                         \
-    int st_ = (call);                                                          \
-    if (st_ != 0) {                                                            \
-      fprintf(stderr, "adr-demo: %s failed: %s (%s)\n", #call, err.message,    \
-              adr_status_name(st_));                                           \
-      return 1;                                                                \
-    }                                                                          \
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    int st_ = (call);                                                                              \
+    if (st_ != 0) {                                                                                \
+      fprintf(stderr, "adr-demo: %s failed: %s (%s)\n", #call, err.message, adr_status_name(st_)); \
+      return 1;                                                                                    \
+    }                                                                                              \
   } while (0)
 
 static int table_round_trip(struct adr_device* dev, struct adr_device* cpu) {
@@ -51,13 +52,61 @@ static int table_round_trip(struct adr_device* dev, struct adr_device* cpu) {
     printf("table round trip: FAILED: %s\n", diff.message);
     return 1;
   }
-  printf("table round trip: %lld rows (int64, utf8, list<int32>, struct<float64, bool>) "
-         "host -> %s -> host: OK\n",
-         (long long)rows, adr_device_name(dev));
+  printf(
+      "table round trip: %lld rows (int64, utf8, list<int32>, struct<float64, bool>) "
+      "host -> %s -> host: OK\n",
+      (long long)rows, adr_device_name(dev));
   return 0;
 }
 
-int main(void) {
+static void usage(FILE* f) {
+  fprintf(f,
+          "usage: adr-demo [OPTION]...\n"
+          "Round trips a buffer and an Arrow table through the default device and checks\n"
+          "every byte.\n"
+          "\n"
+          "  -d, --device=SPEC  the device, as ADR_DEVICE spells it (cuda:0, opencl, cpu ...);\n"
+          "                     default: ADR_DEVICE, else the CPU\n"
+          "  -h, --help         show this help and exit\n"
+          "  -V, --version      show the adr version and exit\n"
+          "\n"
+          "Exit status: 0 when both round trips are exact, 1 on a failure, 2 on a usage\n"
+          "error.\n");
+}
+
+int main(int argc, char** argv) {
+  static const struct option options[] = {
+      {"device", required_argument, NULL, 'd'},
+      {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},
+      {NULL, 0, NULL, 0},
+  };
+  int c;
+  while ((c = getopt_long(argc, argv, "d:hV", options, NULL)) != -1) {
+    switch (c) {
+      case 'd':
+        /* Before any adr call: adr reads its environment once, at first use. */
+        if (setenv("ADR_DEVICE", optarg, 1) != 0) {
+          perror("adr-demo: setenv");
+          return 1;
+        }
+        break;
+      case 'h':
+        usage(stdout);
+        return 0;
+      case 'V':
+        printf("adr-demo (adr) %s\n", adr_version());
+        return 0;
+      default:
+        usage(stderr);
+        return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "adr-demo: unexpected argument '%s'\n", argv[optind]);
+    usage(stderr);
+    return 2;
+  }
   struct adr_error err = {{0}};
   struct adr_device *dev = NULL, *cpu = NULL;
   CHECK(adr_device_default(&dev, &err));

@@ -3,19 +3,44 @@
  * adr-info: what adr finds on this machine — core version, backend search
  * path, every backend (loaded, absent, excluded, rejected or unavailable,
  * with the reason and resolved path) and every device with its info and
- * backend-specific properties. `--json` prints the same as one JSON object;
- * `--memory` adds each device's allocation handler and memory statistics.
+ * backend-specific properties. `--list` prints one line per device,
+ * `--json` the report as one JSON object (schema in docs/adr-info-json.md),
+ * `--memory` adds each device's memory figures and this process's
+ * allocation statistics. man/adr-info.1 is the manual.
  */
 #include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "adr/adr.h"
 #include "adr/memory.h"
 
+/* The version of the --json document (docs/adr-info-json.md). */
+#define ADR_INFO_JSON_SCHEMA 1
+
 static bool json;
-static bool memory; /* --memory: allocation handler and memory statistics */
+static bool memory; /* --memory: memory figures and allocation statistics */
+
+static void usage(FILE* f) {
+  fprintf(f,
+          "usage: adr-info [OPTION]...\n"
+          "Shows the adr backends and devices found on this machine.\n"
+          "\n"
+          "  -l, --list      one line per device: ADR_DEVICE spelling, kind, name\n"
+          "  -j, --json      the report as JSON (schema %d, docs/adr-info-json.md)\n"
+          "  -m, --memory    add each device's memory and this process's statistics\n"
+          "  -h, --help      show this help and exit\n"
+          "  -V, --version   show the adr version and exit\n"
+          "\n"
+          "Environment: ADR_DEVICE, ADR_BACKENDS, ADR_PLUGIN_PATH, ADR_LOG ... (adr(7)).\n"
+          "Exit status: 0 on success, 1 when adr cannot start (a malformed environment\n"
+          "variable), 2 on a usage error.\n",
+          ADR_INFO_JSON_SCHEMA);
+}
 
 static void json_string(const char* s) {
   putchar('"');
@@ -31,14 +56,37 @@ static void json_string(const char* s) {
   putchar('"');
 }
 
+/* A string, or null when it is empty (unknown). */
+static void json_string_or_null(const char* s) {
+  if (s == NULL || s[0] == '\0')
+    printf("null");
+  else
+    json_string(s);
+}
+
+/* A byte count or other quantity, or null when the backend reports 0
+ * (unknown: adr_device_info says 0 means unknown). */
+static void json_u64_or_null(uint64_t v) {
+  if (v == 0)
+    printf("null");
+  else
+    printf("%" PRIu64, v);
+}
+
 static const char* state_name(int state) {
   switch (state) {
-    case ADR_BACKEND_LOADED: return "loaded";
-    case ADR_BACKEND_ABSENT: return "absent";
-    case ADR_BACKEND_EXCLUDED: return "excluded";
-    case ADR_BACKEND_REJECTED: return "rejected";
-    case ADR_BACKEND_UNAVAILABLE: return "unavailable";
-    default: return "not loaded";
+    case ADR_BACKEND_LOADED:
+      return "loaded";
+    case ADR_BACKEND_ABSENT:
+      return "absent";
+    case ADR_BACKEND_EXCLUDED:
+      return "excluded";
+    case ADR_BACKEND_REJECTED:
+      return "rejected";
+    case ADR_BACKEND_UNAVAILABLE:
+      return "unavailable";
+    default:
+      return "not-loaded";
   }
 }
 
@@ -53,6 +101,65 @@ static void human_bytes(uint64_t v, char* buf, size_t cap) {
   snprintf(buf, cap, "%.1f %s", d, units[u]);
 }
 
+/* The kind of a device (gpu, cpu, accelerator, other), derived from what
+ * the backends report, since struct adr_device_info has no such field:
+ * the device type for the backends whose types say it (cpu; cuda, hip:
+ * GPUs; their pinned-host types: cpu), and the backend's own device-type
+ * property for OpenCL (`device.type`: CPU/GPU/accelerator) and Vulkan
+ * (`device_type`: cpu, discrete-gpu, integrated-gpu, virtual-gpu, other).
+ * Anything else (a third-party backend) is "other". */
+struct kind_ctx {
+  const char* key;
+  char value[64];
+};
+
+static void find_property(void* ctx, const char* key, const char* value) {
+  struct kind_ctx* k = ctx;
+  if (strcmp(key, k->key) == 0) snprintf(k->value, sizeof(k->value), "%s", value);
+}
+
+static const char* device_kind(struct adr_device* dev) {
+  switch (adr_device_type(dev)) {
+    case ARROW_DEVICE_CPU:
+    case ARROW_DEVICE_CUDA_HOST:
+    case ARROW_DEVICE_ROCM_HOST:
+      return "cpu";
+    case ARROW_DEVICE_CUDA:
+    case ARROW_DEVICE_CUDA_MANAGED:
+    case ARROW_DEVICE_ROCM:
+      return "gpu";
+    case ARROW_DEVICE_OPENCL: {
+      struct kind_ctx k = {"device.type", ""};
+      adr_device_properties(dev, find_property, &k, NULL);
+      if (strstr(k.value, "GPU")) return "gpu";
+      if (strstr(k.value, "CPU")) return "cpu";
+      if (strstr(k.value, "accelerator")) return "accelerator";
+      return "other";
+    }
+    case ARROW_DEVICE_VULKAN: {
+      struct kind_ctx k = {"device_type", ""};
+      adr_device_properties(dev, find_property, &k, NULL);
+      if (strstr(k.value, "gpu")) return "gpu";
+      if (strcmp(k.value, "cpu") == 0) return "cpu";
+      return "other";
+    }
+    default:
+      return "other";
+  }
+}
+
+/* A property value that is a plain decimal integer becomes a JSON number;
+ * everything else stays a string (docs/adr-info-json.md). */
+static bool is_integer(const char* s) {
+  const char* p = s;
+  if (*p == '-') p++;
+  if (*p == '\0' || strlen(p) > 18) return false;
+  if (p[0] == '0' && p[1] != '\0') return false; /* "007", "0x10": text */
+  for (; *p; p++)
+    if (*p < '0' || *p > '9') return false;
+  return true;
+}
+
 struct prop_ctx {
   int count;
 };
@@ -63,15 +170,18 @@ static void print_property(void* ctx, const char* key, const char* value) {
     printf("%s", pc->count++ ? ", " : "");
     json_string(key);
     printf(": ");
-    json_string(value);
+    if (is_integer(value))
+      printf("%s", value);
+    else
+      json_string(value);
   } else {
     printf("      %-22s %s\n", key, value);
   }
 }
 
-static const char* const cap_names[] = {"host-accessible", "async-streams", "stream-ordered-alloc",
-                                        "peer-copy",       "device-addresses", "unified-addressing",
-                                        "import-native",   "sync-downloads"};
+static const char* const cap_names[] = {
+    "host-accessible",  "async-streams",      "stream-ordered-alloc", "peer-copy",
+    "device-addresses", "unified-addressing", "import-native",        "sync-downloads"};
 
 static void print_caps(uint64_t caps) {
   bool first = true;
@@ -85,92 +195,292 @@ static void print_caps(uint64_t caps) {
   }
 }
 
-/* --memory: the device's allocation handler and statistics (adr/memory.h). */
-static void print_memory(struct adr_device* dev) {
+/* --memory: the device's own figures (what its driver reports, for the
+ * whole device) and the allocation statistics of adr in this process
+ * (adr/memory.h). A fresh adr-info has allocated nothing, so its counters
+ * are zero: the output says whose they are. */
+static void print_memory(struct adr_device* dev, const struct adr_device_info* info) {
   struct adr_memory_stats s;
   memset(&s, 0, sizeof(s));
   s.struct_size = sizeof(s);
   const struct adr_allocator* h = adr_allocator_get(dev);
-  const char* hname = h && h->name ? h->name : "?";
-  struct adr_error e;
-  if (adr_memory_stats_get(dev, &s, &e) != 0) {
-    if (json) {
-      printf(", \"memory\": {\"error\": ");
-      json_string(e.message);
-      printf("}");
-    } else {
-      printf("      %-22s %s\n", "memory stats", e.message);
-    }
-    return;
-  }
+  const char* hname = h && h->name ? h->name : NULL;
+  struct adr_error e = {{0}};
+  int st = adr_memory_stats_get(dev, &s, &e);
   if (json) {
-    printf(", \"memory\": {\"handler\": ");
-    json_string(hname);
-#define ADR_INFO_COUNTER(f)                                                                  \
-  printf(", \"" #f "\": {\"current\": %llu, \"peak\": %llu, \"total\": %llu}",                  \
-         (unsigned long long)s.f.current, (unsigned long long)s.f.peak,                      \
-         (unsigned long long)s.f.total)
+    printf(", \"memory\": {\"device\": {\"total\": ");
+    json_u64_or_null(info->memory_total);
+    printf(", \"free\": ");
+    json_u64_or_null(info->memory_free);
+    printf(", \"used\": ");
+    if (info->memory_total && info->memory_free && info->memory_free <= info->memory_total)
+      printf("%" PRIu64, info->memory_total - info->memory_free);
+    else
+      printf("null");
+    printf("}, \"process\": {\"scope\": \"this adr-info process\", \"handler\": ");
+    json_string_or_null(hname);
+    if (st != 0) {
+      printf(", \"error\": ");
+      json_string(e.message);
+      printf("}}");
+      return;
+    }
+#define ADR_INFO_COUNTER(f)                                                                    \
+  printf(", \"" #f "\": {\"current\": %" PRIu64 ", \"peak\": %" PRIu64 ", \"total\": %" PRIu64 \
+         "}",                                                                                  \
+         s.f.current, s.f.peak, s.f.total)
     ADR_INFO_COUNTER(allocated_bytes);
     ADR_INFO_COUNTER(allocated_count);
     ADR_INFO_COUNTER(reserved_bytes);
     ADR_INFO_COUNTER(reserved_count);
 #undef ADR_INFO_COUNTER
-    printf(", \"cached_bytes\": %llu, \"largest_free_block\": %llu, \"cache_hits\": %llu, "
-           "\"cache_misses\": %llu, \"stream_waits\": %llu, \"oom_retries\": %llu, "
-           "\"oom_failures\": %llu, \"trimmed_bytes\": %llu, \"max_cached\": %llu}",
-           (unsigned long long)s.cached_bytes, (unsigned long long)s.largest_free_block,
-           (unsigned long long)s.cache_hits, (unsigned long long)s.cache_misses,
-           (unsigned long long)s.stream_waits, (unsigned long long)s.oom_retries,
-           (unsigned long long)s.oom_failures, (unsigned long long)s.trimmed_bytes,
-           (unsigned long long)s.max_cached);
+    printf(", \"cached_bytes\": %" PRIu64 ", \"largest_free_block\": %" PRIu64
+           ", \"cache_hits\": %" PRIu64 ", \"cache_misses\": %" PRIu64
+           ", \"stream_waits\": %" PRIu64 ", \"oom_retries\": %" PRIu64
+           ", \"oom_failures\": %" PRIu64 ", \"trimmed_bytes\": %" PRIu64
+           ", \"max_cached\": %" PRIu64 "}}",
+           s.cached_bytes, s.largest_free_block, s.cache_hits, s.cache_misses, s.stream_waits,
+           s.oom_retries, s.oom_failures, s.trimmed_bytes, s.max_cached);
   } else {
+    char total[32], freeb[32], used[32];
+    human_bytes(info->memory_total, total, sizeof(total));
+    human_bytes(info->memory_free, freeb, sizeof(freeb));
+    bool have_used =
+        info->memory_total && info->memory_free && info->memory_free <= info->memory_total;
+    if (have_used) human_bytes(info->memory_total - info->memory_free, used, sizeof(used));
+    printf("      %-22s total %s, free %s, in use %s (whole device, all processes)\n",
+           "device memory", info->memory_total ? total : "unknown",
+           info->memory_free ? freeb : "unknown", have_used ? used : "unknown");
+    printf("      %-22s %s\n", "allocation handler", hname ? hname : "unknown");
+    if (st != 0) {
+      printf("      %-22s %s\n", "memory stats", e.message);
+      return;
+    }
     char line[512];
-    printf("      %-22s %s\n", "allocation handler", hname);
-    printf("      %-22s %s\n", "memory stats", adr_memory_stats_format(&s, line, sizeof(line)));
+    printf("      %-22s (this adr-info process only; statistics are per process)\n",
+           "memory stats");
+    printf("      %-22s %s\n", "", adr_memory_stats_format(&s, line, sizeof(line)));
   }
 }
 
-int main(int argc, char** argv) {
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--json") == 0) {
-      json = true;
-    } else if (strcmp(argv[i], "--memory") == 0) {
-      memory = true;
-    } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("usage: adr-info [--json] [--memory]\n");
-      return 0;
-    } else {
-      fprintf(stderr, "adr-info: unknown argument '%s' (try --help)\n", argv[i]);
-      return 2;
+/* The environment could not be read (a malformed ADR_DEVICE, ADR_BACKENDS
+ * ...): say so on stderr, or as the JSON error document on stdout. */
+static int fail(int status, const struct adr_error* err) {
+  if (json) {
+    printf("{\"schema\": %d, \"adr_version\": ", ADR_INFO_JSON_SCHEMA);
+    json_string(adr_version());
+    printf(", \"error\": {\"status\": ");
+    json_string(adr_status_name(status));
+    printf(", \"errno\": %d, \"message\": ", status);
+    json_string(err->message);
+    printf("}}\n");
+  } else {
+    fprintf(stderr, "adr-info: %s\n", err->message);
+  }
+  return 1;
+}
+
+static void print_search_path(void) {
+  const char* p = adr_backend_search_path();
+  if (!json) {
+    printf("backend search path: %s\n", p);
+    return;
+  }
+  printf(", \"search_path\": [");
+  bool first = true;
+  while (*p) {
+    size_t n = strcspn(p, ":");
+    if (n > 0) {
+      char dir[4096];
+      snprintf(dir, sizeof(dir), "%.*s", (int)n, p);
+      printf("%s", first ? "" : ", ");
+      json_string(dir);
+      first = false;
     }
+    p += n;
+    if (*p == ':') p++;
+  }
+  printf("]");
+}
+
+static void print_backend(size_t i, const struct adr_backend_info* bi) {
+  bool loaded = bi->state == ADR_BACKEND_LOADED;
+  if (!json) {
+    printf("  %-8s %-11s", bi->name, state_name(bi->state));
+    if (loaded)
+      printf(" ABI %u.%u, %lld device%s, %s", bi->abi_major, bi->abi_minor,
+             (long long)bi->device_count, bi->device_count == 1 ? "" : "s", bi->path);
+    printf("\n");
+    if (bi->reason[0]) printf("           %s\n", bi->reason);
+    return;
+  }
+  printf("%s{\"name\": ", i ? ", " : "");
+  json_string(bi->name);
+  printf(", \"state\": \"%s\", \"path\": ", state_name(bi->state));
+  json_string_or_null(bi->path);
+  printf(", \"reason\": ");
+  json_string_or_null(bi->reason);
+  if (loaded)
+    printf(", \"abi\": {\"major\": %u, \"minor\": %u}", bi->abi_major, bi->abi_minor);
+  else
+    printf(", \"abi\": null");
+  printf(", \"device_types\": [");
+  for (uint32_t t = 0; t < bi->device_type_count; t++) {
+    const char* tn = adr_device_type_name(bi->device_types[t]);
+    printf("%s", t ? ", " : "");
+    json_string_or_null(tn);
+  }
+  printf("], \"device_count\": ");
+  if (loaded)
+    printf("%lld}", (long long)bi->device_count);
+  else
+    printf("null}");
+}
+
+static void print_device(size_t i, struct adr_device* dev, const struct adr_device_info* info) {
+  const char* kind = device_kind(dev);
+  const char* type = adr_device_type_name(adr_device_type(dev));
+  if (json) {
+    printf("%s{\"device\": ", i ? ", " : "");
+    json_string(adr_device_name(dev));
+    printf(", \"type\": ");
+    json_string_or_null(type);
+    printf(", \"id\": %lld, \"kind\": \"%s\", \"name\": ", (long long)adr_device_id(dev), kind);
+    json_string_or_null(info->name);
+    printf(", \"vendor\": ");
+    json_string_or_null(info->vendor);
+    printf(", \"backend\": ");
+    json_string(info->backend);
+    printf(", \"driver\": ");
+    json_string_or_null(info->driver);
+    printf(", \"memory_total\": ");
+    json_u64_or_null(info->memory_total);
+    printf(", \"memory_free\": ");
+    json_u64_or_null(info->memory_free);
+    printf(", \"alignment\": ");
+    json_u64_or_null(info->alignment);
+    printf(", \"capabilities\": [");
+    print_caps(info->caps);
+    printf("], \"properties\": {");
+    struct prop_ctx pc = {0};
+    adr_device_properties(dev, print_property, &pc, NULL);
+    printf("}");
+    if (memory) print_memory(dev, info);
+    printf("}");
+    return;
+  }
+  char total[32], freeb[32];
+  human_bytes(info->memory_total, total, sizeof(total));
+  human_bytes(info->memory_free, freeb, sizeof(freeb));
+  printf("  %s  %s\n", adr_device_name(dev), info->name);
+  printf("      %-22s %s\n", "kind", kind);
+  printf("      %-22s %s\n", "vendor", info->vendor[0] ? info->vendor : "unknown");
+  printf("      %-22s %s\n", "backend", info->backend);
+  if (info->driver[0]) printf("      %-22s %s\n", "driver", info->driver);
+  printf("      %-22s %s total, %s free\n", "memory", info->memory_total ? total : "unknown",
+         info->memory_free ? freeb : "unknown");
+  printf("      %-22s ", "capabilities");
+  print_caps(info->caps);
+  printf("\n");
+  struct prop_ctx pc = {0};
+  adr_device_properties(dev, print_property, &pc, NULL);
+  if (memory) print_memory(dev, info);
+}
+
+/* --list: `ADR_DEVICE-spelling  kind  name`, one line per device, the
+ * spellings padded to the longest. */
+static int list_devices(void) {
+  struct adr_error err = {{0}};
+  size_t nd = 0;
+  int st = adr_device_count(&nd, &err);
+  if (st != 0) return fail(st, &err);
+  int width = 0;
+  for (size_t i = 0; i < nd; i++) {
+    struct adr_device* dev = NULL;
+    if (adr_device_at(i, &dev, &err) != 0) continue;
+    int n = (int)strlen(adr_device_name(dev));
+    if (n > width) width = n;
+  }
+  for (size_t i = 0; i < nd; i++) {
+    struct adr_device* dev = NULL;
+    if (adr_device_at(i, &dev, &err) != 0) continue;
+    struct adr_device_info info;
+    memset(&info, 0, sizeof(info));
+    info.struct_size = sizeof(info);
+    if (adr_device_info_get(dev, &info, &err) != 0) info.name[0] = '\0';
+    printf("%-*s  %-11s  %s\n", width, adr_device_name(dev), device_kind(dev),
+           info.name[0] ? info.name : "(unknown)");
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  static const struct option options[] = {
+      {"list", no_argument, NULL, 'l'},    {"json", no_argument, NULL, 'j'},
+      {"memory", no_argument, NULL, 'm'},  {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0},
+  };
+  bool list = false;
+  int c;
+  while ((c = getopt_long(argc, argv, "ljmhV", options, NULL)) != -1) {
+    switch (c) {
+      case 'l':
+        list = true;
+        break;
+      case 'j':
+        json = true;
+        break;
+      case 'm':
+        memory = true;
+        break;
+      case 'h':
+        usage(stdout);
+        return 0;
+      case 'V':
+        printf("adr-info (adr) %s\n", adr_version());
+        return 0;
+      default:
+        usage(stderr);
+        return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "adr-info: unexpected argument '%s'\n", argv[optind]);
+    usage(stderr);
+    return 2;
+  }
+  if (list && (json || memory)) {
+    fprintf(stderr, "adr-info: --list does not combine with --json or --memory\n");
+    usage(stderr);
+    return 2;
   }
   struct adr_error err = {{0}};
   int st = adr_init(&err);
-  if (st != 0 && st != EINVAL) {
-    fprintf(stderr, "adr-info: %s\n", err.message);
-    return 1;
-  }
-  if (st == EINVAL) fprintf(stderr, "adr-info: warning: %s\n", err.message);
+  if (st != 0) return fail(st, &err);
   st = adr_backends_load_all(&err);
-  if (st != 0) {
-    fprintf(stderr, "adr-info: %s\n", err.message);
-    return 1;
-  }
+  if (st != 0) return fail(st, &err);
+  if (list) return list_devices();
+
   struct adr_device* def = NULL;
   struct adr_error def_err = {{0}};
   int def_st = adr_device_default(&def, &def_err);
 
   if (json) {
-    printf("{\"version\": \"%s\", \"search_path\": ", adr_version());
-    json_string(adr_backend_search_path());
+    printf("{\"schema\": %d, \"adr_version\": ", ADR_INFO_JSON_SCHEMA);
+    json_string(adr_version());
+    print_search_path();
     printf(", \"default_device\": ");
-    if (def_st == 0) json_string(adr_device_name(def));
-    else printf("null, \"default_device_error\": "), json_string(def_err.message);
+    if (def_st == 0)
+      json_string(adr_device_name(def));
+    else
+      printf("null");
+    printf(", \"default_device_error\": ");
+    json_string_or_null(def_st == 0 ? NULL : def_err.message);
     printf(", \"validation\": %s", adr_validation_enabled() ? "true" : "false");
-    printf(", \"backends\": [");
+    printf(", \"error\": null, \"backends\": [");
   } else {
     printf("adr %s\n", adr_version());
-    printf("backend search path: %s\n", adr_backend_search_path());
+    print_search_path();
     if (def_st == 0)
       printf("default device (ADR_DEVICE): %s\n", adr_device_name(def));
     else
@@ -184,27 +494,7 @@ int main(int argc, char** argv) {
     memset(&bi, 0, sizeof(bi));
     bi.struct_size = sizeof(bi);
     if (adr_backend_info_get(i, &bi, &err) != 0) continue;
-    if (json) {
-      printf("%s{\"name\": ", i ? ", " : "");
-      json_string(bi.name);
-      printf(", \"state\": \"%s\", \"path\": ", state_name(bi.state));
-      json_string(bi.path);
-      printf(", \"reason\": ");
-      json_string(bi.reason);
-      printf(", \"abi\": \"%u.%u\", \"device_types\": [", bi.abi_major, bi.abi_minor);
-      for (uint32_t t = 0; t < bi.device_type_count; t++) {
-        const char* tn = adr_device_type_name(bi.device_types[t]);
-        printf("%s\"%s\"", t ? ", " : "", tn ? tn : "?");
-      }
-      printf("], \"device_count\": %lld}", (long long)bi.device_count);
-    } else {
-      printf("  %-8s %-11s", bi.name, state_name(bi.state));
-      if (bi.state == ADR_BACKEND_LOADED)
-        printf(" ABI %u.%u, %lld device%s, %s", bi.abi_major, bi.abi_minor,
-               (long long)bi.device_count, bi.device_count == 1 ? "" : "s", bi.path);
-      printf("\n");
-      if (bi.reason[0]) printf("           %s\n", bi.reason);
-    }
+    print_backend(i, &bi);
   }
   size_t nd = 0;
   adr_device_count(&nd, &err);
@@ -212,6 +502,7 @@ int main(int argc, char** argv) {
     printf("], \"devices\": [");
   else
     printf("\ndevices:\n");
+  size_t shown = 0;
   for (size_t i = 0; i < nd; i++) {
     struct adr_device* dev = NULL;
     if (adr_device_at(i, &dev, &err) != 0) continue;
@@ -222,44 +513,7 @@ int main(int argc, char** argv) {
       if (!json) printf("  %s: info failed: %s\n", adr_device_name(dev), err.message);
       continue;
     }
-    char total[32], freeb[32];
-    human_bytes(info.memory_total, total, sizeof(total));
-    human_bytes(info.memory_free, freeb, sizeof(freeb));
-    if (json) {
-      printf("%s{\"device\": ", i ? ", " : "");
-      json_string(adr_device_name(dev));
-      printf(", \"name\": ");
-      json_string(info.name);
-      printf(", \"vendor\": ");
-      json_string(info.vendor);
-      printf(", \"backend\": ");
-      json_string(info.backend);
-      printf(", \"driver\": ");
-      json_string(info.driver);
-      printf(", \"memory_total\": %llu, \"memory_free\": %llu, \"alignment\": %u, \"caps\": [",
-             (unsigned long long)info.memory_total, (unsigned long long)info.memory_free,
-             info.alignment);
-      print_caps(info.caps);
-      printf("], \"properties\": {");
-      struct prop_ctx pc = {0};
-      adr_device_properties(dev, print_property, &pc, NULL);
-      printf("}");
-      if (memory) print_memory(dev);
-      printf("}");
-    } else {
-      printf("  %s  %s\n", adr_device_name(dev), info.name);
-      printf("      %-22s %s\n", "vendor", info.vendor);
-      printf("      %-22s %s\n", "backend", info.backend);
-      if (info.driver[0]) printf("      %-22s %s\n", "driver", info.driver);
-      printf("      %-22s %s total, %s free\n", "memory", info.memory_total ? total : "unknown",
-             info.memory_free ? freeb : "unknown");
-      printf("      %-22s ", "capabilities");
-      print_caps(info.caps);
-      printf("\n");
-      struct prop_ctx pc = {0};
-      adr_device_properties(dev, print_property, &pc, NULL);
-      if (memory) print_memory(dev);
-    }
+    print_device(shown++, dev, &info);
   }
   if (json) printf("]}\n");
   return 0;
