@@ -71,7 +71,9 @@ for t in adr-info adr-bench adr-demo; do
 done
 
 for f in "$lib/libadr.so.0" "$lib"/adr/backends/*.so "$prefix/$bindir"/adr-*; do
-  if strings -a "$f" | grep -qF -e "$src" -e "$(cd "$build" && pwd)"; then
+  # (grep reads all its input here: with pipefail, grep -q quitting at the
+  # first match would make the writer die of SIGPIPE and fail the pipeline.)
+  if strings -a "$f" | grep -F -e "$src" -e "$(cd "$build" && pwd)" >/dev/null; then
     fail "${f#"$prefix"/} contains the build machine's source or build path"
   fi
 done
@@ -108,7 +110,7 @@ consumer=tests/packaging/consumer
 run_consumer() {
   local how=$1 exe=$2
   local out
-  if out=$(env -u LD_LIBRARY_PATH "$exe" 2>&1) && ldd "$exe" | grep -qF "$lib/libadr.so.0"; then
+  if out=$(env -u LD_LIBRARY_PATH "$exe" 2>&1) && ldd "$exe" | grep -F "$lib/libadr.so.0" >/dev/null; then
     ok "$how consumer: $out"
   else
     fail "$how consumer: $out"
