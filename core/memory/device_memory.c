@@ -474,6 +474,21 @@ int adr_memory_trim(struct adr_device* device, size_t* out_released, struct adr_
   return 0;
 }
 
+int adr_memory_max_cached_set(struct adr_device* device, uint64_t max_cached,
+                              uint64_t* out_previous, struct adr_error* error) {
+  int st;
+  struct adr__device_memory* m = state_of("adr_memory_max_cached_set", device, error, &st);
+  if (m == NULL) return st;
+  if (m->pool == NULL)
+    return adr__errorf(error, ENOMEM, "adr_memory_max_cached_set", device->backend->name,
+                       "ENOMEM: the pool of %s could not be created (out of host memory)",
+                       device->name);
+  size_t cap = max_cached >= SIZE_MAX ? SIZE_MAX : (size_t)max_cached;
+  size_t prev = adr__pool_max_cached_set(m->pool, cap);
+  if (out_previous != NULL) *out_previous = prev == SIZE_MAX ? UINT64_MAX : (uint64_t)prev;
+  return 0;
+}
+
 /* ---- device life cycle --------------------------------------------------- */
 
 void adr__memory_device_init(struct adr_device* dev) {

@@ -194,13 +194,17 @@ static void test_size_classes(void** state) {
     assert_int_equal(adr__pool_class_index(prev + 1), i);
     prev = c;
   }
-  assert_int_equal(prev, ADR__POOL_SMALL_MAX);
-  /* Rounding wastes at most a quarter above 512 bytes. */
-  for (size_t s = 513; s <= ADR__POOL_SMALL_MAX; s += 4093) {
+  assert_int_equal(prev, ADR__POOL_CLASS_MAX);
+  /* Rounding wastes at most a quarter above 512 bytes, an eighth above
+   * 1 MiB (sizes spread geometrically up to the largest class). */
+  for (size_t s = 513; s <= ADR__POOL_CLASS_MAX; s += s / 61 + 4093) {
     size_t c = adr__pool_class_size(adr__pool_class_index(s));
     assert_true(c >= s);
-    assert_true(c - s <= s / 4);
+    assert_true(c - s <= (s > ((size_t)1 << 20) ? s / 8 : s / 4));
   }
+  assert_int_equal(adr__pool_class_size(adr__pool_class_index((size_t)1 << 20)), (size_t)1 << 20);
+  assert_int_equal(adr__pool_class_size(adr__pool_class_index(((size_t)1 << 20) + 1)),
+                   (size_t)9 << 17);
   assert_int_equal(adr__pool_class_size(adr__pool_class_index(1)), 64);
   assert_int_equal(adr__pool_class_size(adr__pool_class_index(640)), 640);
   assert_int_equal(adr__pool_class_size(adr__pool_class_index(641)), 768);
@@ -252,24 +256,29 @@ static void test_split_and_coalesce(void** state) {
   o.arenas = 1;
   o.chunk_size = 16 * MiB;
   struct fixture* f = make(&o);
-  size_t sz = 2 * MiB + 4096; /* large: served by the treap */
+  size_t sz = 2 * MiB + 4096; /* rounded up to its class, 2.25 MiB */
+  size_t csz = 9 * MiB / 4;
+  assert_int_equal(adr__pool_class_size(adr__pool_class_index(sz)), csz);
   char* a = xalloc(f, sz, 0, NULL);
   char* b = xalloc(f, sz, 0, NULL);
   char* c = xalloc(f, sz, 0, NULL);
   /* One chunk, split in address order. */
   assert_int_equal(stats(f).reserved_count, 1);
   assert_int_equal(stats(f).reserved_bytes, 16 * MiB);
-  assert_ptr_equal(b, a + sz);
-  assert_ptr_equal(c, b + sz);
-  assert_int_equal(stats(f).largest_free_block, 16 * MiB - 3 * sz);
+  assert_ptr_equal(b, a + csz);
+  assert_ptr_equal(c, b + csz);
+  assert_int_equal(stats(f).largest_free_block, 16 * MiB - 3 * csz);
   xfree(f, a, sz, NULL);
   xfree(f, c, sz, NULL);
-  /* c merged with the tail; a alone. */
-  assert_int_equal(stats(f).largest_free_block, 16 * MiB - 2 * sz);
   xfree(f, b, sz, NULL);
-  assert_int_equal(stats(f).largest_free_block, 16 * MiB);
+  /* Class blocks are cached as they are (reused at once by their class)... */
+  assert_int_equal(stats(f).largest_free_block, 16 * MiB - 3 * csz);
   assert_int_equal(stats(f).cached_bytes, 16 * MiB);
-  /* The whole chunk serves one request without growing. */
+  void* again = xalloc(f, sz + 1000, 0, NULL);
+  assert_ptr_equal(again, b); /* LIFO within the class */
+  xfree(f, again, sz + 1000, NULL);
+  /* ...and coalesced when a request finds nothing that fits: the whole
+   * chunk serves it without growing. */
   uint64_t misses = stats(f).cache_misses;
   void* all = xalloc(f, 16 * MiB, 0, NULL);
   assert_ptr_equal(all, a);
@@ -323,7 +332,13 @@ static void test_best_fit(void** state) {
   xfree(f, r2, 4 * MiB, NULL);
   xfree(f, g1, sep, NULL);
   xfree(f, g2, sep, NULL);
-  assert_int_equal(stats(f).largest_free_block, 32 * MiB);
+  /* Everything coalesces back into the chunk for a request of its size. */
+  uint64_t misses = stats(f).cache_misses;
+  char* all = xalloc(f, 32 * MiB, 0, NULL);
+  assert_ptr_equal(all, h5);
+  assert_int_equal(stats(f).cache_misses, misses);
+  assert_int_equal(stats(f).reserved_count, 1);
+  xfree(f, all, 32 * MiB, NULL);
   unmake(f);
 }
 
