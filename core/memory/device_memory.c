@@ -516,6 +516,7 @@ void adr__memory_device_init(struct adr_device* dev) {
    * (instrumented) code and the application touch: poisoned for ASan. */
   struct adr__pool_options opts = cfg->pool;
   opts.poison = dev->type == ARROW_DEVICE_CPU;
+  opts.host_pages = dev->type == ARROW_DEVICE_CPU;
   if (opts.max_cached == ADR__POOL_MAX_CACHED_AUTO)
     opts.max_cached = adr__pool_default_max_cached(info.memory_total);
   if (adr__pool_create(&opts, &up, &sync, &m->pool, NULL) != 0) m->pool = NULL;

@@ -49,9 +49,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "pool.h"
+
+#ifndef MADV_HUGEPAGE
+#define MADV_HUGEPAGE 14
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+#define HUGE_PAGE ((uintptr_t)2 << 20)
 
 #define MIN_ALIGN ((size_t)ADR_MIN_ALIGNMENT)
 #define LARGE_GRANULE ((size_t)512)
@@ -866,6 +875,9 @@ void adr__pool_options_default(struct adr__pool_options* opts) {
   opts->chunk_size = 0;
   opts->arenas = 0;
   opts->poison = false;
+  opts->host_pages = false;
+  opts->hugepages = false;
+  opts->populate = false;
 }
 
 int adr__pool_create(const struct adr__pool_options* opts, const struct adr__pool_upstream* up,
@@ -1018,6 +1030,18 @@ static struct block* arena_take(struct adr__pool* pool, struct arena* a, void* s
   return b;
 }
 
+/* A new host chunk's pages (options host_pages, hugepages, populate).
+ * Advice only: a kernel without THP (or with it "never") or without
+ * MADV_POPULATE_WRITE refuses, and the pages fault in on first touch as
+ * usual. */
+static void chunk_prepare(struct adr__pool* pool, void* mem, size_t size) {
+  if (!pool->opts.host_pages) return;
+  uintptr_t lo = ((uintptr_t)mem + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+  uintptr_t hi = ((uintptr_t)mem + size) & ~(HUGE_PAGE - 1);
+  if (pool->opts.hugepages && hi > lo) (void)madvise((void*)lo, hi - lo, MADV_HUGEPAGE);
+  if (pool->opts.populate) (void)madvise(mem, size, MADV_POPULATE_WRITE);
+}
+
 static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignment, void* stream,
                             struct block** out, struct adr_error* error) {
   if (alignment < MIN_ALIGN) alignment = MIN_ALIGN;
@@ -1076,6 +1100,7 @@ static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignmen
       free(c);
       return st;
     }
+    chunk_prepare(pool, mem, grow);
     c->base = (uintptr_t)mem;
     c->size = grow;
     pthread_mutex_lock(&a->lock);

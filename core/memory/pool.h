@@ -57,6 +57,14 @@ struct adr__pool_options {
   /* The chunks are host memory adr's own code may touch: in an
    * AddressSanitizer build, poison what is not allocated. */
   bool poison;
+  /* The chunks are ordinary anonymous host pages (the CPU device): a new
+   * chunk may be given transparent huge pages (hugepages: MADV_HUGEPAGE on
+   * its 2 MiB-aligned part) and be faulted in before it is carved
+   * (populate: MADV_POPULATE_WRITE), outside the arena lock. Both off by
+   * default (docs/memory.md: what they cost and gain on this kind of host). */
+  bool host_pages;
+  bool hugepages;
+  bool populate;
 };
 
 struct adr__pool_stats {
