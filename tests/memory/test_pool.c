@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "memory/pool.h"
 
@@ -813,9 +815,59 @@ static void test_threads(void** state) {
   unmake(f);
 }
 
+/* Resident 4 KiB pages of [p, p + size) (p page-aligned). */
+static size_t resident_pages(void* p, size_t size) {
+  size_t n = size / 4096, count = 0;
+  unsigned char* v = malloc(n);
+  assert_non_null(v);
+  assert_int_equal(mincore(p, size, v), 0);
+  for (size_t i = 0; i < n; i++) count += v[i] & 1;
+  free(v);
+  return count;
+}
+
+/* Options populate and hugepages on host chunks: with populate a new
+ * chunk is resident before anything touches it; without, it is not (the
+ * fake upstream's aligned_alloc of 16 MiB is a fresh mapping); hugepages
+ * is advice, and the memory works either way. */
+static void test_host_pages(void** state) {
+  (void)state;
+  const size_t chunk = 16 * MiB, size = 8 * MiB;
+  for (int populate = 0; populate <= 1; populate++) {
+    struct adr__pool_options o;
+    adr__pool_options_default(&o);
+    o.arenas = 1;
+    o.chunk_size = chunk;
+    o.host_pages = true;
+    o.populate = populate;
+    o.hugepages = populate;
+    struct fixture* f = make(&o);
+    char* p = xalloc(f, size, 4096, NULL);
+    size_t pages = resident_pages(p, size);
+    if (populate) {
+      void* probe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      assert_true(probe != MAP_FAILED);
+      bool supported = madvise(probe, 4096, 23 /* MADV_POPULATE_WRITE */) == 0;
+      munmap(probe, 4096);
+      if (supported)
+        assert_int_equal(pages, size / 4096);
+      else
+        print_message("kernel without MADV_POPULATE_WRITE: %zu of %zu pages resident\n", pages,
+                      size / 4096);
+    } else {
+      assert_true(pages < size / 4096 / 2);
+    }
+    memset(p, 0x5a, size);
+    assert_int_equal(p[size - 1], 0x5a);
+    xfree(f, p, size, NULL);
+    unmake(f);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_size_classes),
+      cmocka_unit_test(test_host_pages),
       cmocka_unit_test(test_alignment),
       cmocka_unit_test(test_same_size_reuse_is_a_hit),
       cmocka_unit_test(test_split_and_coalesce),
