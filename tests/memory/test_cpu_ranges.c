@@ -161,6 +161,7 @@ static double per_op(size_t n) {
     double t = (now_s() - t0) / (double)n;
     if (t < best) best = t;
   }
+  cpu_ranges_clear(&map);
   return best;
 }
 
