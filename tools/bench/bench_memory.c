@@ -15,9 +15,15 @@
  * at a quarter of the device's (or the host's) memory; what is still live
  * at the end is freed inside the timed region (for every allocator alike).
  * With 2 threads each thread runs the workload with its own generator and
- * half of max_usage; the figure is wall time over all operations, the
- * best of at least 3 runs (the first run warms the pool, as RMM's pool is
- * warm after its first benchmark iteration).
+ * half of max_usage; the figure is the process's CPU time (user + system,
+ * all threads) over all operations, the best of at least 3 runs (the first run warms the pool, as
+ * RMM's pool is warm after its first benchmark iteration).
+ *
+ * CPU time, not wall time (RMM's figure): on a shared machine the wall time
+ * of a long run includes time spent waiting for a core, so a 100k run
+ * (tens of ms) looked 2-4x slower per operation than a 1k run (a fraction
+ * of a scheduler slice) while cachegrind counted the same instructions and
+ * cache misses per operation for both. The row budget stays wall time.
  *
  * The pool runs without its cap on cached bytes (adr_memory_max_cached_set
  * to UINT64_MAX, restored afterwards), as RMM's pool_memory_resource keeps
@@ -35,6 +41,7 @@
  * (1.0 = flat: the cost does not grow with the number of live blocks).
  */
 #include <dlfcn.h>
+#include <time.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -228,6 +235,14 @@ static void* run_workload(void* arg) {
   return NULL;
 }
 
+/* CPU time of the process (user + system, every thread: the workload's,
+ * and a driver's own threads where it does work in them), in seconds. */
+static double cpu_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 /* Seconds one measurement may take, for any allocator: a native allocator
  * at tens of microseconds per call, or one that slows down as its heap
  * fragments (PoCL's clSVMFree did: one 100k x 64 MiB row ran past 7
@@ -257,14 +272,14 @@ static double measure_once(struct adr_device* dev, const struct vk_direct* vk, e
                              0,
                              0};
   }
-  double t0 = bench_now();
+  double t0 = cpu_now();
   if (threads == 1) {
     run_workload(&w[0]);
   } else {
     for (int t = 0; t < threads; t++) pthread_create(&th[t], NULL, run_workload, &w[t]);
     for (int t = 0; t < threads; t++) pthread_join(th[t], NULL);
   }
-  double elapsed = bench_now() - t0;
+  double elapsed = cpu_now() - t0;
   size_t ops = 0;
   for (int t = 0; t < threads; t++) {
     ops += w[t].ops;
