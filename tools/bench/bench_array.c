@@ -120,16 +120,18 @@ static double now_s(void) {
 
 /* One deep copy to the CPU, checked equal to the source; seconds, or 0. */
 static double deep_once(struct bench_ctx* ctx, struct adr_device* cpu, const struct ArrowSchema* s,
-                        const struct ArrowDeviceArray* host, bool trim_first) {
+                        const struct ArrowDeviceArray* host, bool trim_first, int64_t* out_bytes) {
   struct adr_error err;
   struct ArrowDeviceArray out;
+  struct adr_copy_stats cst = {.struct_size = sizeof(cst)};
   if (trim_first) adr_memory_trim(cpu, NULL, NULL);
   double t0 = now_s();
-  if (adr_device_array_deep_copy(s, host, cpu, NULL, &out, NULL, &err) != 0) {
+  if (adr_device_array_deep_copy(s, host, cpu, NULL, &out, &cst, &err) != 0) {
     bench_expect(ctx, false, "deep copy CPU->CPU: %s", err.message);
     return 0;
   }
   double t = now_s() - t0;
+  if (out_bytes != NULL) *out_bytes = cst.bytes;
   bool eq = false;
   struct adr_error diff;
   int st = adr_device_array_equal(s, host, &out, &eq, &diff, &err);
@@ -179,7 +181,7 @@ static void bench_cold_warm(struct bench_ctx* ctx, struct adr_device* cpu,
   /* Cold: each run on memory fresh from the kernel; the best of three. */
   double cold = 0, base_cold = 0;
   for (int r = 0; r < 3; r++) {
-    cold = min_of(cold, deep_once(ctx, cpu, schema, host, true));
+    cold = min_of(cold, deep_once(ctx, cpu, schema, host, true, NULL));
     base_cold = min_of(base_cold, malloc_copy_once(ctx, raw));
   }
   adr_memory_trim(cpu, NULL, NULL);
@@ -188,8 +190,12 @@ static void bench_cold_warm(struct bench_ctx* ctx, struct adr_device* cpu,
                "malloc+memcpy per buffer (nanoarrow)", BENCH_LOWER_IS_BETTER);
   /* Warm: the pool's memory reused; memcpy into touched memory. */
   double warm = 0, base_warm = 0;
-  deep_once(ctx, cpu, schema, host, false);
-  for (int r = 0; r < 5; r++) warm = min_of(warm, deep_once(ctx, cpu, schema, host, false));
+  int64_t copied = 0, raw_bytes = 0;
+  deep_once(ctx, cpu, schema, host, false, &copied);
+  for (int r = 0; r < 5; r++) warm = min_of(warm, deep_once(ctx, cpu, schema, host, false, NULL));
+  for (int i = 0; i < raw->n; i++) raw_bytes += (int64_t)raw->size[i];
+  bench_note(ctx, group, "bytes: deep copy", (double)copied, "B");
+  bench_note(ctx, group, "bytes: baselines", (double)raw_bytes, "B");
   void* dst[64];
   bool ok = true;
   for (int i = 0; i < raw->n; i++) {
