@@ -11,9 +11,8 @@
  *
  * Locking: each stream has a mutex guarding its queue and counters; each
  * event has a mutex guarding its recorded/completed counters; the range
- * map (for pointer_query) has its own rwlock. No lock is held while a task runs
- * and no two locks are ever held at once, so there is no lock order to get
- * wrong.
+ * map (for pointer_query, cpu_ranges.h: a treap, O(log n)) has its own rwlock. No lock is held
+ * while a task runs and no two locks are ever held at once, so there is no lock order to get wrong.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -25,7 +24,7 @@
 
 #include "adr/backend.h"
 #include "host.h"
-#include "range_map.h"
+#include "cpu_ranges.h"
 
 #define CPU_NAME "cpu"
 
@@ -206,7 +205,7 @@ static int cpu_device_info(struct adr_backend_device* dev, struct adr_device_inf
 }
 
 static int cpu_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
-                                  struct adr_error* error) {
+                                 struct adr_error* error) {
   (void)dev;
   (void)error;
   char buf[64];
@@ -221,12 +220,11 @@ static int cpu_device_properties(struct adr_backend_device* dev, adr_property_fn
 /* ---- address ranges (pointer_query) ---------------------------------------- */
 
 /* Live allocations, so pointer_query answers for any address inside one. */
-static struct adr_range_map ranges = ADR_RANGE_MAP_INIT(struct adr_range);
+static struct cpu_ranges ranges = CPU_RANGES_INIT;
 
 static int cpu_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
                              struct adr_error* error) {
-  struct adr_range r;
-  if (adr_range_map_find(&ranges, (uintptr_t)ptr, 0, &r) != 0)
+  if (cpu_ranges_find(&ranges, (uintptr_t)ptr, 0, NULL, NULL) != 0)
     return adr_backend_error_set(error, ENOENT, "ENOENT: %p is not in a CPU allocation", ptr);
   *out_type = ARROW_DEVICE_CPU;
   *out_id = 0;
@@ -234,7 +232,7 @@ static int cpu_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t
 }
 
 static void cpu_shutdown(void) {
-  adr_range_map_clear(&ranges);
+  cpu_ranges_clear(&ranges);
 }
 
 /* ---- memory -------------------------------------------------------------- */
@@ -248,8 +246,7 @@ static int cpu_alloc(struct adr_backend_device* dev, size_t size, size_t alignme
   if (p == NULL)
     return adr_backend_error_set(error, ENOMEM, "ENOMEM: cannot allocate %zu bytes aligned to %zu",
                                  size, alignment);
-  struct adr_range r = {(uintptr_t)p, size};
-  if (adr_range_map_insert(&ranges, &r) != 0) {
+  if (cpu_ranges_insert(&ranges, (uintptr_t)p, size) != 0) {
     free(p);
     return adr_backend_error_set(error, ENOMEM, "ENOMEM: cannot record the allocation's range");
   }
@@ -261,7 +258,7 @@ static int cpu_free(struct adr_backend_device* dev, void* ptr, size_t size,
                     struct adr_backend_stream* stream, struct adr_error* error) {
   (void)dev;
   (void)size;
-  adr_range_map_remove(&ranges, (uintptr_t)ptr, NULL);
+  cpu_ranges_remove(&ranges, (uintptr_t)ptr, NULL);
   struct task t = {.kind = TASK_FREE, .dst = ptr};
   return submit(stream, &t, error);
 }

@@ -474,6 +474,21 @@ int adr_memory_trim(struct adr_device* device, size_t* out_released, struct adr_
   return 0;
 }
 
+int adr_memory_max_cached_set(struct adr_device* device, uint64_t max_cached,
+                              uint64_t* out_previous, struct adr_error* error) {
+  int st;
+  struct adr__device_memory* m = state_of("adr_memory_max_cached_set", device, error, &st);
+  if (m == NULL) return st;
+  if (m->pool == NULL)
+    return adr__errorf(error, ENOMEM, "adr_memory_max_cached_set", device->backend->name,
+                       "ENOMEM: the pool of %s could not be created (out of host memory)",
+                       device->name);
+  size_t cap = max_cached >= SIZE_MAX ? SIZE_MAX : (size_t)max_cached;
+  size_t prev = adr__pool_max_cached_set(m->pool, cap);
+  if (out_previous != NULL) *out_previous = prev == SIZE_MAX ? UINT64_MAX : (uint64_t)prev;
+  return 0;
+}
+
 /* ---- device life cycle --------------------------------------------------- */
 
 void adr__memory_device_init(struct adr_device* dev) {
@@ -501,6 +516,7 @@ void adr__memory_device_init(struct adr_device* dev) {
    * (instrumented) code and the application touch: poisoned for ASan. */
   struct adr__pool_options opts = cfg->pool;
   opts.poison = dev->type == ARROW_DEVICE_CPU;
+  opts.host_pages = dev->type == ARROW_DEVICE_CPU;
   if (opts.max_cached == ADR__POOL_MAX_CACHED_AUTO)
     opts.max_cached = adr__pool_default_max_cached(info.memory_total);
   if (adr__pool_create(&opts, &up, &sync, &m->pool, NULL) != 0) m->pool = NULL;

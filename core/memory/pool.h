@@ -57,6 +57,14 @@ struct adr__pool_options {
   /* The chunks are host memory adr's own code may touch: in an
    * AddressSanitizer build, poison what is not allocated. */
   bool poison;
+  /* The chunks are ordinary anonymous host pages (the CPU device): a new
+   * chunk may be given transparent huge pages (hugepages: MADV_HUGEPAGE on
+   * its 2 MiB-aligned part) and be faulted in before it is carved
+   * (populate: MADV_POPULATE_WRITE), outside the arena lock. Both off by
+   * default (docs/memory.md: what they cost and gain on this kind of host). */
+  bool host_pages;
+  bool hugepages;
+  bool populate;
 };
 
 struct adr__pool_stats {
@@ -76,8 +84,10 @@ size_t adr__pool_default_max_cached(uint64_t memory_total);
 
 struct adr__pool;
 
-/* Blocks at most this large are served from size classes. */
-#define ADR__POOL_SMALL_MAX ((size_t)1 << 20)
+/* Requests at most this large are rounded up to a size class (64-byte
+ * steps to 512 B, 4 classes per power of two to 1 MiB, 8 above) and cached
+ * in per-class lists; larger ones are served best-fit, 512-byte granular. */
+#define ADR__POOL_CLASS_MAX ((size_t)1 << 46)
 
 void adr__pool_options_default(struct adr__pool_options* opts);
 /* Copies *up and *sync (sync may be NULL). */
@@ -113,6 +123,9 @@ size_t adr__pool_trim(struct adr__pool* pool, bool wait);
 void adr__pool_stream_retire(struct adr__pool* pool, void* stream);
 void adr__pool_stats_get(struct adr__pool* pool, struct adr__pool_stats* out);
 void adr__pool_stats_reset_peaks(struct adr__pool* pool);
+/* Replaces max_cached (SIZE_MAX: no cap) for later frees; returns the
+ * previous value. */
+size_t adr__pool_max_cached_set(struct adr__pool* pool, size_t max_cached);
 
 /* Checks the pool's invariants (for the tests): 0, or EPROTO with a
  * description in msg. */
@@ -121,6 +134,6 @@ int adr__pool_check(struct adr__pool* pool, char* msg, size_t size);
 /* Size-class helpers (exposed for the unit tests). */
 unsigned adr__pool_class_index(size_t size);
 size_t adr__pool_class_size(unsigned index);
-#define ADR__POOL_CLASS_COUNT 52u
+#define ADR__POOL_CLASS_COUNT 260u /* 52 up to 1 MiB, then 8 per power of two */
 
 #endif /* ADR_CORE_MEMORY_POOL_H */

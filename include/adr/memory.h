@@ -154,6 +154,16 @@ ADR_API const char* adr_memory_stats_format(const struct adr_memory_stats* stats
 ADR_API int adr_memory_trim(struct adr_device* device, size_t* out_released,
                             struct adr_error* error);
 
+/* Sets the cap on the free bytes the device's pool keeps (max_cached: by
+ * default an eighth of the device's memory, 256 MiB to 4 GiB, or ADR_ALLOC's
+ * max_cached) for later frees, like cudaMemPoolSetAttribute. UINT64_MAX
+ * removes the cap (the pool keeps all it has, as RMM's pool does); 0 keeps
+ * nothing. A lower cap takes effect at the next free or adr_memory_trim.
+ * *out_previous (may be NULL) receives the cap it replaces. ENOMEM if the
+ * device has no pool. Thread-safe. */
+ADR_API int adr_memory_max_cached_set(struct adr_device* device, uint64_t max_cached,
+                                      uint64_t* out_previous, struct adr_error* error);
+
 /* ------------------------------------------------------------------------ */
 /* Out of memory                                                            */
 /* ------------------------------------------------------------------------ */

@@ -146,6 +146,24 @@ static void test_malformed(void** state) {
                "byte 0x01");
 }
 
+/* The host-page options: off by default, on by name, pool only. */
+static void test_host_page_options(void** state) {
+  (void)state;
+  struct adr__alloc_config c = parse_ok(NULL);
+  assert_false(c.pool.hugepages);
+  assert_false(c.pool.populate);
+  c = parse_ok("pool:populate");
+  assert_true(c.pool.populate);
+  assert_false(c.pool.hugepages);
+  c = parse_ok("pool:HugePages,max_cached=1GiB,populate");
+  assert_true(c.pool.hugepages);
+  assert_true(c.pool.populate);
+  assert_int_equal(c.pool.max_cached, (size_t)1 << 30);
+  expect_error("backend:populate", "column 9: option 'populate' applies only to the pool");
+  expect_error("none:hugepages", "option 'hugepages' applies only to the pool");
+  expect_error("pool:populate=1", "',' and an option, or the end");
+}
+
 static void test_format_bytes(void** state) {
   (void)state;
   char b[32];
@@ -161,6 +179,7 @@ int main(void) {
       cmocka_unit_test(test_defaults),          cmocka_unit_test(test_handlers),
       cmocka_unit_test(test_options_and_units), cmocka_unit_test(test_malformed),
       cmocka_unit_test(test_format_bytes),      cmocka_unit_test(test_exact_decimals),
+      cmocka_unit_test(test_host_page_options),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -504,8 +504,43 @@ static void test_backend_handler(void** state) {
   assert_int_equal(adr_allocator_set(cpu, adr_allocator_pool(), NULL, NULL), 0);
 }
 
+/* adr_memory_max_cached_set: the cap in force shows in the statistics, a
+ * free over a lowered cap gives chunks back at once, no cap keeps them, and
+ * the previous value comes back for restoring. */
+static void test_max_cached_set(void** state) {
+  (void)state;
+  size_t released = 0;
+  assert_int_equal(adr_memory_trim(cpu, &released, NULL), 0);
+  uint64_t prev = 0;
+  assert_int_equal(adr_memory_max_cached_set(cpu, UINT64_MAX, &prev, NULL), 0);
+  assert_true(prev == device_stats().max_cached || device_stats().max_cached == UINT64_MAX);
+  assert_true(device_stats().max_cached == UINT64_MAX);
+  assert_true(prev != UINT64_MAX && prev >= ((uint64_t)256 << 20)); /* the default cap */
+  enum { N = 8 };
+  size_t size = (size_t)6 << 20;
+  void* p[N];
+  for (int i = 0; i < N; i++) p[i] = xalloc(size);
+  for (int i = 0; i < N; i++) xfree(p[i], size);
+  /* No cap: everything freed stays cached. */
+  assert_true(device_stats().cached_bytes >= (uint64_t)N * size);
+  uint64_t none = 0;
+  assert_int_equal(adr_memory_max_cached_set(cpu, 0, &none, NULL), 0);
+  assert_true(none == UINT64_MAX);
+  /* A cap of 0: the next free gives every fully free chunk back. */
+  void* q = xalloc(4096);
+  xfree(q, 4096);
+  assert_int_equal(device_stats().cached_bytes, 0);
+  assert_int_equal(device_stats().max_cached, 0);
+  assert_int_equal(adr_memory_max_cached_set(cpu, prev, NULL, NULL), 0);
+  assert_true(device_stats().max_cached == prev);
+  struct adr_error e;
+  assert_int_equal(adr_memory_max_cached_set(NULL, 0, NULL, &e), EINVAL);
+  assert_non_null(strstr(e.message, "adr_memory_max_cached_set"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_max_cached_set),
       cmocka_unit_test(test_default_is_pool),
       cmocka_unit_test(test_switch_frees_through_old_handler),
       cmocka_unit_test(test_alloc_with),

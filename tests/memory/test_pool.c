@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "memory/pool.h"
 
@@ -194,13 +196,17 @@ static void test_size_classes(void** state) {
     assert_int_equal(adr__pool_class_index(prev + 1), i);
     prev = c;
   }
-  assert_int_equal(prev, ADR__POOL_SMALL_MAX);
-  /* Rounding wastes at most a quarter above 512 bytes. */
-  for (size_t s = 513; s <= ADR__POOL_SMALL_MAX; s += 4093) {
+  assert_int_equal(prev, ADR__POOL_CLASS_MAX);
+  /* Rounding wastes at most a quarter above 512 bytes, an eighth above
+   * 1 MiB (sizes spread geometrically up to the largest class). */
+  for (size_t s = 513; s <= ADR__POOL_CLASS_MAX; s += s / 61 + 4093) {
     size_t c = adr__pool_class_size(adr__pool_class_index(s));
     assert_true(c >= s);
-    assert_true(c - s <= s / 4);
+    assert_true(c - s <= (s > ((size_t)1 << 20) ? s / 8 : s / 4));
   }
+  assert_int_equal(adr__pool_class_size(adr__pool_class_index((size_t)1 << 20)), (size_t)1 << 20);
+  assert_int_equal(adr__pool_class_size(adr__pool_class_index(((size_t)1 << 20) + 1)),
+                   (size_t)9 << 17);
   assert_int_equal(adr__pool_class_size(adr__pool_class_index(1)), 64);
   assert_int_equal(adr__pool_class_size(adr__pool_class_index(640)), 640);
   assert_int_equal(adr__pool_class_size(adr__pool_class_index(641)), 768);
@@ -252,24 +258,29 @@ static void test_split_and_coalesce(void** state) {
   o.arenas = 1;
   o.chunk_size = 16 * MiB;
   struct fixture* f = make(&o);
-  size_t sz = 2 * MiB + 4096; /* large: served by the treap */
+  size_t sz = 2 * MiB + 4096; /* rounded up to its class, 2.25 MiB */
+  size_t csz = 9 * MiB / 4;
+  assert_int_equal(adr__pool_class_size(adr__pool_class_index(sz)), csz);
   char* a = xalloc(f, sz, 0, NULL);
   char* b = xalloc(f, sz, 0, NULL);
   char* c = xalloc(f, sz, 0, NULL);
   /* One chunk, split in address order. */
   assert_int_equal(stats(f).reserved_count, 1);
   assert_int_equal(stats(f).reserved_bytes, 16 * MiB);
-  assert_ptr_equal(b, a + sz);
-  assert_ptr_equal(c, b + sz);
-  assert_int_equal(stats(f).largest_free_block, 16 * MiB - 3 * sz);
+  assert_ptr_equal(b, a + csz);
+  assert_ptr_equal(c, b + csz);
+  assert_int_equal(stats(f).largest_free_block, 16 * MiB - 3 * csz);
   xfree(f, a, sz, NULL);
   xfree(f, c, sz, NULL);
-  /* c merged with the tail; a alone. */
-  assert_int_equal(stats(f).largest_free_block, 16 * MiB - 2 * sz);
   xfree(f, b, sz, NULL);
-  assert_int_equal(stats(f).largest_free_block, 16 * MiB);
+  /* Class blocks are cached as they are (reused at once by their class)... */
+  assert_int_equal(stats(f).largest_free_block, 16 * MiB - 3 * csz);
   assert_int_equal(stats(f).cached_bytes, 16 * MiB);
-  /* The whole chunk serves one request without growing. */
+  void* again = xalloc(f, sz + 1000, 0, NULL);
+  assert_ptr_equal(again, b); /* LIFO within the class */
+  xfree(f, again, sz + 1000, NULL);
+  /* ...and coalesced when a request finds nothing that fits: the whole
+   * chunk serves it without growing. */
   uint64_t misses = stats(f).cache_misses;
   void* all = xalloc(f, 16 * MiB, 0, NULL);
   assert_ptr_equal(all, a);
@@ -323,7 +334,13 @@ static void test_best_fit(void** state) {
   xfree(f, r2, 4 * MiB, NULL);
   xfree(f, g1, sep, NULL);
   xfree(f, g2, sep, NULL);
-  assert_int_equal(stats(f).largest_free_block, 32 * MiB);
+  /* Everything coalesces back into the chunk for a request of its size. */
+  uint64_t misses = stats(f).cache_misses;
+  char* all = xalloc(f, 32 * MiB, 0, NULL);
+  assert_ptr_equal(all, h5);
+  assert_int_equal(stats(f).cache_misses, misses);
+  assert_int_equal(stats(f).reserved_count, 1);
+  xfree(f, all, 32 * MiB, NULL);
   unmake(f);
 }
 
@@ -798,9 +815,79 @@ static void test_threads(void** state) {
   unmake(f);
 }
 
+/* Resident 4 KiB pages of [p, p + size) (p page-aligned). */
+static size_t resident_pages(void* p, size_t size) {
+  size_t n = size / 4096, count = 0;
+  unsigned char* v = malloc(n);
+  assert_non_null(v);
+  assert_int_equal(mincore(p, size, v), 0);
+  for (size_t i = 0; i < n; i++) count += v[i] & 1;
+  free(v);
+  return count;
+}
+
+/* Fresh anonymous mappings, so untouched pages are not resident whatever
+ * malloc does (MALLOC_PERTURB_ fills what aligned_alloc returns). */
+static int mmap_alloc(void* ctx, size_t size, size_t alignment, void** out,
+                      struct adr_error* error) {
+  (void)ctx;
+  (void)alignment; /* 4096: page-aligned anyway */
+  void* p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return adr_error_set(error, ENOMEM, "[alloc][mmap] ENOMEM");
+  *out = p;
+  return 0;
+}
+
+static void mmap_free(void* ctx, void* ptr, size_t size) {
+  (void)ctx;
+  munmap(ptr, size);
+}
+
+/* Options populate and hugepages on host chunks: with populate a new
+ * chunk is resident before anything touches it; without, it is not;
+ * hugepages is advice, and the memory works either way. */
+static void test_host_pages(void** state) {
+  (void)state;
+  const size_t chunk = 16 * MiB, size = 8 * MiB;
+  for (int populate = 0; populate <= 1; populate++) {
+    struct adr__pool_options o;
+    adr__pool_options_default(&o);
+    o.arenas = 1;
+    o.chunk_size = chunk;
+    o.host_pages = true;
+    o.populate = populate;
+    o.hugepages = populate;
+    struct adr__pool_upstream up = {NULL, mmap_alloc, mmap_free};
+    struct adr__pool* pool = NULL;
+    assert_int_equal(adr__pool_create(&o, &up, NULL, &pool, NULL), 0);
+    char* p = NULL;
+    struct adr_error err;
+    assert_int_equal(adr__pool_alloc(pool, size, 4096, NULL, (void**)&p, &err), 0);
+    size_t pages = resident_pages(p, size);
+    if (populate) {
+      void* probe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      assert_true(probe != MAP_FAILED);
+      bool supported = madvise(probe, 4096, 23 /* MADV_POPULATE_WRITE */) == 0;
+      munmap(probe, 4096);
+      if (supported)
+        assert_int_equal(pages, size / 4096);
+      else
+        print_message("kernel without MADV_POPULATE_WRITE: %zu of %zu pages resident\n", pages,
+                      size / 4096);
+    } else {
+      assert_true(pages < size / 4096 / 2);
+    }
+    memset(p, 0x5a, size);
+    assert_int_equal(p[size - 1], 0x5a);
+    assert_int_equal(adr__pool_free(pool, p, size, NULL, &err), 0);
+    assert_int_equal(adr__pool_destroy(pool), 0);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_size_classes),
+      cmocka_unit_test(test_host_pages),
       cmocka_unit_test(test_alignment),
       cmocka_unit_test(test_same_size_reuse_is_a_hit),
       cmocka_unit_test(test_split_and_coalesce),

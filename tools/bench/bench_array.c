@@ -8,13 +8,21 @@
  * copy of a 100k-row slice (CPU->dev, dev->dev, dev->CPU, and an empty
  * slice) as bytes allocated against the bytes the slice needs by its
  * layout (fixture_needed_bytes), each copy checked equal to the slice.
+ * First of all, the deep copy CPU->CPU of the whole table cold (the CPU
+ * pool trimmed before each run, so its memory is fresh from the kernel)
+ * against what nanoarrow's ArrowDeviceArrayViewCopy does on the CPU (a
+ * malloc and a memcpy per buffer, into fresh memory), and warm (the pool
+ * reuses its memory) against a single-thread memcpy of the same buffers
+ * into already-touched memory.
  */
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "adr/adr.h"
 #include "adr/array.h"
+#include "adr/memory.h"
 #include "bench.h"
 #include "needed_bytes.h" /* tools/fixtures */
 #include "sample_table.h"
@@ -100,6 +108,111 @@ static void raw_fn(void* p) {
     adr_copy(t->cpu, l->back[i], t->dev, l->dev[i], l->size[i], t->stream, NULL);
   adr_stream_synchronize(t->stream, NULL);
   bench_sink(l->back[0]);
+}
+
+/* ---- cold and warm deep copy CPU->CPU ---------------------------------------- */
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* One deep copy to the CPU, checked equal to the source; seconds, or 0. */
+static double deep_once(struct bench_ctx* ctx, struct adr_device* cpu, const struct ArrowSchema* s,
+                        const struct ArrowDeviceArray* host, bool trim_first, int64_t* out_bytes) {
+  struct adr_error err;
+  struct ArrowDeviceArray out;
+  struct adr_copy_stats cst = {.struct_size = sizeof(cst)};
+  if (trim_first) adr_memory_trim(cpu, NULL, NULL);
+  double t0 = now_s();
+  if (adr_device_array_deep_copy(s, host, cpu, NULL, &out, &cst, &err) != 0) {
+    bench_expect(ctx, false, "deep copy CPU->CPU: %s", err.message);
+    return 0;
+  }
+  double t = now_s() - t0;
+  if (out_bytes != NULL) *out_bytes = cst.bytes;
+  bool eq = false;
+  struct adr_error diff;
+  int st = adr_device_array_equal(s, host, &out, &eq, &diff, &err);
+  bench_expect(ctx, st == 0 && eq, "deep copy CPU->CPU differs: %s",
+               st ? err.message : diff.message);
+  adr_device_array_release(&out);
+  return t;
+}
+
+/* nanoarrow's CPU copy: malloc + memcpy per buffer into fresh memory
+ * (freed after, so the next run gets fresh memory again); checked. */
+static double malloc_copy_once(struct bench_ctx* ctx, const struct raw_list* l) {
+  void* dst[64];
+  double t0 = now_s();
+  for (int i = 0; i < l->n; i++) {
+    dst[i] = malloc(l->size[i]);
+    if (dst[i] != NULL) memcpy(dst[i], l->ptr[i], l->size[i]);
+  }
+  double t = now_s() - t0;
+  bool ok = true;
+  for (int i = 0; i < l->n; i++) {
+    ok = ok && dst[i] != NULL && memcmp(dst[i], l->ptr[i], l->size[i]) == 0;
+    free(dst[i]);
+  }
+  bench_expect(ctx, ok, "malloc+memcpy baseline: bytes differ");
+  return t;
+}
+
+static double memcpy_once(const struct raw_list* l, void* const* dst) {
+  double t0 = now_s();
+  for (int i = 0; i < l->n; i++) memcpy(dst[i], l->ptr[i], l->size[i]);
+  return now_s() - t0;
+}
+
+static double min_of(double a, double b) {
+  return a == 0 ? b : b == 0 ? a : a < b ? a : b;
+}
+
+static void bench_cold_warm(struct bench_ctx* ctx, struct adr_device* cpu,
+                            const struct ArrowSchema* schema, const struct ArrowDeviceArray* host,
+                            int64_t rows) {
+  struct raw_list* raw = calloc(1, sizeof(*raw));
+  if (raw == NULL) return;
+  collect(schema, &host->array, raw);
+  char label[96];
+  const char* group = "array cpu:0 deep copy";
+  /* Cold: each run on memory fresh from the kernel; the best of three. */
+  double cold = 0, base_cold = 0;
+  for (int r = 0; r < 3; r++) {
+    cold = min_of(cold, deep_once(ctx, cpu, schema, host, true, NULL));
+    base_cold = min_of(base_cold, malloc_copy_once(ctx, raw));
+  }
+  adr_memory_trim(cpu, NULL, NULL);
+  snprintf(label, sizeof(label), "cold CPU->CPU %lld rows", (long long)rows);
+  bench_report(ctx, group, label, cold * 1e3, base_cold * 1e3, "ms",
+               "malloc+memcpy per buffer (nanoarrow)", BENCH_LOWER_IS_BETTER);
+  /* Warm: the pool's memory reused; memcpy into touched memory. */
+  double warm = 0, base_warm = 0;
+  int64_t copied = 0, raw_bytes = 0;
+  deep_once(ctx, cpu, schema, host, false, &copied);
+  for (int r = 0; r < 5; r++) warm = min_of(warm, deep_once(ctx, cpu, schema, host, false, NULL));
+  for (int i = 0; i < raw->n; i++) raw_bytes += (int64_t)raw->size[i];
+  bench_note(ctx, group, "bytes: deep copy", (double)copied, "B");
+  bench_note(ctx, group, "bytes: baselines", (double)raw_bytes, "B");
+  void* dst[64];
+  bool ok = true;
+  for (int i = 0; i < raw->n; i++) {
+    dst[i] = malloc(raw->size[i]);
+    ok = ok && dst[i] != NULL;
+    if (dst[i] != NULL) memset(dst[i], 0, raw->size[i]);
+  }
+  if (ok) {
+    for (int r = 0; r < 5; r++) base_warm = min_of(base_warm, memcpy_once(raw, dst));
+    for (int i = 0; i < raw->n; i++) ok = ok && memcmp(dst[i], raw->ptr[i], raw->size[i]) == 0;
+    bench_expect(ctx, ok, "memcpy baseline: bytes differ");
+    snprintf(label, sizeof(label), "warm CPU->CPU %lld rows", (long long)rows);
+    bench_report(ctx, group, label, warm * 1e3, base_warm * 1e3, "ms",
+                 "memcpy of the buffers, 1 thread", BENCH_LOWER_IS_BETTER);
+  }
+  for (int i = 0; i < raw->n; i++) free(dst[i]);
+  free(raw);
 }
 
 /* ---- transfer stream ---------------------------------------------------------- */
@@ -319,6 +432,7 @@ void bench_run_array(struct bench_ctx* ctx) {
     fprintf(stderr, "bench array: %s\n", err.message);
     return;
   }
+  bench_cold_warm(ctx, cpu, &schema, &host, rows);
   size_t count = 0;
   adr_device_count(&count, NULL);
   ArrowDeviceType done[16];

@@ -15,15 +15,33 @@
  * at a quarter of the device's (or the host's) memory; what is still live
  * at the end is freed inside the timed region (for every allocator alike).
  * With 2 threads each thread runs the workload with its own generator and
- * half of max_usage; the figure is wall time over all operations, the
- * best of at least 3 runs (the first run warms the pool, as RMM's pool is
- * warm after its first benchmark iteration).
+ * half of max_usage; the figure is the process's CPU time (user + system,
+ * all threads) over all operations, the best of at least 3 runs (the first run warms the pool, as
+ * RMM's pool is warm after its first benchmark iteration).
+ *
+ * CPU time, not wall time (RMM's figure): on a shared machine the wall time
+ * of a long run includes time spent waiting for a core, so a 100k run
+ * (tens of ms) looked 2-4x slower per operation than a 1k run (a fraction
+ * of a scheduler slice) while cachegrind counted the same instructions and
+ * cache misses per operation for both. The row budget stays wall time.
+ *
+ * The pool runs without its cap on cached bytes (adr_memory_max_cached_set
+ * to UINT64_MAX, restored afterwards), as RMM's pool_memory_resource keeps
+ * everything it took: with the default cap (an eighth of the device, 256
+ * MiB on lavapipe) below the workload's footprint, every run would give
+ * chunks back at the final frees and take them again, and the rows would
+ * measure the backend allocator through the pool.
  *
  * Rows: "ns/op" (lower is better), adr's pool against the backend
- * allocator (and glibc on the CPU). Notes: the pool's time per operation
- * at n = 100,000 divided by n = 1,000 (1.0 = flat: the cost does not grow
- * with the number of live blocks).
+ * allocator (and glibc on the CPU; on Vulkan also vkAllocateMemory +
+ * vkFreeMemory called directly on adr's VkDevice, since the Vulkan
+ * backend's plain allocator is itself a sub-allocator of large
+ * VkDeviceMemory blocks, docs/memory.md). Notes: the pool's time per
+ * operation at n = 100,000 (10,000 with --quick) divided by n = 1,000
+ * (1.0 = flat: the cost does not grow with the number of live blocks).
  */
+#include <dlfcn.h>
+#include <time.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,10 +55,71 @@
 
 #define MiB ((size_t)1 << 20)
 
-enum which { USE_POOL, USE_BACKEND, USE_GLIBC };
+enum which { USE_POOL, USE_BACKEND, USE_GLIBC, USE_VULKAN };
+
+/* vkAllocateMemory / vkFreeMemory through the Vulkan loader (dlopen, so
+ * adr-bench builds without Vulkan headers): just the types they need. */
+struct vk_alloc_info {
+  int32_t s_type; /* VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO = 5 */
+  const void* next;
+  uint64_t size;
+  uint32_t type_index;
+};
+struct vk_flags_info {
+  int32_t s_type; /* VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO = 1000060000 */
+  const void* next;
+  uint32_t flags; /* VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT = 2 */
+  uint32_t device_mask;
+};
+struct vk_memory_type {
+  uint32_t flags; /* VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT = 1 */
+  uint32_t heap;
+};
+struct vk_memory_properties {
+  uint32_t type_count;
+  struct vk_memory_type types[32];
+  uint32_t heap_count;
+  struct {
+    uint64_t size;
+    uint32_t flags;
+  } heaps[16];
+};
+struct vk_direct {
+  void* device; /* VkDevice */
+  uint32_t type;
+  int (*allocate)(void* device, const struct vk_alloc_info*, const void*, uint64_t* out);
+  void (*free)(void* device, uint64_t memory, const void*);
+};
+
+/* The direct-Vulkan baseline on adr's own VkDevice, or false. */
+static bool vk_direct_open(struct adr_device* dev, struct vk_direct* out) {
+  if (adr_device_type(dev) != ARROW_DEVICE_VULKAN) return false;
+  void* lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) return false;
+  void (*props)(void*, struct vk_memory_properties*) = NULL;
+  *(void**)&props = dlsym(lib, "vkGetPhysicalDeviceMemoryProperties");
+  *(void**)&out->allocate = dlsym(lib, "vkAllocateMemory");
+  *(void**)&out->free = dlsym(lib, "vkFreeMemory");
+  void* physical = NULL;
+  if (props == NULL || out->allocate == NULL || out->free == NULL ||
+      adr_device_native(dev, ADR_NATIVE_CONTEXT, &out->device, NULL) != 0 ||
+      adr_device_native(dev, ADR_NATIVE_DEVICE, &physical, NULL) != 0)
+    return false; /* the loader stays open: adr's backend holds it anyway */
+  struct vk_memory_properties mp;
+  memset(&mp, 0, sizeof(mp));
+  props(physical, &mp);
+  out->type = 0;
+  for (uint32_t t = 0; t < mp.type_count && t < 32; t++)
+    if (mp.types[t].flags & 1u) {
+      out->type = t;
+      break;
+    }
+  return true;
+}
 
 struct workload {
   struct adr_device* dev;
+  const struct vk_direct* vk;
   enum which which;
   size_t n;
   size_t max_size;
@@ -48,9 +127,9 @@ struct workload {
   uint64_t seed;
   double deadline;  /* bench_now() past which the run stops (over budget) */
   bool over_budget; /* out: stopped at the deadline */
-  size_t ops;    /* out: operations done */
-  size_t failed; /* out: allocations refused */
-  int status;    /* out: first unexpected error */
+  size_t ops;       /* out: operations done */
+  size_t failed;    /* out: allocations refused */
+  int status;       /* out: first unexpected error */
 };
 
 struct live {
@@ -78,6 +157,15 @@ static int do_alloc(struct workload* w, size_t size, void** out) {
     case USE_BACKEND:
       return adr_alloc_with(w->dev, adr_allocator_backend(), size, 0, adr_stream_default(w->dev),
                             out, NULL);
+    case USE_VULKAN: {
+      /* What adr's Vulkan allocations are: device-local, addressable. */
+      struct vk_flags_info fi = {1000060000, NULL, 2, 0};
+      struct vk_alloc_info ai = {5, &fi, size, w->vk->type};
+      uint64_t m = 0;
+      if (w->vk->allocate(w->vk->device, &ai, NULL, &m) != 0) return 12;
+      *out = (void*)(uintptr_t)m;
+      return 0;
+    }
   }
   return 22;
 }
@@ -85,6 +173,10 @@ static int do_alloc(struct workload* w, size_t size, void** out) {
 static void do_free(struct workload* w, void* p, size_t size) {
   if (w->which == USE_GLIBC) {
     free(p);
+    return;
+  }
+  if (w->which == USE_VULKAN) {
+    w->vk->free(w->vk->device, (uint64_t)(uintptr_t)p, NULL);
     return;
   }
   int st = adr_free(w->dev, p, size, adr_stream_default(w->dev), NULL);
@@ -143,6 +235,14 @@ static void* run_workload(void* arg) {
   return NULL;
 }
 
+/* CPU time of the process (user + system, every thread: the workload's,
+ * and a driver's own threads where it does work in them), in seconds. */
+static double cpu_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 /* Seconds one measurement may take, for any allocator: a native allocator
  * at tens of microseconds per call, or one that slows down as its heap
  * fragments (PoCL's clSVMFree did: one 100k x 64 MiB row ran past 7
@@ -151,15 +251,16 @@ static void* run_workload(void* arg) {
 
 /* ns per operation over `threads` threads running the workload once;
  * *over_budget is set when a thread stopped at the deadline. */
-static double measure_once(struct adr_device* dev, enum which which, size_t n, size_t max_size,
-                           size_t max_usage, int threads, double deadline, int* status,
-                           bool* over_budget) {
+static double measure_once(struct adr_device* dev, const struct vk_direct* vk, enum which which,
+                           size_t n, size_t max_size, size_t max_usage, int threads,
+                           double deadline, int* status, bool* over_budget) {
   enum { MAX_THREADS = 2 };
   struct workload w[MAX_THREADS];
   pthread_t th[MAX_THREADS];
   if (threads > MAX_THREADS) threads = MAX_THREADS;
   for (int t = 0; t < threads; t++) {
     w[t] = (struct workload){dev,
+                             vk,
                              which,
                              n,
                              max_size,
@@ -171,14 +272,14 @@ static double measure_once(struct adr_device* dev, enum which which, size_t n, s
                              0,
                              0};
   }
-  double t0 = bench_now();
+  double t0 = cpu_now();
   if (threads == 1) {
     run_workload(&w[0]);
   } else {
     for (int t = 0; t < threads; t++) pthread_create(&th[t], NULL, run_workload, &w[t]);
     for (int t = 0; t < threads; t++) pthread_join(th[t], NULL);
   }
-  double elapsed = bench_now() - t0;
+  double elapsed = cpu_now() - t0;
   size_t ops = 0;
   for (int t = 0; t < threads; t++) {
     ops += w[t].ops;
@@ -191,14 +292,15 @@ static double measure_once(struct adr_device* dev, enum which which, size_t n, s
 /* The best of several runs (at least 3, and at least 0.2 s in all), as
  * bench_time does for the other areas; 0 when the first run did not finish
  * within ROW_BUDGET_S (later runs stop at the budget too). */
-static double measure(struct adr_device* dev, enum which which, size_t n, size_t max_size,
-                      size_t max_usage, int threads, int* status) {
+static double measure(struct adr_device* dev, const struct vk_direct* vk, enum which which,
+                      size_t n, size_t max_size, size_t max_usage, int threads, int* status) {
   double best = 0, spent = 0;
   double deadline = bench_now() + ROW_BUDGET_S;
   for (int round = 0; round < 50 && (round < 3 || spent < 0.2); round++) {
     double t0 = bench_now();
     bool over = false;
-    double v = measure_once(dev, which, n, max_size, max_usage, threads, deadline, status, &over);
+    double v =
+        measure_once(dev, vk, which, n, max_size, max_usage, threads, deadline, status, &over);
     if (over) {
       if (round == 0) return 0;
       break;
@@ -235,18 +337,23 @@ void bench_run_memory(struct bench_ctx* ctx) {
     struct adr_device* dev = NULL;
     if (adr_device_at(d, &dev, NULL) != 0) continue;
     bool is_cpu = adr_device_type(dev) == ARROW_DEVICE_CPU;
+    struct vk_direct vk;
+    bool has_vk = vk_direct_open(dev, &vk);
     size_t cap = usage_cap(dev);
     char group[64];
     snprintf(group, sizeof(group), "%s rand-alloc", adr_device_name(dev));
     for (int threads = 1; threads <= 2; threads++) {
       for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
-        double pool_first = 0, pool_last = 0, backend_prev = 0;
+        double pool_first = 0, pool_last = 0, backend_prev = 0, vk_prev = 0;
         for (size_t ci = 0; ci < ncounts; ci++) {
           size_t n = counts[ci], max_size = sizes[si] * MiB;
           int st = 0;
           /* The first run warms the pool to the workload's size, as RMM's
            * pool is warm after its first iteration; best of the runs. */
-          double pool = measure(dev, USE_POOL, n, max_size, cap, threads, &st);
+          uint64_t cap_before = 0;
+          adr_memory_max_cached_set(dev, UINT64_MAX, &cap_before, NULL);
+          double pool = measure(dev, &vk, USE_POOL, n, max_size, cap, threads, &st);
+          adr_memory_max_cached_set(dev, cap_before, NULL, NULL);
           bool pool_over = pool == 0;
           /* Give the pool's cache back before the baselines run, so they do
            * not compete with gigabytes the pool holds. */
@@ -269,7 +376,7 @@ void bench_run_memory(struct bench_ctx* ctx) {
             pool_last = pool;
             continue;
           }
-          double backend = measure(dev, USE_BACKEND, n, max_size, cap, threads, &st);
+          double backend = measure(dev, &vk, USE_BACKEND, n, max_size, cap, threads, &st);
           backend_prev = backend;
           if (backend == 0) {
             /* Stopped at the budget: the next counts would be slower. */
@@ -287,10 +394,19 @@ void bench_run_memory(struct bench_ctx* ctx) {
           bench_report(ctx, group, label, pool, backend, "ns/op", "backend alloc",
                        BENCH_LOWER_IS_BETTER);
           if (is_cpu) {
-            double glibc = measure(dev, USE_GLIBC, n, max_size, cap, threads, &st);
+            double glibc = measure(dev, &vk, USE_GLIBC, n, max_size, cap, threads, &st);
             if (glibc > 0)
               bench_report(ctx, group, label, pool, glibc, "ns/op", "glibc aligned_alloc",
                            BENCH_LOWER_IS_BETTER);
+          }
+          if (has_vk && vk_prev * 2.0 * (double)n * 1e-9 <= ROW_BUDGET_S) {
+            double direct = measure(dev, &vk, USE_VULKAN, n, max_size, cap, threads, &st);
+            vk_prev = direct > 0 ? direct : ROW_BUDGET_S * 1e9;
+            if (direct > 0)
+              bench_report(ctx, group, label, pool, direct, "ns/op", "vkAllocateMemory",
+                           BENCH_LOWER_IS_BETTER);
+            else
+              bench_note(ctx, group, label, ROW_BUDGET_S, "s budget: vkAllocateMemory run stopped");
           }
           if (ci == 0) pool_first = pool;
           pool_last = pool;
