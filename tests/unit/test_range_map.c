@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * Unit test of the backends' shared interval map (backends/common/
- * range_map.c, compiled into this test; the OpenCL, HIP and CPU backends
- * use it): lookups anywhere inside an entry, ranges that run past the end,
- * gaps, overlap rejection, removal, draining one owner, growth, and
- * concurrent readers.
+ * range_map.c, compiled into this test; the OpenCL, CUDA and HIP backends
+ * use it, the CPU backend has its own treap in backends/cpu/cpu_ranges.c): lookups anywhere inside
+ * an entry, ranges that run past the end, gaps, overlap rejection, removal, draining one owner,
+ * growth, and concurrent readers.
  */
 /* clang-format off */
 #include <setjmp.h>
