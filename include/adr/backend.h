@@ -76,7 +76,7 @@ extern "C" {
 #endif
 
 #define ADR_BACKEND_ABI_MAJOR 1
-#define ADR_BACKEND_ABI_MINOR 0
+#define ADR_BACKEND_ABI_MINOR 1
 #define ADR_BACKEND_QUERY_SYMBOL "adr_backend_query"
 
 enum adr_log_level {
@@ -120,10 +120,10 @@ enum adr_backend_stream_flags {
 struct adr_backend {
   uint32_t abi_major;
   uint32_t abi_minor;
-  uint32_t struct_size; /* sizeof(struct adr_backend) the backend was built with */
-  uint32_t flags;       /* reserved, 0 */
-  const char* name;     /* "cpu", "cuda" ...: [a-z0-9_]+ */
-  const char* version;  /* backend's own version text */
+  uint32_t struct_size;                /* sizeof(struct adr_backend) the backend was built with */
+  uint32_t flags;                      /* reserved, 0 */
+  const char* name;                    /* "cpu", "cuda" ...: [a-z0-9_]+ */
+  const char* version;                 /* backend's own version text */
   const ArrowDeviceType* device_types; /* the types it serves */
   uint32_t device_type_count;
   uint32_t reserved32;
@@ -222,8 +222,23 @@ struct adr_backend {
                        struct adr_error* error);
   int (*host_unregister)(struct adr_backend_device* dev, void* ptr, struct adr_error* error);
 
+  /* --- blocking variants (optional, ABI 1.1) ---
+   * copy / memset on `stream`, returning once the operation and everything
+   * queued on the stream before it (by adr or by the application on the
+   * stream's native queue) has completed: the effect of the plain slot
+   * followed by stream_synchronize, in one call. The core calls these for
+   * the application's blocking calls (NULL stream); a backend may skip the
+   * queue when it knows the stream is idle (a memcpy on host-visible
+   * memory). NULL or not covered by struct_size: the core calls copy /
+   * memset and then stream_synchronize. */
+  int (*copy_sync)(struct adr_backend_device* dst_dev, void* dst,
+                   struct adr_backend_device* src_dev, const void* src, size_t size,
+                   struct adr_backend_stream* stream, struct adr_error* error);
+  int (*memset_sync)(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                     struct adr_backend_stream* stream, struct adr_error* error);
+
   /* Room to grow: new slots take these from the front, with a minor bump. */
-  void (*reserved[16])(void);
+  void (*reserved[14])(void);
 };
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && UINTPTR_MAX == UINT64_MAX
@@ -232,7 +247,8 @@ _Static_assert(offsetof(struct adr_backend, alloc) == 96, "adr_backend memory sl
 _Static_assert(offsetof(struct adr_backend, stream_create) == 128, "adr_backend streams");
 _Static_assert(offsetof(struct adr_backend, event_create) == 152, "adr_backend events");
 _Static_assert(offsetof(struct adr_backend, event_import) == 208, "adr_backend interop");
-_Static_assert(offsetof(struct adr_backend, reserved) == 280, "adr_backend reserved");
+_Static_assert(offsetof(struct adr_backend, copy_sync) == 280, "adr_backend blocking slots");
+_Static_assert(offsetof(struct adr_backend, reserved) == 296, "adr_backend reserved");
 _Static_assert(sizeof(struct adr_backend) == 408, "adr_backend size");
 _Static_assert(sizeof(struct adr_backend_host) == 104, "adr_backend_host size");
 #endif
@@ -241,10 +257,11 @@ _Static_assert(sizeof(struct adr_backend_host) == 104, "adr_backend_host size");
  * rejects a table that leaves one NULL, docs/backend-abi.md's table says
  * the same and tests/unit/test_required_slots.c checks both. Every other
  * slot is optional (NULL: ENOTSUP, or nothing to do for shutdown). */
-#define ADR_BACKEND_REQUIRED_SLOTS(X)                                                              \
-  X(init)                                                                                          \
-  X(device_count) X(device_open) X(device_close) X(device_info) X(alloc) X(free) X(copy) X(memset) \
-      X(stream_create) X(stream_destroy) X(stream_synchronize) X(event_create) X(event_destroy)    \
+#define ADR_BACKEND_REQUIRED_SLOTS(X)                                                           \
+  X(init)                                                                                       \
+  X(device_count)                                                                               \
+  X(device_open) X(device_close) X(device_info) X(alloc) X(free) X(copy) X(memset)              \
+      X(stream_create) X(stream_destroy) X(stream_synchronize) X(event_create) X(event_destroy) \
           X(event_record) X(event_wait) X(event_synchronize) X(event_query) X(event_native)
 
 /* Smallest struct_size the core accepts: the ABI 1.0 slots up to
@@ -264,8 +281,8 @@ _Static_assert(ADR_BACKEND_HOST_MIN_STRUCT_SIZE == sizeof(struct adr_backend_hos
 
 /* The one symbol a backend exports. */
 typedef const struct adr_backend* (*adr_backend_query_fn)(uint32_t host_abi_major,
-                                                         uint32_t host_abi_minor,
-                                                         const struct adr_backend_host* host);
+                                                          uint32_t host_abi_minor,
+                                                          const struct adr_backend_host* host);
 
 #if defined(__GNUC__)
 #define ADR_BACKEND_EXPORT __attribute__((visibility("default")))
@@ -275,8 +292,9 @@ typedef const struct adr_backend* (*adr_backend_query_fn)(uint32_t host_abi_majo
 
 /* The entry point, declared here so every backend's definition is checked
  * against it. Backends define it with ADR_BACKEND_EXPORT. */
-ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(
-    uint32_t host_abi_major, uint32_t host_abi_minor, const struct adr_backend_host* host);
+ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(uint32_t host_abi_major,
+                                                               uint32_t host_abi_minor,
+                                                               const struct adr_backend_host* host);
 
 /* Defines the entry point for a backend whose vtable is `table` (a
  * `static const struct adr_backend`): it returns NULL to a host of another
@@ -299,10 +317,9 @@ ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(
 
 /* For backends (which do not link libadr): format a message into `error`
  * (may be NULL) and return `status`. */
-static inline int adr_backend_error_set(struct adr_error* error, int status, const char* fmt,
-                                        ...) ADR_PRINTF(3, 4);
-static inline int adr_backend_error_set(struct adr_error* error, int status, const char* fmt,
-                                        ...) {
+static inline int adr_backend_error_set(struct adr_error* error, int status, const char* fmt, ...)
+    ADR_PRINTF(3, 4);
+static inline int adr_backend_error_set(struct adr_error* error, int status, const char* fmt, ...) {
   if (error != NULL) {
     va_list ap;
     va_start(ap, fmt);
