@@ -206,7 +206,7 @@ static int cpu_device_info(struct adr_backend_device* dev, struct adr_device_inf
 }
 
 static int cpu_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
-                                 struct adr_error* error) {
+                                  struct adr_error* error) {
   (void)dev;
   (void)error;
   char buf[64];

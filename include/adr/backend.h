@@ -120,10 +120,10 @@ enum adr_backend_stream_flags {
 struct adr_backend {
   uint32_t abi_major;
   uint32_t abi_minor;
-  uint32_t struct_size;                /* sizeof(struct adr_backend) the backend was built with */
-  uint32_t flags;                      /* reserved, 0 */
-  const char* name;                    /* "cpu", "cuda" ...: [a-z0-9_]+ */
-  const char* version;                 /* backend's own version text */
+  uint32_t struct_size; /* sizeof(struct adr_backend) the backend was built with */
+  uint32_t flags;       /* reserved, 0 */
+  const char* name;     /* "cpu", "cuda" ...: [a-z0-9_]+ */
+  const char* version;  /* backend's own version text */
   const ArrowDeviceType* device_types; /* the types it serves */
   uint32_t device_type_count;
   uint32_t reserved32;
@@ -257,11 +257,10 @@ _Static_assert(sizeof(struct adr_backend_host) == 104, "adr_backend_host size");
  * rejects a table that leaves one NULL, docs/backend-abi.md's table says
  * the same and tests/unit/test_required_slots.c checks both. Every other
  * slot is optional (NULL: ENOTSUP, or nothing to do for shutdown). */
-#define ADR_BACKEND_REQUIRED_SLOTS(X)                                                           \
-  X(init)                                                                                       \
-  X(device_count)                                                                               \
-  X(device_open) X(device_close) X(device_info) X(alloc) X(free) X(copy) X(memset)              \
-      X(stream_create) X(stream_destroy) X(stream_synchronize) X(event_create) X(event_destroy) \
+#define ADR_BACKEND_REQUIRED_SLOTS(X)                                                              \
+  X(init)                                                                                          \
+  X(device_count) X(device_open) X(device_close) X(device_info) X(alloc) X(free) X(copy) X(memset) \
+      X(stream_create) X(stream_destroy) X(stream_synchronize) X(event_create) X(event_destroy)    \
           X(event_record) X(event_wait) X(event_synchronize) X(event_query) X(event_native)
 
 /* Smallest struct_size the core accepts: the ABI 1.0 slots up to
@@ -281,8 +280,8 @@ _Static_assert(ADR_BACKEND_HOST_MIN_STRUCT_SIZE == sizeof(struct adr_backend_hos
 
 /* The one symbol a backend exports. */
 typedef const struct adr_backend* (*adr_backend_query_fn)(uint32_t host_abi_major,
-                                                          uint32_t host_abi_minor,
-                                                          const struct adr_backend_host* host);
+                                                         uint32_t host_abi_minor,
+                                                         const struct adr_backend_host* host);
 
 #if defined(__GNUC__)
 #define ADR_BACKEND_EXPORT __attribute__((visibility("default")))
@@ -292,9 +291,8 @@ typedef const struct adr_backend* (*adr_backend_query_fn)(uint32_t host_abi_majo
 
 /* The entry point, declared here so every backend's definition is checked
  * against it. Backends define it with ADR_BACKEND_EXPORT. */
-ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(uint32_t host_abi_major,
-                                                               uint32_t host_abi_minor,
-                                                               const struct adr_backend_host* host);
+ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(
+    uint32_t host_abi_major, uint32_t host_abi_minor, const struct adr_backend_host* host);
 
 /* Defines the entry point for a backend whose vtable is `table` (a
  * `static const struct adr_backend`): it returns NULL to a host of another
@@ -317,9 +315,10 @@ ADR_BACKEND_EXPORT const struct adr_backend* adr_backend_query(uint32_t host_abi
 
 /* For backends (which do not link libadr): format a message into `error`
  * (may be NULL) and return `status`. */
-static inline int adr_backend_error_set(struct adr_error* error, int status, const char* fmt, ...)
-    ADR_PRINTF(3, 4);
-static inline int adr_backend_error_set(struct adr_error* error, int status, const char* fmt, ...) {
+static inline int adr_backend_error_set(struct adr_error* error, int status, const char* fmt,
+                                        ...) ADR_PRINTF(3, 4);
+static inline int adr_backend_error_set(struct adr_error* error, int status, const char* fmt,
+                                        ...) {
   if (error != NULL) {
     va_list ap;
     va_start(ap, fmt);
