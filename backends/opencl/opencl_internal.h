@@ -202,6 +202,13 @@ int ocl_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_d
              struct adr_error* error);
 int ocl_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
                struct adr_backend_stream* stream, struct adr_error* error);
+/* The blocking slots (ABI 1.1): the copy / fill and everything queued
+ * before it on `stream` has completed when they return. */
+int ocl_copy_sync(struct adr_backend_device* dst_dev, void* dst,
+                  struct adr_backend_device* src_dev, const void* src, size_t size,
+                  struct adr_backend_stream* stream, struct adr_error* error);
+int ocl_memset_sync(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                    struct adr_backend_stream* stream, struct adr_error* error);
 int ocl_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
                       struct adr_error* error);
 /* Frees whatever `dev` still has allocated (device_close). */

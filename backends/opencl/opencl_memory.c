@@ -437,6 +437,77 @@ int ocl_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size
   return 0;
 }
 
+/* ---- blocking copies and fills (the copy_sync / memset_sync slots) ------
+ * They return once the work and everything queued before it on the stream
+ * has completed. Host-addressable sides (svm-fine with the fast path, host
+ * memory) are a memmove on the calling thread: at once when the stream is
+ * host-ready (ocl_stream_host_ready: adr's queue alone, nothing pending),
+ * otherwise after clFinish on the queue, which also covers commands the
+ * application queued itself on a shared queue. Everything else is queued
+ * like ocl_copy / ocl_memset and waited for: a blocking read/write, whose
+ * completion implies the earlier commands' (adr's queues and the queues it
+ * accepts are in order), or clFinish. */
+
+static int finish(struct adr_backend_stream* stream, struct adr_error* error) {
+  cl_int rc = ocl.clFinish(stream->queue);
+  if (rc != CL_SUCCESS) return ocl_check(rc, error, "clFinish failed");
+  return 0;
+}
+
+/* Host-side copy or fill after the stream's earlier work. */
+static int host_ready_or_finish(struct adr_backend_stream* stream, struct adr_error* error) {
+  return ocl_stream_host_ready(stream) ? 0 : finish(stream, error);
+}
+
+int ocl_copy_sync(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
+                  const void* src, size_t size, struct adr_backend_stream* stream,
+                  struct adr_error* error) {
+  if (size == 0) return 0;
+  struct side d, s;
+  int st = resolve(dst_dev, dst, size, "destination", &d, error);
+  if (st == 0) st = resolve(src_dev, src, size, "source", &s, error);
+  if (st != 0) return st;
+  if (d.dev != NULL && s.dev != NULL && d.dev->context != s.dev->context)
+    return peer_copy(&d, &s, size, stream, error); /* waits for the stream, completes */
+  struct adr_backend_device* dev = d.dev != NULL ? d.dev : s.dev;
+  if (stream->dev->context != dev->context)
+    return ocl_errorf(error, EINVAL, "the stream belongs to opencl:%lld, not to opencl:%lld",
+                      (long long)stream->dev->id, (long long)dev->id);
+  if (host_addressable(&d) && host_addressable(&s)) {
+    st = host_ready_or_finish(stream, error);
+    if (st == 0) memmove(d.addr, s.addr, size);
+    return st;
+  }
+  if (d.dev != NULL && s.dev != NULL && ranges_overlap(d.addr, s.addr, size)) {
+    st = enqueue_overlapping(stream, dev, &d, &s, size, error);
+    return st != 0 ? st : finish(stream, error);
+  }
+  /* Blocking: returns after the command, so after every earlier one. */
+  cl_int rc = enqueue_copy(stream->queue, &d, &s, size, CL_TRUE, NULL);
+  if (rc != CL_SUCCESS)
+    return ocl_check(rc, error, "copying %zu bytes from %p to %p on opencl:%lld failed", size, src,
+                     dst, (long long)dev->id);
+  return 0;
+}
+
+int ocl_memset_sync(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                    struct adr_backend_stream* stream, struct adr_error* error) {
+  if (size == 0) return 0;
+  struct side d;
+  int st = resolve(dev, ptr, size, "destination", &d, error);
+  if (st != 0) return st;
+  if (stream->dev->context != d.dev->context)
+    return ocl_errorf(error, EINVAL, "the stream belongs to opencl:%lld, not to opencl:%lld",
+                      (long long)stream->dev->id, (long long)dev->id);
+  if (host_addressable(&d)) {
+    st = host_ready_or_finish(stream, error);
+    if (st == 0) memset(ptr, (unsigned char)value, size);
+    return st;
+  }
+  st = ocl_memset(dev, ptr, value, size, stream, error);
+  return st != 0 ? st : finish(stream, error);
+}
+
 int ocl_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
                       struct adr_error* error) {
   struct ocl_alloc a;

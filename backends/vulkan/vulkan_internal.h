@@ -481,6 +481,13 @@ int vkb_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_d
              struct adr_error* error);
 int vkb_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
                struct adr_backend_stream* stream, struct adr_error* error);
+/* The blocking slots (ABI 1.1): the copy / fill and everything queued
+ * before it on the stream has completed when they return. */
+int vkb_copy_sync(struct adr_backend_device* dst_dev, void* dst,
+                  struct adr_backend_device* src_dev, const void* src, size_t size,
+                  struct adr_backend_stream* stream, struct adr_error* error);
+int vkb_memset_sync(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                    struct adr_backend_stream* s, struct adr_error* error);
 int vkb_staging_init(struct adr_backend_device* dev, struct adr_error* error);
 void vkb_staging_release(struct adr_backend_device* dev);
 
