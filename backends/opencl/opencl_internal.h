@@ -101,6 +101,10 @@ struct adr_backend_stream {
    * "adr's last command completed" no longer means "the queue is idle" and
    * copies and fills are always queued. */
   atomic_bool shared;
+  /* True while `last` may be a command that has not completed: set with
+   * `last`, cleared when ocl_stream_idle finds it complete, so the idle
+   * check of an idle stream reads one flag instead of taking `lock`. */
+  atomic_bool busy;
 };
 
 /* Sets up / tears down the tracking fields of a stream. */

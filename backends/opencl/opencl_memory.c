@@ -41,6 +41,15 @@
 
 struct adr_range_map ocl_allocations = ADR_RANGE_MAP_INIT(struct ocl_alloc);
 
+/* Bumped after every removal from ocl_allocations: a thread's cached
+ * look-up (resolve) is good while the count it saw is unchanged, so
+ * repeated copies on one allocation skip the map's lock. */
+static _Atomic uint64_t removals;
+static _Thread_local struct {
+  uint64_t removals;
+  struct ocl_alloc a; /* a.size == 0: empty */
+} last_found;
+
 static bool alloc_owned_by(const void* entry, const void* owner) {
   return ((const struct ocl_alloc*)entry)->owner == owner;
 }
@@ -180,6 +189,7 @@ int ocl_free(struct adr_backend_device* dev, void* ptr, size_t size,
                       (long long)stream->dev->id, (long long)dev->id);
   if (adr_range_map_remove(&ocl_allocations, a.base, &a) != 0)
     return ocl_errorf(error, EINVAL, "%p was freed concurrently", ptr);
+  atomic_fetch_add_explicit(&removals, 1, memory_order_release);
   /* The core passes the default stream for a free with a NULL stream (the
    * caller guarantees no queued work uses the memory) and for the pool
    * giving chunks back (adr_memory_trim, the cap): when adr has nothing
@@ -198,6 +208,7 @@ void ocl_memory_release_device(struct adr_backend_device* dev) {
   struct ocl_alloc a;
   size_t n = 0;
   while (adr_range_map_take_first(&ocl_allocations, alloc_owned_by, dev, &a) == 0) {
+    atomic_fetch_add_explicit(&removals, 1, memory_order_release);
     release_native(&a, NULL);
     n++;
   }
@@ -227,7 +238,21 @@ static int resolve(struct adr_backend_device* dev, const void* ptr, size_t size,
   out->offset = 0;
   if (dev == NULL) return 0;
   struct ocl_alloc a;
-  int st = adr_range_map_find(&ocl_allocations, (uintptr_t)ptr, size, &a);
+  uintptr_t p = (uintptr_t)ptr;
+  uint64_t seen = atomic_load_explicit(&removals, memory_order_acquire);
+  int st;
+  if (last_found.a.size != 0 && last_found.removals == seen && p >= last_found.a.base &&
+      p - last_found.a.base <= last_found.a.size &&
+      size <= last_found.a.size - (p - last_found.a.base)) {
+    a = last_found.a;
+    st = 0;
+  } else {
+    st = adr_range_map_find(&ocl_allocations, p, size, &a);
+    if (st == 0) {
+      last_found.a = a;
+      last_found.removals = seen;
+    }
+  }
   if (st == ENOENT)
     return ocl_errorf(error, EINVAL, "%s %p is not inside an allocation of opencl:%lld", what, ptr,
                       (long long)dev->id);
