@@ -365,6 +365,10 @@ struct adr_backend_stream {
   struct vkb_range* scratch; /* 64 bytes for memset head/tail, lazily */
   bool is_default;
   struct adr_backend_stream *prev, *next;
+  /* max(last_value, wait_value), or UINT64_MAX while foreign waits are
+   * pending: written under `lock` with them, read without it by the idle
+   * check (vkb_stream_idle), so an idle stream costs no lock. */
+  _Atomic uint64_t pending;
 };
 
 enum vkb_event_kind {
