@@ -55,10 +55,13 @@ static struct {
 
 /* Opens the ICD loader and fills C; false with the reason in why. */
 static bool cl_load(char* why, size_t n) {
-  void* lib = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
+  /* The backend's override of the loader's name, if set, names it here too. */
+  const char* name = getenv("ADR_OPENCL_LIBRARY");
+  if (name == NULL || name[0] == '\0') name = "libOpenCL.so.1";
+  void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (lib == NULL) {
     const char* e = dlerror();
-    snprintf(why, n, "libOpenCL.so.1 not found (%s)", e ? e : "dlopen failed");
+    snprintf(why, n, "%s not found (%s)", name, e ? e : "dlopen failed");
     return false;
   }
 #define BENCH_CL_BIND(name)                               \
