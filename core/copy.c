@@ -168,24 +168,34 @@ __attribute__((noinline)) static int copy_any(struct adr_device* dst_device, voi
   return staged_copy(dst_device, dst, src_device, src, size, ds, ss, error);
 }
 
-/* The hot case: a blocking copy between two host-accessible devices of one
- * backend (CPU<->CPU, pinned<->pinned) with the validation layer off. Such
+/* The hot case: a blocking copy between two host-accessible devices, of
+ * one backend (CPU<->CPU, pinned<->pinned) or the CPU and another
+ * (fine-grained SVM, managed memory), with the validation layer off. Such
  * devices need no range look-up (validate.h: adr__range_checked), so the
  * checks are the ones copy_any makes, and the copy is one call into the
- * backend's copy_sync slot. Anything else, including every failed check,
- * goes to copy_any, which reports it. */
+ * owning backend's copy_sync slot. Anything else, including every failed
+ * check, goes to copy_any, which reports it. */
 int adr_copy(struct adr_device* dst_device, void* dst, struct adr_device* src_device,
              const void* src, size_t size, struct adr_stream* stream, struct adr_error* error) {
   if (__builtin_expect(
           stream == NULL && dst_device != NULL && src_device != NULL && dst != NULL &&
               src != NULL && size - 1 < (size_t)PTRDIFF_MAX &&
               (uintptr_t)dst + size > (uintptr_t)dst && (uintptr_t)src + size > (uintptr_t)src &&
-              dst_device->backend == src_device->backend &&
               (dst_device->host_accessible & src_device->host_accessible) && !ADR__VALIDATING(),
           1)) {
-    struct adr_device* owner = is_cpu(dst_device) ? src_device : dst_device;
-    return backend_copy_sync(owner, dst_device->handle, dst, src_device->handle, src, size,
-                             owner->default_stream.handle, error);
+    struct adr_device* owner = dst_device;
+    struct adr_backend_device *dh = dst_device->handle, *sh = src_device->handle;
+    if (__builtin_expect(dst_device->backend == src_device->backend, 1)) {
+      if (is_cpu(dst_device)) owner = src_device;
+    } else if (is_cpu(dst_device)) {
+      owner = src_device;
+      dh = NULL;
+    } else if (is_cpu(src_device)) {
+      sh = NULL;
+    } else {
+      return copy_any(dst_device, dst, src_device, src, size, stream, error);
+    }
+    return backend_copy_sync(owner, dh, dst, sh, src, size, owner->default_stream.handle, error);
   }
   return copy_any(dst_device, dst, src_device, src, size, stream, error);
 }

@@ -230,29 +230,14 @@ static bool host_addressable(const struct side* s) {
   return s->dev == NULL || (s->mem == NULL && s->dev->host_copy);
 }
 
-static int resolve(struct adr_backend_device* dev, const void* ptr, size_t size, const char* what,
-                   struct side* out, struct adr_error* error) {
-  out->dev = NULL;
-  out->addr = (void*)ptr;
-  out->mem = NULL;
-  out->offset = 0;
-  if (dev == NULL) return 0;
+/* resolve() for an address the thread's cache does not answer: the map
+ * look-up, under its lock, which refills the cache. */
+__attribute__((noinline)) static int resolve_slow(struct adr_backend_device* dev, const void* ptr,
+                                                  size_t size, const char* what, struct side* out,
+                                                  struct adr_error* error) {
   struct ocl_alloc a;
-  uintptr_t p = (uintptr_t)ptr;
   uint64_t seen = atomic_load_explicit(&removals, memory_order_acquire);
-  int st;
-  if (last_found.a.size != 0 && last_found.removals == seen && p >= last_found.a.base &&
-      p - last_found.a.base <= last_found.a.size &&
-      size <= last_found.a.size - (p - last_found.a.base)) {
-    a = last_found.a;
-    st = 0;
-  } else {
-    st = adr_range_map_find(&ocl_allocations, p, size, &a);
-    if (st == 0) {
-      last_found.a = a;
-      last_found.removals = seen;
-    }
-  }
+  int st = adr_range_map_find(&ocl_allocations, (uintptr_t)ptr, size, &a);
   if (st == ENOENT)
     return ocl_errorf(error, EINVAL, "%s %p is not inside an allocation of opencl:%lld", what, ptr,
                       (long long)dev->id);
@@ -260,6 +245,8 @@ static int resolve(struct adr_backend_device* dev, const void* ptr, size_t size,
     return ocl_errorf(error, EINVAL,
                       "%s range [%p, +%zu) runs past the end of its %zu-byte allocation at %p",
                       what, ptr, size, a.size, (void*)a.base);
+  last_found.a = a;
+  last_found.removals = seen;
   struct adr_backend_device* owner = a.owner;
   if (owner != dev && owner->context != dev->context)
     return ocl_errorf(error, EINVAL, "%s %p belongs to opencl:%lld, not opencl:%lld", what, ptr,
@@ -268,6 +255,30 @@ static int resolve(struct adr_backend_device* dev, const void* ptr, size_t size,
   out->mem = a.native;
   out->offset = (uintptr_t)ptr - a.base;
   return 0;
+}
+
+static inline int resolve(struct adr_backend_device* dev, const void* ptr, size_t size,
+                          const char* what, struct side* out, struct adr_error* error) {
+  out->dev = NULL;
+  out->addr = (void*)ptr;
+  out->mem = NULL;
+  out->offset = 0;
+  if (dev == NULL) return 0;
+  uintptr_t p = (uintptr_t)ptr;
+  __typeof__(last_found)* c = &last_found;
+  /* A hit: inside the cached allocation (off < size also rules out an
+   * address below its base), which belongs to dev's context. */
+  size_t off = p - c->a.base;
+  struct adr_backend_device* owner = c->a.owner;
+  if (c->removals == atomic_load_explicit(&removals, memory_order_acquire) && off < c->a.size &&
+      size <= c->a.size - off && owner != NULL &&
+      (owner == dev || owner->context == dev->context)) {
+    out->dev = owner;
+    out->mem = c->a.native;
+    out->offset = off;
+    return 0;
+  }
+  return resolve_slow(dev, ptr, size, what, out, error);
 }
 
 /* Queues (or, blocking, performs) a copy between two sides that live in
