@@ -48,7 +48,8 @@ static _Atomic uint64_t removals;
 static _Thread_local struct {
   uint64_t removals;
   struct ocl_alloc a; /* a.size == 0: empty */
-} last_found;
+} last_found[2];      /* two: a device-to-device copy resolves both sides */
+static _Thread_local unsigned last_next;
 
 static bool alloc_owned_by(const void* entry, const void* owner) {
   return ((const struct ocl_alloc*)entry)->owner == owner;
@@ -245,8 +246,9 @@ __attribute__((noinline)) static int resolve_slow(struct adr_backend_device* dev
     return ocl_errorf(error, EINVAL,
                       "%s range [%p, +%zu) runs past the end of its %zu-byte allocation at %p",
                       what, ptr, size, a.size, (void*)a.base);
-  last_found.a = a;
-  last_found.removals = seen;
+  last_found[last_next].a = a;
+  last_found[last_next].removals = seen;
+  last_next ^= 1;
   struct adr_backend_device* owner = a.owner;
   if (owner != dev && owner->context != dev->context)
     return ocl_errorf(error, EINVAL, "%s %p belongs to opencl:%lld, not opencl:%lld", what, ptr,
@@ -265,18 +267,20 @@ static inline int resolve(struct adr_backend_device* dev, const void* ptr, size_
   out->offset = 0;
   if (dev == NULL) return 0;
   uintptr_t p = (uintptr_t)ptr;
-  __typeof__(last_found)* c = &last_found;
-  /* A hit: inside the cached allocation (off < size also rules out an
-   * address below its base), which belongs to dev's context. */
-  size_t off = p - c->a.base;
-  struct adr_backend_device* owner = c->a.owner;
-  if (c->removals == atomic_load_explicit(&removals, memory_order_acquire) && off < c->a.size &&
-      size <= c->a.size - off && owner != NULL &&
-      (owner == dev || owner->context == dev->context)) {
-    out->dev = owner;
-    out->mem = c->a.native;
-    out->offset = off;
-    return 0;
+  uint64_t seen = atomic_load_explicit(&removals, memory_order_acquire);
+  for (int i = 0; i < 2; i++) {
+    __typeof__(last_found[0])* c = &last_found[i];
+    /* A hit: inside the cached allocation (off < size also rules out an
+     * address below its base), which belongs to dev's context. */
+    size_t off = p - c->a.base;
+    struct adr_backend_device* owner = c->a.owner;
+    if (c->removals == seen && off < c->a.size && size <= c->a.size - off && owner != NULL &&
+        (owner == dev || owner->context == dev->context)) {
+      out->dev = owner;
+      out->mem = c->a.native;
+      out->offset = off;
+      return 0;
+    }
   }
   return resolve_slow(dev, ptr, size, what, out, error);
 }

@@ -433,7 +433,8 @@ static _Thread_local struct {
   VkDeviceSize user_size;
   struct vkb_block* block;
   VkDeviceSize offset;
-} last_found;
+} last_found[2]; /* two: a device-to-device copy resolves both sides */
+static _Thread_local unsigned last_next;
 
 static void range_free_locked(struct adr_backend_device* dev, struct vkb_range* r, uint64_t after) {
   tdelete(r, &dev->live_tree, range_cmp);
@@ -492,12 +493,14 @@ int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size, s
                 struct adr_error* error) {
   VkDeviceAddress a = (VkDeviceAddress)(uintptr_t)addr;
   uint64_t seen = atomic_load_explicit(&removals, memory_order_acquire);
-  if (last_found.dev == dev && last_found.removals == seen && a >= last_found.addr &&
-      a - last_found.addr < last_found.user_size &&
-      size <= last_found.user_size - (a - last_found.addr)) {
-    out->block = last_found.block;
-    out->offset = last_found.offset + (a - last_found.addr);
-    return 0;
+  for (int i = 0; i < 2; i++) {
+    __typeof__(last_found[0])* c = &last_found[i];
+    if (c->dev == dev && c->removals == seen && a >= c->addr && a - c->addr < c->user_size &&
+        size <= c->user_size - (a - c->addr)) {
+      out->block = c->block;
+      out->offset = c->offset + (a - c->addr);
+      return 0;
+    }
   }
   pthread_mutex_lock(&dev->mem_lock);
   struct vkb_range* r = map_find(dev, a);
@@ -512,12 +515,14 @@ int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size, s
   } else {
     out->block = r->block;
     out->offset = r->offset + (a - r->addr);
-    last_found.dev = dev;
-    last_found.removals = seen;
-    last_found.addr = r->addr;
-    last_found.user_size = r->user_size;
-    last_found.block = r->block;
-    last_found.offset = r->offset;
+    __typeof__(last_found[0])* c = &last_found[last_next];
+    last_next ^= 1;
+    c->dev = dev;
+    c->removals = seen;
+    c->addr = r->addr;
+    c->user_size = r->user_size;
+    c->block = r->block;
+    c->offset = r->offset;
   }
   pthread_mutex_unlock(&dev->mem_lock);
   return st;
