@@ -153,7 +153,8 @@ static int copy_d2h(struct adr_backend_device* dev, void* dst, const void* src, 
   int st = vkb_resolve(dev, src, size, &l, error);
   if (st != 0) return st;
   if (dev->mapped_reads && l.block->mapped != NULL) {
-    st = vkb_stream_wait_idle(s, error);
+    /* Idle and adr's alone: nothing to wait for, without the lock. */
+    st = vkb_stream_host_ready(s) ? 0 : vkb_stream_wait_idle(s, error);
     if (st == 0) st = vkb_invalidate(dev, l.block, l.offset, size, error);
     if (st == 0) memcpy(dst, l.block->mapped + l.offset, size);
     return st;
