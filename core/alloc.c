@@ -19,22 +19,12 @@
 #include "memory/memory_internal.h"
 #include "validate.h"
 
-/* Resolve a stream argument: NULL means the device's default stream. */
-static inline struct adr_backend_stream* stream_handle(struct adr_device* dev,
-                                                       struct adr_stream* stream) {
-  return stream ? stream->handle : dev->default_stream.handle;
-}
-
 static int check_stream(const char* op, struct adr_device* dev, struct adr_stream* stream,
                         struct adr_error* error) {
   if (stream != NULL && stream->device != dev)
     return adr__errorf(error, EINVAL, op, dev->backend->name, "stream belongs to %s, not to %s",
                        stream->device->name, dev->name);
   return 0;
-}
-
-static int sync_default(const char* op, struct adr_device* dev, struct adr_error* error) {
-  return adr__dispatch_stream_synchronize(dev, op, dev->default_stream.handle, error);
 }
 
 static int alloc_common(const char* op, struct adr_device* device,
@@ -174,10 +164,10 @@ int adr_memset(struct adr_device* device, void* ptr, int value, size_t size,
   if (ADR__VALIDATING() && (st = adr__validate_stream("adr_memset", stream, error)) != 0) return st;
   if ((st = check_stream("adr_memset", device, stream, error)) != 0) return st;
   if ((st = adr__range_check("adr_memset", device, "memset", ptr, size, error)) != 0) return st;
-  st = adr__dispatch_memset(device, "adr_memset", ptr, value, size, stream_handle(device, stream),
-                            error);
-  if (st == 0 && stream == NULL) st = sync_default("adr_memset", device, error);
-  return st;
+  if (stream == NULL) /* blocking: one call (memset_sync, dispatch.h) */
+    return adr__dispatch_memset_sync(device, "adr_memset", ptr, value, size,
+                                     device->default_stream.handle, error);
+  return adr__dispatch_memset(device, "adr_memset", ptr, value, size, stream->handle, error);
 }
 
 int adr_host_register(struct adr_device* device, void* ptr, size_t size, struct adr_error* error) {

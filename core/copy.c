@@ -13,12 +13,13 @@
  *                                            to Y
  *
  * The hot path (host<->device, device<->device on one backend) is checks
- * plus one indirect call. The range checks (validate.h) cost two compares;
- * on a device that is not host-accessible (or with the validation layer
- * on) they also look the range up in the device's interval index (answered
- * from a per-thread cache while the index is unchanged, else under its
- * lock): the user's allocation, which the backend's own map cannot see
- * inside a pool chunk.
+ * plus one indirect call: a blocking (NULL-stream) copy goes to the
+ * backend's copy_sync slot, which waits for the copy itself (and may skip
+ * the queue when the stream is idle), instead of copy + stream_synchronize. The range checks
+ * (validate.h) cost two compares; on a device that is not host-accessible (or with the validation
+ * layer on) they also look the range up in the device's interval index (answered from a per-thread
+ * cache while the index is unchanged, else under its lock): the user's allocation, which the
+ * backend's own map cannot see inside a pool chunk.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -37,6 +38,14 @@ static int backend_copy(struct adr_device* owner, struct adr_backend_device* dst
                         struct adr_backend_device* src_h, const void* src, size_t size,
                         struct adr_backend_stream* stream, struct adr_error* error) {
   return adr__dispatch_copy(owner, "adr_copy", dst_h, dst, src_h, src, size, stream, error);
+}
+
+/* Queue the copy on `s` and wait for it and everything before it: one
+ * call into the backend (copy_sync, dispatch.h). */
+static int backend_copy_sync(struct adr_device* owner, struct adr_backend_device* dst_h, void* dst,
+                             struct adr_backend_device* src_h, const void* src, size_t size,
+                             struct adr_backend_stream* stream, struct adr_error* error) {
+  return adr__dispatch_copy_sync(owner, "adr_copy", dst_h, dst, src_h, src, size, stream, error);
 }
 
 static int synchronize(struct adr_device* dev, struct adr_backend_stream* s,
@@ -86,8 +95,12 @@ static int staged_copy(struct adr_device* dst_dev, void* dst, struct adr_device*
   return st;
 }
 
-int adr_copy(struct adr_device* dst_device, void* dst, struct adr_device* src_device,
-             const void* src, size_t size, struct adr_stream* stream, struct adr_error* error) {
+/* Every case but the hot one (adr_copy below), out of line so that the hot
+ * case's frame stays small. */
+__attribute__((noinline)) static int copy_any(struct adr_device* dst_device, void* dst,
+                                              struct adr_device* src_device, const void* src,
+                                              size_t size, struct adr_stream* stream,
+                                              struct adr_error* error) {
   if (dst_device == NULL || src_device == NULL)
     return adr__errorf(error, EINVAL, "adr_copy", NULL, "%s device is NULL",
                        dst_device ? "source" : "destination");
@@ -108,12 +121,12 @@ int adr_copy(struct adr_device* dst_device, void* dst, struct adr_device* src_de
   /* Same backend: one call, on the given stream or the default stream of
    * the device side (the destination unless it is the host). */
   if (dst_device->backend == src_device->backend) {
-    struct adr_device* owner =
-        stream ? stream->device : (is_cpu(dst_device) ? src_device : dst_device);
-    struct adr_backend_stream* s = stream ? stream->handle : owner->default_stream.handle;
-    int st = backend_copy(owner, dst_device->handle, dst, src_device->handle, src, size, s, error);
-    if (st == 0 && stream == NULL) st = synchronize(owner, s, error);
-    return st;
+    if (stream != NULL)
+      return backend_copy(stream->device, dst_device->handle, dst, src_device->handle, src, size,
+                          stream->handle, error);
+    struct adr_device* owner = is_cpu(dst_device) ? src_device : dst_device;
+    return backend_copy_sync(owner, dst_device->handle, dst, src_device->handle, src, size,
+                             owner->default_stream.handle, error);
   }
 
   /* CPU <-> X: X's copy with the host side as a NULL device. A CPU stream
@@ -127,11 +140,10 @@ int adr_copy(struct adr_device* dst_device, void* dst, struct adr_device* src_de
       if (st) return st;
       xs = NULL;
     }
-    struct adr_backend_stream* s = xs ? xs->handle : x->default_stream.handle;
-    int st = is_cpu(src_device) ? backend_copy(x, x->handle, dst, NULL, src, size, s, error)
-                                : backend_copy(x, NULL, dst, x->handle, src, size, s, error);
-    if (st == 0 && xs == NULL) st = synchronize(x, s, error);
-    return st;
+    struct adr_backend_device* dh = is_cpu(src_device) ? x->handle : NULL;
+    struct adr_backend_device* sh = is_cpu(src_device) ? NULL : x->handle;
+    if (xs != NULL) return backend_copy(x, dh, dst, sh, src, size, xs->handle, error);
+    return backend_copy_sync(x, dh, dst, sh, src, size, x->default_stream.handle, error);
   }
 
   /* Two backends. Each side works on the given stream if it is its own,
@@ -143,15 +155,47 @@ int adr_copy(struct adr_device* dst_device, void* dst, struct adr_device* src_de
   if (src_device->host_accessible) {
     /* Pinned/managed/SVM source: Y reads it directly once X is done. */
     int st = synchronize(src_device, ss, error);
-    if (st == 0) st = backend_copy(dst_device, dst_device->handle, dst, NULL, src, size, ds, error);
-    if (st == 0) st = synchronize(dst_device, ds, error);
+    if (st == 0)
+      st = backend_copy_sync(dst_device, dst_device->handle, dst, NULL, src, size, ds, error);
     return st;
   }
   if (dst_device->host_accessible) {
     int st = synchronize(dst_device, ds, error);
-    if (st == 0) st = backend_copy(src_device, NULL, dst, src_device->handle, src, size, ss, error);
-    if (st == 0) st = synchronize(src_device, ss, error);
+    if (st == 0)
+      st = backend_copy_sync(src_device, NULL, dst, src_device->handle, src, size, ss, error);
     return st;
   }
   return staged_copy(dst_device, dst, src_device, src, size, ds, ss, error);
+}
+
+/* The hot case: a blocking copy between two host-accessible devices, of
+ * one backend (CPU<->CPU, pinned<->pinned) or the CPU and another
+ * (fine-grained SVM, managed memory), with the validation layer off. Such
+ * devices need no range look-up (validate.h: adr__range_checked), so the
+ * checks are the ones copy_any makes, and the copy is one call into the
+ * owning backend's copy_sync slot. Anything else, including every failed
+ * check, goes to copy_any, which reports it. */
+int adr_copy(struct adr_device* dst_device, void* dst, struct adr_device* src_device,
+             const void* src, size_t size, struct adr_stream* stream, struct adr_error* error) {
+  if (__builtin_expect(
+          stream == NULL && dst_device != NULL && src_device != NULL && dst != NULL &&
+              src != NULL && size - 1 < (size_t)PTRDIFF_MAX &&
+              (uintptr_t)dst + size > (uintptr_t)dst && (uintptr_t)src + size > (uintptr_t)src &&
+              (dst_device->host_accessible & src_device->host_accessible) && !ADR__VALIDATING(),
+          1)) {
+    struct adr_device* owner = dst_device;
+    struct adr_backend_device *dh = dst_device->handle, *sh = src_device->handle;
+    if (__builtin_expect(dst_device->backend == src_device->backend, 1)) {
+      if (is_cpu(dst_device)) owner = src_device;
+    } else if (is_cpu(dst_device)) {
+      owner = src_device;
+      dh = NULL;
+    } else if (is_cpu(src_device)) {
+      sh = NULL;
+    } else {
+      return copy_any(dst_device, dst, src_device, src, size, stream, error);
+    }
+    return backend_copy_sync(owner, dh, dst, sh, src, size, owner->default_stream.handle, error);
+  }
+  return copy_any(dst_device, dst, src_device, src, size, stream, error);
 }

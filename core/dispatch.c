@@ -120,6 +120,57 @@ COLD adr__dispatch_copy_traced(struct adr_device* owner, const char* api,
                   "dst=%p src=%p size=%zu", dst, src, size);
 }
 
+/* A blocking slot stands for `slot` then stream_synchronize: one fault
+ * countdown step each, the backend is not called when one fires. */
+static int blocking_faults(const char* slot, struct adr_error* error) {
+  int st = 0;
+  if (atomic_load_explicit(&adr__fault_armed, memory_order_relaxed) != 0 &&
+      (st = adr__fault_dispatch(slot, error)) == 0)
+    st = adr__fault_dispatch("stream_synchronize", error);
+  return st;
+}
+
+/* The blocking slots' traced path, also taken by a backend without them
+ * (dispatch.h): fault hooks for "copy" then "stream_synchronize" (the two
+ * 1.0 slots a blocking copy stands for), then the one call. */
+COLD adr__dispatch_copy_sync_traced(struct adr_device* owner, const char* api,
+                                    struct adr_backend_device* dst_dev, void* dst,
+                                    struct adr_backend_device* src_dev, const void* src,
+                                    size_t size, struct adr_backend_stream* stream,
+                                    struct adr_error* error) {
+  const struct adr_backend* vt = owner->vt;
+  if (!ADR__HAS_SLOT(vt, copy_sync)) {
+    int st = adr__dispatch_copy(owner, api, dst_dev, dst, src_dev, src, size, stream, error);
+    if (st == 0) st = adr__dispatch_stream_synchronize(owner, api, stream, error);
+    return st;
+  }
+  int st = blocking_faults("copy", error);
+  if (st == 0)
+    TRACED(owner->name, "copy_sync",
+           st = vt->copy_sync(dst_dev, dst, src_dev, src, size, stream, error),
+           "dst=%p src=%p size=%zu", dst, src, size);
+  if (st != 0) adr__error_context(error, st, api, owner->backend->name);
+  return st;
+}
+
+COLD adr__dispatch_memset_sync_traced(struct adr_device* dev, const char* api, void* ptr, int value,
+                                      size_t size, struct adr_backend_stream* stream,
+                                      struct adr_error* error) {
+  const struct adr_backend* vt = dev->vt;
+  if (!ADR__HAS_SLOT(vt, memset_sync)) {
+    int st = adr__dispatch_memset(dev, api, ptr, value, size, stream, error);
+    if (st == 0) st = adr__dispatch_stream_synchronize(dev, api, stream, error);
+    return st;
+  }
+  int st = blocking_faults("memset", error);
+  if (st == 0)
+    TRACED(dev->name, "memset_sync",
+           st = vt->memset_sync(dev->handle, ptr, value, size, stream, error),
+           "ptr=%p value=%d size=%zu", ptr, value, size);
+  if (st != 0) adr__error_context(error, st, api, dev->backend->name);
+  return st;
+}
+
 COLD adr__dispatch_memset_traced(struct adr_device* dev, const char* api, void* ptr, int value,
                                  size_t size, struct adr_backend_stream* stream,
                                  struct adr_error* error) {

@@ -54,8 +54,9 @@ int adr__dispatch_device_info(struct adr_device* dev, const char* api, struct ad
                               struct adr_error* error);
 
 /* ---- the hot slots ---------------------------------------------------------
- * alloc, free, copy, memset and stream_synchronize are on the path of every
- * adr_copy, adr_memset and blocking call, so their common case is inline
+ * alloc, free, copy, memset, stream_synchronize and the blocking copy_sync
+ * and memset_sync are on the path of every adr_copy, adr_memset and
+ * blocking call, so their common case is inline
  * here: the indirect call and, on failure, adr__error_context. With fault
  * injection armed or ADR_LOG=trace they take their traced path in
  * dispatch.c (adr__dispatch_<slot>_traced), which does all of the above. */
@@ -129,6 +130,50 @@ static inline int adr__dispatch_stream_synchronize(struct adr_device* dev, const
                                                    struct adr_error* error) {
   if (adr__dispatch_slow()) return adr__dispatch_stream_synchronize_traced(dev, api, stream, error);
   return adr__dispatch_done(dev->vt->stream_synchronize(dev->handle, stream, error), api, dev,
+                            error);
+}
+
+/* The blocking copy and memset (the application's NULL-stream calls): one
+ * indirect call to the backend's copy_sync / memset_sync slot (ABI 1.1),
+ * which returns once the work and everything queued before it on `stream`
+ * has completed. A backend without the slot gets copy (memset) followed by
+ * stream_synchronize, the 1.0 sequence. On the traced path (fault
+ * injection armed, ADR_LOG=trace) a blocking call counts as one call of
+ * each of its two 1.0 slots, "copy" ("memset") and then
+ * "stream_synchronize", for fault injection, so a sweep over either slot
+ * still reaches every blocking call; the trace line names the slot really
+ * called. */
+int adr__dispatch_copy_sync_traced(struct adr_device* owner, const char* api,
+                                   struct adr_backend_device* dst_dev, void* dst,
+                                   struct adr_backend_device* src_dev, const void* src, size_t size,
+                                   struct adr_backend_stream* stream, struct adr_error* error);
+static inline int adr__dispatch_copy_sync(struct adr_device* owner, const char* api,
+                                          struct adr_backend_device* dst_dev, void* dst,
+                                          struct adr_backend_device* src_dev, const void* src,
+                                          size_t size, struct adr_backend_stream* stream,
+                                          struct adr_error* error) {
+  const struct adr_backend* vt = owner->vt;
+  if (adr__dispatch_slow() || !__builtin_expect(ADR__HAS_SLOT(vt, copy_sync), 1))
+    return adr__dispatch_copy_sync_traced(owner, api, dst_dev, dst, src_dev, src, size, stream,
+                                          error);
+  /* No message to give context to: a tail call. */
+  if (error == NULL) return vt->copy_sync(dst_dev, dst, src_dev, src, size, stream, NULL);
+  return adr__dispatch_done(vt->copy_sync(dst_dev, dst, src_dev, src, size, stream, error), api,
+                            owner, error);
+}
+
+int adr__dispatch_memset_sync_traced(struct adr_device* dev, const char* api, void* ptr, int value,
+                                     size_t size, struct adr_backend_stream* stream,
+                                     struct adr_error* error);
+static inline int adr__dispatch_memset_sync(struct adr_device* dev, const char* api, void* ptr,
+                                            int value, size_t size,
+                                            struct adr_backend_stream* stream,
+                                            struct adr_error* error) {
+  const struct adr_backend* vt = dev->vt;
+  if (adr__dispatch_slow() || !__builtin_expect(ADR__HAS_SLOT(vt, memset_sync), 1))
+    return adr__dispatch_memset_sync_traced(dev, api, ptr, value, size, stream, error);
+  if (error == NULL) return vt->memset_sync(dev->handle, ptr, value, size, stream, NULL);
+  return adr__dispatch_done(vt->memset_sync(dev->handle, ptr, value, size, stream, error), api, dev,
                             error);
 }
 

@@ -283,6 +283,44 @@ static int cpu_memset(struct adr_backend_device* dev, void* ptr, int value, size
   return submit(stream, &t, error);
 }
 
+/* The blocking slots: on the default stream (synchronous) the copy runs
+ * here; on a created stream it is queued behind the stream's tasks and
+ * waited for. */
+static int cpu_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* s,
+                                  struct adr_error* error);
+
+__attribute__((noinline)) static int cpu_copy_queued_sync(
+    struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
+    const void* src, size_t size, struct adr_backend_stream* stream, struct adr_error* error) {
+  int st = cpu_copy(dst_dev, dst, src_dev, src, size, stream, error);
+  return st != 0 ? st : cpu_stream_synchronize(NULL, stream, error);
+}
+
+static int cpu_copy_sync(struct adr_backend_device* dst_dev, void* dst,
+                         struct adr_backend_device* src_dev, const void* src, size_t size,
+                         struct adr_backend_stream* stream, struct adr_error* error) {
+  if (__builtin_expect(!stream->is_default, 0))
+    return cpu_copy_queued_sync(dst_dev, dst, src_dev, src, size, stream, error);
+  memmove(dst, src, size);
+  return 0;
+}
+
+__attribute__((noinline)) static int cpu_memset_queued_sync(struct adr_backend_device* dev,
+                                                            void* ptr, int value, size_t size,
+                                                            struct adr_backend_stream* stream,
+                                                            struct adr_error* error) {
+  int st = cpu_memset(dev, ptr, value, size, stream, error);
+  return st != 0 ? st : cpu_stream_synchronize(dev, stream, error);
+}
+
+static int cpu_memset_sync(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                           struct adr_backend_stream* stream, struct adr_error* error) {
+  if (__builtin_expect(!stream->is_default, 0))
+    return cpu_memset_queued_sync(dev, ptr, value, size, stream, error);
+  memset(ptr, value, size);
+  return 0;
+}
+
 /* ---- streams ------------------------------------------------------------- */
 
 static int cpu_stream_create(struct adr_backend_device* dev, uint32_t flags,
@@ -443,6 +481,8 @@ static const struct adr_backend cpu_backend = {
     .event_native = cpu_event_native,
     .device_properties = cpu_device_properties,
     .pointer_query = cpu_pointer_query,
+    .copy_sync = cpu_copy_sync,
+    .memset_sync = cpu_memset_sync,
 };
 
 ADR_BACKEND_DEFINE_QUERY(cpu_backend, adr_host_set)

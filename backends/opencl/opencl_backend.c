@@ -102,6 +102,20 @@ static int lazy_memset(struct adr_backend_device* dev, void* ptr, int value, siz
   return st != 0 ? st : ocl_memset(dev, ptr, value, size, stream, error);
 }
 
+static int lazy_copy_sync(struct adr_backend_device* dst_dev, void* dst,
+                          struct adr_backend_device* src_dev, const void* src, size_t size,
+                          struct adr_backend_stream* stream, struct adr_error* error) {
+  int st = dst_dev != NULL ? ocl_device_ensure(dst_dev, error) : 0;
+  if (st == 0 && src_dev != NULL) st = ocl_device_ensure(src_dev, error);
+  return st != 0 ? st : ocl_copy_sync(dst_dev, dst, src_dev, src, size, stream, error);
+}
+
+static int lazy_memset_sync(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                            struct adr_backend_stream* stream, struct adr_error* error) {
+  int st = ocl_device_ensure(dev, error);
+  return st != 0 ? st : ocl_memset_sync(dev, ptr, value, size, stream, error);
+}
+
 /* The default stream is handed out unopened: the core asks for it right
  * after device_open. */
 static int lazy_stream_create(struct adr_backend_device* dev, uint32_t flags,
@@ -173,6 +187,8 @@ static const struct adr_backend table = {
     .free = ocl_free,
     .copy = lazy_copy,
     .memset = lazy_memset,
+    .copy_sync = lazy_copy_sync,
+    .memset_sync = lazy_memset_sync,
     .stream_create = lazy_stream_create,
     .stream_destroy = ocl_stream_destroy,
     .stream_synchronize = lazy_stream_synchronize,

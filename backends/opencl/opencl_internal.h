@@ -101,6 +101,10 @@ struct adr_backend_stream {
    * "adr's last command completed" no longer means "the queue is idle" and
    * copies and fills are always queued. */
   atomic_bool shared;
+  /* True while `last` may be a command that has not completed: set with
+   * `last`, cleared when ocl_stream_idle finds it complete, so the idle
+   * check of an idle stream reads one flag instead of taking `lock`. */
+  atomic_bool busy;
 };
 
 /* Sets up / tears down the tracking fields of a stream. */
@@ -223,6 +227,13 @@ int ocl_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_d
              struct adr_error* error);
 int ocl_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
                struct adr_backend_stream* stream, struct adr_error* error);
+/* The blocking slots (ABI 1.1): the copy / fill and everything queued
+ * before it on `stream` has completed when they return. */
+int ocl_copy_sync(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
+                  const void* src, size_t size, struct adr_backend_stream* stream,
+                  struct adr_error* error);
+int ocl_memset_sync(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                    struct adr_backend_stream* stream, struct adr_error* error);
 int ocl_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
                       struct adr_error* error);
 /* Frees whatever `dev` still has allocated (device_close). */

@@ -41,6 +41,16 @@
 
 struct adr_range_map ocl_allocations = ADR_RANGE_MAP_INIT(struct ocl_alloc);
 
+/* Bumped after every removal from ocl_allocations: a thread's cached
+ * look-up (resolve) is good while the count it saw is unchanged, so
+ * repeated copies on one allocation skip the map's lock. */
+static _Atomic uint64_t removals;
+static _Thread_local struct {
+  uint64_t removals;
+  struct ocl_alloc a; /* a.size == 0: empty */
+} last_found[2];      /* two: a device-to-device copy resolves both sides */
+static _Thread_local unsigned last_next;
+
 static bool alloc_owned_by(const void* entry, const void* owner) {
   return ((const struct ocl_alloc*)entry)->owner == owner;
 }
@@ -180,6 +190,7 @@ int ocl_free(struct adr_backend_device* dev, void* ptr, size_t size,
                       (long long)stream->dev->id, (long long)dev->id);
   if (adr_range_map_remove(&ocl_allocations, a.base, &a) != 0)
     return ocl_errorf(error, EINVAL, "%p was freed concurrently", ptr);
+  atomic_fetch_add_explicit(&removals, 1, memory_order_release);
   /* The core passes the default stream for a free with a NULL stream (the
    * caller guarantees no queued work uses the memory) and for the pool
    * giving chunks back (adr_memory_trim, the cap): when adr has nothing
@@ -198,6 +209,7 @@ void ocl_memory_release_device(struct adr_backend_device* dev) {
   struct ocl_alloc a;
   size_t n = 0;
   while (adr_range_map_take_first(&ocl_allocations, alloc_owned_by, dev, &a) == 0) {
+    atomic_fetch_add_explicit(&removals, 1, memory_order_release);
     release_native(&a, NULL);
     n++;
   }
@@ -219,14 +231,13 @@ static bool host_addressable(const struct side* s) {
   return s->dev == NULL || (s->mem == NULL && s->dev->host_copy);
 }
 
-static int resolve(struct adr_backend_device* dev, const void* ptr, size_t size, const char* what,
-                   struct side* out, struct adr_error* error) {
-  out->dev = NULL;
-  out->addr = (void*)ptr;
-  out->mem = NULL;
-  out->offset = 0;
-  if (dev == NULL) return 0;
+/* resolve() for an address the thread's cache does not answer: the map
+ * look-up, under its lock, which refills the cache. */
+__attribute__((noinline)) static int resolve_slow(struct adr_backend_device* dev, const void* ptr,
+                                                  size_t size, const char* what, struct side* out,
+                                                  struct adr_error* error) {
   struct ocl_alloc a;
+  uint64_t seen = atomic_load_explicit(&removals, memory_order_acquire);
   int st = adr_range_map_find(&ocl_allocations, (uintptr_t)ptr, size, &a);
   if (st == ENOENT)
     return ocl_errorf(error, EINVAL, "%s %p is not inside an allocation of opencl:%lld", what, ptr,
@@ -235,6 +246,9 @@ static int resolve(struct adr_backend_device* dev, const void* ptr, size_t size,
     return ocl_errorf(error, EINVAL,
                       "%s range [%p, +%zu) runs past the end of its %zu-byte allocation at %p",
                       what, ptr, size, a.size, (void*)a.base);
+  last_found[last_next].a = a;
+  last_found[last_next].removals = seen;
+  last_next ^= 1;
   struct adr_backend_device* owner = a.owner;
   if (owner != dev && owner->context != dev->context)
     return ocl_errorf(error, EINVAL, "%s %p belongs to opencl:%lld, not opencl:%lld", what, ptr,
@@ -243,6 +257,32 @@ static int resolve(struct adr_backend_device* dev, const void* ptr, size_t size,
   out->mem = a.native;
   out->offset = (uintptr_t)ptr - a.base;
   return 0;
+}
+
+static inline int resolve(struct adr_backend_device* dev, const void* ptr, size_t size,
+                          const char* what, struct side* out, struct adr_error* error) {
+  out->dev = NULL;
+  out->addr = (void*)ptr;
+  out->mem = NULL;
+  out->offset = 0;
+  if (dev == NULL) return 0;
+  uintptr_t p = (uintptr_t)ptr;
+  uint64_t seen = atomic_load_explicit(&removals, memory_order_acquire);
+  for (int i = 0; i < 2; i++) {
+    __typeof__(last_found[0])* c = &last_found[i];
+    /* A hit: inside the cached allocation (off < size also rules out an
+     * address below its base), which belongs to dev's context. */
+    size_t off = p - c->a.base;
+    struct adr_backend_device* owner = c->a.owner;
+    if (c->removals == seen && off < c->a.size && size <= c->a.size - off && owner != NULL &&
+        (owner == dev || owner->context == dev->context)) {
+      out->dev = owner;
+      out->mem = c->a.native;
+      out->offset = off;
+      return 0;
+    }
+  }
+  return resolve_slow(dev, ptr, size, what, out, error);
 }
 
 /* Queues (or, blocking, performs) a copy between two sides that live in
@@ -435,6 +475,77 @@ int ocl_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size
     return ocl_check(rc, error, "filling %zu bytes at %p on opencl:%lld failed", size, ptr,
                      (long long)dev->id);
   return 0;
+}
+
+/* ---- blocking copies and fills (the copy_sync / memset_sync slots) ------
+ * They return once the work and everything queued before it on the stream
+ * has completed. Host-addressable sides (svm-fine with the fast path, host
+ * memory) are a memmove on the calling thread: at once when the stream is
+ * host-ready (ocl_stream_host_ready: adr's queue alone, nothing pending),
+ * otherwise after clFinish on the queue, which also covers commands the
+ * application queued itself on a shared queue. Everything else is queued
+ * like ocl_copy / ocl_memset and waited for: a blocking read/write, whose
+ * completion implies the earlier commands' (adr's queues and the queues it
+ * accepts are in order), or clFinish. */
+
+static int finish(struct adr_backend_stream* stream, struct adr_error* error) {
+  cl_int rc = ocl.clFinish(stream->queue);
+  if (rc != CL_SUCCESS) return ocl_check(rc, error, "clFinish failed");
+  return 0;
+}
+
+/* Host-side copy or fill after the stream's earlier work. */
+static int host_ready_or_finish(struct adr_backend_stream* stream, struct adr_error* error) {
+  return ocl_stream_host_ready(stream) ? 0 : finish(stream, error);
+}
+
+int ocl_copy_sync(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
+                  const void* src, size_t size, struct adr_backend_stream* stream,
+                  struct adr_error* error) {
+  if (size == 0) return 0;
+  struct side d, s;
+  int st = resolve(dst_dev, dst, size, "destination", &d, error);
+  if (st == 0) st = resolve(src_dev, src, size, "source", &s, error);
+  if (st != 0) return st;
+  if (d.dev != NULL && s.dev != NULL && d.dev->context != s.dev->context)
+    return peer_copy(&d, &s, size, stream, error); /* waits for the stream, completes */
+  struct adr_backend_device* dev = d.dev != NULL ? d.dev : s.dev;
+  if (stream->dev->context != dev->context)
+    return ocl_errorf(error, EINVAL, "the stream belongs to opencl:%lld, not to opencl:%lld",
+                      (long long)stream->dev->id, (long long)dev->id);
+  if (host_addressable(&d) && host_addressable(&s)) {
+    st = host_ready_or_finish(stream, error);
+    if (st == 0) memmove(d.addr, s.addr, size);
+    return st;
+  }
+  if (d.dev != NULL && s.dev != NULL && ranges_overlap(d.addr, s.addr, size)) {
+    st = enqueue_overlapping(stream, dev, &d, &s, size, error);
+    return st != 0 ? st : finish(stream, error);
+  }
+  /* Blocking: returns after the command, so after every earlier one. */
+  cl_int rc = enqueue_copy(stream->queue, &d, &s, size, CL_TRUE, NULL);
+  if (rc != CL_SUCCESS)
+    return ocl_check(rc, error, "copying %zu bytes from %p to %p on opencl:%lld failed", size, src,
+                     dst, (long long)dev->id);
+  return 0;
+}
+
+int ocl_memset_sync(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                    struct adr_backend_stream* stream, struct adr_error* error) {
+  if (size == 0) return 0;
+  struct side d;
+  int st = resolve(dev, ptr, size, "destination", &d, error);
+  if (st != 0) return st;
+  if (stream->dev->context != d.dev->context)
+    return ocl_errorf(error, EINVAL, "the stream belongs to opencl:%lld, not to opencl:%lld",
+                      (long long)stream->dev->id, (long long)dev->id);
+  if (host_addressable(&d)) {
+    st = host_ready_or_finish(stream, error);
+    if (st == 0) memset(ptr, (unsigned char)value, size);
+    return st;
+  }
+  st = ocl_memset(dev, ptr, value, size, stream, error);
+  return st != 0 ? st : finish(stream, error);
 }
 
 int ocl_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,

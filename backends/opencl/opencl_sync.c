@@ -46,6 +46,7 @@ void ocl_stream_init(struct adr_backend_stream* s, struct adr_backend_device* de
   s->flags = flags;
   s->last = NULL;
   atomic_init(&s->shared, (flags & OCL_STREAM_IMPORTED) != 0);
+  atomic_init(&s->busy, false);
   pthread_mutex_init(&s->lock, NULL);
 }
 
@@ -68,11 +69,16 @@ void ocl_stream_track(struct adr_backend_stream* s, cl_event ev) {
   pthread_mutex_lock(&s->lock);
   cl_event old = s->last;
   s->last = ev;
+  atomic_store_explicit(&s->busy, true, memory_order_relaxed);
   pthread_mutex_unlock(&s->lock);
   if (old != NULL) ocl.clReleaseEvent(old);
 }
 
 bool ocl_stream_idle(struct adr_backend_stream* s) {
+  /* Nothing tracked since the last command was seen complete. A command
+   * another thread is tracking right now on the same stream is unordered
+   * with this call anyway. */
+  if (!atomic_load_explicit(&s->busy, memory_order_acquire)) return true;
   bool idle = true;
   cl_event done = NULL;
   pthread_mutex_lock(&s->lock);
@@ -87,6 +93,7 @@ bool ocl_stream_idle(struct adr_backend_stream* s) {
       s->last = NULL;
     }
   }
+  if (idle) atomic_store_explicit(&s->busy, false, memory_order_release);
   pthread_mutex_unlock(&s->lock);
   if (done != NULL) ocl.clReleaseEvent(done);
   return idle;
@@ -367,8 +374,8 @@ int ocl_event_query(struct adr_backend_device* dev, struct adr_backend_event* ev
   cl_event e = current(event);
   if (e == NULL) return 0;
   cl_int status = CL_COMPLETE;
-  cl_int rc = ocl.clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status,
-                                 NULL);
+  cl_int rc =
+      ocl.clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, NULL);
   ocl.clReleaseEvent(e);
   if (rc != CL_SUCCESS) return ocl_check(rc, error, "clGetEventInfo failed");
   /* A negative execution status is the error the failed command ended

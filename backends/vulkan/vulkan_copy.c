@@ -153,7 +153,8 @@ static int copy_d2h(struct adr_backend_device* dev, void* dst, const void* src, 
   int st = vkb_resolve(dev, src, size, &l, error);
   if (st != 0) return st;
   if (dev->mapped_reads && l.block->mapped != NULL) {
-    st = vkb_stream_wait_idle(s, error);
+    /* Idle and adr's alone: nothing to wait for, without the lock. */
+    st = vkb_stream_host_ready(s) ? 0 : vkb_stream_wait_idle(s, error);
     if (st == 0) st = vkb_invalidate(dev, l.block, l.offset, size, error);
     if (st == 0) memcpy(dst, l.block->mapped + l.offset, size);
     return st;
@@ -300,4 +301,65 @@ int vkb_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size
     dev->fn.vkCmdCopyBuffer(c.cb, scr->block->buffer, d.block->buffer, n, regions);
   }
   return vkb_cmd_submit(&c, NULL, error);
+}
+
+/* ---- blocking copies and fills (the copy_sync / memset_sync slots) ------
+ * They return once the work and everything queued before it on the stream
+ * has completed. On mapped memory they are a memcpy/memset on the calling
+ * thread: at once when the stream is host-ready (adr's queue alone,
+ * nothing pending), otherwise after vkb_stream_wait_idle, which on a queue
+ * the application can reach first posts a timeline signal behind its
+ * submissions. Downloads complete in vkb_copy already. Everything else is
+ * vkb_copy / vkb_memset followed by the wait. */
+
+static int wait_unless_ready(struct adr_backend_stream* s, struct adr_error* error) {
+  return vkb_stream_host_ready(s) ? 0 : vkb_stream_wait_idle(s, error);
+}
+
+int vkb_copy_sync(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
+                  const void* src, size_t size, struct adr_backend_stream* stream,
+                  struct adr_error* error) {
+  if (size == 0) return 0;
+  if (dst_dev == NULL) return copy_d2h(src_dev, dst, src, size, stream, error);
+  int st;
+  if (src_dev == NULL) {
+    struct vkb_loc d;
+    st = vkb_resolve(dst_dev, dst, size, &d, error);
+    if (st != 0) return st;
+    if (dst_dev->mapped_copies && d.block->mapped != NULL) {
+      st = wait_unless_ready(stream, error);
+      if (st == 0) memcpy(d.block->mapped + d.offset, src, size);
+      return st != 0 ? st : vkb_flush(dst_dev, d.block, d.offset, size, error);
+    }
+  } else if (dst_dev == src_dev && dst_dev->host_is_device) {
+    struct vkb_loc d, l;
+    st = vkb_resolve(dst_dev, dst, size, &d, error);
+    if (st == 0) st = vkb_resolve(dst_dev, src, size, &l, error);
+    if (st != 0) return st;
+    if (d.block->mapped != NULL && l.block->mapped != NULL) {
+      st = wait_unless_ready(stream, error);
+      if (st == 0) st = vkb_invalidate(dst_dev, l.block, l.offset, size, error);
+      if (st == 0) memmove(d.block->mapped + d.offset, l.block->mapped + l.offset, size);
+      return st != 0 ? st : vkb_flush(dst_dev, d.block, d.offset, size, error);
+    }
+  }
+  st = vkb_copy(dst_dev, dst, src_dev, src, size, stream, error);
+  return st != 0 ? st : vkb_stream_synchronize(stream->dev, stream, error);
+}
+
+int vkb_memset_sync(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                    struct adr_backend_stream* s, struct adr_error* error) {
+  if (size == 0) return 0;
+  if (dev->mapped_copies) {
+    struct vkb_loc d;
+    int st = vkb_resolve(dev, ptr, size, &d, error);
+    if (st != 0) return st;
+    if (d.block->mapped != NULL) {
+      st = wait_unless_ready(s, error);
+      if (st == 0) memset(d.block->mapped + d.offset, (uint8_t)value, size);
+      return st != 0 ? st : vkb_flush(dev, d.block, d.offset, size, error);
+    }
+  }
+  int st = vkb_memset(dev, ptr, value, size, s, error);
+  return st != 0 ? st : vkb_stream_synchronize(dev, s, error);
 }

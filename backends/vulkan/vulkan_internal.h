@@ -386,6 +386,10 @@ struct adr_backend_stream {
   struct vkb_range* scratch; /* 64 bytes for memset head/tail, lazily */
   bool is_default;
   struct adr_backend_stream *prev, *next;
+  /* max(last_value, wait_value), or UINT64_MAX while foreign waits are
+   * pending: written under `lock` with them, read without it by the idle
+   * check (vkb_stream_idle), so an idle stream costs no lock. */
+  _Atomic uint64_t pending;
 };
 
 enum vkb_event_kind {
@@ -502,6 +506,13 @@ int vkb_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_d
              struct adr_error* error);
 int vkb_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
                struct adr_backend_stream* stream, struct adr_error* error);
+/* The blocking slots (ABI 1.1): the copy / fill and everything queued
+ * before it on the stream has completed when they return. */
+int vkb_copy_sync(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_device* src_dev,
+                  const void* src, size_t size, struct adr_backend_stream* stream,
+                  struct adr_error* error);
+int vkb_memset_sync(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                    struct adr_backend_stream* s, struct adr_error* error);
 int vkb_staging_init(struct adr_backend_device* dev, struct adr_error* error);
 void vkb_staging_release(struct adr_backend_device* dev);
 

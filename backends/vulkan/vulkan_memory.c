@@ -422,8 +422,23 @@ int vkb_range_alloc(struct adr_backend_device* dev, VkDeviceSize size, VkDeviceS
   return st;
 }
 
+/* Bumped after every removal from a device's address map: a thread's
+ * cached look-up (vkb_resolve) is good while the count it saw holds, so
+ * repeated copies on one allocation skip mem_lock. */
+static _Atomic uint64_t removals;
+static _Thread_local struct {
+  struct adr_backend_device* dev; /* NULL: empty */
+  uint64_t removals;
+  VkDeviceAddress addr;
+  VkDeviceSize user_size;
+  struct vkb_block* block;
+  VkDeviceSize offset;
+} last_found[2]; /* two: a device-to-device copy resolves both sides */
+static _Thread_local unsigned last_next;
+
 static void range_free_locked(struct adr_backend_device* dev, struct vkb_range* r, uint64_t after) {
   tdelete(r, &dev->live_tree, range_cmp);
+  atomic_fetch_add_explicit(&removals, 1, memory_order_release);
   dev->live_count--;
   if (after > 0 && after > vkb_timeline_value(dev)) {
     r->free_after = after;
@@ -477,6 +492,16 @@ int vkb_free(struct adr_backend_device* dev, void* ptr, size_t size,
 int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size, struct vkb_loc* out,
                 struct adr_error* error) {
   VkDeviceAddress a = (VkDeviceAddress)(uintptr_t)addr;
+  uint64_t seen = atomic_load_explicit(&removals, memory_order_acquire);
+  for (int i = 0; i < 2; i++) {
+    __typeof__(last_found[0])* c = &last_found[i];
+    if (c->dev == dev && c->removals == seen && a >= c->addr && a - c->addr < c->user_size &&
+        size <= c->user_size - (a - c->addr)) {
+      out->block = c->block;
+      out->offset = c->offset + (a - c->addr);
+      return 0;
+    }
+  }
   pthread_mutex_lock(&dev->mem_lock);
   struct vkb_range* r = map_find(dev, a);
   int st = 0;
@@ -490,6 +515,14 @@ int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size, s
   } else {
     out->block = r->block;
     out->offset = r->offset + (a - r->addr);
+    __typeof__(last_found[0])* c = &last_found[last_next];
+    last_next ^= 1;
+    c->dev = dev;
+    c->removals = seen;
+    c->addr = r->addr;
+    c->user_size = r->user_size;
+    c->block = r->block;
+    c->offset = r->offset;
   }
   pthread_mutex_unlock(&dev->mem_lock);
   return st;
@@ -667,6 +700,7 @@ void vkb_memory_release(struct adr_backend_device* dev) {
   /* The device is idle here (device_close waited), so every deferred free
    * is due and every block goes, leaked allocations included. */
   dev->deferred = NULL;
+  atomic_fetch_add_explicit(&removals, 1, memory_order_release);
   tdestroy(dev->live_tree, noop_free);
   dev->live_tree = NULL;
   while (dev->blocks != NULL) block_unlink_destroy(dev, dev->blocks);

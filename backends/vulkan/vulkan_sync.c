@@ -187,6 +187,8 @@ int vkb_cmd_submit(struct vkb_cmd* c, uint64_t* out_value, struct adr_error* err
   c->slot->value = value;
   s->last_value = value;
   s->foreign_count = 0;
+  atomic_store_explicit(&s->pending, value > s->wait_value ? value : s->wait_value,
+                        memory_order_relaxed);
   pthread_mutex_unlock(&s->lock);
   if (out_value != NULL) *out_value = value;
   return 0;
@@ -195,6 +197,10 @@ int vkb_cmd_submit(struct vkb_cmd* c, uint64_t* out_value, struct adr_error* err
 /* ---- streams ---------------------------------------------------------------- */
 
 bool vkb_stream_idle(struct adr_backend_stream* s) {
+  /* Lock-free when nothing is pending or the timeline passed it (the
+   * common case of a blocking call after blocking calls). */
+  uint64_t p = atomic_load_explicit(&s->pending, memory_order_acquire);
+  if (p == 0 || p <= atomic_load_explicit(&s->dev->completed, memory_order_acquire)) return true;
   pthread_mutex_lock(&s->lock);
   uint64_t v = s->last_value > s->wait_value ? s->last_value : s->wait_value;
   bool foreign = s->foreign_count > 0;
@@ -469,6 +475,7 @@ int vkb_event_wait(struct adr_backend_device* dev, struct adr_backend_event* e,
       s->foreign_cap = cap;
     }
     s->foreign_waits[s->foreign_count++] = e->vk;
+    atomic_store_explicit(&s->pending, UINT64_MAX, memory_order_relaxed);
     pthread_mutex_unlock(&s->lock);
     return 0;
   }
@@ -480,6 +487,10 @@ int vkb_event_wait(struct adr_backend_device* dev, struct adr_backend_event* e,
    * event's submission; remember it for the host-side fast paths. */
   pthread_mutex_lock(&s->lock);
   if (e->value > s->wait_value) s->wait_value = e->value;
+  if (s->foreign_count == 0)
+    atomic_store_explicit(&s->pending,
+                          s->last_value > s->wait_value ? s->last_value : s->wait_value,
+                          memory_order_relaxed);
   pthread_mutex_unlock(&s->lock);
   return 0;
 }

@@ -76,7 +76,7 @@ extern "C" {
 #endif
 
 #define ADR_BACKEND_ABI_MAJOR 1
-#define ADR_BACKEND_ABI_MINOR 0
+#define ADR_BACKEND_ABI_MINOR 1
 #define ADR_BACKEND_QUERY_SYMBOL "adr_backend_query"
 
 enum adr_log_level {
@@ -225,8 +225,23 @@ struct adr_backend {
                        struct adr_error* error);
   int (*host_unregister)(struct adr_backend_device* dev, void* ptr, struct adr_error* error);
 
+  /* --- blocking variants (optional, ABI 1.1) ---
+   * copy / memset on `stream`, returning once the operation and everything
+   * queued on the stream before it (by adr or by the application on the
+   * stream's native queue) has completed: the effect of the plain slot
+   * followed by stream_synchronize, in one call. The core calls these for
+   * the application's blocking calls (NULL stream); a backend may skip the
+   * queue when it knows the stream is idle (a memcpy on host-visible
+   * memory). NULL or not covered by struct_size: the core calls copy /
+   * memset and then stream_synchronize. */
+  int (*copy_sync)(struct adr_backend_device* dst_dev, void* dst,
+                   struct adr_backend_device* src_dev, const void* src, size_t size,
+                   struct adr_backend_stream* stream, struct adr_error* error);
+  int (*memset_sync)(struct adr_backend_device* dev, void* ptr, int value, size_t size,
+                     struct adr_backend_stream* stream, struct adr_error* error);
+
   /* Room to grow: new slots take these from the front, with a minor bump. */
-  void (*reserved[16])(void);
+  void (*reserved[14])(void);
 };
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && UINTPTR_MAX == UINT64_MAX
@@ -235,7 +250,8 @@ _Static_assert(offsetof(struct adr_backend, alloc) == 96, "adr_backend memory sl
 _Static_assert(offsetof(struct adr_backend, stream_create) == 128, "adr_backend streams");
 _Static_assert(offsetof(struct adr_backend, event_create) == 152, "adr_backend events");
 _Static_assert(offsetof(struct adr_backend, event_import) == 208, "adr_backend interop");
-_Static_assert(offsetof(struct adr_backend, reserved) == 280, "adr_backend reserved");
+_Static_assert(offsetof(struct adr_backend, copy_sync) == 280, "adr_backend blocking slots");
+_Static_assert(offsetof(struct adr_backend, reserved) == 296, "adr_backend reserved");
 _Static_assert(sizeof(struct adr_backend) == 408, "adr_backend size");
 _Static_assert(sizeof(struct adr_backend_host) == 104, "adr_backend_host size");
 #endif

@@ -210,4 +210,11 @@ void test_copy_overlapping(void** state);
 /* test_peer.c */
 void test_peer_round_trip(void** state);
 
+/* test_blocking.c */
+void test_blocking_sizes_and_offsets(void** state);
+void test_blocking_after_queued_work(void** state);
+void test_blocking_after_gated_work(void** state);
+void test_blocking_after_application_work(void** state);
+void test_async_small_copy_busy_stream(void** state);
+
 #endif /* ADR_CONFORMANCE_H */

@@ -467,6 +467,8 @@ int main(void) {
       T(test_unknown_device_id),
       T(test_copy_null_pointers),
       T(test_concurrent_threads),
+      T(test_blocking_sizes_and_offsets),
+      T(test_blocking_after_queued_work),
   };
   size_t n = 0;
   while (tests[n].test_func != NULL) n++;
@@ -509,12 +511,18 @@ int main(void) {
    * which turns host shortcuts off for the rest of the process. */
   char native_why[256] = "";
   if (conf_native_get(g_conf.dev, native_why, sizeof(native_why)) != NULL) {
+    /* The gated blocking case first: on OpenCL its gate takes no queue, so
+     * it runs with the host shortcuts still on. */
+    tests[n++] = (struct CMUnitTest)T(test_blocking_after_gated_work);
+    tests[n++] = (struct CMUnitTest)T(test_async_small_copy_busy_stream);
     tests[n++] = (struct CMUnitTest)T(test_order_application_work);
     tests[n++] = (struct CMUnitTest)T(test_order_foreign_event_gate);
+    tests[n++] = (struct CMUnitTest)T(test_blocking_after_application_work);
   } else {
     printf(
-        "adr-conformance: not run: test_order_application_work, test_order_foreign_event_gate "
-        "(%s)\n",
+        "adr-conformance: not run: test_order_application_work, test_order_foreign_event_gate, "
+        "test_blocking_after_gated_work, test_async_small_copy_busy_stream, "
+        "test_blocking_after_application_work (%s)\n",
         native_why);
   }
   tests[n++] = (struct CMUnitTest)T(test_copy_overlapping);

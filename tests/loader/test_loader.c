@@ -82,7 +82,7 @@ static void test_newer_minor_accepted_at_common_minor(void** state) {
   assert_int_equal(find_backend("t_minor", &bi), 0);
   assert_int_equal(bi.state, ADR_BACKEND_LOADED);
   assert_int_equal(bi.abi_major, 1);
-  assert_int_equal(bi.abi_minor, 0); /* min(host 0, plugin 99) */
+  assert_int_equal(bi.abi_minor, 1); /* min(host 1, plugin 99) */
 }
 
 static void test_wrong_major_rejected(void** state) {

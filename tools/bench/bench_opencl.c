@@ -2,9 +2,13 @@
  *
  * OpenCL rows: H2D, D2H and D2D bandwidth at 4 KiB, 1 MiB and 64 MiB and
  * small-copy latency, each next to the same transfer written directly
- * against OpenCL in the same run, on the adr device's own context and
- * queue. The baselines are what a programmer would write for the memory
- * the address mode uses:
+ * against OpenCL in the same run. The direct baselines run in their own
+ * cl_context and in-order queue on the adr device's cl_device_id: taking
+ * adr's own queue (ADR_NATIVE_QUEUE) would hand it to the application and
+ * turn adr's host shortcuts off for the rest of the process
+ * (docs/devices.md), so adr would be measured on a path no application
+ * that leaves its queues alone takes. The baselines are what a programmer
+ * would write for the memory the address mode uses:
  *   every mode:         blocking clEnqueueWriteBuffer / ReadBuffer and
  *                       CopyBuffer + clFinish on a plain cl_mem;
  *   svm-fine, coarse:   blocking clEnqueueSVMMemcpy on clSVMAlloc memory
@@ -15,10 +19,18 @@
  * memcpy between two host buffers. Every row first checks the bytes each
  * side moved (bench_expect).
  *
+ * OpenCL is reached through dlopen("libOpenCL.so.1") and dlsym, as the
+ * backend does, so adr-bench does not need the ICD loader to start; the
+ * area is skipped, with the reason, where it is missing.
+ *
  * The address mode is the backend's (ADR_OPENCL_MEMORY, read once per
  * process): run `ADR_OPENCL_MEMORY=buffer adr-bench opencl` for the cl_mem
  * path; the group names say which mode was measured.
  */
+/* clCreateCommandQueue (1.2) makes the baseline's plain in-order queue on
+ * every ICD. */
+#define CL_USE_DEPRECATED_OPENCL_1_2_APIS 1
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +38,45 @@
 #include "adr/adr.h"
 #include "adr/opencl.h"
 #include "bench.h"
+
+/* The entry points the baselines use, resolved from the ICD loader. */
+#define BENCH_CL_SYMBOLS(X)                                                                  \
+  X(clCreateBuffer)                                                                          \
+  X(clEnqueueCopyBuffer)                                                                     \
+  X(clEnqueueFillBuffer) X(clEnqueueReadBuffer) X(clEnqueueSVMMemFill) X(clEnqueueSVMMemcpy) \
+      X(clEnqueueWriteBuffer) X(clFinish) X(clReleaseMemObject) X(clSVMAlloc) X(clSVMFree)   \
+          X(clCreateContext) X(clReleaseContext) X(clCreateCommandQueue) X(clReleaseCommandQueue)
+
+static struct {
+#define BENCH_CL_MEMBER(name) __typeof__(&name) name;
+  BENCH_CL_SYMBOLS(BENCH_CL_MEMBER)
+#undef BENCH_CL_MEMBER
+} C;
+
+/* Opens the ICD loader and fills C; false with the reason in why. */
+static bool cl_load(char* why, size_t n) {
+  /* The backend's override of the loader's name, if set, names it here too. */
+  const char* name = getenv("ADR_OPENCL_LIBRARY");
+  if (name == NULL || name[0] == '\0') name = "libOpenCL.so.1";
+  void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) {
+    const char* e = dlerror();
+    snprintf(why, n, "%s not found (%s)", name, e ? e : "dlopen failed");
+    return false;
+  }
+#define BENCH_CL_BIND(name)                               \
+  {                                                       \
+    void* p_ = dlsym(lib, #name);                         \
+    if (p_ == NULL) {                                     \
+      snprintf(why, n, "libOpenCL.so.1 lacks %s", #name); \
+      return false;                                       \
+    }                                                     \
+    memcpy(&C.name, &p_, sizeof(p_));                     \
+  }
+  BENCH_CL_SYMBOLS(BENCH_CL_BIND)
+#undef BENCH_CL_BIND
+  return true; /* kept open for the life of the process */
+}
 
 void bench_run_opencl(struct bench_ctx* ctx);
 
@@ -54,9 +105,15 @@ static void adr_fn(void* p) {
   for (int i = 0; i < a->reps; i++) {
     int st;
     switch (a->dir) {
-      case H2D: st = adr_copy(a->dev, a->dev_a, a->cpu, a->host_a, a->size, NULL, NULL); break;
-      case D2H: st = adr_copy(a->cpu, a->host_b, a->dev, a->dev_a, a->size, NULL, NULL); break;
-      default: st = adr_copy(a->dev, a->dev_b, a->dev, a->dev_a, a->size, NULL, NULL); break;
+      case H2D:
+        st = adr_copy(a->dev, a->dev_a, a->cpu, a->host_a, a->size, NULL, NULL);
+        break;
+      case D2H:
+        st = adr_copy(a->cpu, a->host_b, a->dev, a->dev_a, a->size, NULL, NULL);
+        break;
+      default:
+        st = adr_copy(a->dev, a->dev_b, a->dev, a->dev_a, a->size, NULL, NULL);
+        break;
     }
     if (st != 0) a->failures++;
   }
@@ -69,16 +126,16 @@ static void direct_fn(void* p) {
     cl_int rc;
     switch (a->dir) {
       case H2D:
-        rc = clEnqueueWriteBuffer(a->queue, a->mem_a, CL_TRUE, 0, a->size, a->host_a, 0, NULL,
-                                  NULL);
+        rc = C.clEnqueueWriteBuffer(a->queue, a->mem_a, CL_TRUE, 0, a->size, a->host_a, 0, NULL,
+                                    NULL);
         break;
       case D2H:
-        rc = clEnqueueReadBuffer(a->queue, a->mem_a, CL_TRUE, 0, a->size, a->host_b, 0, NULL,
-                                 NULL);
+        rc = C.clEnqueueReadBuffer(a->queue, a->mem_a, CL_TRUE, 0, a->size, a->host_b, 0, NULL,
+                                   NULL);
         break;
       default:
-        rc = clEnqueueCopyBuffer(a->queue, a->mem_a, a->mem_b, 0, 0, a->size, 0, NULL, NULL);
-        if (rc == CL_SUCCESS) rc = clFinish(a->queue);
+        rc = C.clEnqueueCopyBuffer(a->queue, a->mem_a, a->mem_b, 0, 0, a->size, 0, NULL, NULL);
+        if (rc == CL_SUCCESS) rc = C.clFinish(a->queue);
         break;
     }
     if (rc != CL_SUCCESS) a->failures++;
@@ -91,7 +148,7 @@ static void svm_memcpy_fn(void* p) {
   for (int i = 0; i < a->reps; i++) {
     void* dst = a->dir == H2D ? a->svm_a : a->dir == D2H ? a->host_b : a->svm_b;
     const void* src = a->dir == H2D ? a->host_a : a->svm_a;
-    if (clEnqueueSVMMemcpy(a->queue, CL_TRUE, dst, src, a->size, 0, NULL, NULL) != CL_SUCCESS)
+    if (C.clEnqueueSVMMemcpy(a->queue, CL_TRUE, dst, src, a->size, 0, NULL, NULL) != CL_SUCCESS)
       a->failures++;
   }
   bench_sink(a->host_b);
@@ -110,7 +167,7 @@ static void memcpy_fn(void* p) {
 static void finish_memcpy_fn(void* p) {
   struct copy_arg* a = p;
   for (int i = 0; i < a->reps; i++) {
-    if (clFinish(a->queue) != CL_SUCCESS) a->failures++;
+    if (C.clFinish(a->queue) != CL_SUCCESS) a->failures++;
     void* dst = a->dir == H2D ? a->svm_a : a->dir == D2H ? a->host_b : a->svm_b;
     const void* src = a->dir == H2D ? a->host_a : a->svm_a;
     memcpy_ptr(dst, src, a->size);
@@ -122,8 +179,8 @@ enum side { SIDE_ADR, SIDE_CLMEM, SIDE_SVM, SIDE_HOST };
 
 /* Puts `byte` in the side's source and `other` in its destination, runs
  * `fn` once and reads the destination back into host_b to check it. */
-static void check_side(struct bench_ctx* ctx, struct copy_arg* a, enum side side,
-                       void (*fn)(void*), int byte, const char* what) {
+static void check_side(struct bench_ctx* ctx, struct copy_arg* a, enum side side, void (*fn)(void*),
+                       int byte, const char* what) {
   size_t n = a->size;
   int other = byte ^ 0xff;
   int reps = a->reps;
@@ -135,14 +192,14 @@ static void check_side(struct bench_ctx* ctx, struct copy_arg* a, enum side side
     adr_memset(a->dev, a->dev_b, other, n, NULL, NULL);
   } else if (side == SIDE_CLMEM) {
     cl_uchar src = (cl_uchar)(a->dir == H2D ? other : byte), dst = (cl_uchar)other;
-    clEnqueueFillBuffer(a->queue, a->mem_a, &src, 1, 0, n, 0, NULL, NULL);
-    clEnqueueFillBuffer(a->queue, a->mem_b, &dst, 1, 0, n, 0, NULL, NULL);
-    clFinish(a->queue);
+    C.clEnqueueFillBuffer(a->queue, a->mem_a, &src, 1, 0, n, 0, NULL, NULL);
+    C.clEnqueueFillBuffer(a->queue, a->mem_b, &dst, 1, 0, n, 0, NULL, NULL);
+    C.clFinish(a->queue);
   } else if (side == SIDE_SVM) {
     cl_uchar src = (cl_uchar)(a->dir == H2D ? other : byte), dst = (cl_uchar)other;
-    clEnqueueSVMMemFill(a->queue, a->svm_a, &src, 1, n, 0, NULL, NULL);
-    clEnqueueSVMMemFill(a->queue, a->svm_b, &dst, 1, n, 0, NULL, NULL);
-    clFinish(a->queue);
+    C.clEnqueueSVMMemFill(a->queue, a->svm_a, &src, 1, n, 0, NULL, NULL);
+    C.clEnqueueSVMMemFill(a->queue, a->svm_b, &dst, 1, n, 0, NULL, NULL);
+    C.clFinish(a->queue);
   }
   fn(a);
   if (a->dir != D2H) {
@@ -150,11 +207,11 @@ static void check_side(struct bench_ctx* ctx, struct copy_arg* a, enum side side
     if (side == SIDE_ADR)
       adr_copy(a->cpu, a->host_b, a->dev, a->dir == H2D ? a->dev_a : a->dev_b, n, NULL, NULL);
     else if (side == SIDE_CLMEM)
-      clEnqueueReadBuffer(a->queue, a->dir == H2D ? a->mem_a : a->mem_b, CL_TRUE, 0, n,
-                          a->host_b, 0, NULL, NULL);
+      C.clEnqueueReadBuffer(a->queue, a->dir == H2D ? a->mem_a : a->mem_b, CL_TRUE, 0, n, a->host_b,
+                            0, NULL, NULL);
     else if (side == SIDE_SVM)
-      clEnqueueSVMMemcpy(a->queue, CL_TRUE, a->host_b, a->dir == H2D ? a->svm_a : a->svm_b, n, 0,
-                         NULL, NULL);
+      C.clEnqueueSVMMemcpy(a->queue, CL_TRUE, a->host_b, a->dir == H2D ? a->svm_a : a->svm_b, n, 0,
+                           NULL, NULL);
   }
   a->reps = reps;
   bench_expect_fill(ctx, a->host_b, byte, n, what);
@@ -180,8 +237,9 @@ static const char* dir_name(enum dir d) {
 }
 
 static const char* direct_name(enum dir d) {
-  return d == H2D ? "clEnqueueWriteBuffer" : d == D2H ? "clEnqueueReadBuffer"
-                                                      : "clEnqueueCopyBuffer";
+  return d == H2D   ? "clEnqueueWriteBuffer"
+         : d == D2H ? "clEnqueueReadBuffer"
+                    : "clEnqueueCopyBuffer";
 }
 
 void bench_run_opencl(struct bench_ctx* ctx) {
@@ -196,13 +254,28 @@ void bench_run_opencl(struct bench_ctx* ctx) {
     fprintf(stderr, "bench opencl: %s\n", err.message);
     return;
   }
+  char why[256];
+  if (!cl_load(why, sizeof(why))) {
+    fprintf(stderr, "bench opencl: skipped: %s\n", why);
+    return;
+  }
+  /* The baselines' own context and queue on adr's device (never adr's
+   * queue: see the top of the file). */
   void* native = NULL;
   cl_context context = NULL;
   cl_command_queue queue = NULL;
-  if (adr_device_native(dev, ADR_NATIVE_CONTEXT, &native, &err) != 0) goto fail;
-  context = native;
-  if (adr_device_native(dev, ADR_NATIVE_QUEUE, &native, &err) != 0) goto fail;
-  queue = native;
+  if (adr_device_native(dev, ADR_NATIVE_DEVICE, &native, &err) != 0) goto fail;
+  cl_device_id device = native;
+  cl_int crc = CL_SUCCESS;
+  context = C.clCreateContext(NULL, 1, &device, NULL, NULL, &crc);
+  if (context != NULL && crc == CL_SUCCESS)
+    queue = C.clCreateCommandQueue(context, device, 0, &crc);
+  if (context == NULL || queue == NULL || crc != CL_SUCCESS) {
+    fprintf(stderr, "bench opencl: cannot create the baseline's context and queue (cl %d)\n",
+            (int)crc);
+    if (context != NULL) C.clReleaseContext(context);
+    return;
+  }
   if (adr_device_native(dev, ADR_OPENCL_NATIVE_ADDRESS_MODE, &native, &err) != 0) goto fail;
   const char* mode = (uintptr_t)native == ADR_OPENCL_ADDRESS_SVM_FINE     ? "svm-fine"
                      : (uintptr_t)native == ADR_OPENCL_ADDRESS_SVM_COARSE ? "svm-coarse"
@@ -221,11 +294,11 @@ void bench_run_opencl(struct bench_ctx* ctx) {
 
   struct copy_arg a = {.dev = dev, .cpu = cpu, .queue = queue};
   cl_int rc = CL_SUCCESS;
-  a.mem_a = clCreateBuffer(context, CL_MEM_READ_WRITE, max, NULL, &rc);
-  if (rc == CL_SUCCESS) a.mem_b = clCreateBuffer(context, CL_MEM_READ_WRITE, max, NULL, &rc);
+  a.mem_a = C.clCreateBuffer(context, CL_MEM_READ_WRITE, max, NULL, &rc);
+  if (rc == CL_SUCCESS) a.mem_b = C.clCreateBuffer(context, CL_MEM_READ_WRITE, max, NULL, &rc);
   if (svm_base) {
-    a.svm_a = clSVMAlloc(context, svm_flags, max, 0);
-    a.svm_b = clSVMAlloc(context, svm_flags, max, 0);
+    a.svm_a = C.clSVMAlloc(context, svm_flags, max, 0);
+    a.svm_b = C.clSVMAlloc(context, svm_flags, max, 0);
     if (a.svm_a == NULL || a.svm_b == NULL) rc = CL_OUT_OF_RESOURCES;
   }
   a.host_a = aligned_alloc(4096, max);
@@ -240,9 +313,9 @@ void bench_run_opencl(struct bench_ctx* ctx) {
   memset(a.host_b, 0, max);
   adr_memset(dev, a.dev_a, 1, max, NULL, NULL);
   adr_memset(dev, a.dev_b, 2, max, NULL, NULL);
-  clEnqueueFillBuffer(queue, a.mem_a, &(cl_uchar){1}, 1, 0, max, 0, NULL, NULL);
-  clEnqueueFillBuffer(queue, a.mem_b, &(cl_uchar){2}, 1, 0, max, 0, NULL, NULL);
-  clFinish(queue);
+  C.clEnqueueFillBuffer(queue, a.mem_a, &(cl_uchar){1}, 1, 0, max, 0, NULL, NULL);
+  C.clEnqueueFillBuffer(queue, a.mem_b, &(cl_uchar){2}, 1, 0, max, 0, NULL, NULL);
+  C.clFinish(queue);
 
   for (int d = H2D; d <= D2D; d++) {
     char group[64], mgroup[80], what[96];
@@ -265,8 +338,8 @@ void bench_run_opencl(struct bench_ctx* ctx) {
         check_side(ctx, &a, SIDE_ADR, adr_fn, byte ^ 0x40, what);
         check_side(ctx, &a, SIDE_SVM, svm_memcpy_fn, byte ^ 0x40, what);
         measure_pair(adr_fn, svm_memcpy_fn, &a, min_s, &t_adr, &t_base);
-        bench_report(ctx, group, labels[i], gb / t_adr, gb / t_base, "GB/s",
-                     "clEnqueueSVMMemcpy", BENCH_HIGHER_IS_BETTER);
+        bench_report(ctx, group, labels[i], gb / t_adr, gb / t_base, "GB/s", "clEnqueueSVMMemcpy",
+                     BENCH_HIGHER_IS_BETTER);
       }
       if (memcpy_path) {
         check_side(ctx, &a, SIDE_ADR, adr_fn, byte ^ 0x50, what);
@@ -312,9 +385,10 @@ void bench_run_opencl(struct bench_ctx* ctx) {
                      memcpy_path ? "clFinish+memcpy on SVM" : "clEnqueueSVMMemcpy",
                      BENCH_LOWER_IS_BETTER);
       }
-      bench_note(ctx, group, d == H2D   ? "64 B H2D overhead vs direct"
-                             : d == D2H ? "64 B D2H overhead vs direct"
-                                        : "64 B D2D overhead vs direct",
+      bench_note(ctx, group,
+                 d == H2D   ? "64 B H2D overhead vs direct"
+                 : d == D2H ? "64 B D2H overhead vs direct"
+                            : "64 B D2D overhead vs direct",
                  t_adr - t_cl, "us/op");
     }
   }
@@ -323,13 +397,17 @@ void bench_run_opencl(struct bench_ctx* ctx) {
 cleanup:
   if (a.dev_a != NULL) adr_free(dev, a.dev_a, max, NULL, NULL);
   if (a.dev_b != NULL) adr_free(dev, a.dev_b, max, NULL, NULL);
-  if (a.mem_a != NULL) clReleaseMemObject(a.mem_a);
-  if (a.mem_b != NULL) clReleaseMemObject(a.mem_b);
-  if (a.svm_a != NULL) clSVMFree(context, a.svm_a);
-  if (a.svm_b != NULL) clSVMFree(context, a.svm_b);
+  if (a.mem_a != NULL) C.clReleaseMemObject(a.mem_a);
+  if (a.mem_b != NULL) C.clReleaseMemObject(a.mem_b);
+  if (a.svm_a != NULL) C.clSVMFree(context, a.svm_a);
+  if (a.svm_b != NULL) C.clSVMFree(context, a.svm_b);
   free(a.host_a);
   free(a.host_b);
+  C.clReleaseCommandQueue(queue);
+  C.clReleaseContext(context);
   return;
 fail:
   fprintf(stderr, "bench opencl: %s\n", err.message);
+  if (queue != NULL) C.clReleaseCommandQueue(queue);
+  if (context != NULL) C.clReleaseContext(context);
 }

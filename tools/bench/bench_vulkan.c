@@ -2,8 +2,12 @@
  *
  * Vulkan rows: H2D, D2H and D2D bandwidth at 4 KiB, 1 MiB and 64 MiB,
  * small-copy latency, and alloc+free of 4 KiB and 1 MiB, each next to the
- * same work written directly against Vulkan in the same run, on the adr
- * device's own VkDevice and queue:
+ * same work written directly against Vulkan in the same run, on a VkDevice
+ * and queue of their own on the adr device's VkPhysicalDevice (created in
+ * adr's VkInstance). Taking adr's queue (ADR_NATIVE_QUEUE) would hand it to
+ * the application and turn adr's host shortcuts off for the rest of the
+ * process (docs/devices.md), measuring adr on a path no application that
+ * leaves its queues alone takes. The baselines:
  *   copies: a host-visible staging buffer + vkCmdCopyBuffer + a fence
  *           (the textbook upload/readback), device buffers in device-local
  *           memory; D2D is vkCmdCopyBuffer + fence;
@@ -19,10 +23,15 @@
  * `ADR_VULKAN_COPY=staging adr-bench vulkan` for the staging ring; group
  * names say which path adr took.
  */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* Vulkan is reached through dlopen("libvulkan.so.1") and the loader's
+ * vkGetInstanceProcAddr, as the backend does: adr-bench does not link
+ * the loader, and the area is skipped, with the reason, without it. */
+#define VK_NO_PROTOTYPES 1
 #include <vulkan/vulkan.h>
 
 #include "adr/adr.h"
@@ -30,6 +39,62 @@
 #include "bench.h"
 
 void bench_run_vulkan(struct bench_ctx* ctx);
+
+#define BENCH_VK_DEVICE_SYMBOLS(X)                                                              \
+  X(vkAllocateCommandBuffers)                                                                   \
+  X(vkAllocateMemory)                                                                           \
+  X(vkBeginCommandBuffer) X(vkBindBufferMemory) X(vkCmdCopyBuffer) X(vkCmdPipelineBarrier)      \
+      X(vkCreateBuffer) X(vkCreateCommandPool) X(vkCreateFence) X(vkDestroyBuffer)              \
+          X(vkDestroyCommandPool) X(vkDestroyFence) X(vkEndCommandBuffer) X(vkFreeMemory)       \
+              X(vkGetBufferMemoryRequirements) X(vkMapMemory) X(vkQueueSubmit) X(vkResetFences) \
+                  X(vkUnmapMemory) X(vkWaitForFences) X(vkGetDeviceQueue) X(vkDestroyDevice)    \
+                      X(vkDeviceWaitIdle)
+#define BENCH_VK_INSTANCE_SYMBOLS(X) \
+  X(vkGetPhysicalDeviceMemoryProperties) X(vkCreateDevice) X(vkGetDeviceProcAddr)
+
+static struct {
+#define BENCH_VK_MEMBER(name) PFN_##name name;
+  BENCH_VK_DEVICE_SYMBOLS(BENCH_VK_MEMBER)
+  BENCH_VK_INSTANCE_SYMBOLS(BENCH_VK_MEMBER)
+#undef BENCH_VK_MEMBER
+} V;
+
+/* dlopens the loader and resolves the instance-level entry points in
+ * adr's instance; false with the reason in why. */
+static bool vk_load_instance(VkInstance instance, char* why, size_t n) {
+  void* lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) {
+    const char* e = dlerror();
+    snprintf(why, n, "libvulkan.so.1 not found (%s)", e ? e : "dlopen failed");
+    return false;
+  }
+  void* p = dlsym(lib, "vkGetInstanceProcAddr");
+  if (p == NULL) {
+    snprintf(why, n, "libvulkan.so.1 lacks vkGetInstanceProcAddr");
+    return false;
+  }
+  PFN_vkGetInstanceProcAddr gipa;
+  memcpy(&gipa, &p, sizeof(p));
+#define BENCH_VK_BIND_INSTANCE(name)                                    \
+  if ((V.name = (PFN_##name)gipa(instance, #name)) == NULL) {           \
+    snprintf(why, n, "vkGetInstanceProcAddr(%s) returned NULL", #name); \
+    return false;                                                       \
+  }
+  BENCH_VK_INSTANCE_SYMBOLS(BENCH_VK_BIND_INSTANCE)
+#undef BENCH_VK_BIND_INSTANCE
+  return true; /* the loader stays open for the life of the process */
+}
+
+static bool vk_load_device(VkDevice device, char* why, size_t n) {
+#define BENCH_VK_BIND_DEVICE(name)                                           \
+  if ((V.name = (PFN_##name)V.vkGetDeviceProcAddr(device, #name)) == NULL) { \
+    snprintf(why, n, "vkGetDeviceProcAddr(%s) returned NULL", #name);        \
+    return false;                                                            \
+  }
+  BENCH_VK_DEVICE_SYMBOLS(BENCH_VK_BIND_DEVICE)
+#undef BENCH_VK_BIND_DEVICE
+  return true;
+}
 
 enum dir { H2D, D2H, D2D };
 
@@ -79,30 +144,31 @@ static int buf_create(struct vk_direct* d, VkDeviceSize size, enum buf_kind kind
           (host ? 0
                 : VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT | VK_BUFFER_USAGE_STORAGE_BUFFER_BIT),
       .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
-  if (vkCreateBuffer(d->device, &bci, NULL, &out->buffer) != VK_SUCCESS) return -1;
+  if (V.vkCreateBuffer(d->device, &bci, NULL, &out->buffer) != VK_SUCCESS) return -1;
   VkMemoryRequirements req;
-  vkGetBufferMemoryRequirements(d->device, out->buffer, &req);
+  V.vkGetBufferMemoryRequirements(d->device, out->buffer, &req);
   const VkMemoryPropertyFlags visible =
       VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  int type = kind == BUF_STAGING
-                 ? find_type(d, req.memoryTypeBits, visible, VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
-             : kind == BUF_DEVICE_MAPPED
-                 ? find_type(d, req.memoryTypeBits, visible | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0)
-                 : find_type(d, req.memoryTypeBits, 0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  int type =
+      kind == BUF_STAGING
+          ? find_type(d, req.memoryTypeBits, visible, VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
+      : kind == BUF_DEVICE_MAPPED
+          ? find_type(d, req.memoryTypeBits, visible | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0)
+          : find_type(d, req.memoryTypeBits, 0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
   VkMemoryAllocateFlagsInfo fi = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
                                   .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
   VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
                               .pNext = host ? NULL : &fi,
                               .allocationSize = req.size,
                               .memoryTypeIndex = (uint32_t)type};
-  if (type < 0 || vkAllocateMemory(d->device, &mai, NULL, &out->memory) != VK_SUCCESS ||
-      vkBindBufferMemory(d->device, out->buffer, out->memory, 0) != VK_SUCCESS) {
-    vkDestroyBuffer(d->device, out->buffer, NULL);
-    if (out->memory != VK_NULL_HANDLE) vkFreeMemory(d->device, out->memory, NULL);
+  if (type < 0 || V.vkAllocateMemory(d->device, &mai, NULL, &out->memory) != VK_SUCCESS ||
+      V.vkBindBufferMemory(d->device, out->buffer, out->memory, 0) != VK_SUCCESS) {
+    V.vkDestroyBuffer(d->device, out->buffer, NULL);
+    if (out->memory != VK_NULL_HANDLE) V.vkFreeMemory(d->device, out->memory, NULL);
     return -1;
   }
   if (mapped &&
-      vkMapMemory(d->device, out->memory, 0, VK_WHOLE_SIZE, 0, &out->mapped) != VK_SUCCESS) {
+      V.vkMapMemory(d->device, out->memory, 0, VK_WHOLE_SIZE, 0, &out->mapped) != VK_SUCCESS) {
     buf_destroy(d, out);
     return -1;
   }
@@ -110,9 +176,9 @@ static int buf_create(struct vk_direct* d, VkDeviceSize size, enum buf_kind kind
 }
 
 static void buf_destroy(struct vk_direct* d, struct vk_buf* b) {
-  if (b->mapped != NULL) vkUnmapMemory(d->device, b->memory);
-  if (b->buffer != VK_NULL_HANDLE) vkDestroyBuffer(d->device, b->buffer, NULL);
-  if (b->memory != VK_NULL_HANDLE) vkFreeMemory(d->device, b->memory, NULL);
+  if (b->mapped != NULL) V.vkUnmapMemory(d->device, b->memory);
+  if (b->buffer != VK_NULL_HANDLE) V.vkDestroyBuffer(d->device, b->buffer, NULL);
+  if (b->memory != VK_NULL_HANDLE) V.vkFreeMemory(d->device, b->memory, NULL);
   memset(b, 0, sizeof(*b));
 }
 
@@ -122,26 +188,26 @@ static void submit_copy(struct vk_direct* d, VkBuffer src, VkBuffer dst, VkDevic
                         bool host_read) {
   VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                  .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-  if (vkBeginCommandBuffer(d->cb, &bi) != VK_SUCCESS) {
+  if (V.vkBeginCommandBuffer(d->cb, &bi) != VK_SUCCESS) {
     d->failures++;
     return;
   }
   VkBufferCopy r = {0, 0, size};
-  vkCmdCopyBuffer(d->cb, src, dst, 1, &r);
+  V.vkCmdCopyBuffer(d->cb, src, dst, 1, &r);
   if (host_read) {
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
-    vkCmdPipelineBarrier(d->cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
-                         &mb, 0, NULL, 0, NULL);
+    V.vkCmdPipelineBarrier(d->cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                           &mb, 0, NULL, 0, NULL);
   }
-  vkEndCommandBuffer(d->cb);
+  V.vkEndCommandBuffer(d->cb);
   VkSubmitInfo si = {
       .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &d->cb};
-  if (vkQueueSubmit(d->queue, 1, &si, d->fence) != VK_SUCCESS ||
-      vkWaitForFences(d->device, 1, &d->fence, VK_TRUE, UINT64_MAX) != VK_SUCCESS)
+  if (V.vkQueueSubmit(d->queue, 1, &si, d->fence) != VK_SUCCESS ||
+      V.vkWaitForFences(d->device, 1, &d->fence, VK_TRUE, UINT64_MAX) != VK_SUCCESS)
     d->failures++;
-  vkResetFences(d->device, 1, &d->fence);
+  V.vkResetFences(d->device, 1, &d->fence);
 }
 
 struct copy_arg {
@@ -396,8 +462,8 @@ static void memory_only_fn(void* p) {
                               .allocationSize = a->size,
                               .memoryTypeIndex = a->type};
   VkDeviceMemory m = VK_NULL_HANDLE;
-  if (vkAllocateMemory(a->d->device, &mai, NULL, &m) != VK_SUCCESS) a->failures++;
-  vkFreeMemory(a->d->device, m, NULL);
+  if (V.vkAllocateMemory(a->d->device, &mai, NULL, &m) != VK_SUCCESS) a->failures++;
+  V.vkFreeMemory(a->d->device, m, NULL);
 }
 
 static void alloc_rows(struct bench_ctx* ctx, struct adr_device* dev, struct vk_direct* d) {
@@ -428,21 +494,52 @@ void bench_run_vulkan(struct bench_ctx* ctx) {
   struct adr_device* cpu = NULL;
   struct adr_error err;
   if (adr_device_get(ARROW_DEVICE_VULKAN, 0, &dev, &err) != 0) {
-    fprintf(stderr, "adr-bench vulkan: no device: %s\n", err.message);
+    fprintf(stderr, "adr-bench vulkan: skipped: no device: %s\n", err.message);
     return;
   }
   if (adr_device_get(ARROW_DEVICE_CPU, 0, &cpu, &err) != 0) return;
   struct vk_direct d = {0};
   void* h = NULL;
-  adr_device_native(dev, ADR_NATIVE_CONTEXT, &h, NULL);
-  d.device = (VkDevice)h;
-  adr_device_native(dev, ADR_NATIVE_QUEUE, &h, NULL);
-  d.queue = (VkQueue)h;
+  if (adr_device_native(dev, ADR_NATIVE_PLATFORM, &h, &err) != 0) {
+    fprintf(stderr, "adr-bench vulkan: skipped: %s\n", err.message);
+    return;
+  }
+  VkInstance instance = (VkInstance)h;
+  char why[256];
+  if (!vk_load_instance(instance, why, sizeof(why))) {
+    fprintf(stderr, "adr-bench vulkan: skipped: %s\n", why);
+    return;
+  }
   adr_device_native(dev, ADR_NATIVE_DEVICE, &h, NULL);
   d.physical = (VkPhysicalDevice)h;
   adr_device_native(dev, ADR_NATIVE_QUEUE_FAMILY, &h, NULL);
   uint32_t family = (uint32_t)(uintptr_t)h;
-  vkGetPhysicalDeviceMemoryProperties(d.physical, &d.mp);
+  V.vkGetPhysicalDeviceMemoryProperties(d.physical, &d.mp);
+  /* The baselines' own device and queue (buffer device addresses on, as
+   * adr's allocations have them). */
+  float priority = 1.0f;
+  VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                 .queueFamilyIndex = family,
+                                 .queueCount = 1,
+                                 .pQueuePriorities = &priority};
+  VkPhysicalDeviceBufferDeviceAddressFeatures bda = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES,
+      .bufferDeviceAddress = VK_TRUE};
+  VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                            .pNext = &bda,
+                            .queueCreateInfoCount = 1,
+                            .pQueueCreateInfos = &qci};
+  VkResult r = V.vkCreateDevice(d.physical, &dci, NULL, &d.device);
+  if (r != VK_SUCCESS) {
+    fprintf(stderr, "adr-bench vulkan: skipped: vkCreateDevice for the baselines failed (%d)\n",
+            (int)r);
+    return;
+  }
+  if (!vk_load_device(d.device, why, sizeof(why))) {
+    fprintf(stderr, "adr-bench vulkan: skipped: %s\n", why);
+    return;
+  }
+  V.vkGetDeviceQueue(d.device, family, 0, &d.queue);
   VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                  .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                  .queueFamilyIndex = family};
@@ -450,17 +547,23 @@ void bench_run_vulkan(struct bench_ctx* ctx) {
                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                      .commandBufferCount = 1};
   VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  if (vkCreateCommandPool(d.device, &pci, NULL, &d.pool) != VK_SUCCESS) return;
+  if (V.vkCreateCommandPool(d.device, &pci, NULL, &d.pool) != VK_SUCCESS) {
+    V.vkDestroyDevice(d.device, NULL);
+    return;
+  }
   cai.commandPool = d.pool;
-  if (vkAllocateCommandBuffers(d.device, &cai, &d.cb) != VK_SUCCESS ||
-      vkCreateFence(d.device, &fci, NULL, &d.fence) != VK_SUCCESS) {
-    vkDestroyCommandPool(d.device, d.pool, NULL);
+  if (V.vkAllocateCommandBuffers(d.device, &cai, &d.cb) != VK_SUCCESS ||
+      V.vkCreateFence(d.device, &fci, NULL, &d.fence) != VK_SUCCESS) {
+    V.vkDestroyCommandPool(d.device, d.pool, NULL);
+    V.vkDestroyDevice(d.device, NULL);
     return;
   }
   char path[32] = "?";
   adr_device_properties(dev, prop_fn, path, NULL);
   copy_rows(ctx, dev, cpu, &d, path);
   alloc_rows(ctx, dev, &d);
-  vkDestroyFence(d.device, d.fence, NULL);
-  vkDestroyCommandPool(d.device, d.pool, NULL);
+  V.vkDeviceWaitIdle(d.device);
+  V.vkDestroyFence(d.device, d.fence, NULL);
+  V.vkDestroyCommandPool(d.device, d.pool, NULL);
+  V.vkDestroyDevice(d.device, NULL);
 }
