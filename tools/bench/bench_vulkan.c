@@ -558,6 +558,10 @@ void bench_run_vulkan(struct bench_ctx* ctx) {
     V.vkDestroyDevice(d.device, NULL);
     return;
   }
+  /* The copy path is chosen when adr opens the device, on its first use
+   * (docs/devices.md): one allocation opens it before the label is read. */
+  void* first = NULL;
+  if (adr_alloc(dev, 64, 0, NULL, &first, NULL) == 0) adr_free(dev, first, 64, NULL, NULL);
   char path[32] = "?";
   adr_device_properties(dev, prop_fn, path, NULL);
   copy_rows(ctx, dev, cpu, &d, path);
