@@ -42,7 +42,11 @@ else
   CC=clang meson setup build-tsan -Db_sanitize=thread -Db_lundef=false "${tsan_backends[@]}" >/dev/null
 fi
 SECONDS=0
-run build-tsan core cpu memory opencl vulkan array conformance cuda-sim hip-sim
+# The fault sweeps run here with the smallest sample (N = 1, 2, 3 and one
+# spread point; the plain and ASan builds take four): each sweep point is a
+# whole conformance run, about 25 s under TSan, and the error paths' races
+# are what this build adds.
+ADR_FAULT_SWEEP=1 run build-tsan core cpu memory opencl vulkan array conformance cuda-sim hip-sim
 echo "test.sh: ThreadSanitizer suites took ${SECONDS} s"
 # The libFuzzer targets, linked against a core instrumented for coverage
 # (-Dfuzzing=true, clang, ASan/UBSan), 3 s each from tests/fuzz/corpus.
