@@ -17,6 +17,52 @@
 
 #include "dispatch.h"
 
+uint32_t adr__device_kind_default(ArrowDeviceType type) {
+  switch (type) {
+    case ARROW_DEVICE_CPU:
+    case ARROW_DEVICE_CUDA_HOST:
+    case ARROW_DEVICE_ROCM_HOST:
+      return ADR_DEVICE_KIND_CPU;
+    case ARROW_DEVICE_CUDA:
+    case ARROW_DEVICE_CUDA_MANAGED:
+    case ARROW_DEVICE_ROCM:
+      return ADR_DEVICE_KIND_GPU;
+    default:
+      return ADR_DEVICE_KIND_OTHER;
+  }
+}
+
+/* What a backend reported, made consistent: a kind it left out (or one
+ * adr does not know) is the type's, unknown identity bits are dropped and
+ * fields without their bit are zero. */
+static void identity_normalize(struct adr_device_info* info, ArrowDeviceType type) {
+  if (info->kind == ADR_DEVICE_KIND_UNKNOWN || info->kind > ADR_DEVICE_KIND_OTHER)
+    info->kind = adr__device_kind_default(type);
+  info->identity &= ADR_DEVICE_HAS_UUID | ADR_DEVICE_HAS_PCI_BUS_ID;
+  if (!(info->identity & ADR_DEVICE_HAS_UUID)) memset(info->uuid, 0, sizeof(info->uuid));
+  if (!(info->identity & ADR_DEVICE_HAS_PCI_BUS_ID)) {
+    info->pci_domain = 0;
+    info->pci_bus = info->pci_device = info->pci_function = 0;
+  }
+}
+
+const char* adr_device_kind_name(int kind) {
+  switch (kind) {
+    case ADR_DEVICE_KIND_GPU:
+      return "gpu";
+    case ADR_DEVICE_KIND_INTEGRATED_GPU:
+      return "integrated-gpu";
+    case ADR_DEVICE_KIND_CPU:
+      return "cpu";
+    case ADR_DEVICE_KIND_ACCELERATOR:
+      return "accelerator";
+    case ADR_DEVICE_KIND_OTHER:
+      return "other";
+    default:
+      return "unknown";
+  }
+}
+
 int adr__device_create(struct adr__backend* b, const char* api, ArrowDeviceType type, int64_t id,
                        struct adr_backend_device* handle, struct adr_device** out,
                        struct adr_error* error) {
@@ -59,6 +105,16 @@ int adr__device_create(struct adr__backend* b, const char* api, ArrowDeviceType 
   info.struct_size = sizeof(info);
   if (adr__dispatch_device_info(dev, api, &info, NULL) == 0)
     dev->host_accessible = (info.caps & ADR_CAP_HOST_ACCESSIBLE) != 0;
+  /* The identity is an enumeration fact: kept once, compared by selectors
+   * and adr_device_same_physical without calling the backend again. */
+  identity_normalize(&info, type);
+  dev->kind = info.kind;
+  dev->identity = info.identity;
+  memcpy(dev->uuid, info.uuid, sizeof(dev->uuid));
+  dev->pci_domain = info.pci_domain;
+  dev->pci_bus = info.pci_bus;
+  dev->pci_device = info.pci_device;
+  dev->pci_function = info.pci_function;
   adr__memory_device_init(dev);
   *out = dev;
   return 0;
@@ -88,7 +144,7 @@ int adr_device_info_get(struct adr_device* device, struct adr_device_info* out,
   if (device == NULL || out == NULL)
     return adr__errorf(error, EINVAL, "adr_device_info_get", NULL, "%s is NULL",
                        device ? "out" : "device");
-  if (out->struct_size < offsetof(struct adr_device_info, reserved))
+  if (out->struct_size < ADR_DEVICE_INFO_MIN_SIZE)
     return adr__errorf(error, EINVAL, "adr_device_info_get", NULL,
                        "out->struct_size %u is too small (set it to sizeof(struct "
                        "adr_device_info))",
@@ -104,6 +160,7 @@ int adr_device_info_get(struct adr_device* device, struct adr_device_info* out,
   snprintf(info.backend, sizeof(info.backend), "%.31s", device->backend->name);
   int st = adr__dispatch_device_info(device, "adr_device_info_get", &info, error);
   if (st) return st;
+  identity_normalize(&info, device->type);
   uint32_t size = out->struct_size < sizeof(info) ? out->struct_size : (uint32_t)sizeof(info);
   memcpy(out, &info, size);
   out->struct_size = size;
@@ -123,4 +180,32 @@ int adr_device_properties(struct adr_device* device, adr_property_fn emit, void*
     return adr__errorf(error, EINVAL, "adr_device_properties", NULL, "%s is NULL",
                        device ? "emit" : "device");
   return adr__dispatch_device_properties(device, "adr_device_properties", emit, ctx, error);
+}
+
+int adr_device_same_physical(struct adr_device* a, struct adr_device* b, int* out_same,
+                             struct adr_error* error) {
+  if (a == NULL || b == NULL || out_same == NULL)
+    return adr__errorf(error, EINVAL, "adr_device_same_physical", NULL, "%s is NULL",
+                       a == NULL ? "a" : b == NULL ? "b" : "out_same");
+  if (!adr__device_known(a) || !adr__device_known(b))
+    return adr__errorf(error, EINVAL, "adr_device_same_physical", NULL,
+                       "%s (%p) is not an adr device", adr__device_known(a) ? "b" : "a",
+                       adr__device_known(a) ? (void*)b : (void*)a);
+  /* The rule of docs/devices.md ("One identity per physical device"), in
+   * order. The fields read are immutable once the device is published. */
+  bool same;
+  bool a_pci = (a->identity & ADR_DEVICE_HAS_PCI_BUS_ID) != 0;
+  bool b_pci = (b->identity & ADR_DEVICE_HAS_PCI_BUS_ID) != 0;
+  if (a == b)
+    same = true;
+  else if ((a->identity & b->identity & ADR_DEVICE_HAS_UUID) &&
+           memcmp(a->uuid, b->uuid, sizeof(a->uuid)) == 0)
+    same = true;
+  else if (a_pci && b_pci)
+    same = a->pci_domain == b->pci_domain && a->pci_bus == b->pci_bus &&
+           a->pci_device == b->pci_device && a->pci_function == b->pci_function;
+  else
+    same = a->kind == ADR_DEVICE_KIND_CPU && b->kind == ADR_DEVICE_KIND_CPU && !a_pci && !b_pci;
+  *out_same = same ? 1 : 0;
+  return 0;
 }

@@ -76,9 +76,13 @@ bool adr__elevated(void);
 /* ---- selector (selector.c) ---------------------------------------------- */
 
 struct adr__device_spec {
-  ArrowDeviceType type; /* 0 = "*" (any type) */
-  int64_t id;           /* -1 = "*" (any id) */
-  char name[64];        /* as written */
+  ArrowDeviceType type; /* 0 = "*" or "uuid=" (any type) */
+  int64_t id;           /* -1 = any id ("*", a kind or a uuid) */
+  uint32_t kinds;       /* bits 1 << enum adr_device_kind; 0 = any kind */
+  bool has_uuid;        /* "uuid=..." or "GPU-...": match this uuid */
+  uint8_t uuid[16];
+  char name[64];        /* the type name as written (lowered), or "*" */
+  char text[96];        /* the whole entry as written, for messages */
 };
 
 struct adr__backend_rule {
@@ -171,6 +175,13 @@ struct adr_device {
   char name[48];
   struct adr__alloc_table* allocs;   /* live allocations: ptr -> size */
   bool host_accessible;              /* caps & ADR_CAP_HOST_ACCESSIBLE */
+  /* Identity from the device_info call at creation (immutable after):
+   * what selectors and adr_device_same_physical compare. */
+  uint32_t kind; /* enum adr_device_kind, never UNKNOWN */
+  uint8_t identity;
+  uint8_t uuid[16];
+  uint32_t pci_domain;
+  uint8_t pci_bus, pci_device, pci_function;
   struct adr__device_memory* memory; /* set by adr__memory_device_init */
 };
 
@@ -184,6 +195,11 @@ int adr__device_create(struct adr__backend* b, const char* api, ArrowDeviceType 
                        struct adr_backend_device* handle, struct adr_device** out,
                        struct adr_error* error);
 void adr__device_release(struct adr_device* dev);
+/* The kind a device type implies when its backend reports none. */
+uint32_t adr__device_kind_default(ArrowDeviceType type);
+/* Whether `dev` is a device object of this registry (not a foreign
+ * pointer). Takes the registry lock. */
+bool adr__device_known(const struct adr_device* dev);
 
 /* Registry lock: guards backend loading and device creation only. */
 pthread_mutex_t* adr__registry_lock(void);

@@ -278,6 +278,126 @@ int adr_device_get(ArrowDeviceType type, int64_t id, struct adr_device** out,
 
 static int load_all_locked(void);
 
+/* ---- selectors: ADR_DEVICE, adr_device_select, adr_device_enumerate ----- */
+
+/* A growing list of devices, each at most once. */
+struct devvec {
+  struct adr_device** items;
+  size_t n, cap;
+};
+
+static int devvec_push(struct devvec* v, struct adr_device* d) {
+  for (size_t i = 0; i < v->n; i++)
+    if (v->items[i] == d) return 0;
+  if (v->n == v->cap) {
+    size_t cap = v->cap ? v->cap * 2 : 8;
+    struct adr_device** items = realloc(v->items, cap * sizeof(*items));
+    if (items == NULL) return ENOMEM;
+    v->items = items;
+    v->cap = cap;
+  }
+  v->items[v->n++] = d;
+  return 0;
+}
+
+/* The preference order within an entry that matches several devices
+ * (docs/environment.md): discrete GPUs, integrated GPUs, accelerators,
+ * other devices, then CPUs. */
+static int kind_rank(uint32_t kind) {
+  switch (kind) {
+    case ADR_DEVICE_KIND_GPU:
+      return 0;
+    case ADR_DEVICE_KIND_INTEGRATED_GPU:
+      return 1;
+    case ADR_DEVICE_KIND_ACCELERATOR:
+      return 2;
+    case ADR_DEVICE_KIND_CPU:
+      return 4;
+    default:
+      return 3;
+  }
+}
+
+static bool spec_matches(const struct adr__device_spec* s, const struct adr_device* d) {
+  if (s->type != 0 && d->type != s->type) return false;
+  if (s->id >= 0 && d->id != s->id) return false;
+  if (s->kinds != 0 && !(s->kinds & (1u << d->kind))) return false;
+  if (s->has_uuid && (!(d->identity & ADR_DEVICE_HAS_UUID) || memcmp(d->uuid, s->uuid, 16) != 0))
+    return false;
+  return true;
+}
+
+/* Appends the devices entry `s` matches to `out`, in preference order
+ * (stable: enumeration order within a kind). When it adds none, `e` says
+ * why. Only the backend a typed entry names is loaded; "*" and "uuid="
+ * entries load every allowed backend. ENOMEM is the only failure.
+ * Registry lock held. */
+static int entry_matches_locked(const struct adr__device_spec* s, struct devvec* out,
+                                struct adr_error* e) {
+  size_t first = out->n;
+  int st = 0;
+  if (s->type != 0 && s->id >= 0) {
+    struct adr_device* dev = NULL;
+    if (device_get_locked(s->type, s->id, &dev, e) == 0) return devvec_push(out, dev);
+    return 0;
+  }
+  if (s->type != 0) {
+    struct adr__backend* b = backend_for_type_locked(s->type, e);
+    size_t ti = 0;
+    if (b == NULL || !claims(b, s->type, &ti)) return 0;
+    bool any = false;
+    for (int64_t id = 0; id < b->device_count[ti] && st == 0; id++) {
+      struct adr_device* dev = NULL;
+      struct adr_error why = {{0}};
+      if (device_get_locked(s->type, id, &dev, &why) != 0) {
+        *e = why; /* the last device that would not open, if none matches */
+        continue;
+      }
+      any = true;
+      if (spec_matches(s, dev)) st = devvec_push(out, dev);
+    }
+    if (st == 0 && out->n == first && (any || b->device_count[ti] == 0))
+      snprintf(e->message, sizeof(e->message), "no device matches");
+  } else {
+    if (load_all_locked() != 0) return ENOMEM;
+    for (size_t i = 0; i < enumeration_count && st == 0; i++)
+      if (spec_matches(s, enumeration[i])) st = devvec_push(out, enumeration[i]);
+    if (st == 0 && out->n == first) snprintf(e->message, sizeof(e->message), "no device matches");
+  }
+  /* Stable insertion sort of what this entry added, by kind rank. */
+  for (size_t i = first + 1; i < out->n; i++) {
+    struct adr_device* d = out->items[i];
+    size_t j = i;
+    while (j > first && kind_rank(out->items[j - 1]->kind) > kind_rank(d->kind)) {
+      out->items[j] = out->items[j - 1];
+      j--;
+    }
+    out->items[j] = d;
+  }
+  return st;
+}
+
+/* Resolves a parsed selector: every entry's matches in order (all), or
+ * stops at the first entry that matches (!all). `tried` collects each
+ * fruitless entry's reason. ENOMEM is the only failure. Registry lock
+ * held. */
+static int resolve_locked(const struct adr__selector* sel, bool all, struct devvec* out,
+                          char* tried, size_t tried_cap) {
+  size_t tlen = 0;
+  for (size_t i = 0; i < sel->count && (all || out->n == 0); i++) {
+    const struct adr__device_spec* s = &sel->u.devices[i];
+    struct adr_error e = {{0}};
+    size_t before = out->n;
+    int st = entry_matches_locked(s, out, &e);
+    if (st) return st;
+    if (out->n == before && tlen < tried_cap) {
+      tlen += (size_t)snprintf(tried + tlen, tried_cap - tlen, "%s%s: %s", tlen ? "; " : "",
+                               s->text, e.message);
+    }
+  }
+  return 0;
+}
+
 int adr_device_default(struct adr_device** out, struct adr_error* error) {
   if (out == NULL) return adr__errorf(error, EINVAL, "adr_device_default", NULL, "out is NULL");
   struct adr_device* cached = atomic_load_explicit(&default_device, memory_order_acquire);
@@ -293,61 +413,88 @@ int adr_device_default(struct adr_device** out, struct adr_error* error) {
     return c->device_status;
   }
   struct adr_device* dev = NULL;
-  char tried[1024] = "";
-  size_t tlen = 0;
   pthread_mutex_lock(&registry_mutex);
   if (c->device_list == NULL) {
     st = device_get_locked(ARROW_DEVICE_CPU, 0, &dev, error);
   } else {
-    st = ENODEV;
-    for (size_t i = 0; i < c->device_list->count && dev == NULL; i++) {
-      const struct adr__device_spec* s = &c->device_list->u.devices[i];
-      struct adr_error e = {{0}};
-      if (s->type == 0) {
-        /* "*": the first device of the enumeration (loads every allowed
-         * backend). */
-        load_all_locked();
-        if (enumeration_count > 0) dev = enumeration[0];
-        if (dev == NULL) snprintf(e.message, sizeof(e.message), "no device matches");
-      } else if (s->id < 0) {
-        /* "name:*": the first device of that type that opens, in id order
-         * (the enumeration's order within a type). Only the backend that
-         * serves the type is loaded, as for "name:N". */
-        struct adr__backend* b = backend_for_type_locked(s->type, &e);
-        size_t ti = 0;
-        if (b != NULL && claims(b, s->type, &ti)) {
-          for (int64_t id = 0; id < b->device_count[ti] && dev == NULL; id++)
-            device_get_locked(s->type, id, &dev, &e);
-          if (dev == NULL && b->device_count[ti] == 0)
-            snprintf(e.message, sizeof(e.message), "no device matches");
-        }
-      } else {
-        device_get_locked(s->type, s->id, &dev, &e);
-      }
-      if (dev == NULL && tlen < sizeof(tried)) {
-        /* Each entry as the user wrote it: "*", "name:*" or "name:N". */
-        char spec[96];
-        if (s->type == 0)
-          snprintf(spec, sizeof(spec), "%s", s->name);
-        else if (s->id < 0)
-          snprintf(spec, sizeof(spec), "%s:*", s->name);
-        else
-          snprintf(spec, sizeof(spec), "%s:%lld", s->name, (long long)s->id);
-        tlen += (size_t)snprintf(tried + tlen, sizeof(tried) - tlen, "%s%s: %s", tlen ? "; " : "",
-                                 spec, e.message);
-      }
-    }
-    if (dev != NULL)
-      st = 0;
+    char tried[1024] = "";
+    struct devvec v = {0};
+    st = resolve_locked(c->device_list, false, &v, tried, sizeof(tried));
+    if (st)
+      adr__errorf(error, st, "adr_device_default", NULL, "out of memory");
+    else if (v.n == 0)
+      st = adr__errorf(error, ENODEV, "adr_device_default", NULL,
+                       "no device of ADR_DEVICE is available (%s)", tried);
     else
-      adr__errorf(error, ENODEV, "adr_device_default", NULL,
-                  "no device of ADR_DEVICE is available (%s)", tried);
+      dev = v.items[0];
+    free(v.items);
   }
   pthread_mutex_unlock(&registry_mutex);
   if (st) return st;
   atomic_store_explicit(&default_device, dev, memory_order_release);
   *out = dev;
   return 0;
+}
+
+/* adr_device_select and adr_device_enumerate: parse, then resolve. */
+static int select_common(const char* op, const char* selector, bool all, struct devvec* out,
+                         struct adr_error* error) {
+  int st = enter(op, error);
+  if (st) return st;
+  struct adr__selector* sel = NULL;
+  struct adr_error perr = {{0}};
+  st = adr__parse_device_list("selector", selector, &sel, &perr);
+  if (st) return adr__errorf(error, st, op, NULL, "%s", perr.message);
+  char tried[1024] = "";
+  pthread_mutex_lock(&registry_mutex);
+  st = resolve_locked(sel, all, out, tried, sizeof(tried));
+  pthread_mutex_unlock(&registry_mutex);
+  if (st)
+    adr__errorf(error, st, op, NULL, "out of memory");
+  else if (!all && out->n == 0)
+    st = adr__errorf(error, ENODEV, op, NULL, "no device of selector \"%s\" is available (%s)",
+                     selector, tried);
+  adr__selector_free(sel);
+  return st;
+}
+
+int adr_device_select(const char* selector, struct adr_device** out, struct adr_error* error) {
+  if (selector == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, "adr_device_select", NULL, "%s is NULL",
+                       selector ? "out" : "selector");
+  struct devvec v = {0};
+  int st = select_common("adr_device_select", selector, false, &v, error);
+  if (st == 0) *out = v.items[0];
+  free(v.items);
+  return st;
+}
+
+int adr_device_enumerate(const char* selector, struct adr_device** devices, size_t capacity,
+                         size_t* out_count, struct adr_error* error) {
+  if (selector == NULL || out_count == NULL || (devices == NULL && capacity > 0))
+    return adr__errorf(error, EINVAL, "adr_device_enumerate", NULL, "%s is NULL",
+                       selector == NULL    ? "selector"
+                       : out_count == NULL ? "out_count"
+                                           : "devices (with a capacity above 0)");
+  struct devvec v = {0};
+  int st = select_common("adr_device_enumerate", selector, true, &v, error);
+  if (st == 0) {
+    for (size_t i = 0; i < v.n && i < capacity; i++) devices[i] = v.items[i];
+    *out_count = v.n;
+  }
+  free(v.items);
+  return st;
+}
+
+bool adr__device_known(const struct adr_device* dev) {
+  bool found = false;
+  pthread_mutex_lock(&registry_mutex);
+  for (size_t t = 0; t < MAX_TYPE && !found; t++) {
+    const struct type_devices* td = &devices_by_type[t];
+    for (size_t i = 0; i < td->cap && !found; i++) found = td->items[i] == dev;
+  }
+  pthread_mutex_unlock(&registry_mutex);
+  return found;
 }
 
 /* Loads every allowed backend and opens all their devices, in order. */

@@ -96,51 +96,152 @@ static int parse_name(struct parser* p, char* out, size_t cap, const char* expec
   return 0;
 }
 
-static int parse_device_spec(struct parser* p, struct adr__device_spec* spec) {
-  memset(spec, 0, sizeof(*spec));
-  spec->id = -1;
-  if (p->text[p->pos] == '*') {
+/* The kinds a selector may name after ':' (docs/environment.md). "gpu"
+ * is every GPU; "dgpu" and "igpu" split it. */
+#define KIND_BIT(k) (1u << (k))
+static const struct {
+  const char* name;
+  uint32_t kinds;
+} kind_names[] = {
+    {"gpu", KIND_BIT(ADR_DEVICE_KIND_GPU) | KIND_BIT(ADR_DEVICE_KIND_INTEGRATED_GPU)},
+    {"dgpu", KIND_BIT(ADR_DEVICE_KIND_GPU)},
+    {"igpu", KIND_BIT(ADR_DEVICE_KIND_INTEGRATED_GPU)},
+    {"cpu", KIND_BIT(ADR_DEVICE_KIND_CPU)},
+    {"accelerator", KIND_BIT(ADR_DEVICE_KIND_ACCELERATOR)},
+    {"other", KIND_BIT(ADR_DEVICE_KIND_OTHER)},
+};
+#define KIND_LIST "gpu, dgpu, igpu, cpu, accelerator, other"
+
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* uuid = 32 hex digits, a "-" allowed between two of them (so both
+ * "GPU-8-4-4-4-12" spellings and the bare hex of nvidia-smi -q work). */
+static int parse_uuid(struct parser* p, uint8_t out[16]) {
+  int digits = 0;
+  memset(out, 0, 16);
+  for (;;) {
+    int v = hex_value(p->text[p->pos]);
+    if (v < 0) return fail(p, digits ? "a hex digit of the UUID (32 in all)" : "a UUID (32 hex digits)");
+    out[digits / 2] = (uint8_t)(out[digits / 2] | (digits % 2 ? v : v << 4));
     p->pos++;
-    strcpy(spec->name, "*");
-    return 0;
+    if (++digits == 32) return 0;
+    if (p->text[p->pos] == '-' && hex_value(p->text[p->pos + 1]) >= 0) p->pos++;
   }
-  size_t name_pos = p->pos;
-  int st =
-      parse_name(p, spec->name, sizeof(spec->name), "a device name (cpu, cuda, opencl ...) or '*'");
-  if (st) return st;
-  spec->type = adr__device_type_from_name(spec->name, strlen(spec->name));
-  if (spec->type == 0) {
-    p->pos = name_pos;
-    return adr_error_set(
-        p->error, EINVAL,
-        "%s=\"%s\": column %zu: unknown device type '%s' (expected one of: cpu cuda cuda_host "
-        "cuda_managed hip hip_host opencl vulkan metal vpi ext_dev oneapi webgpu hexagon)",
-        p->variable, p->text, name_pos + 1, spec->name);
-  }
-  skip_ws(p);
-  if (p->text[p->pos] != ':') {
-    spec->id = 0; /* "vulkan" means vulkan:0 */
-    return 0;
-  }
-  p->pos++;
-  skip_ws(p);
-  if (p->text[p->pos] == '*') {
+}
+
+/* After "name:" or "*:": "*", an id (only after a name), a kind, "GPU-"
+ * uuid or "uuid=" uuid. */
+static int parse_qualifier(struct parser* p, struct adr__device_spec* spec, bool allow_id) {
+  char c = p->text[p->pos];
+  if (c == '*') {
     p->pos++;
     spec->id = -1;
     return 0;
   }
-  if (!isdigit((unsigned char)p->text[p->pos]))
-    return fail(p, "a device id (digits) or '*' after ':'");
-  int64_t id = 0;
-  size_t id_pos = p->pos;
-  while (isdigit((unsigned char)p->text[p->pos])) {
-    id = id * 10 + (p->text[p->pos++] - '0');
-    if (id >= 1000000) {
-      p->pos = id_pos;
-      return fail(p, "a device id below 1000000");
+  if (allow_id && isdigit((unsigned char)c)) {
+    int64_t id = 0;
+    size_t id_pos = p->pos;
+    while (isdigit((unsigned char)p->text[p->pos])) {
+      id = id * 10 + (p->text[p->pos++] - '0');
+      if (id >= 1000000) {
+        p->pos = id_pos;
+        return fail(p, "a device id below 1000000");
+      }
+    }
+    spec->id = id;
+    return 0;
+  }
+  if (!is_name_start(c))
+    return fail(p, allow_id ? "a device id (digits), '*', a device kind or a uuid after ':'"
+                            : "'*', a device kind or a uuid after ':'");
+  size_t word_pos = p->pos;
+  char word[64];
+  int st = parse_name(p, word, sizeof(word), "a device kind");
+  if (st) return st;
+  spec->id = -1;
+  if ((strcmp(word, "gpu") == 0 && p->text[p->pos] == '-') ||
+      (strcmp(word, "uuid") == 0 && p->text[p->pos] == '=')) {
+    p->pos++;
+    spec->has_uuid = true;
+    return parse_uuid(p, spec->uuid);
+  }
+  for (size_t i = 0; i < sizeof(kind_names) / sizeof(kind_names[0]); i++) {
+    if (strcmp(word, kind_names[i].name) == 0) {
+      spec->kinds = kind_names[i].kinds;
+      return 0;
     }
   }
-  spec->id = id;
+  p->pos = word_pos;
+  return adr_error_set(p->error, EINVAL,
+                       "%s=\"%s\": column %zu: unknown device kind '%s' (expected %s%s, "
+                       "GPU-<uuid> or uuid=<uuid>)",
+                       p->variable, p->text, word_pos + 1, word,
+                       allow_id ? "a device id, '*', " : "'*', ", KIND_LIST);
+}
+
+static int parse_device_spec(struct parser* p, struct adr__device_spec* spec) {
+  memset(spec, 0, sizeof(*spec));
+  spec->id = -1;
+  size_t start = p->pos;
+  int st = 0;
+  if (p->text[p->pos] == '*') {
+    p->pos++;
+    strcpy(spec->name, "*");
+    size_t after = p->pos;
+    skip_ws(p);
+    if (p->text[p->pos] == ':') {
+      p->pos++;
+      skip_ws(p);
+      st = parse_qualifier(p, spec, false);
+    } else {
+      p->pos = after;
+    }
+  } else {
+    size_t name_pos = p->pos;
+    st = parse_name(p, spec->name, sizeof(spec->name),
+                    "a device name (cpu, cuda, opencl ...) or '*'");
+    if (st) return st;
+    if (strcmp(spec->name, "uuid") == 0 && p->text[p->pos] == '=') {
+      /* "uuid=...": any device type */
+      p->pos++;
+      spec->has_uuid = true;
+      strcpy(spec->name, "*");
+      st = parse_uuid(p, spec->uuid);
+    } else {
+      spec->type = adr__device_type_from_name(spec->name, strlen(spec->name));
+      if (spec->type == 0) {
+        p->pos = name_pos;
+        return adr_error_set(
+            p->error, EINVAL,
+            "%s=\"%s\": column %zu: unknown device type '%s' (expected one of: cpu cuda cuda_host "
+            "cuda_managed hip hip_host opencl vulkan metal vpi ext_dev oneapi webgpu hexagon, "
+            "'*' or uuid=)",
+            p->variable, p->text, name_pos + 1, spec->name);
+      }
+      size_t after = p->pos;
+      skip_ws(p);
+      if (p->text[p->pos] != ':') {
+        p->pos = after;
+        spec->id = 0; /* "vulkan" means vulkan:0 */
+      } else {
+        p->pos++;
+        skip_ws(p);
+        st = parse_qualifier(p, spec, true);
+      }
+    }
+  }
+  if (st) return st;
+  size_t n = p->pos - start;
+  if (n >= sizeof(spec->text))
+    snprintf(spec->text, sizeof(spec->text), "%.*s...", (int)sizeof(spec->text) - 4,
+             p->text + start);
+  else
+    snprintf(spec->text, sizeof(spec->text), "%.*s", (int)n, p->text + start);
   return 0;
 }
 

@@ -139,9 +139,40 @@ enum adr_device_caps {
   ADR_CAP_SYNC_DOWNLOADS = 1u << 7,
 };
 
+/* What kind of device it is (struct adr_device_info.kind), and the names
+ * selectors use for it (docs/environment.md). */
+enum adr_device_kind {
+  /* Only seen from a backend that says nothing: adr_device_info_get then
+   * reports the kind the device type implies (cpu, cuda_host, hip_host:
+   * CPU; cuda, cuda_managed, hip: GPU), else OTHER. Never returned. */
+  ADR_DEVICE_KIND_UNKNOWN = 0,
+  ADR_DEVICE_KIND_GPU = 1,            /* "gpu": a discrete (or virtual) GPU */
+  ADR_DEVICE_KIND_INTEGRATED_GPU = 2, /* "integrated-gpu": shares the host's memory */
+  ADR_DEVICE_KIND_CPU = 3,            /* "cpu": the host CPU (PoCL, lavapipe, pinned host memory) */
+  ADR_DEVICE_KIND_ACCELERATOR = 4,    /* "accelerator": FPGA, DSP, NPU ... */
+  ADR_DEVICE_KIND_OTHER = 5,          /* "other" */
+};
+
+/* Bits of struct adr_device_info.identity: which identity fields hold a
+ * value (the others are zero). */
+enum adr_device_identity {
+  ADR_DEVICE_HAS_UUID = 1u << 0,       /* uuid */
+  ADR_DEVICE_HAS_PCI_BUS_ID = 1u << 1, /* pci_domain, pci_bus, pci_device, pci_function */
+};
+
 /* What adr knows of a device. The caller sets struct_size to
  * sizeof(struct adr_device_info) before the call; newer fields are appended
- * so an old caller keeps working with a newer library. */
+ * so an old caller keeps working with a newer library.
+ *
+ * The identity fields (kind, uuid, PCI address) took the struct's reserved
+ * space in adr 0.1 (the size, 656 bytes on LP64, and every older offset are
+ * unchanged): kind is always set; uuid is the API's device UUID (CUDA/HIP
+ * device UUID, Vulkan VkPhysicalDeviceIDProperties::deviceUUID, OpenCL
+ * cl_khr_device_uuid) and the PCI address comes from the CUDA/HIP
+ * attributes, VK_EXT_pci_bus_info or cl_khr_pci_bus_info, each only where
+ * the API reports it (see `identity`). They come from the vendor's
+ * enumeration queries: reading them opens no context. */
+
 struct adr_device_info {
   uint32_t struct_size;
   ArrowDeviceType device_type;
@@ -154,9 +185,34 @@ struct adr_device_info {
   uint64_t memory_free;  /* bytes; 0 when unknown */
   uint64_t caps;         /* enum adr_device_caps bits */
   uint32_t alignment;    /* natural alignment of allocations (>= 64) */
-  uint32_t reserved32;
-  uint64_t reserved[8];
+  uint32_t kind;         /* enum adr_device_kind, never UNKNOWN */
+  uint8_t uuid[16];      /* with ADR_DEVICE_HAS_UUID, in the API's byte order */
+  uint32_t pci_domain;   /* with ADR_DEVICE_HAS_PCI_BUS_ID: domain:bus:device.function */
+  uint8_t pci_bus;
+  uint8_t pci_device;
+  uint8_t pci_function;
+  uint8_t identity;      /* enum adr_device_identity bits */
+  uint64_t reserved[5];
 };
+
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && UINTPTR_MAX == UINT64_MAX
+/* The identity fields live in what was reserved32 and reserved[8]. */
+_Static_assert(offsetof(struct adr_device_info, alignment) == 584, "adr_device_info layout");
+_Static_assert(offsetof(struct adr_device_info, kind) == 588, "adr_device_info kind");
+_Static_assert(offsetof(struct adr_device_info, uuid) == 592, "adr_device_info uuid");
+_Static_assert(offsetof(struct adr_device_info, pci_domain) == 608, "adr_device_info pci");
+_Static_assert(offsetof(struct adr_device_info, identity) == 615, "adr_device_info identity");
+_Static_assert(offsetof(struct adr_device_info, reserved) == 616, "adr_device_info reserved");
+_Static_assert(sizeof(struct adr_device_info) == 656, "adr_device_info size");
+#endif
+
+/* The smallest struct_size adr_device_info_get accepts: every field before
+ * uuid (what adr 0.1 callers had before the reserved space). */
+#define ADR_DEVICE_INFO_MIN_SIZE 592u
+
+/* "gpu", "integrated-gpu", "cpu", "accelerator", "other"; "unknown" for
+ * ADR_DEVICE_KIND_UNKNOWN and any other value. Static string. */
+ADR_API const char* adr_device_kind_name(int kind);
 
 /* Returns the device (type, id), loading its backend if needed. ENODEV with
  * the reason (backend absent, excluded by ADR_BACKENDS, rejected, driver
@@ -168,6 +224,48 @@ ADR_API int adr_device_get(ArrowDeviceType type, int64_t id, struct adr_device**
  * list (see docs/environment.md); the CPU when ADR_DEVICE is unset. A
  * malformed ADR_DEVICE is EINVAL naming the offending position. */
 ADR_API int adr_device_default(struct adr_device** out, struct adr_error* error);
+
+/* The first available device a selector names, with the grammar, the
+ * preference order and the messages of ADR_DEVICE (docs/environment.md):
+ * "cuda:1,hip:0,cpu", "opencl:gpu", "*:accelerator", "*",
+ * "cuda:GPU-<uuid>", "uuid=<uuid>" ... The list is a preference order:
+ * the first entry that matches an available device wins; within an entry
+ * that matches several ("*", "name:*", "*:gpu", "uuid=..."), discrete GPUs
+ * come first, then integrated GPUs, accelerators, other devices and CPUs,
+ * each in enumeration order. Lets an application with a --device flag
+ * choose without setenv; ADR_DEVICE and adr_device_default are not
+ * involved. Loads only the backends the entries need ("*", "*:kind" and
+ * "uuid=" load every allowed backend) and opens no device context.
+ * `selector` is only read during the call; the device is owned by adr.
+ * Errors: EINVAL for NULL arguments or a malformed selector (the message
+ * names the column, as for ADR_DEVICE: `selector="cuda:x": column 6:
+ * expected ...`); ENODEV with every entry's reason when none is
+ * available; ESHUTDOWN after exit. Thread-safe (takes the registry lock). */
+ADR_API int adr_device_select(const char* selector, struct adr_device** out,
+                              struct adr_error* error);
+
+/* Every device a selector matches, in the order adr_device_select would
+ * try them (entry by entry, each entry's matches in the preference order
+ * above), each device once. Writes the first min(count, capacity) devices
+ * to `devices` (may be NULL when capacity is 0) and the number of matches
+ * to *out_count; call with capacity 0 to size the array. No match is not
+ * an error (*out_count = 0). Same loading, errors, ownership and thread
+ * safety as adr_device_select. */
+ADR_API int adr_device_enumerate(const char* selector, struct adr_device** devices,
+                                 size_t capacity, size_t* out_count, struct adr_error* error);
+
+/* Whether two devices are the same physical device seen through two APIs
+ * or device types (cuda:0 and vulkan:1 on one NVIDIA GPU; cuda:0 and
+ * cuda_managed:0; hip:0 and opencl:0 on one AMD GPU): *out_same is 1 when
+ * they are, else 0. The rule, in order (docs/devices.md, "One identity per
+ * physical device"): the same device object; equal UUIDs; equal PCI
+ * addresses (different PCI addresses: not the same); two CPU-kind devices
+ * without a PCI address are the host CPU, so the same (cpu:0, PoCL,
+ * lavapipe, cuda_host:0). Anything else is not the same. Uses only the
+ * identity the devices reported when they were enumerated. EINVAL for
+ * NULL arguments or a pointer that is not an adr device. Thread-safe. */
+ADR_API int adr_device_same_physical(struct adr_device* a, struct adr_device* b, int* out_same,
+                                     struct adr_error* error);
 
 /* Loads every backend ADR_BACKENDS allows and counts their devices. */
 ADR_API int adr_device_count(size_t* out, struct adr_error* error);

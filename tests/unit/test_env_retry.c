@@ -163,8 +163,8 @@ static void test_case(void** state) {
                 true);
   else if (strcmp(which, "sticky-device") == 0)
     test_sticky(
-        "ADR_DEVICE=\"cuda:x\": column 6: expected a device id (digits) or '*' after ':', "
-        "found 'x'",
+        "ADR_DEVICE=\"cuda:x\": column 6: unknown device kind 'x' (expected a device id, '*', "
+        "gpu, dgpu, igpu, cpu, accelerator, other, GPU-<uuid> or uuid=<uuid>)",
         false);
   else
     fail_msg("unknown case '%s'", which);

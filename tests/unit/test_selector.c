@@ -47,6 +47,43 @@ static void test_device_forms(void** state) {
   assert_int_equal(s->u.devices[1].type, 0);
   adr__selector_free(s);
 
+  /* kinds: "*" and a type name, with the ':' spaced or not */
+  s = parse_devices_ok("opencl:gpu, vulkan : CPU,*:accelerator,*:igpu,hip:dgpu,*:other,* : *");
+  assert_int_equal(s->count, 7);
+  assert_int_equal(s->u.devices[0].type, ARROW_DEVICE_OPENCL);
+  assert_int_equal(s->u.devices[0].id, -1);
+  assert_int_equal(s->u.devices[0].kinds,
+                   (1u << ADR_DEVICE_KIND_GPU) | (1u << ADR_DEVICE_KIND_INTEGRATED_GPU));
+  assert_string_equal(s->u.devices[0].text, "opencl:gpu");
+  assert_int_equal(s->u.devices[1].kinds, 1u << ADR_DEVICE_KIND_CPU);
+  assert_string_equal(s->u.devices[1].text, "vulkan : CPU");
+  assert_int_equal(s->u.devices[2].type, 0);
+  assert_int_equal(s->u.devices[2].kinds, 1u << ADR_DEVICE_KIND_ACCELERATOR);
+  assert_int_equal(s->u.devices[3].kinds, 1u << ADR_DEVICE_KIND_INTEGRATED_GPU);
+  assert_int_equal(s->u.devices[4].kinds, 1u << ADR_DEVICE_KIND_GPU);
+  assert_int_equal(s->u.devices[5].kinds, 1u << ADR_DEVICE_KIND_OTHER);
+  assert_int_equal(s->u.devices[6].type, 0);
+  assert_int_equal(s->u.devices[6].kinds, 0);
+  adr__selector_free(s);
+
+  /* uuids: nvidia-smi's GPU- spelling after a type, uuid= anywhere */
+  static const uint8_t want[16] = {0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
+                                   0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10};
+  s = parse_devices_ok("cuda:GPU-01234567-89ab-cdef-FEDC-BA9876543210,"
+                       "uuid=0123456789abcdeffedcba9876543210,"
+                       "vulkan:uuid=0-1-2-3-4-5-6-7-8-9-a-b-c-d-e-f-f-e-d-c-b-a-9-8-7-6-5-4-3-2-1-0,"
+                       "*:gpu-0123456789ABCDEFFEDCBA9876543210");
+  assert_int_equal(s->count, 4);
+  assert_int_equal(s->u.devices[0].type, ARROW_DEVICE_CUDA);
+  assert_int_equal(s->u.devices[1].type, 0);
+  assert_int_equal(s->u.devices[2].type, ARROW_DEVICE_VULKAN);
+  for (size_t i = 0; i < 4; i++) {
+    assert_true(s->u.devices[i].has_uuid);
+    assert_int_equal(s->u.devices[i].id, -1);
+    assert_memory_equal(s->u.devices[i].uuid, want, 16);
+  }
+  adr__selector_free(s);
+
   s = parse_devices_ok("CUDA_HOST:3,cuda_managed:12,hip_host,rocm:2");
   assert_int_equal(s->u.devices[0].type, ARROW_DEVICE_CUDA_HOST);
   assert_int_equal(s->u.devices[0].id, 3);
@@ -63,26 +100,38 @@ struct bad_case {
 };
 
 static const struct bad_case bad_devices[] = {
-    {"cuda:x", "ADR_DEVICE=\"cuda:x\": column 6: expected a device id (digits) or '*' after ':', found 'x'"},
+    {"cuda:x", "ADR_DEVICE=\"cuda:x\": column 6: unknown device kind 'x' (expected a device id, '*', gpu, dgpu, igpu, cpu, accelerator, other, GPU-<uuid> or uuid=<uuid>)"},
     {"", "ADR_DEVICE=\"\": column 1: expected a device name (cpu, cuda, opencl ...) or '*', found end of text"},
-    {"cuda:", "ADR_DEVICE=\"cuda:\": column 6: expected a device id (digits) or '*' after ':', found end of text"},
+    {"cuda:", "ADR_DEVICE=\"cuda:\": column 6: expected a device id (digits), '*', a device kind or a uuid after ':', found end of text"},
     {"cuda:0,", "ADR_DEVICE=\"cuda:0,\": column 8: expected a device name (cpu, cuda, opencl ...) or '*', found end of text"},
     {",cuda", "ADR_DEVICE=\",cuda\": column 1: expected a device name (cpu, cuda, opencl ...) or '*', found ','"},
-    {"cuda::0", "ADR_DEVICE=\"cuda::0\": column 6: expected a device id (digits) or '*' after ':', found ':'"},
+    {"cuda::0", "ADR_DEVICE=\"cuda::0\": column 6: expected a device id (digits), '*', a device kind or a uuid after ':', found ':'"},
     {"cuda:0:1", "ADR_DEVICE=\"cuda:0:1\": column 7: expected ',' or end of text, found ':'"},
-    {"cuda:-1", "ADR_DEVICE=\"cuda:-1\": column 6: expected a device id (digits) or '*' after ':', found '-'"},
+    {"cuda:-1", "ADR_DEVICE=\"cuda:-1\": column 6: expected a device id (digits), '*', a device kind or a uuid after ':', found '-'"},
     {"cuda:1x", "ADR_DEVICE=\"cuda:1x\": column 7: expected ',' or end of text, found 'x'"},
     {"cuda 0", "ADR_DEVICE=\"cuda 0\": column 6: expected ',' or end of text, found '0'"},
     {"0", "ADR_DEVICE=\"0\": column 1: expected a device name (cpu, cuda, opencl ...) or '*', found '0'"},
     {"cuda;hip", "ADR_DEVICE=\"cuda;hip\": column 5: expected ',' or end of text, found ';'"},
-    {"gpu:0", "ADR_DEVICE=\"gpu:0\": column 1: unknown device type 'gpu' (expected one of: cpu cuda cuda_host cuda_managed hip hip_host opencl vulkan metal vpi ext_dev oneapi webgpu hexagon)"},
+    {"gpu:0", "ADR_DEVICE=\"gpu:0\": column 1: unknown device type 'gpu' (expected one of: cpu cuda cuda_host cuda_managed hip hip_host opencl vulkan metal vpi ext_dev oneapi webgpu hexagon, '*' or uuid=)"},
     {"cpu,,cuda", "ADR_DEVICE=\"cpu,,cuda\": column 5: expected a device name (cpu, cuda, opencl ...) or '*', found ','"},
     {"cuda:99999999", "ADR_DEVICE=\"cuda:99999999\": column 6: expected a device id below 1000000, found '9'"},
     {"**", "ADR_DEVICE=\"**\": column 2: expected ',' or end of text, found '*'"},
     {"cuda:*0", "ADR_DEVICE=\"cuda:*0\": column 7: expected ',' or end of text, found '0'"},
     {"!cuda", "ADR_DEVICE=\"!cuda\": column 1: expected a device name (cpu, cuda, opencl ...) or '*', found '!'"},
-    {"cuda:\x01", "ADR_DEVICE=\"cuda:\x01\": column 6: expected a device id (digits) or '*' after ':', found byte 0x01"},
+    {"cuda:\x01", "ADR_DEVICE=\"cuda:\x01\": column 6: expected a device id (digits), '*', a device kind or a uuid after ':', found byte 0x01"},
     {"_cuda", "ADR_DEVICE=\"_cuda\": column 1: expected a device name (cpu, cuda, opencl ...) or '*', found '_'"},
+    /* kinds and uuids (issue 14) */
+    {"opencl:gpux", "ADR_DEVICE=\"opencl:gpux\": column 8: unknown device kind 'gpux' (expected a device id, '*', gpu, dgpu, igpu, cpu, accelerator, other, GPU-<uuid> or uuid=<uuid>)"},
+    {"*:fpga", "ADR_DEVICE=\"*:fpga\": column 3: unknown device kind 'fpga' (expected '*', gpu, dgpu, igpu, cpu, accelerator, other, GPU-<uuid> or uuid=<uuid>)"},
+    {"*:0", "ADR_DEVICE=\"*:0\": column 3: expected '*', a device kind or a uuid after ':', found '0'"},
+    {"*:", "ADR_DEVICE=\"*:\": column 3: expected '*', a device kind or a uuid after ':', found end of text"},
+    {"cuda:GPU-12", "ADR_DEVICE=\"cuda:GPU-12\": column 12: expected a hex digit of the UUID (32 in all), found end of text"},
+    {"cuda:GPU-", "ADR_DEVICE=\"cuda:GPU-\": column 10: expected a UUID (32 hex digits), found end of text"},
+    {"uuid=", "ADR_DEVICE=\"uuid=\": column 6: expected a UUID (32 hex digits), found end of text"},
+    {"uuid=0123456789abcdef0123456789abcdeg", "ADR_DEVICE=\"uuid=0123456789abcdef0123456789abcdeg\": column 37: expected a hex digit of the UUID (32 in all), found 'g'"},
+    {"uuid=0123456789abcdef0123456789abcdef0", "ADR_DEVICE=\"uuid=0123456789abcdef0123456789abcdef0\": column 38: expected ',' or end of text, found '0'"},
+    {"uuid=01--23456789abcdef0123456789abcdef", "ADR_DEVICE=\"uuid=01--23456789abcdef0123456789abcdef\": column 8: expected a hex digit of the UUID (32 in all), found '-'"},
+    {"uuid = 0123456789abcdef0123456789abcdef", "ADR_DEVICE=\"uuid = 0123456789abcdef0123456789abcdef\": column 1: unknown device type 'uuid' (expected one of: cpu cuda cuda_host cuda_managed hip hip_host opencl vulkan metal vpi ext_dev oneapi webgpu hexagon, '*' or uuid=)"},
     {"opencl:0 hip", "ADR_DEVICE=\"opencl:0 hip\": column 10: expected ',' or end of text, found 'h'"},
 };
 
