@@ -195,6 +195,7 @@ static int cpu_device_info(struct adr_backend_device* dev, struct adr_device_inf
   snprintf(out->name, sizeof(out->name), "host CPU (%ld logical cores)", cores);
   snprintf(out->vendor, sizeof(out->vendor), "host");
   snprintf(out->driver, sizeof(out->driver), "libc");
+  out->kind = ADR_DEVICE_KIND_CPU; /* no UUID or PCI address: the host */
   long page = sysconf(_SC_PAGESIZE);
   out->memory_total = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)page;
   out->memory_free = (uint64_t)sysconf(_SC_AVPHYS_PAGES) * (uint64_t)page;

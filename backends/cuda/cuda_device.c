@@ -198,6 +198,39 @@ void cuda_device_close(struct adr_backend_device* dev) {
   free(dev);
 }
 
+/* Kind, UUID and PCI address from enumeration queries (no context). The
+ * pinned-host type is host memory: the CPU kind, no GPU identity. A query
+ * the driver refuses leaves its field out. */
+static void cuda_device_identity(struct adr_backend_device* dev, struct adr_device_info* out) {
+  if (dev->type == ARROW_DEVICE_CUDA_HOST) {
+    out->kind = ADR_DEVICE_KIND_CPU;
+    return;
+  }
+  int integrated = 0;
+  if (cuda_api.cuDeviceGetAttribute(&integrated, CU_DEVICE_ATTRIBUTE_INTEGRATED, dev->cuda_dev) !=
+      CUDA_SUCCESS)
+    integrated = 0;
+  out->kind = integrated ? ADR_DEVICE_KIND_INTEGRATED_GPU : ADR_DEVICE_KIND_GPU;
+  CUuuid uuid;
+  if (cuda_api.cuDeviceGetUuid(&uuid, dev->cuda_dev) == CUDA_SUCCESS) {
+    memcpy(out->uuid, uuid.bytes, sizeof(out->uuid));
+    out->identity |= ADR_DEVICE_HAS_UUID;
+  }
+  int domain = 0, bus = 0, device = 0;
+  if (cuda_api.cuDeviceGetAttribute(&domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev->cuda_dev) ==
+          CUDA_SUCCESS &&
+      cuda_api.cuDeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev->cuda_dev) ==
+          CUDA_SUCCESS &&
+      cuda_api.cuDeviceGetAttribute(&device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev->cuda_dev) ==
+          CUDA_SUCCESS) {
+    out->pci_domain = (uint32_t)domain;
+    out->pci_bus = (uint8_t)bus;
+    out->pci_device = (uint8_t)device;
+    out->pci_function = 0; /* CUDA reports none: a GPU is function 0 */
+    out->identity |= ADR_DEVICE_HAS_PCI_BUS_ID;
+  }
+}
+
 int cuda_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
                      struct adr_error* error) {
   char name[256] = "";
@@ -238,6 +271,7 @@ int cuda_device_info(struct adr_backend_device* dev, struct adr_device_info* out
       break;
   }
   out->caps = caps;
+  cuda_device_identity(dev, out);
   return 0;
 }
 

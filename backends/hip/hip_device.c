@@ -229,6 +229,29 @@ static void copy_text(char* dst, size_t cap, const char* src) {
   snprintf(dst, cap, "%s", src);
 }
 
+/* Kind, UUID and PCI address from enumeration queries (no stream). The
+ * pinned-host type is host memory: the CPU kind, no GPU identity. A query
+ * the runtime refuses (or lacks: hipDeviceGetUuid is optional) leaves its
+ * field out. */
+static void hip_device_identity(struct adr_backend_device* dev, struct adr_device_info* out) {
+  if (dev->type == ARROW_DEVICE_ROCM_HOST) {
+    out->kind = ADR_DEVICE_KIND_CPU;
+    return;
+  }
+  out->kind = dev->props.integrated ? ADR_DEVICE_KIND_INTEGRATED_GPU : ADR_DEVICE_KIND_GPU;
+  hipUUID uuid;
+  if (hip_api.hipDeviceGetUuid != NULL &&
+      hip_api.hipDeviceGetUuid(&uuid, dev->hip_dev) == hipSuccess) {
+    memcpy(out->uuid, uuid.bytes, sizeof(out->uuid));
+    out->identity |= ADR_DEVICE_HAS_UUID;
+  }
+  out->pci_domain = (uint32_t)dev->props.pciDomainID;
+  out->pci_bus = (uint8_t)dev->props.pciBusID;
+  out->pci_device = (uint8_t)dev->props.pciDeviceID;
+  out->pci_function = 0; /* HIP reports none: a GPU is function 0 */
+  out->identity |= ADR_DEVICE_HAS_PCI_BUS_ID;
+}
+
 int hip_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
                     struct adr_error* error) {
   char version[32];
@@ -263,6 +286,7 @@ int hip_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
     out->alignment = 4096;
   }
   out->caps = caps;
+  hip_device_identity(dev, out);
   return 0;
 }
 

@@ -104,6 +104,7 @@ typedef hipDeviceProp_t hip_props_t;
   X(hipMallocAsync, 0)             \
   X(hipFreeAsync, 0)               \
   X(hipDeviceGetDefaultMemPool, 0) \
+  X(hipDeviceGetUuid, 0)           \
   X(hipGetLastError, 0)            \
   X(hipPeekAtLastError, 0)
 

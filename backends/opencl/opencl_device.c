@@ -29,6 +29,16 @@
 
 #include "opencl_internal.h"
 
+/* cl_khr_device_uuid and cl_khr_pci_bus_info, spelled here so the backend
+ * builds with headers older than the extensions (values from the
+ * registry; the extension is checked at run time). */
+#ifndef CL_DEVICE_UUID_KHR
+#define CL_DEVICE_UUID_KHR 0x106A
+#endif
+#ifndef CL_DEVICE_PCI_BUS_INFO_KHR
+#define CL_DEVICE_PCI_BUS_INFO_KHR 0x410F
+#endif
+
 #ifndef CL_PLATFORM_NOT_FOUND_KHR
 #define CL_PLATFORM_NOT_FOUND_KHR -1001
 #endif
@@ -374,6 +384,59 @@ void ocl_device_close(struct adr_backend_device* dev) {
   free(dev);
 }
 
+/* Whether the device lists `name` among its extensions (a whole word). */
+static bool device_has_extension(cl_device_id d, const char* name) {
+  size_t size = 0;
+  if (ocl.clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, 0, NULL, &size) != CL_SUCCESS || size == 0)
+    return false;
+  char* text = malloc(size + 1);
+  if (text == NULL) return false;
+  bool found = false;
+  if (ocl.clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, size, text, NULL) == CL_SUCCESS) {
+    text[size] = '\0';
+    size_t n = strlen(name);
+    for (const char* p = strstr(text, name); p != NULL && !found; p = strstr(p + 1, name))
+      found = (p == text || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0');
+  }
+  free(text);
+  return found;
+}
+
+/* Kind (CL_DEVICE_TYPE; a GPU that shares the host's memory is an
+ * integrated one), UUID (cl_khr_device_uuid) and PCI address
+ * (cl_khr_pci_bus_info), from clGetDeviceInfo only: no context. */
+static void ocl_device_identity(struct adr_backend_device* dev, struct adr_device_info* out) {
+  cl_device_type type = 0;
+  ocl.clGetDeviceInfo(dev->device, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
+  if (type & CL_DEVICE_TYPE_GPU)
+    out->kind = dev->host_unified ? ADR_DEVICE_KIND_INTEGRATED_GPU : ADR_DEVICE_KIND_GPU;
+  else if (type & CL_DEVICE_TYPE_CPU)
+    out->kind = ADR_DEVICE_KIND_CPU;
+  else if (type & CL_DEVICE_TYPE_ACCELERATOR)
+    out->kind = ADR_DEVICE_KIND_ACCELERATOR;
+  else
+    out->kind = ADR_DEVICE_KIND_OTHER;
+  cl_uchar uuid[16]; /* CL_UUID_SIZE_KHR */
+  if (device_has_extension(dev->device, "cl_khr_device_uuid") &&
+      ocl.clGetDeviceInfo(dev->device, CL_DEVICE_UUID_KHR, sizeof(uuid), uuid, NULL) ==
+          CL_SUCCESS) {
+    memcpy(out->uuid, uuid, sizeof(out->uuid));
+    out->identity |= ADR_DEVICE_HAS_UUID;
+  }
+  struct {
+    cl_uint pci_domain, pci_bus, pci_device, pci_function;
+  } pci; /* cl_device_pci_bus_info_khr */
+  if (device_has_extension(dev->device, "cl_khr_pci_bus_info") &&
+      ocl.clGetDeviceInfo(dev->device, CL_DEVICE_PCI_BUS_INFO_KHR, sizeof(pci), &pci, NULL) ==
+          CL_SUCCESS) {
+    out->pci_domain = pci.pci_domain;
+    out->pci_bus = (uint8_t)pci.pci_bus;
+    out->pci_device = (uint8_t)pci.pci_device;
+    out->pci_function = (uint8_t)pci.pci_function;
+    out->identity |= ADR_DEVICE_HAS_PCI_BUS_ID;
+  }
+}
+
 int ocl_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
                     struct adr_error* error) {
   (void)error;
@@ -388,6 +451,7 @@ int ocl_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
   if (dev->mode == ADR_OPENCL_ADDRESS_SVM_FINE) caps |= ADR_CAP_HOST_ACCESSIBLE;
   out->caps = caps;
   out->alignment = dev->alignment;
+  ocl_device_identity(dev, out);
   return 0;
 }
 

@@ -507,6 +507,49 @@ static void budget(struct adr_backend_device* dev, uint64_t* out_total, uint64_t
   *out_free = free_bytes > total ? total : free_bytes;
 }
 
+/* Kind (deviceType; a virtual GPU counts as a GPU), UUID
+ * (VkPhysicalDeviceIDProperties::deviceUUID, core since 1.1) and PCI
+ * address (VK_EXT_pci_bus_info, where the driver has it), from physical
+ * device queries only: no VkDevice. An all-zero deviceUUID is no UUID. */
+static void device_identity(struct adr_backend_device* dev, struct adr_device_info* out) {
+  switch (dev->props.deviceType) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      out->kind = ADR_DEVICE_KIND_GPU;
+      break;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      out->kind = ADR_DEVICE_KIND_INTEGRATED_GPU;
+      break;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      out->kind = ADR_DEVICE_KIND_CPU;
+      break;
+    default:
+      out->kind = ADR_DEVICE_KIND_OTHER;
+      break;
+  }
+  VkPhysicalDevicePCIBusInfoPropertiesEXT pci = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT};
+  bool has_pci =
+      device_has_extension(dev->inst, dev->physical, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME);
+  VkPhysicalDeviceIDProperties id = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES,
+                                     .pNext = has_pci ? &pci : NULL};
+  VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                    .pNext = &id};
+  dev->inst->vkGetPhysicalDeviceProperties2(dev->physical, &p2);
+  static const uint8_t zero[VK_UUID_SIZE];
+  if (memcmp(id.deviceUUID, zero, VK_UUID_SIZE) != 0) {
+    memcpy(out->uuid, id.deviceUUID, sizeof(out->uuid));
+    out->identity |= ADR_DEVICE_HAS_UUID;
+  }
+  if (has_pci) {
+    out->pci_domain = pci.pciDomain;
+    out->pci_bus = (uint8_t)pci.pciBus;
+    out->pci_device = (uint8_t)pci.pciDevice;
+    out->pci_function = (uint8_t)pci.pciFunction;
+    out->identity |= ADR_DEVICE_HAS_PCI_BUS_ID;
+  }
+}
+
 int vkb_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
                     struct adr_error* error) {
   (void)error;
@@ -522,6 +565,7 @@ int vkb_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
   out->caps = ADR_CAP_ASYNC_STREAMS | ADR_CAP_STREAM_ORDERED_ALLOC | ADR_CAP_DEVICE_ADDRESSES |
               ADR_CAP_IMPORT_NATIVE | ADR_CAP_SYNC_DOWNLOADS;
   out->alignment = 64;
+  device_identity(dev, out);
   return 0;
 }
 

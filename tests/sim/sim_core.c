@@ -6,6 +6,7 @@
  */
 #include "sim_core.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -146,6 +148,105 @@ static bool parse_u64(const char* name, const char* text, uint64_t min, uint64_t
   return true;
 }
 
+/* The front end's variable ADR_SIM_<FRONT>_<what> if set, else
+ * ADR_SIM_<what>. */
+static const char* identity_env(const char* what, char* name, size_t cap) {
+  char upper[16] = "";
+  for (size_t i = 0; sim_frontend_name[i] != '\0' && i + 1 < sizeof(upper); i++)
+    upper[i] = (char)toupper((unsigned char)sim_frontend_name[i]);
+  snprintf(name, cap, "ADR_SIM_%s_%s", upper, what);
+  const char* v = getenv(name);
+  if (v != NULL) return v;
+  snprintf(name, cap, "ADR_SIM_%s", what);
+  return getenv(name);
+}
+
+static int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* One list entry (up to ',' or the end) as a UUID: 32 hex digits, '-'
+ * anywhere between them, an optional "GPU-" prefix. An empty entry keeps
+ * the default. */
+static bool parse_uuid_entry(const char** text, unsigned char out[16]) {
+  const char* s = *text;
+  if (strncasecmp(s, "GPU-", 4) == 0) s += 4;
+  if (*s == ',' || *s == '\0') {
+    *text = s;
+    return true;
+  }
+  unsigned char u[16] = {0};
+  int n = 0;
+  for (; *s != ',' && *s != '\0'; s++) {
+    if (*s == '-') continue;
+    int v = hex_digit(*s);
+    if (v < 0 || n == 32) return false;
+    u[n / 2] = (unsigned char)(u[n / 2] | (n % 2 ? v : v << 4));
+    n++;
+  }
+  if (n != 32) return false;
+  memcpy(out, u, 16);
+  *text = s;
+  return true;
+}
+
+/* One list entry as a PCI address DOMAIN:BUS:DEVICE[.FUNCTION] in hex. */
+static bool parse_pci_entry(const char** text, struct sim_device_props* p) {
+  const char* s = *text;
+  if (*s == ',' || *s == '\0') return true;
+  unsigned dom = 0, bus = 0, dev = 0, fn = 0;
+  int used = 0;
+  if (sscanf(s, "%x:%x:%x%n", &dom, &bus, &dev, &used) != 3) return false;
+  s += used;
+  if (*s == '.') {
+    int used2 = 0;
+    if (sscanf(s + 1, "%x%n", &fn, &used2) != 1) return false;
+    s += 1 + used2;
+  }
+  if ((*s != ',' && *s != '\0') || bus > 0xff || dev > 0x1f || fn > 7) return false;
+  p->pci_domain = (int)dom;
+  p->pci_bus = (int)bus;
+  p->pci_device = (int)dev;
+  p->pci_function = (int)fn;
+  *text = s;
+  return true;
+}
+
+/* ADR_SIM_UUIDS / ADR_SIM_PCI_BUS_IDS (or the front end's own): comma
+ * lists, entry i for ordinal i; missing or empty entries keep the
+ * defaults. */
+static bool read_identity(int ndev) {
+  char name[64];
+  const char* v = identity_env("UUIDS", name, sizeof(name));
+  for (int i = 0; v != NULL && *v != '\0' && i < ndev; i++) {
+    const char* entry = v;
+    if (!parse_uuid_entry(&v, g.dev[i].props.uuid)) {
+      snprintf(g.message, sizeof(g.message),
+               "%s: entry %d (\"%.40s\") is not a UUID of 32 hex digits", name, i + 1, entry);
+      return false;
+    }
+    if (*v == ',') v++;
+  }
+  v = identity_env("PCI_BUS_IDS", name, sizeof(name));
+  for (int i = 0; v != NULL && *v != '\0' && i < ndev; i++) {
+    const char* entry = v;
+    if (!parse_pci_entry(&v, &g.dev[i].props)) {
+      snprintf(g.message, sizeof(g.message),
+               "%s: entry %d (\"%.40s\") is not DOMAIN:BUS:DEVICE[.FUNCTION] in hex", name,
+               i + 1, entry);
+      return false;
+    }
+    if (*v == ',') v++;
+  }
+  const char* integrated = getenv("ADR_SIM_INTEGRATED");
+  for (int i = 0; i < ndev; i++)
+    g.dev[i].props.integrated = integrated != NULL && strcmp(integrated, "1") == 0;
+  return true;
+}
+
 static void init_once(void) {
   uint64_t ndev = 2, mib = 4096, delay = 0;
   const char* s;
@@ -178,16 +279,22 @@ static void init_once(void) {
     d->bump = d->region_end = 0; /* the first allocation reserves a region */
     snprintf(d->props.name, sizeof(d->props.name), "adr simulated GPU %d", i);
     d->props.memory_total = mib << 20;
+    /* Each front end its own defaults: CUDA's GPUs at 0000:41:00.0 ...,
+     * HIP's at 0000:61:00.0 ..., and UUIDs salted with the name. */
+    int salt = sim_frontend_name[0];
     d->props.pci_domain = 0;
-    d->props.pci_bus = 0x41 + i;
+    d->props.pci_bus = (salt == 'h' ? 0x61 : 0x41) + i;
     d->props.pci_device = 0;
-    for (int b = 0; b < 16; b++) d->props.uuid[b] = (unsigned char)(0x5a ^ (b * 17) ^ (i * 29));
+    d->props.pci_function = 0;
+    for (int b = 0; b < 16; b++)
+      d->props.uuid[b] = (unsigned char)(0x5a ^ (b * 17) ^ (i * 29) ^ (b == 0 ? salt : 0));
     d->props.uuid[6] = (unsigned char)((d->props.uuid[6] & 0x0f) | 0x40);
     d->props.uuid[8] = (unsigned char)((d->props.uuid[8] & 0x3f) | 0x80);
     d->props.cc_major = 8;
     d->props.cc_minor = 0;
     d->props.multiprocessors = 4;
   }
+  if (!read_identity(g.ndev)) return;
   g.status = SIM_SUCCESS;
 }
 

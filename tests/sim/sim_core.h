@@ -95,12 +95,19 @@ int sim_init(void);
 
 int sim_device_count(void);
 
+/* The front end's name ("cuda", "hip"), defined by each front end: its
+ * default UUIDs and PCI addresses differ, so two simulators in one process
+ * are two GPUs unless the test says otherwise, and it names the
+ * front end's own identity variables (ADR_SIM_<NAME>_UUIDS ...). */
+extern const char sim_frontend_name[];
+
 /* Fixed description of a device. Valid for the life of the process. */
 struct sim_device_props {
   char name[64];         /* "adr simulated GPU 0" */
   uint64_t memory_total; /* bytes (the budget) */
-  int pci_domain, pci_bus, pci_device;
-  unsigned char uuid[16]; /* stable per ordinal */
+  int pci_domain, pci_bus, pci_device, pci_function;
+  unsigned char uuid[16]; /* stable per ordinal; ADR_SIM_UUIDS overrides */
+  int integrated;         /* ADR_SIM_INTEGRATED=1: an integrated GPU */
   int cc_major, cc_minor; /* "compute capability" a front end may report */
   int multiprocessors;
 };

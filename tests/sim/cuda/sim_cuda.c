@@ -286,6 +286,8 @@ CUresult CUDAAPI cuDeviceTotalMem(size_t* bytes, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+const char sim_frontend_name[] = "cuda";
+
 CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
   CHECK_INIT();
   if (pi == NULL) return RET(CUDA_ERROR_INVALID_VALUE, "NULL");
@@ -307,6 +309,9 @@ CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevi
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
       *pi = p->pci_device;
       break;
+    case CU_DEVICE_ATTRIBUTE_INTEGRATED:
+      *pi = p->integrated;
+      break;
     case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
       *pi = p->pci_domain;
       break;
@@ -318,9 +323,6 @@ CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevi
       break;
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
       *pi = 1;
-      break;
-    case CU_DEVICE_ATTRIBUTE_INTEGRATED:
-      *pi = 0;
       break;
     case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
       *pi = 1;

@@ -304,6 +304,16 @@ hipError_t hipGetDevice(int* device) {
   return hipSuccess;
 }
 
+const char sim_frontend_name[] = "hip";
+
+hipError_t hipDeviceGetUuid(hipUUID* uuid, hipDevice_t device) {
+  int d = sim_device(device);
+  if (uuid == NULL) return hipErrorInvalidValue;
+  if (d < 0) return hipErrorInvalidDevice;
+  memcpy(uuid->bytes, sim_device_props(d)->uuid, sizeof(uuid->bytes));
+  return hipSuccess;
+}
+
 hipError_t hipGetDeviceProperties(hipDeviceProp_t* prop, int device) {
   int d = sim_device(device);
   if (prop == NULL) return hipErrorInvalidValue;
@@ -317,6 +327,7 @@ hipError_t hipGetDeviceProperties(hipDeviceProp_t* prop, int device) {
   prop->pciDomainID = p->pci_domain;
   prop->pciBusID = p->pci_bus;
   prop->pciDeviceID = p->pci_device;
+  prop->integrated = p->integrated;
   prop->major = p->cc_major;
   prop->minor = p->cc_minor;
   prop->multiProcessorCount = p->multiprocessors;
