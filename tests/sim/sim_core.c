@@ -217,7 +217,8 @@ static bool parse_pci_entry(const char** text, struct sim_device_props* p) {
 
 /* ADR_SIM_UUIDS / ADR_SIM_PCI_BUS_IDS (or the front end's own): comma
  * lists, entry i for ordinal i; missing or empty entries keep the
- * defaults. */
+ * defaults. ADR_SIM_INTEGRATED=1 (or the front end's own): every device
+ * is an integrated GPU. */
 static bool read_identity(int ndev) {
   char name[64];
   const char* v = identity_env("UUIDS", name, sizeof(name));
@@ -241,7 +242,7 @@ static bool read_identity(int ndev) {
     }
     if (*v == ',') v++;
   }
-  const char* integrated = getenv("ADR_SIM_INTEGRATED");
+  const char* integrated = identity_env("INTEGRATED", name, sizeof(name));
   for (int i = 0; i < ndev; i++)
     g.dev[i].props.integrated = integrated != NULL && strcmp(integrated, "1") == 0;
   return true;
