@@ -149,6 +149,7 @@ static inline uintptr_t conf_addr(const void* p) {
 /* test_device.c */
 void test_device_identity(void** state);
 void test_device_info(void** state);
+void test_device_selection(void** state);
 void test_host_accessible(void** state);
 void test_pointer_query(void** state);
 

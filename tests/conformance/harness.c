@@ -436,6 +436,7 @@ int main(void) {
   struct CMUnitTest tests[64] = {
       T(test_device_identity),
       T(test_device_info),
+      T(test_device_selection),
       T(test_pointer_query),
       T(test_alloc_sizes_and_alignments),
       T(test_alloc_zero_size),

@@ -104,3 +104,102 @@ void test_pointer_query(void** state) {
   uint8_t local = 0;
   ASSERT_ERR(adr_pointer_query(&local, NULL, CONF_ERR), EINVAL, "adr_pointer_query");
 }
+
+/* Kind, identity and selection (issue 14): the device's identity fields
+ * are consistent, and the selector spellings that name it find it: its
+ * "type:id", "type:*" and "*" enumerations, its kind, its UUID (when it
+ * has one). adr_device_same_physical is reflexive and agrees with the
+ * identity fields; bad arguments are EINVAL with the operation named. */
+static const char* kind_selector(uint32_t kind) {
+  switch (kind) {
+    case ADR_DEVICE_KIND_GPU:
+      return "dgpu";
+    case ADR_DEVICE_KIND_INTEGRATED_GPU:
+      return "igpu";
+    case ADR_DEVICE_KIND_CPU:
+      return "cpu";
+    case ADR_DEVICE_KIND_ACCELERATOR:
+      return "accelerator";
+    default:
+      return "other";
+  }
+}
+
+static bool enumerate_has(const char* selector, struct adr_device* dev) {
+  struct adr_device* list[64];
+  size_t n = 0;
+  ASSERT_OK(adr_device_enumerate(selector, list, 64, &n, CONF_ERR));
+  for (size_t i = 0; i < n && i < 64; i++)
+    if (list[i] == dev) return true;
+  return false;
+}
+
+void test_device_selection(void** state) {
+  (void)state;
+  struct adr_device* dev = g_conf.dev;
+  struct adr_device_info info;
+  memset(&info, 0xEE, sizeof(info));
+  info.struct_size = sizeof(info);
+  ASSERT_OK(adr_device_info_get(dev, &info, CONF_ERR));
+  assert_true(info.kind >= ADR_DEVICE_KIND_GPU && info.kind <= ADR_DEVICE_KIND_OTHER);
+  assert_int_equal(info.identity & ~(unsigned)(ADR_DEVICE_HAS_UUID | ADR_DEVICE_HAS_PCI_BUS_ID),
+                   0);
+  static const uint8_t zero[16];
+  if (info.identity & ADR_DEVICE_HAS_UUID)
+    assert_memory_not_equal(info.uuid, zero, 16);
+  else
+    assert_memory_equal(info.uuid, zero, 16);
+  if (!(info.identity & ADR_DEVICE_HAS_PCI_BUS_ID)) {
+    assert_int_equal(info.pci_domain, 0);
+    assert_int_equal(info.pci_bus | info.pci_device | info.pci_function, 0);
+  }
+  assert_true(info.pci_device < 32 && info.pci_function < 8);
+  for (size_t i = 0; i < sizeof(info.reserved) / sizeof(info.reserved[0]); i++)
+    assert_int_equal(info.reserved[i], 0);
+  /* What a CPU device is on every backend. */
+  if (adr_device_type(dev) == ARROW_DEVICE_CPU) assert_int_equal(info.kind, ADR_DEVICE_KIND_CPU);
+
+  const char* type = adr_device_type_name(adr_device_type(dev));
+  char sel[160];
+  struct adr_device* got = NULL;
+  ASSERT_OK(adr_device_select(adr_device_name(dev), &got, CONF_ERR));
+  assert_ptr_equal(got, dev);
+  snprintf(sel, sizeof(sel), "%s:*", type);
+  assert_true(enumerate_has(sel, dev));
+  assert_true(enumerate_has("*", dev));
+  snprintf(sel, sizeof(sel), "%s:%s", type, kind_selector(info.kind));
+  assert_true(enumerate_has(sel, dev));
+  snprintf(sel, sizeof(sel), "*:%s", kind_selector(info.kind));
+  assert_true(enumerate_has(sel, dev));
+  if (info.kind == ADR_DEVICE_KIND_GPU || info.kind == ADR_DEVICE_KIND_INTEGRATED_GPU)
+    assert_true(enumerate_has("*:gpu", dev));
+  else
+    assert_false(enumerate_has("*:gpu", dev));
+  if (info.identity & ADR_DEVICE_HAS_UUID) {
+    char hex[33];
+    for (int i = 0; i < 16; i++) snprintf(hex + 2 * i, 3, "%02x", info.uuid[i]);
+    snprintf(sel, sizeof(sel), "uuid=%s", hex);
+    assert_true(enumerate_has(sel, dev));
+    snprintf(sel, sizeof(sel), "%s:GPU-%.8s-%.4s-%.4s-%.4s-%.12s", type, hex, hex + 8, hex + 12,
+             hex + 16, hex + 20);
+    assert_true(enumerate_has(sel, dev));
+  }
+
+  int same = -1;
+  ASSERT_OK(adr_device_same_physical(dev, dev, &same, CONF_ERR));
+  assert_int_equal(same, 1);
+  /* Against the CPU device: the rule of adr.h, from the two identities. */
+  ASSERT_OK(adr_device_same_physical(dev, g_conf.cpu, &same, CONF_ERR));
+  bool host = info.kind == ADR_DEVICE_KIND_CPU && !(info.identity & ADR_DEVICE_HAS_PCI_BUS_ID);
+  assert_int_equal(same, host ? 1 : 0);
+
+  ASSERT_ERR(adr_device_select(NULL, &got, CONF_ERR), EINVAL, "adr_device_select");
+  ASSERT_ERR(adr_device_select("*:", &got, CONF_ERR), EINVAL, "adr_device_select");
+  size_t n = 0;
+  ASSERT_ERR(adr_device_enumerate("*", NULL, 1, &n, CONF_ERR), EINVAL, "adr_device_enumerate");
+  ASSERT_ERR(adr_device_same_physical(dev, NULL, &same, CONF_ERR), EINVAL,
+             "adr_device_same_physical");
+  uint64_t foreign[64] = {0};
+  ASSERT_ERR(adr_device_same_physical(dev, (struct adr_device*)foreign, &same, CONF_ERR), EINVAL,
+             "adr_device_same_physical");
+}
