@@ -101,52 +101,44 @@ static void human_bytes(uint64_t v, char* buf, size_t cap) {
   snprintf(buf, cap, "%.1f %s", d, units[u]);
 }
 
-/* The kind of a device (gpu, cpu, accelerator, other), derived from what
- * the backends report, since struct adr_device_info has no such field:
- * the device type for the backends whose types say it (cpu; cuda, hip:
- * GPUs; their pinned-host types: cpu), and the backend's own device-type
- * property for OpenCL (`device.type`: CPU/GPU/accelerator) and Vulkan
- * (`device_type`: cpu, discrete-gpu, integrated-gpu, virtual-gpu, other).
- * Anything else (a third-party backend) is "other". */
-struct kind_ctx {
-  const char* key;
-  char value[64];
-};
-
-static void find_property(void* ctx, const char* key, const char* value) {
-  struct kind_ctx* k = ctx;
-  if (strcmp(key, k->key) == 0) snprintf(k->value, sizeof(k->value), "%s", value);
-}
-
-static const char* device_kind(struct adr_device* dev) {
-  switch (adr_device_type(dev)) {
-    case ARROW_DEVICE_CPU:
-    case ARROW_DEVICE_CUDA_HOST:
-    case ARROW_DEVICE_ROCM_HOST:
-      return "cpu";
-    case ARROW_DEVICE_CUDA:
-    case ARROW_DEVICE_CUDA_MANAGED:
-    case ARROW_DEVICE_ROCM:
+/* The kind of schema 1's "kind" key: gpu, cpu, accelerator or other, as
+ * adr-info reported before struct adr_device_info had a kind (an
+ * integrated GPU is a "gpu" there); "device_kind" has the full name. */
+static const char* coarse_kind(uint32_t kind) {
+  switch (kind) {
+    case ADR_DEVICE_KIND_GPU:
+    case ADR_DEVICE_KIND_INTEGRATED_GPU:
       return "gpu";
-    case ARROW_DEVICE_OPENCL: {
-      struct kind_ctx k = {"device.type", ""};
-      adr_device_properties(dev, find_property, &k, NULL);
-      if (strstr(k.value, "GPU")) return "gpu";
-      if (strstr(k.value, "CPU")) return "cpu";
-      if (strstr(k.value, "accelerator")) return "accelerator";
-      return "other";
-    }
-    case ARROW_DEVICE_VULKAN: {
-      struct kind_ctx k = {"device_type", ""};
-      adr_device_properties(dev, find_property, &k, NULL);
-      if (strstr(k.value, "gpu")) return "gpu";
-      if (strcmp(k.value, "cpu") == 0) return "cpu";
-      return "other";
-    }
+    case ADR_DEVICE_KIND_CPU:
+      return "cpu";
+    case ADR_DEVICE_KIND_ACCELERATOR:
+      return "accelerator";
     default:
       return "other";
   }
 }
+
+/* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", or "" without a UUID. */
+static void format_uuid(const struct adr_device_info* info, char out[40]) {
+  out[0] = '\0';
+  if (!(info->identity & ADR_DEVICE_HAS_UUID)) return;
+  const uint8_t* u = info->uuid;
+  snprintf(out, 40, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+           u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+           u[15]);
+}
+
+/* "0000:41:00.0", or "" without a PCI address. */
+static void format_pci(const struct adr_device_info* info, char out[32]) {
+  out[0] = '\0';
+  if (!(info->identity & ADR_DEVICE_HAS_PCI_BUS_ID)) return;
+  snprintf(out, 32, "%04x:%02x:%02x.%x", info->pci_domain, info->pci_bus, info->pci_device,
+           info->pci_function);
+}
+
+/* Every device of the enumeration, for "same physical device as". */
+static struct adr_device** all_devices;
+static size_t all_count;
 
 /* A property value that is a plain decimal integer becomes a JSON number;
  * everything else stays a string (docs/adr-info-json.md). */
@@ -337,15 +329,46 @@ static void print_backend(size_t i, const struct adr_backend_info* bi) {
     printf("null}");
 }
 
+/* The other devices of the enumeration that are the same physical device
+ * (adr_device_same_physical): a JSON array of names, or ", "-separated
+ * text; returns how many. */
+static size_t print_same_physical(struct adr_device* dev) {
+  size_t n = 0;
+  for (size_t k = 0; k < all_count; k++) {
+    int same = 0;
+    if (all_devices[k] == dev ||
+        adr_device_same_physical(dev, all_devices[k], &same, NULL) != 0 || !same)
+      continue;
+    if (json) {
+      printf("%s", n ? ", " : "");
+      json_string(adr_device_name(all_devices[k]));
+    } else {
+      printf("%s%s", n ? ", " : "", adr_device_name(all_devices[k]));
+    }
+    n++;
+  }
+  return n;
+}
+
 static void print_device(size_t i, struct adr_device* dev, const struct adr_device_info* info) {
-  const char* kind = device_kind(dev);
+  const char* kind = coarse_kind(info->kind);
   const char* type = adr_device_type_name(adr_device_type(dev));
+  char uuid[40], pci[32];
+  format_uuid(info, uuid);
+  format_pci(info, pci);
   if (json) {
     printf("%s{\"device\": ", i ? ", " : "");
     json_string(adr_device_name(dev));
     printf(", \"type\": ");
     json_string_or_null(type);
-    printf(", \"id\": %lld, \"kind\": \"%s\", \"name\": ", (long long)adr_device_id(dev), kind);
+    printf(", \"id\": %lld, \"kind\": \"%s\", \"device_kind\": \"%s\", \"uuid\": ",
+           (long long)adr_device_id(dev), kind, adr_device_kind_name((int)info->kind));
+    json_string_or_null(uuid);
+    printf(", \"pci_bus_id\": ");
+    json_string_or_null(pci);
+    printf(", \"same_physical\": [");
+    print_same_physical(dev);
+    printf("], \"name\": ");
     json_string_or_null(info->name);
     printf(", \"vendor\": ");
     json_string_or_null(info->vendor);
@@ -373,7 +396,12 @@ static void print_device(size_t i, struct adr_device* dev, const struct adr_devi
   human_bytes(info->memory_total, total, sizeof(total));
   human_bytes(info->memory_free, freeb, sizeof(freeb));
   printf("  %s  %s\n", adr_device_name(dev), info->name);
-  printf("      %-22s %s\n", "kind", kind);
+  printf("      %-22s %s\n", "kind", adr_device_kind_name((int)info->kind));
+  if (uuid[0]) printf("      %-22s %s\n", "uuid", uuid);
+  if (pci[0]) printf("      %-22s %s\n", "pci bus id", pci);
+  printf("      %-22s ", "same physical device");
+  if (print_same_physical(dev) == 0) printf("none");
+  printf("\n");
   printf("      %-22s %s\n", "vendor", info->vendor[0] ? info->vendor : "unknown");
   printf("      %-22s %s\n", "backend", info->backend);
   if (info->driver[0]) printf("      %-22s %s\n", "driver", info->driver);
@@ -408,8 +436,8 @@ static int list_devices(void) {
     memset(&info, 0, sizeof(info));
     info.struct_size = sizeof(info);
     if (adr_device_info_get(dev, &info, &err) != 0) info.name[0] = '\0';
-    printf("%-*s  %-11s  %s\n", width, adr_device_name(dev), device_kind(dev),
-           info.name[0] ? info.name : "(unknown)");
+    printf("%-*s  %-14s  %s\n", width, adr_device_name(dev),
+           adr_device_kind_name((int)info.kind), info.name[0] ? info.name : "(unknown)");
   }
   return 0;
 }
@@ -498,6 +526,9 @@ int main(int argc, char** argv) {
   }
   size_t nd = 0;
   adr_device_count(&nd, &err);
+  all_devices = calloc(nd ? nd : 1, sizeof(*all_devices));
+  for (size_t i = 0; all_devices != NULL && i < nd; i++)
+    if (adr_device_at(i, &all_devices[all_count], NULL) == 0) all_count++;
   if (json)
     printf("], \"devices\": [");
   else
@@ -516,5 +547,6 @@ int main(int argc, char** argv) {
     print_device(shown++, dev, &info);
   }
   if (json) printf("]}\n");
+  free(all_devices);
   return 0;
 }

@@ -98,9 +98,9 @@ def case_list(info, _demo, _bench, _src):
         if len(parts) != 3:
             continue
         spelling, kind, name = parts
-        check(spelling == dev["device"] and kind == dev["kind"] and name == dev["name"],
+        check(spelling == dev["device"] and kind == dev["device_kind"] and name == dev["name"],
               f"'{line}' agrees with --json")
-        check(kind in ("gpu", "cpu", "accelerator", "other"), f"{spelling}: kind {kind}")
+        check(kind in DEVICE_KINDS, f"{spelling}: kind {kind}")
         # The spelling is exact: ADR_DEVICE accepts it and picks that device.
         rc, js2, err2 = run([info, "--json"], {"ADR_DEVICE": spelling})
         d2 = json.loads(js2) if rc == 0 else {}
@@ -124,8 +124,12 @@ def case_list(info, _demo, _bench, _src):
             check(dev["kind"] == want, f"{dev['device']}: device_type {vt} -> kind {dev['kind']}")
 
 
-DEVICE_KEYS = {"device", "type", "id", "kind", "name", "vendor", "backend", "driver",
+DEVICE_KEYS = {"device", "type", "id", "kind", "device_kind", "uuid", "pci_bus_id",
+               "same_physical", "name", "vendor", "backend", "driver",
                "memory_total", "memory_free", "alignment", "capabilities", "properties"}
+# device_kind (adr_device_kind_name) and the schema-1 kind it maps to.
+DEVICE_KINDS = {"gpu": "gpu", "integrated-gpu": "gpu", "cpu": "cpu",
+                "accelerator": "accelerator", "other": "other"}
 BACKEND_KEYS = {"name", "state", "path", "reason", "abi", "device_types", "device_count"}
 TOP_KEYS = {"schema", "adr_version", "search_path", "default_device", "default_device_error",
             "validation", "error", "backends", "devices"}
@@ -171,6 +175,22 @@ def case_json(info, _demo, _bench, _src):
                 check(int_or_null(d[k]), f"device {d['device']}: {k} = {d[k]!r} (number > 0 or null)")
             check(type(d["properties"]) is dict and type(d["capabilities"]) is list,
                   f"device {d['device']}: properties object, capabilities list")
+            check(DEVICE_KINDS.get(d["device_kind"]) == d["kind"],
+                  f"device {d['device']}: device_kind {d['device_kind']} -> kind {d['kind']}")
+            check(d["uuid"] is None or re.fullmatch(
+                r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", d["uuid"]),
+                  f"device {d['device']}: uuid {d['uuid']!r}")
+            check(d["pci_bus_id"] is None or re.fullmatch(
+                r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", d["pci_bus_id"]),
+                  f"device {d['device']}: pci_bus_id {d['pci_bus_id']!r}")
+            names = {x["device"] for x in doc["devices"]}
+            check(type(d["same_physical"]) is list and d["device"] not in d["same_physical"]
+                  and all(n in names for n in d["same_physical"]),
+                  f"device {d['device']}: same_physical lists other devices")
+            for n in d["same_physical"]:
+                other = [x for x in doc["devices"] if x["device"] == n]
+                check(other and d["device"] in other[0]["same_physical"],
+                      f"same_physical is symmetric: {d['device']} / {n}")
             check(all(type(v) in (int, str) for v in d["properties"].values()),
                   f"device {d['device']}: property values are numbers or strings")
             for k, v in d["properties"].items():
@@ -187,6 +207,13 @@ def case_json(info, _demo, _bench, _src):
               "cpu:0 memory_total is a positive integer")
         check(cpu and type(cpu[0]["properties"].get("logical_cores")) is int,
               "cpu:0 property logical_cores is a JSON number")
+        check(cpu and cpu[0]["device_kind"] == "cpu" and cpu[0]["uuid"] is None
+              and cpu[0]["pci_bus_id"] is None, "cpu:0: kind cpu, no uuid or PCI address")
+        # PoCL and lavapipe are the host CPU too (docs/devices.md).
+        for d in doc["devices"]:
+            if d["backend"] in ("opencl", "vulkan") and d["device_kind"] == "cpu" \
+                    and d["pci_bus_id"] is None:
+                check("cpu:0" in d["same_physical"], f"{d['device']} is the same device as cpu:0")
 
 
 def case_json_error(info, _demo, _bench, _src):
