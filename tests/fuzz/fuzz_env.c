@@ -80,8 +80,11 @@ static bool ieq(const char* a, const char* b) {
 /* ---- ADR_DEVICE ---------------------------------------------------------- */
 
 struct ref_device {
-  ArrowDeviceType type; /* 0: "*" */
-  int64_t id;           /* -1: "*" */
+  ArrowDeviceType type; /* 0: "*" or uuid_spec */
+  int64_t id;           /* -1: "*", a kind or a uuid */
+  uint32_t kinds;       /* bits 1 << enum adr_device_kind; 0: any */
+  bool has_uuid;
+  uint8_t uuid[16];
 };
 
 static const struct {
@@ -106,16 +109,92 @@ static const struct {
     {"rocm_host", ARROW_DEVICE_ROCM_HOST},
 };
 
-static bool ref_device_spec(struct ref* r, struct ref_device* d) {
+/* kind = "gpu" | "dgpu" | "igpu" | "cpu" | "accelerator" | "other" */
+static const struct {
+  const char* name;
+  uint32_t kinds;
+} ref_kinds[] = {
+    {"gpu", (1u << ADR_DEVICE_KIND_GPU) | (1u << ADR_DEVICE_KIND_INTEGRATED_GPU)},
+    {"dgpu", 1u << ADR_DEVICE_KIND_GPU},
+    {"igpu", 1u << ADR_DEVICE_KIND_INTEGRATED_GPU},
+    {"cpu", 1u << ADR_DEVICE_KIND_CPU},
+    {"accelerator", 1u << ADR_DEVICE_KIND_ACCELERATOR},
+    {"other", 1u << ADR_DEVICE_KIND_OTHER},
+};
+
+static int ref_hex(char c) {
+  if (is_digit(c)) return c - '0';
+  c = (char)tolower((unsigned char)c);
+  return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* uuid = hex { [ "-" ] hex }, exactly 32 hex digits. */
+static bool ref_uuid(struct ref* r, uint8_t out[16]) {
+  memset(out, 0, 16);
+  for (int k = 0; k < 32; k++) {
+    if (k > 0 && r->s[r->i] == '-') r->i++;
+    int v = ref_hex(r->s[r->i]);
+    if (v < 0) return false;
+    out[k / 2] = (uint8_t)(out[k / 2] * 16 + v);
+    r->i++;
+  }
+  return true;
+}
+
+/* After ":": "*" | id (typed entries) | kind | "uuid=" uuid | "GPU-" uuid. */
+static bool ref_qualifier(struct ref* r, struct ref_device* d, bool typed) {
+  d->id = -1;
   if (r->s[r->i] == '*') {
     r->i++;
-    d->type = 0;
-    d->id = -1;
     return true;
+  }
+  if (typed && is_digit(r->s[r->i])) {
+    int64_t id = 0;
+    while (is_digit(r->s[r->i])) {
+      if (id <= 1000000) id = id * 10 + (r->s[r->i] - '0');
+      r->i++;
+    }
+    if (id >= 1000000) return false;
+    d->id = id;
+    return true;
+  }
+  char w[256];
+  if (!name(r, w, sizeof(w))) return false;
+  if ((ieq(w, "gpu") && r->s[r->i] == '-') || (ieq(w, "uuid") && r->s[r->i] == '=')) {
+    r->i++;
+    d->has_uuid = true;
+    return ref_uuid(r, d->uuid);
+  }
+  for (size_t k = 0; k < sizeof(ref_kinds) / sizeof(ref_kinds[0]); k++)
+    if (ieq(w, ref_kinds[k].name)) {
+      d->kinds = ref_kinds[k].kinds;
+      return true;
+    }
+  return false;
+}
+
+static bool ref_device_spec(struct ref* r, struct ref_device* d) {
+  memset(d, 0, sizeof(*d));
+  d->id = -1;
+  if (r->s[r->i] == '*') {
+    r->i++;
+    size_t save = r->i;
+    ws(r);
+    if (r->s[r->i] != ':') {
+      r->i = save;
+      return true;
+    }
+    r->i++;
+    ws(r);
+    return ref_qualifier(r, d, false);
   }
   char n[256];
   if (!name(r, n, sizeof(n))) return false;
-  d->type = 0;
+  if (ieq(n, "uuid") && r->s[r->i] == '=') {
+    r->i++;
+    d->has_uuid = true;
+    return ref_uuid(r, d->uuid);
+  }
   for (size_t k = 0; k < sizeof(ref_types) / sizeof(ref_types[0]); k++)
     if (ieq(n, ref_types[k].name)) d->type = ref_types[k].type;
   if (d->type == 0) return false;
@@ -128,20 +207,7 @@ static bool ref_device_spec(struct ref* r, struct ref_device* d) {
   }
   r->i++;
   ws(r);
-  if (r->s[r->i] == '*') {
-    r->i++;
-    d->id = -1;
-    return true;
-  }
-  if (!is_digit(r->s[r->i])) return false;
-  int64_t id = 0;
-  while (is_digit(r->s[r->i])) {
-    if (id <= 1000000) id = id * 10 + (r->s[r->i] - '0');
-    r->i++;
-  }
-  if (id >= 1000000) return false;
-  d->id = id;
-  return true;
+  return ref_qualifier(r, d, true);
 }
 
 /* Returns the number of specs, -1 when rejected. */
@@ -413,7 +479,10 @@ static bool device_agrees(const char* text) {
   } else {
     ok = st == 0 && sel->count == (size_t)n;
     for (int k = 0; ok && k < n && k < 64; k++)
-      ok = sel->u.devices[k].type == want[k].type && sel->u.devices[k].id == want[k].id;
+      ok = sel->u.devices[k].type == want[k].type && sel->u.devices[k].id == want[k].id &&
+           sel->u.devices[k].kinds == want[k].kinds &&
+           sel->u.devices[k].has_uuid == want[k].has_uuid &&
+           memcmp(sel->u.devices[k].uuid, want[k].uuid, 16) == 0;
   }
   if (st != 0 && st != EINVAL && st != ENOMEM) disagree("ADR_DEVICE", text, "bad status");
   adr__selector_free(sel);
@@ -501,6 +570,15 @@ const char* const fuzz_seeds[] = {
     "0rocm_host:999999",
     "0cuda:x",
     "0metal:1000000",
+    "0opencl:gpu,vulkan : CPU,*:accelerator,*:igpu,hip:dgpu,*:other,* : *",
+    "0cuda:GPU-01234567-89ab-cdef-FEDC-BA9876543210",
+    "0uuid=0123456789abcdeffedcba9876543210,*:uuid=0-1-2-3-4-5-6-7-8-9-a-b-c-d-e-f-0-1-2-3-4-5-6-7-8-9-a-b-c-d-e-f",
+    "0*:0",
+    "0cuda:gpux",
+    "0uuid=0123456789abcdef0123456789abcdef0",
+    "0uuid = 0123456789abcdef0123456789abcdef",
+    "0cpu:GPU-12--34",
+    "0*:gpu-0123456789abcdef0123456789abcde-f",
     "1cpu,opencl",
     "1!vulkan",
     "1 ! cuda , * ",
