@@ -186,7 +186,9 @@ int adr_device_same_physical(struct adr_device* a, struct adr_device* b, int* ou
                              struct adr_error* error) {
   if (a == NULL || b == NULL || out_same == NULL)
     return adr__errorf(error, EINVAL, "adr_device_same_physical", NULL, "%s is NULL",
-                       a == NULL ? "a" : b == NULL ? "b" : "out_same");
+                       a == NULL   ? "a"
+                       : b == NULL ? "b"
+                                   : "out_same");
   if (!adr__device_known(a) || !adr__device_known(b))
     return adr__errorf(error, EINVAL, "adr_device_same_physical", NULL,
                        "%s (%p) is not an adr device", adr__device_known(a) ? "b" : "a",

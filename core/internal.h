@@ -81,8 +81,8 @@ struct adr__device_spec {
   uint32_t kinds;       /* bits 1 << enum adr_device_kind; 0 = any kind */
   bool has_uuid;        /* "uuid=..." or "GPU-...": match this uuid */
   uint8_t uuid[16];
-  char name[64];        /* the type name as written (lowered), or "*" */
-  char text[96];        /* the whole entry as written, for messages */
+  char name[64]; /* the type name as written (lowered), or "*" */
+  char text[96]; /* the whole entry as written, for messages */
 };
 
 struct adr__backend_rule {
@@ -173,8 +173,8 @@ struct adr_device {
   int64_t id;
   struct adr_stream default_stream;
   char name[48];
-  struct adr__alloc_table* allocs;   /* live allocations: ptr -> size */
-  bool host_accessible;              /* caps & ADR_CAP_HOST_ACCESSIBLE */
+  struct adr__alloc_table* allocs; /* live allocations: ptr -> size */
+  bool host_accessible;            /* caps & ADR_CAP_HOST_ACCESSIBLE */
   /* Identity from the device_info call at creation (immutable after):
    * what selectors and adr_device_same_physical compare. */
   uint32_t kind; /* enum adr_device_kind, never UNKNOWN */

@@ -126,7 +126,8 @@ static int parse_uuid(struct parser* p, uint8_t out[16]) {
   memset(out, 0, 16);
   for (;;) {
     int v = hex_value(p->text[p->pos]);
-    if (v < 0) return fail(p, digits ? "a hex digit of the UUID (32 in all)" : "a UUID (32 hex digits)");
+    if (v < 0)
+      return fail(p, digits ? "a hex digit of the UUID (32 in all)" : "a UUID (32 hex digits)");
     out[digits / 2] = (uint8_t)(out[digits / 2] | (digits % 2 ? v : v << 4));
     p->pos++;
     if (++digits == 32) return 0;

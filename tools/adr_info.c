@@ -336,8 +336,8 @@ static size_t print_same_physical(struct adr_device* dev) {
   size_t n = 0;
   for (size_t k = 0; k < all_count; k++) {
     int same = 0;
-    if (all_devices[k] == dev ||
-        adr_device_same_physical(dev, all_devices[k], &same, NULL) != 0 || !same)
+    if (all_devices[k] == dev || adr_device_same_physical(dev, all_devices[k], &same, NULL) != 0 ||
+        !same)
       continue;
     if (json) {
       printf("%s", n ? ", " : "");
@@ -436,8 +436,8 @@ static int list_devices(void) {
     memset(&info, 0, sizeof(info));
     info.struct_size = sizeof(info);
     if (adr_device_info_get(dev, &info, &err) != 0) info.name[0] = '\0';
-    printf("%-*s  %-14s  %s\n", width, adr_device_name(dev),
-           adr_device_kind_name((int)info.kind), info.name[0] ? info.name : "(unknown)");
+    printf("%-*s  %-14s  %s\n", width, adr_device_name(dev), adr_device_kind_name((int)info.kind),
+           info.name[0] ? info.name : "(unknown)");
   }
   return 0;
 }

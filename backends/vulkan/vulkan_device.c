@@ -529,8 +529,7 @@ static void device_identity(struct adr_backend_device* dev, struct adr_device_in
   }
   VkPhysicalDevicePCIBusInfoPropertiesEXT pci = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT};
-  bool has_pci =
-      device_has_extension(dev->inst, dev->physical, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME);
+  bool has_pci = device_has_extension(dev->inst, dev->physical, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME);
   VkPhysicalDeviceIDProperties id = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES,
                                      .pNext = has_pci ? &pci : NULL};
   VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,

@@ -144,7 +144,10 @@ struct adr_backend {
   int (*device_open)(ArrowDeviceType type, int64_t id, struct adr_backend_device** out,
                      struct adr_error* error);
   void (*device_close)(struct adr_backend_device* dev);
-  /* Fill what it knows; the core pre-fills type, id, backend and zeroes. */
+  /* Fill what it knows; the core pre-fills type, id, backend and zeroes.
+   * That includes the identity (kind, uuid, PCI address, `identity`
+   * bits), from enumeration queries only; a backend that leaves them
+   * zero reports none (docs/backend-abi.md, "Device identity"). */
   int (*device_info)(struct adr_backend_device* dev, struct adr_device_info* out,
                      struct adr_error* error);
 

@@ -142,8 +142,7 @@ void test_device_selection(void** state) {
   info.struct_size = sizeof(info);
   ASSERT_OK(adr_device_info_get(dev, &info, CONF_ERR));
   assert_true(info.kind >= ADR_DEVICE_KIND_GPU && info.kind <= ADR_DEVICE_KIND_OTHER);
-  assert_int_equal(info.identity & ~(unsigned)(ADR_DEVICE_HAS_UUID | ADR_DEVICE_HAS_PCI_BUS_ID),
-                   0);
+  assert_int_equal(info.identity & ~(unsigned)(ADR_DEVICE_HAS_UUID | ADR_DEVICE_HAS_PCI_BUS_ID), 0);
   static const uint8_t zero[16];
   if (info.identity & ADR_DEVICE_HAS_UUID)
     assert_memory_not_equal(info.uuid, zero, 16);

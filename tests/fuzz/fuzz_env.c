@@ -572,7 +572,8 @@ const char* const fuzz_seeds[] = {
     "0metal:1000000",
     "0opencl:gpu,vulkan : CPU,*:accelerator,*:igpu,hip:dgpu,*:other,* : *",
     "0cuda:GPU-01234567-89ab-cdef-FEDC-BA9876543210",
-    "0uuid=0123456789abcdeffedcba9876543210,*:uuid=0-1-2-3-4-5-6-7-8-9-a-b-c-d-e-f-0-1-2-3-4-5-6-7-8-9-a-b-c-d-e-f",
+    "0uuid=0123456789abcdeffedcba9876543210,*:uuid=0-1-2-3-4-5-6-7-8-9-a-b-c-d-e-f-0-1-2-3-4-5-6-7-"
+    "8-9-a-b-c-d-e-f",
     "0*:0",
     "0cuda:gpux",
     "0uuid=0123456789abcdef0123456789abcdef0",

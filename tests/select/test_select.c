@@ -113,8 +113,9 @@ static void test_bad_arguments(void** state) {
                       "(expected a device id, '*', gpu, dgpu, igpu, cpu, accelerator, other, "
                       "GPU-<uuid> or uuid=<uuid>)");
   assert_int_equal(adr_device_enumerate("gpu", NULL, 0, &n, &e), EINVAL);
-  assert_non_null(strstr(e.message, "[adr_device_enumerate] selector=\"gpu\": column 1: unknown "
-                                    "device type 'gpu'"));
+  assert_non_null(strstr(e.message,
+                         "[adr_device_enumerate] selector=\"gpu\": column 1: unknown "
+                         "device type 'gpu'"));
   assert_int_equal(adr_device_select("", &d, &e), EINVAL);
   assert_non_null(strstr(e.message, "column 1: expected a device name"));
   assert_int_equal(adr_device_select("uuid=12", &d, &e), EINVAL);
@@ -301,8 +302,7 @@ static void test_sim_integrated(void** state) {
   assert_ptr_equal(select_ok("*"), c0);
   assert_enumerates("*:igpu", "hip:0 hip:1");
   assert_enumerates("*:dgpu", "cuda:0 cuda:1 cuda_managed:0 cuda_managed:1");
-  assert_enumerates("*:gpu,cpu",
-                    "cuda:0 cuda:1 cuda_managed:0 cuda_managed:1 hip:0 hip:1 cpu:0");
+  assert_enumerates("*:gpu,cpu", "cuda:0 cuda:1 cuda_managed:0 cuda_managed:1 hip:0 hip:1 cpu:0");
 }
 
 static bool have(ArrowDeviceType type) {

@@ -236,8 +236,8 @@ static bool read_identity(int ndev) {
     const char* entry = v;
     if (!parse_pci_entry(&v, &g.dev[i].props)) {
       snprintf(g.message, sizeof(g.message),
-               "%s: entry %d (\"%.40s\") is not DOMAIN:BUS:DEVICE[.FUNCTION] in hex", name,
-               i + 1, entry);
+               "%s: entry %d (\"%.40s\") is not DOMAIN:BUS:DEVICE[.FUNCTION] in hex", name, i + 1,
+               entry);
       return false;
     }
     if (*v == ',') v++;
