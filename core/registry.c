@@ -469,17 +469,17 @@ int adr_device_select(const char* selector, struct adr_device** out, struct adr_
   return st;
 }
 
-int adr_device_enumerate(const char* selector, struct adr_device** devices, size_t capacity,
+int adr_device_enumerate(const char* selector, struct adr_device** out_devices, size_t capacity,
                          size_t* out_count, struct adr_error* error) {
-  if (selector == NULL || out_count == NULL || (devices == NULL && capacity > 0))
+  if (selector == NULL || out_count == NULL || (out_devices == NULL && capacity > 0))
     return adr__errorf(error, EINVAL, "adr_device_enumerate", NULL, "%s is NULL",
                        selector == NULL    ? "selector"
                        : out_count == NULL ? "out_count"
-                                           : "devices (with a capacity above 0)");
+                                           : "out_devices (with a capacity above 0)");
   struct devvec v = {0};
   int st = select_common("adr_device_enumerate", selector, true, &v, error);
   if (st == 0) {
-    for (size_t i = 0; i < v.n && i < capacity; i++) devices[i] = v.items[i];
+    for (size_t i = 0; i < v.n && i < capacity; i++) out_devices[i] = v.items[i];
     *out_count = v.n;
   }
   free(v.items);

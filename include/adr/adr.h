@@ -247,11 +247,11 @@ ADR_API int adr_device_select(const char* selector, struct adr_device** out,
 /* Every device a selector matches, in the order adr_device_select would
  * try them (entry by entry, each entry's matches in the preference order
  * above), each device once. Writes the first min(count, capacity) devices
- * to `devices` (may be NULL when capacity is 0) and the number of matches
+ * to `out_devices` (caller-allocated; may be NULL when capacity is 0) and the number of matches
  * to *out_count; call with capacity 0 to size the array. No match is not
  * an error (*out_count = 0). Same loading, errors, ownership and thread
  * safety as adr_device_select. */
-ADR_API int adr_device_enumerate(const char* selector, struct adr_device** devices,
+ADR_API int adr_device_enumerate(const char* selector, struct adr_device** out_devices,
                                  size_t capacity, size_t* out_count, struct adr_error* error);
 
 /* Whether two devices are the same physical device seen through two APIs

@@ -103,7 +103,7 @@ static void test_bad_arguments(void** state) {
   assert_string_equal(e.message, "[adr_device_enumerate] out_count is NULL");
   assert_int_equal(adr_device_enumerate("cpu", NULL, 2, &n, &e), EINVAL);
   assert_string_equal(e.message,
-                      "[adr_device_enumerate] devices (with a capacity above 0) is NULL");
+                      "[adr_device_enumerate] out_devices (with a capacity above 0) is NULL");
   assert_int_equal(n, 7);
 
   /* The grammar and the messages of ADR_DEVICE, naming the selector. */
