@@ -102,7 +102,9 @@ def main():
                                timeout=args.timeout or timeout)
             rc, log = p.returncode, p.stdout + p.stderr
         except subprocess.TimeoutExpired as e:
-            rc, log = "TIMEOUT", (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            def text(b):
+                return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+            rc, log = "TIMEOUT", text(e.stdout) + text(e.stderr)
         took = time.monotonic() - start
         verdict = "OK" if rc == 0 else ("SKIP" if rc == 77 else "FAIL")
         results.append((name, verdict, rc, took))

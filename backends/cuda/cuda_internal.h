@@ -79,7 +79,8 @@
   X(cuEventQuery, 1)              \
   X(cuPointerGetAttributes, 1)    \
   X(cuMemAllocAsync, 0)           \
-  X(cuMemFreeAsync, 0)
+  X(cuMemFreeAsync, 0)            \
+  X(cuLaunchHostFunc, 0)
 
 struct cuda_api {
   void* lib;

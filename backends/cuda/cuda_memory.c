@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "host_copy.h"
 #include "overlap.h"
 
 static size_t natural_alignment(const struct adr_backend_device* dev) {
@@ -177,6 +178,24 @@ static bool is_pageable(const void* p) {
          mem_type == 0;
 }
 
+/* Host memory for the driver's copy rules: pageable (no adr device) or
+ * pinned (cuda_host). */
+static bool is_host_memory(const struct adr_backend_device* dev) {
+  return dev == NULL || dev->type == ARROW_DEVICE_CUDA_HOST;
+}
+
+/* Host to host: cuMemcpyAsync would wait for the stream's earlier work
+ * (the driver documents such copies as fully synchronous), so the copy is
+ * a host function in stream order instead (backends/common/host_copy.h). */
+static CUresult queue_host_copy(void* dst, const void* src, size_t size,
+                                struct adr_backend_stream* stream) {
+  struct adr_host_copy* c = adr_host_copy_new(dst, src, size);
+  if (c == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r = cuda_api.cuLaunchHostFunc(stream->stream, adr_host_copy_run, c);
+  if (r != CUDA_SUCCESS) free(c);
+  return r;
+}
+
 /* Overlapping ranges of one allocation: the driver does not promise
  * memmove semantics, adr does (adr.h); backends/common/overlap.h orders
  * the pieces. The scratch buffer is device memory of the stream's device,
@@ -229,6 +248,10 @@ int cuda_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_
     r = dst_dev
             ? (CUresult)adr_staging_copy_to_device(&owner->staging, d, src, size, stream->stream)
             : (CUresult)adr_staging_copy_to_host(&owner->staging, dst, s, size, stream->stream);
+  } else if (is_host_memory(dst_dev) && is_host_memory(src_dev) &&
+             cuda_api.cuLaunchHostFunc != NULL) {
+    how = "host copy (cuLaunchHostFunc)";
+    r = queue_host_copy(dst, src, size, stream);
   } else if (dst_dev != NULL && dst_dev == src_dev && adr_overlap(d, s, size)) {
     how = "overlapping cuMemcpyAsync";
     r = copy_overlapping(owner, d, s, size, stream);

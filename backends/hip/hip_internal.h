@@ -106,7 +106,8 @@ typedef hipDeviceProp_t hip_props_t;
   X(hipDeviceGetDefaultMemPool, 0) \
   X(hipDeviceGetUuid, 0)           \
   X(hipGetLastError, 0)            \
-  X(hipPeekAtLastError, 0)
+  X(hipPeekAtLastError, 0)         \
+  X(hipLaunchHostFunc, 0)
 
 struct hip_api {
   void* lib;

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "hip_internal.h"
+#include "host_copy.h"
 #include "overlap.h"
 #include "range_map.h"
 
@@ -245,6 +246,24 @@ static bool is_device_memory(const struct adr_backend_device* dev) {
   return dev != NULL && dev->type == ARROW_DEVICE_ROCM;
 }
 
+/* Host memory for the runtime's copy rules: pageable (no adr device) or
+ * pinned (hip_host). */
+static bool is_host_memory(const struct adr_backend_device* dev) {
+  return dev == NULL || dev->type == ARROW_DEVICE_ROCM_HOST;
+}
+
+/* Host to host: hipMemcpyAsync would wait for the stream's earlier work
+ * (such copies are synchronous with respect to the host), so the copy is a
+ * host function in stream order instead (backends/common/host_copy.h). */
+static hipError_t queue_host_copy(void* dst, const void* src, size_t size,
+                                  struct adr_backend_stream* stream) {
+  struct adr_host_copy* c = adr_host_copy_new(dst, src, size);
+  if (c == NULL) return hipErrorOutOfMemory;
+  hipError_t r = hip_api.hipLaunchHostFunc(stream->stream, adr_host_copy_run, c);
+  if (r != hipSuccess) free(c);
+  return r;
+}
+
 /* Overlapping ranges of one allocation: the runtime does not promise
  * memmove semantics, adr does (adr.h); backends/common/overlap.h orders
  * the pieces. The scratch buffer is device memory of the stream's device,
@@ -309,6 +328,10 @@ int hip_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_d
                                                          stream->stream)
                 : (hipError_t)adr_staging_copy_to_host(&owner->staging, dst, (uintptr_t)src, size,
                                                        stream->stream);
+  } else if (is_host_memory(dst_dev) && is_host_memory(src_dev) &&
+             hip_api.hipLaunchHostFunc != NULL) {
+    how = "host copy (hipLaunchHostFunc)";
+    r = queue_host_copy(dst, src, size, stream);
   } else {
     /* Pinned host memory (rocm_host) is host memory for the direction;
      * pageable host memory is handed to the runtime as it is, which stages

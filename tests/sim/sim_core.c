@@ -1082,6 +1082,11 @@ static struct item* new_item(enum item_kind kind) {
   return it;
 }
 
+/* Host memory for the drivers' copy rules (not device or managed). */
+static bool is_host_kind(enum sim_mem_kind kind) {
+  return kind == SIM_MEM_NONE || kind == SIM_MEM_HOST || kind == SIM_MEM_REGISTERED;
+}
+
 int sim_memcpy_async(void* dst, const void* src, size_t size, int allow_peer,
                      struct sim_stream* s) {
   int st = check_stream(s);
@@ -1118,7 +1123,11 @@ int sim_memcpy_async(void* dst, const void* src, size_t size, int allow_peer,
     it->u.copy.src = it->u.copy.owned;
   }
   uint64_t t = enqueue(s, it);
-  if (rd.kind == SIM_MEM_NONE) wait_ticket(s, t); /* pageable destination: synchronous */
+  /* Synchronous, as the drivers document: a pageable destination, and any
+   * copy between two host buffers (pageable, pinned or registered), which
+   * waits for the stream's earlier work first. */
+  if (rd.kind == SIM_MEM_NONE || (is_host_kind(rd.kind) && is_host_kind(rs.kind)))
+    wait_ticket(s, t);
   return SIM_SUCCESS;
 }
 
