@@ -6,9 +6,11 @@ OpenCL, Vulkan, CUDA, HIP), with DLPack and the CUDA Array Interface.
 docs/python.md is the guide; the C extension adr._adr does the work.
 """
 
-try:
+import importlib.util as _util
+
+if _util.find_spec(__name__ + "._adr") is not None:
     from . import _adr
-except ImportError:  # the build tree: the extension sits outside this package
+else:  # the build tree: meson builds the extension outside this package
     import _adr
 
 Error = _adr.Error
