@@ -21,6 +21,7 @@ Buffer = _adr.Buffer
 devices = _adr.devices
 default_device = _adr.default_device
 from_dlpack = _adr.from_dlpack
+asarray = _adr.asarray
 
 __version__ = _adr.version()
 
@@ -30,6 +31,7 @@ __all__ = [
     "Error",
     "Event",
     "Stream",
+    "asarray",
     "default_device",
     "devices",
     "from_dlpack",

@@ -72,6 +72,7 @@ enum adrpy_buffer_kind {
   ADRPY_BUFFER_OWNED = 1,     /* adr_alloc'd; adr_free'd by free()/dealloc */
   ADRPY_BUFFER_DLPACK = 2,    /* borrowed from a DLManagedTensor */
   ADRPY_BUFFER_DLPACK_V1 = 3, /* borrowed from a DLManagedTensorVersioned */
+  ADRPY_BUFFER_FOREIGN = 4,   /* borrowed from a Python object (`managed` is its reference) */
 };
 
 typedef struct {
@@ -108,5 +109,6 @@ void adrpy_dlpack_release(int kind, void* managed);
 /* ---- cai.c ------------------------------------------------------------- */
 
 PyObject* adrpy_buffer_cai(PyObject* self, void* closure);
+PyObject* adrpy_asarray(PyObject* module, PyObject* args, PyObject* kwds);
 
 #endif /* ADRPY_H */

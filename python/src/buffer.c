@@ -88,6 +88,8 @@ static int buffer_release(AdrBufferObject* self, struct adr_error* err) {
     Py_END_ALLOW_THREADS
   } else if (kind == ADRPY_BUFFER_DLPACK || kind == ADRPY_BUFFER_DLPACK_V1) {
     adrpy_dlpack_release(kind, self->managed);
+  } else if (kind == ADRPY_BUFFER_FOREIGN) {
+    Py_XDECREF((PyObject*)self->managed);
   }
   self->managed = NULL;
   return rc;
@@ -363,7 +365,7 @@ static PyGetSetDef buffer_getset[] = {
     {"device", (getter)buffer_get_device, NULL, "the Device holding the memory", NULL},
     {"freed", (getter)buffer_get_freed, NULL, "True after free()", NULL},
     {"owned", (getter)buffer_get_owned, NULL,
-     "True for adr's own memory, False for memory borrowed through from_dlpack", NULL},
+     "True for adr's own memory, False for memory borrowed (from_dlpack, asarray)", NULL},
     {"readonly", (getter)buffer_get_readonly, NULL, "True when the producer said read-only", NULL},
     {"__cuda_array_interface__", (getter)adrpy_buffer_cai, NULL,
      "CUDA Array Interface v3 (CUDA device, host and managed memory only)", NULL},
@@ -374,7 +376,7 @@ PyTypeObject AdrBuffer_Type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "adr.Buffer",
     .tp_basicsize = sizeof(AdrBufferObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Bytes on an adr device; made by Device.alloc() or adr.from_dlpack().",
+    .tp_doc = "Bytes on an adr device; made by Device.alloc(), adr.from_dlpack() or adr.asarray().",
     .tp_dealloc = (destructor)buffer_dealloc,
     .tp_repr = (reprfunc)buffer_repr,
     .tp_as_buffer = &buffer_as_buffer,

@@ -341,6 +341,42 @@ static PyObject* device_alloc(AdrDeviceObject* self, PyObject* args, PyObject* k
   return adrpy_buffer_alloc(self, nbytes, alignment);
 }
 
+static const struct {
+  int kind;
+  const char* name;
+} native_names[] = {
+    {ADR_NATIVE_DEVICE, "device"},
+    {ADR_NATIVE_CONTEXT, "context"},
+    {ADR_NATIVE_QUEUE, "queue"},
+    {ADR_NATIVE_PLATFORM, "platform"},
+    {ADR_NATIVE_QUEUE_FAMILY, "queue_family"},
+};
+
+static PyObject* device_native(AdrDeviceObject* self, PyObject* arg) {
+  const char* name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+  if (name == NULL) {
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_TypeError, "native(): expected a kind name, got %s",
+                   Py_TYPE(arg)->tp_name);
+    return NULL;
+  }
+  int kind = 0;
+  for (size_t i = 0; i < sizeof(native_names) / sizeof(native_names[0]); i++)
+    if (strcmp(native_names[i].name, name) == 0) kind = native_names[i].kind;
+  if (kind == 0) {
+    PyErr_Format(PyExc_ValueError,
+                 "native(): unknown kind '%s' (device, context, queue, platform, queue_family)",
+                 name);
+    return NULL;
+  }
+  void* handle = NULL;
+  struct adr_error err = {{0}};
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = adr_device_native(self->dev, kind, &handle, &err);
+  Py_END_ALLOW_THREADS if (rc != 0) return adrpy_raise(rc, &err);
+  return PyLong_FromVoidPtr(handle);
+}
+
 static PyObject* device_stream(AdrDeviceObject* self, PyObject* unused) {
   return adrpy_stream_create(self);
 }
@@ -362,6 +398,9 @@ static PyMethodDef device_methods[] = {
     {"default_stream", (PyCFunction)device_default_stream, METH_NOARGS,
      "default_stream() -> Stream: the device's default stream (never destroyed)."},
     {"event", (PyCFunction)device_event, METH_NOARGS, "event() -> Event: a new event."},
+    {"native", (PyCFunction)device_native, METH_O,
+     "native(kind) -> int: adr_device_native; kind is 'device', 'context', 'queue',\n"
+     "'platform' or 'queue_family' (the backend's header says what each handle is)."},
     {NULL, NULL, 0, NULL},
 };
 

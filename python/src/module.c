@@ -20,6 +20,11 @@ static PyMethodDef adrpy_methods[] = {
      "from_dlpack(obj, *, stream=None) -> Buffer\n\n"
      "Wraps the memory of a DLPack producer (an object with __dlpack__, or a capsule)\n"
      "without a copy. The buffer keeps the producer's memory alive until it is freed."},
+    {"asarray", (PyCFunction)(void (*)(void))adrpy_asarray, METH_VARARGS | METH_KEYWORDS,
+     "asarray(obj, *, stream=None, device=None) -> Buffer\n\n"
+     "Wraps the memory of a CUDA Array Interface producer without a copy, after\n"
+     "ordering on the producer's stream: `stream` (an adr.Stream) waits on it, or\n"
+     "with stream=None the host does."},
     {"version", adrpy_version, METH_NOARGS, "version() -> str: the adr library's version."},
     {NULL, NULL, 0, NULL},
 };
