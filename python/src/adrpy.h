@@ -111,4 +111,10 @@ void adrpy_dlpack_release(int kind, void* managed);
 PyObject* adrpy_buffer_cai(PyObject* self, void* closure);
 PyObject* adrpy_asarray(PyObject* module, PyObject* args, PyObject* kwds);
 
+/* ---- numpy_alloc.c ------------------------------------------------------ */
+
+PyObject* adrpy_numpy_allocator(PyObject* module, PyObject* args, PyObject* kwds);
+PyObject* adrpy_numpy_set_handler(PyObject* module, PyObject* handler);
+PyObject* adrpy_numpy_get_handler(PyObject* module, PyObject* unused);
+
 #endif /* ADRPY_H */

@@ -25,6 +25,13 @@ static PyMethodDef adrpy_methods[] = {
      "Wraps the memory of a CUDA Array Interface producer without a copy, after\n"
      "ordering on the producer's stream: `stream` (an adr.Stream) waits on it, or\n"
      "with stream=None the host does."},
+    {"numpy_allocator", (PyCFunction)(void (*)(void))adrpy_numpy_allocator,
+     METH_VARARGS | METH_KEYWORDS,
+     "numpy_allocator(device='cpu', pool=True) -> 'mem_handler' capsule (NEP 49)."},
+    {"numpy_set_handler", adrpy_numpy_set_handler, METH_O,
+     "numpy_set_handler(handler or None) -> the previous handler (PyDataMem_SetHandler)."},
+    {"numpy_get_handler", adrpy_numpy_get_handler, METH_NOARGS,
+     "numpy_get_handler() -> the current handler (PyDataMem_GetHandler)."},
     {"version", adrpy_version, METH_NOARGS, "version() -> str: the adr library's version."},
     {NULL, NULL, 0, NULL},
 };
