@@ -425,6 +425,9 @@ static PyObject* consume_capsule(PyObject* cap) {
   return buf;
 }
 
+static PyObject* consumer_stream(PyObject* obj, PyObject* stream);
+static PyObject* call_dlpack(PyObject* obj, PyObject* stream);
+
 PyObject* adrpy_from_dlpack(PyObject* module, PyObject* args, PyObject* kwds) {
   static char* kwlist[] = {"obj", "stream", NULL};
   PyObject* obj;
@@ -432,6 +435,80 @@ PyObject* adrpy_from_dlpack(PyObject* module, PyObject* args, PyObject* kwds) {
   if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$O:from_dlpack", kwlist, &obj, &stream))
     return NULL;
   if (PyCapsule_CheckExact(obj)) return consume_capsule(obj);
+  PyObject* stream_arg = consumer_stream(obj, stream);
+  if (stream_arg == NULL) return NULL;
+  PyObject* cap = call_dlpack(obj, stream_arg);
+  Py_DECREF(stream_arg);
+  if (cap == NULL) return NULL;
+  if (!PyCapsule_CheckExact(cap)) {
+    PyErr_Format(PyExc_TypeError, "from_dlpack: __dlpack__ returned %s, not a capsule",
+                 Py_TYPE(cap)->tp_name);
+    Py_DECREF(cap);
+    return NULL;
+  }
+  PyObject* buf = consume_capsule(cap);
+  Py_DECREF(cap);
+  return buf;
+}
+
+static int is_cuda_type(long long t) {
+  return t == kDLCUDA || t == kDLCUDAHost || t == kDLCUDAManaged;
+}
+static int is_rocm_type(long long t) {
+  return t == kDLROCM || t == kDLROCMHost;
+}
+
+/* The stream to pass to the producer: the one adr will use the memory on,
+ * as the DLPack specification asks of consumers. An int is passed as given.
+ * For CUDA and ROCm memory, an adr.Stream passes its native handle and None
+ * passes the native handle of adr's default stream of that device (what
+ * adr's calls without a stream run on); 1 (CUDA) or 0 (ROCm) if that
+ * handle is the driver's legacy NULL stream. Other memory: None. New
+ * reference. */
+static PyObject* consumer_stream(PyObject* obj, PyObject* stream) {
+  if (stream != Py_None && !PyObject_TypeCheck(stream, &AdrStream_Type)) {
+    Py_INCREF(stream);
+    return stream;
+  }
+  if (stream != Py_None && ((AdrStreamObject*)stream)->stream == NULL) {
+    PyErr_SetString(PyExc_ValueError, "stream was destroyed");
+    return NULL;
+  }
+  PyObject* dev = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
+  if (dev == NULL) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+    PyErr_Clear(); /* no __dlpack_device__: nothing to go by */
+    Py_RETURN_NONE;
+  }
+  long long t = -1, id = -1;
+  if (PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2) {
+    t = PyLong_AsLongLong(PyTuple_GET_ITEM(dev, 0));
+    if (!PyErr_Occurred()) id = PyLong_AsLongLong(PyTuple_GET_ITEM(dev, 1));
+  }
+  Py_DECREF(dev);
+  if (PyErr_Occurred()) return NULL;
+  if (!is_cuda_type(t) && !is_rocm_type(t)) Py_RETURN_NONE;
+  struct adr_stream* s;
+  if (stream != Py_None) {
+    s = ((AdrStreamObject*)stream)->stream;
+  } else {
+    if (id < 0 || id > INT32_MAX) {
+      PyErr_Format(PyExc_BufferError, "from_dlpack: __dlpack_device__ gave device id %lld", id);
+      return NULL;
+    }
+    PyObject* d = adrpy_device_get((ArrowDeviceType)t, id);
+    if (d == NULL) return NULL;
+    s = adr_stream_default(((AdrDeviceObject*)d)->dev);
+    Py_DECREF(d);
+  }
+  void* handle = s != NULL ? adr_stream_native(s) : NULL;
+  if (handle == NULL) return PyLong_FromLong(is_cuda_type(t) ? 1 : 0);
+  return PyLong_FromVoidPtr(handle);
+}
+
+/* obj.__dlpack__(stream=..., max_version=(1, 0)), falling back to the
+ * pre-1.0 signature. New reference or NULL. */
+static PyObject* call_dlpack(PyObject* obj, PyObject* stream) {
   PyObject* meth = PyObject_GetAttrString(obj, "__dlpack__");
   if (meth == NULL) {
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
@@ -456,14 +533,5 @@ PyObject* adrpy_from_dlpack(PyObject* module, PyObject* args, PyObject* kwds) {
   Py_XDECREF(empty);
   Py_XDECREF(kw);
   Py_DECREF(meth);
-  if (cap == NULL) return NULL;
-  if (!PyCapsule_CheckExact(cap)) {
-    PyErr_Format(PyExc_TypeError, "from_dlpack: __dlpack__ returned %s, not a capsule",
-                 Py_TYPE(cap)->tp_name);
-    Py_DECREF(cap);
-    return NULL;
-  }
-  PyObject* buf = consume_capsule(cap);
-  Py_DECREF(cap);
-  return buf;
+  return cap;
 }

@@ -235,3 +235,36 @@ def test_capsule_outlives_producer_reference(device):
     gc.collect()
     v = adr.from_dlpack(cap)  # the capsule kept the buffer alive
     assert v.to_bytes() == b"\3" * 64
+
+
+class Recorder:
+    """A producer that records the stream the consumer asks for."""
+
+    def __init__(self, buf):
+        self.buf = buf
+        self.streams = []
+
+    def __dlpack_device__(self):
+        return self.buf.__dlpack_device__()
+
+    def __dlpack__(self, *, stream=None, max_version=None):
+        self.streams.append(stream)
+        return self.buf.__dlpack__(stream=stream, max_version=max_version)
+
+
+def test_consumer_passes_the_stream_it_uses(device):
+    r = Recorder(device.alloc(8))
+    adr.from_dlpack(r)
+    s = device.stream()
+    adr.from_dlpack(r, stream=s)
+    if device.kind in ("cuda", "cuda_host", "cuda_managed", "hip", "hip_host"):
+        adr.from_dlpack(r, stream=-1)  # an int goes to the producer as given
+        # adr's calls without a stream run on the device's default stream
+        assert r.streams == [device.default_stream().handle, s.handle, -1]
+    else:
+        assert r.streams == [None, None]  # no DLPack stream for this memory
+        with pytest.raises(ValueError, match="stream must be None"):
+            adr.from_dlpack(r, stream=-1)  # passed as given; adr's producer refuses it
+    s.destroy()
+    with pytest.raises(ValueError, match="stream was destroyed"):
+        adr.from_dlpack(r, stream=s)
