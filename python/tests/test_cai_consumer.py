@@ -68,7 +68,8 @@ def test_host_waits_on_producer_stream(cu):
     buf = dev.alloc(N)
     buf.fill(1)
     s = dev.stream()
-    memset_async(cu, dev, buf.ptr, 7, N, s.handle)
+    for value in (1, 1, 1, 1, 7):  # busy for 5 delays, as in the control below
+        memset_async(cu, dev, buf.ptr, value, N, s.handle)
     v = adr.asarray(Producer(buf, stream=s.handle))
     assert v.device is dev and v.ptr == buf.ptr and len(v) == N and not v.owned
     assert v.to_bytes() == b"\7" * N
@@ -81,10 +82,14 @@ def test_without_the_stream_the_bytes_are_stale(cu):
     buf = dev.alloc(N)
     buf.fill(1)
     s = dev.stream()
-    memset_async(cu, dev, buf.ptr, 7, N, s.handle)
+    # Five delayed memsets: the producer's stream is busy for 5 delays, and
+    # adr's read (one delay) lands long before the last one (7) has run.
+    for value in (1, 1, 1, 1, 7):
+        memset_async(cu, dev, buf.ptr, value, N, s.handle)
     v = adr.asarray(Producer(buf, stream=None))  # a producer that wrongly says "no sync"
     assert v.to_bytes() == b"\1" * N
     s.synchronize()
+    assert v.to_bytes() == b"\7" * N
 
 
 def test_consumer_stream_waits_device_side(cu):
@@ -93,7 +98,8 @@ def test_consumer_stream_waits_device_side(cu):
     buf.fill(1)
     producer_stream = dev.stream()
     consumer = dev.stream()
-    memset_async(cu, dev, buf.ptr, 9, N, producer_stream.handle)
+    for value in (1, 1, 1, 1, 9):
+        memset_async(cu, dev, buf.ptr, value, N, producer_stream.handle)
     v = adr.asarray(Producer(buf, stream=producer_stream.handle), stream=consumer)
     host = ctypes.create_string_buffer(N)
     assert cu.cuCtxPushCurrent_v2(dev.native("context")) == 0
