@@ -18,6 +18,7 @@ Device = _adr.Device
 Stream = _adr.Stream
 Event = _adr.Event
 Buffer = _adr.Buffer
+Array = _adr.Array
 devices = _adr.devices
 default_device = _adr.default_device
 from_dlpack = _adr.from_dlpack
@@ -26,6 +27,7 @@ asarray = _adr.asarray
 __version__ = _adr.version()
 
 __all__ = [
+    "Array",
     "Buffer",
     "Device",
     "Error",

@@ -111,6 +111,10 @@ void adrpy_dlpack_release(int kind, void* managed);
 PyObject* adrpy_buffer_cai(PyObject* self, void* closure);
 PyObject* adrpy_asarray(PyObject* module, PyObject* args, PyObject* kwds);
 
+/* ---- array.c ------------------------------------------------------------ */
+
+int adrpy_array_init(PyObject* module);
+
 /* ---- numpy_alloc.c ------------------------------------------------------ */
 
 PyObject* adrpy_numpy_allocator(PyObject* module, PyObject* args, PyObject* kwds);
