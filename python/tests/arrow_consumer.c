@@ -54,11 +54,12 @@ int adr_test_consume(PyObject* schema_cap, PyObject* array_cap, int device, char
     const int64_t* v = darr.array.buffers[1];
     for (int64_t i = 0; i < darr.array.length; i++) sum += v[darr.array.offset + i];
   }
-  snprintf(out, n, "format=%s length=%lld null_count=%lld n_buffers=%lld n_children=%lld device=%d:%lld sync=%s sum=%lld",
+  snprintf(out, n,
+           "format=%s length=%lld null_count=%lld n_buffers=%lld n_children=%lld device=%d:%lld "
+           "sync=%s sum=%lld",
            schema.format, (long long)darr.array.length, (long long)darr.array.null_count,
-           (long long)darr.array.n_buffers, (long long)darr.array.n_children,
-           (int)darr.device_type, (long long)darr.device_id,
-           darr.sync_event != NULL ? "yes" : "no", sum);
+           (long long)darr.array.n_buffers, (long long)darr.array.n_children, (int)darr.device_type,
+           (long long)darr.device_id, darr.sync_event != NULL ? "yes" : "no", sum);
   darr.array.release(&darr.array);
   schema.release(&schema);
   if (darr.array.release != NULL || schema.release != NULL) {
@@ -106,7 +107,9 @@ static void release_schema(struct ArrowSchema* s) {
   s->release = NULL;
 }
 
-static void release_leaf_schema(struct ArrowSchema* s) { s->release = NULL; }
+static void release_leaf_schema(struct ArrowSchema* s) {
+  s->release = NULL;
+}
 
 static void release_array(struct ArrowArray* a) {
   for (int64_t i = 0; i < a->n_children; i++)
