@@ -109,11 +109,6 @@ def test_consumer_stream_waits_device_side(cu):
     assert host.raw == b"\x09" * N
 
 
-@pytest.mark.xfail(strict=True, raises=adr.Error, reason=(
-    "backends/cuda: adr_stream_import accepts CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2), "
-    "but cuda_event_record/cuda_event_wait call the driver on them without making the device's "
-    "context current, so the driver resolves them against the calling thread's (none): "
-    "CUDA_ERROR_INVALID_CONTEXT. Needs a backend fix; asarray raises adr's message meanwhile"))
 def test_legacy_and_per_thread_default_streams():
     dev = adr.Device("cuda:0")
     buf = dev.alloc(64)
