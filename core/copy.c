@@ -217,14 +217,14 @@ int adr_copy(struct adr_device* dst_device, void* dst, struct adr_device* src_de
                            (uintptr_t)dst + size > (uintptr_t)dst &&
                            (uintptr_t)src + size > (uintptr_t)src && !ADR__VALIDATING(),
                        1)) {
-    if (__builtin_expect(dst_device == NULL, 0)) {
+    if (dst_device == NULL) {
       /* Host memory <- host-accessible X: X's copy, host side NULL. */
       if (src_device == NULL || !src_device->host_accessible)
         return copy_any(dst_device, dst, src_device, src, size, stream, error);
       return backend_copy_sync(src_device, NULL, dst, src_device->handle, src, size,
                                src_device->default_stream.handle, error);
     }
-    if (__builtin_expect(src_device == NULL, 0)) {
+    if (src_device == NULL) {
       if (!dst_device->host_accessible)
         return copy_any(dst_device, dst, src_device, src, size, stream, error);
       return backend_copy_sync(dst_device, dst_device->handle, dst, NULL, src, size,

@@ -248,6 +248,12 @@ void test_host_errors(void** state) {
     assert_int_equal(adr_memset(NULL, d, 0, n, NULL, &e), EINVAL);
     if (strstr(e.message, adr_device_name(g_conf.dev)) == NULL)
       fail_msg("message for device memory passed as host memory: %s", e.message);
+    /* The validation layer checks the host side of host <-> device copies
+     * too (without it the backend would be handed the address). */
+    if (adr_validation_enabled()) {
+      ASSERT_ERR(adr_copy(NULL, d + 8, g_conf.dev, d, 8, NULL, CONF_ERR), EINVAL, "adr_copy");
+      ASSERT_ERR(adr_copy(g_conf.dev, d, NULL, d + 8, 8, s, CONF_ERR), EINVAL, "adr_copy");
+    }
   } else {
     /* Host-accessible device memory is host memory. */
     ASSERT_OK(adr_copy(NULL, back, NULL, d, n, NULL, CONF_ERR));
