@@ -137,9 +137,9 @@ __attribute__((noinline)) static int copy_any(struct adr_device* dst_device, voi
                                               struct adr_error* error) {
   if (size == 0) return 0;
   if (dst == NULL || src == NULL)
-    return adr__errorf(error, EINVAL, "adr_copy", NULL, "%s pointer is NULL%s",
-                       dst ? "source" : "destination",
-                       (dst ? src_device : dst_device) == NULL ? " (host memory: NULL device)" : "");
+    return adr__errorf(
+        error, EINVAL, "adr_copy", NULL, "%s pointer is NULL%s", dst ? "source" : "destination",
+        (dst ? src_device : dst_device) == NULL ? " (host memory: NULL device)" : "");
   if (dst_device == NULL || src_device == NULL)
     return host_side_copy(dst_device, dst, src_device, src, size, stream, error);
   int cst;

@@ -140,8 +140,7 @@ static void test_host_table(void** state) {
       test_assert_equal(&schema, &table, &back);
       /* Host memory to host memory: plain memcpy, no host wait. */
       struct ArrowDeviceArray again;
-      ASSERT_OK(adr_device_array_deep_copy(&schema, &back, NULL, NULL, &again, &stats, &err),
-                &err);
+      ASSERT_OK(adr_device_array_deep_copy(&schema, &back, NULL, NULL, &again, &stats, &err), &err);
       assert_int_equal(stats.host_syncs, 0);
       test_assert_equal(&schema, &table, &again);
       adr_device_array_release(&again);

@@ -342,9 +342,9 @@ static void test_transfer_to_host(void** state) {
                 &err);
     ASSERT_OK(adr_schema_copy(&ref_schema, &schema, &err), &err);
     struct ArrowDeviceArrayStream src, t;
-    ASSERT_OK(adr_device_array_stream_from_arrays(&schema, on_dev, 3, adr_device_type(dut), &src,
-                                                  &err),
-              &err);
+    ASSERT_OK(
+        adr_device_array_stream_from_arrays(&schema, on_dev, 3, adr_device_type(dut), &src, &err),
+        &err);
     ASSERT_OK(adr_transfer_stream_init(&src, NULL, prefetch, &t, &err), &err);
     assert_int_equal(t.device_type, ARROW_DEVICE_CPU);
     for (int k = 0; k < 3; k++) {

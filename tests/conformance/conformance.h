@@ -42,7 +42,7 @@
 #define CONF_MIB ((size_t)1024 * 1024)
 
 struct conf_globals {
-  struct adr_device* dev; /* device under test */
+  struct adr_device* dev;  /* device under test */
   struct adr_device* cpu;  /* the CPU device; NULL in host mode */
   struct adr_device* host; /* host side of transfers: cpu, or NULL in host mode */
   bool host_mode;          /* ADR_CONFORMANCE_HOST=null */

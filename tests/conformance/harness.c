@@ -560,9 +560,8 @@ int main(void) {
   if (g_conf.host_mode && g_conf.cpu == NULL)
     tests[n++] = (struct CMUnitTest)T(test_host_no_cpu_backend);
   else
-    printf(
-        "adr-conformance: not run: test_host_no_cpu_backend (%s)\n",
-        g_conf.host_mode ? "the CPU is the device under test" : "set ADR_CONFORMANCE_HOST=null");
+    printf("adr-conformance: not run: test_host_no_cpu_backend (%s)\n",
+           g_conf.host_mode ? "the CPU is the device under test" : "set ADR_CONFORMANCE_HOST=null");
 #undef T
 
   char group[160];

@@ -121,7 +121,8 @@ void test_host_slices(void** state) {
       /* The device bytes outside the slice were not touched. */
       ASSERT_OK(adr_copy(NULL, back, g_conf.dev, d, N, NULL, CONF_ERR));
       conf_expect_bytes(back, off, 0x11, "device bytes before a sliced upload");
-      conf_expect_bytes(back + off + len, N - off - len, 0x11, "device bytes after a sliced upload");
+      conf_expect_bytes(back + off + len, N - off - len, 0x11,
+                        "device bytes after a sliced upload");
     }
   }
   conf_stream_destroy(s);
@@ -220,8 +221,8 @@ void test_host_errors(void** state) {
     ASSERT_ERR(adr_memset(NULL, NULL, 0, n, st, CONF_ERR), EINVAL, "adr_memset");
     ASSERT_ERR(adr_copy(NULL, back, g_conf.dev, d, (size_t)PTRDIFF_MAX + 1, st, CONF_ERR),
                EOVERFLOW, "adr_copy");
-    ASSERT_ERR(adr_copy(g_conf.dev, d, NULL, (void*)(UINTPTR_MAX - 8), 64, st, CONF_ERR),
-               EOVERFLOW, "adr_copy");
+    ASSERT_ERR(adr_copy(g_conf.dev, d, NULL, (void*)(UINTPTR_MAX - 8), 64, st, CONF_ERR), EOVERFLOW,
+               "adr_copy");
     ASSERT_ERR(adr_copy(NULL, back, NULL, h, (size_t)PTRDIFF_MAX + 1, st, CONF_ERR), EOVERFLOW,
                "adr_copy");
     ASSERT_ERR(adr_memset(NULL, back, 0, (size_t)PTRDIFF_MAX + 1, st, CONF_ERR), EOVERFLOW,
@@ -235,8 +236,8 @@ void test_host_errors(void** state) {
     fail_msg("message for a NULL host destination: %s", e.message);
   memset(&e, 0, sizeof(e));
   assert_int_equal(adr_memset(NULL, NULL, 1, n, NULL, &e), EINVAL);
-  if (strstr(e.message, "host memory") == NULL) fail_msg("message for a NULL host memset: %s",
-                                                         e.message);
+  if (strstr(e.message, "host memory") == NULL)
+    fail_msg("message for a NULL host memset: %s", e.message);
 
   if (!(g_conf.info.caps & ADR_CAP_HOST_ACCESSIBLE)) {
     /* Device memory the host cannot read is not host memory. */

@@ -76,7 +76,8 @@ void test_stream_default(void** state) {
   assert_non_null(def);
   assert_ptr_equal(adr_stream_default(g_conf.dev), def);
   assert_ptr_equal(adr_stream_device(def), g_conf.dev);
-  if (g_conf.cpu != NULL && g_conf.dev != g_conf.cpu) assert_ptr_not_equal(adr_stream_default(g_conf.cpu), def);
+  if (g_conf.cpu != NULL && g_conf.dev != g_conf.cpu)
+    assert_ptr_not_equal(adr_stream_default(g_conf.cpu), def);
 
   ASSERT_ERR(adr_stream_destroy(def, CONF_ERR), EINVAL, "adr_stream_destroy");
 
