@@ -294,7 +294,7 @@ static struct ArrowDeviceArray sliced(const struct ArrowDeviceArray* a, int64_t 
 static int slice_row(struct bench_ctx* ctx, const char* group, const char* label,
                      const struct ArrowSchema* schema, const struct ArrowDeviceArray* src,
                      const struct ArrowDeviceArray* expect, struct adr_device* to, int64_t needed,
-                     bool in_bytes, int64_t* out_waits) {
+                     bool in_bytes, struct adr_copy_stats* out_stats) {
   struct adr_error err;
   struct ArrowDeviceArray out;
   struct adr_copy_stats st = {.struct_size = sizeof(st)};
@@ -311,7 +311,7 @@ static int slice_row(struct bench_ctx* ctx, const char* group, const char* label
   double scale = in_bytes ? 1.0 : 1e-6;
   bench_report(ctx, group, label, (double)st.bytes_allocated * scale, (double)needed * scale,
                in_bytes ? "B" : "MB", "bytes the slice needs", BENCH_LOWER_IS_BETTER);
-  if (out_waits != NULL) *out_waits = st.host_syncs;
+  if (out_stats != NULL) *out_stats = st;
   adr_device_array_release(&out);
   return 0;
 }
@@ -341,14 +341,20 @@ static void bench_slices(struct bench_ctx* ctx, struct adr_device* cpu, struct a
     return;
   }
   struct ArrowDeviceArray ds = sliced(&whole, at, n);
-  int64_t waits = -1;
+  struct adr_copy_stats st;
   snprintf(label, sizeof(label), "dev->dev %lld of %lld rows, allocated", (long long)n,
            (long long)rows);
-  slice_row(ctx, group, label, schema, &ds, &hs, dev, needed, false, NULL);
+  /* The boundary offsets of a device slice are read in one batch per
+   * level of var-length nesting (one level in this table): size_syncs
+   * and size_reads say how many rounds and reads it took. */
+  if (slice_row(ctx, group, label, schema, &ds, &hs, dev, needed, false, &st) == 0) {
+    bench_note(ctx, group, "offset read rounds, slice dev->dev", (double)st.size_syncs, "waits");
+    bench_note(ctx, group, "offset reads, slice dev->dev", (double)st.size_reads, "reads");
+  }
   snprintf(label, sizeof(label), "dev->CPU %lld of %lld rows, allocated", (long long)n,
            (long long)rows);
-  if (slice_row(ctx, group, label, schema, &ds, &hs, cpu, needed, false, &waits) == 0)
-    bench_note(ctx, group, "host syncs, slice dev->CPU", (double)waits, "waits");
+  if (slice_row(ctx, group, label, schema, &ds, &hs, cpu, needed, false, &st) == 0)
+    bench_note(ctx, group, "host syncs, slice dev->CPU", (double)st.host_syncs, "waits");
   adr_device_array_release(&whole);
 }
 
