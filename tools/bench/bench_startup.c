@@ -315,7 +315,8 @@ static void compare(struct bench_ctx* ctx, const char* group, const char* adr_ro
     struct sample b = spawn(base_role, NULL, NULL);
     struct sample a = spawn(adr_role, adr_device, adr_backends);
     if (b.status == CHILD_NO_OPENCL) {
-      printf("%-22s skipped: libOpenCL.so.1 cannot be loaded (no OpenCL ICD loader)\n", group);
+      fprintf(stderr, "bench startup: %s skipped: libOpenCL.so.1 cannot be loaded (no OpenCL ICD "
+              "loader)\n", group);
       return;
     }
     if (a.status < 0 || a.status > CHILD_MAX_COUNT || b.status < 0 || b.status > CHILD_MAX_COUNT) {
@@ -351,9 +352,9 @@ void bench_run_startup(struct bench_ctx* ctx) {
   if (role != NULL) child_run(role);
   int runs = bench_quick(ctx) ? 3 : 9;
   double load[3] = {0, 0, 0};
-  if (getloadavg(load, 3) == 3)
-    printf("startup: load average %.2f %.2f %.2f; medians of %d fresh processes each\n", load[0],
-           load[1], load[2], runs);
+  /* Rows, not free text: --json output stays one JSON object. */
+  if (getloadavg(load, 3) == 3) bench_note(ctx, "startup", "load average (1 min)", load[0], "");
+  bench_note(ctx, "startup", "fresh processes per row", runs, "(medians)");
   /* adr-info enumerates every backend: the baseline inits every vendor
    * runtime that is installed (HIP's too). */
   compare(ctx, "startup adr-info", "adr-info", NULL, NULL, "vendor4", "cl+vk+cu+hip enum", runs);
