@@ -172,6 +172,9 @@ struct adr_device {
   struct adr__alloc_table* allocs;   /* live allocations: ptr -> size */
   bool host_accessible;              /* caps & ADR_CAP_HOST_ACCESSIBLE */
   struct adr__device_memory* memory; /* set by adr__memory_device_init */
+  /* Interval index kept beyond the range checks' needs (interop.c): 0 no,
+   * 1 alloc.c maintains it, 2 and the allocations made before are in it. */
+  _Atomic int ranges_kept;
 };
 
 /* Device objects (device.c). adr__device_create wraps a device the backend
@@ -184,6 +187,13 @@ int adr__device_create(struct adr__backend* b, const char* api, ArrowDeviceType 
                        struct adr_backend_device* handle, struct adr_device** out,
                        struct adr_error* error);
 void adr__device_release(struct adr_device* dev);
+
+/* Native buffer look-ups (interop.c): adr_device_native with
+ * ADR_OPENCL_NATIVE_BUFFER / ADR_VULKAN_NATIVE_BUFFER on a device of that
+ * backend answers as adr_opencl_buffer / adr_vulkan_buffer do. */
+bool adr__device_native_is_buffer(const struct adr_device* dev, int kind);
+int adr__device_native_buffer(struct adr_device* dev, int kind, void** out,
+                              struct adr_error* error);
 
 /* Registry lock: guards backend loading and device creation only. */
 pthread_mutex_t* adr__registry_lock(void);
@@ -254,10 +264,15 @@ struct adr__range {
 };
 
 /* Ordered index beside the hash, maintained by alloc.c only for devices
- * whose copies are range-checked (adr__range_checked). O(log n) expected;
- * one mutex per table. insert: ENOMEM when it cannot grow. */
+ * whose copies are range-checked (adr__range_checked), or once an interop
+ * call needed it (adr__range_indexed). O(log n) expected; one mutex per
+ * table. insert: ENOMEM when it cannot grow; inserting a start that is
+ * already there updates it. */
 int adr__alloc_table_ranges_insert(struct adr__alloc_table* t, void* ptr, size_t size,
                                    const void* site);
+/* Adds every allocation of the hash that the index lacks (site NULL), for
+ * a device whose index was not kept so far; ENOMEM when it cannot grow. */
+int adr__alloc_table_ranges_build(struct adr__alloc_table* t);
 /* Returns the removed range's site (NULL if ptr was not in the index). */
 const void* adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr);
 /* The live allocation whose [start, start + max(size, 1)) contains p.

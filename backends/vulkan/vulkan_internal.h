@@ -489,6 +489,10 @@ int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size, s
                 struct adr_error* error);
 /* Whether `addr` lies in a live allocation of dev (for pointer_query). */
 bool vkb_owns(struct adr_backend_device* dev, const void* addr);
+/* Resolves ADR_VULKAN_NATIVE_BUFFER: q->address to its range, VkBuffer and
+ * VkDeviceMemory with offsets (ENOENT outside every live range). */
+int vkb_buffer_lookup(struct adr_backend_device* dev, struct adr_vulkan_buffer* q,
+                      struct adr_error* error);
 /* Host-visible block for staging (not in the address map). */
 int vkb_staging_block_create(struct adr_backend_device* dev, VkDeviceSize size,
                              struct vkb_block** out, struct adr_error* error);

@@ -29,7 +29,10 @@
 #ifndef ADR_VULKAN_H
 #define ADR_VULKAN_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "adr/adr.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -58,6 +61,11 @@ enum adr_vulkan_native_kind {
   /* const struct adr_vulkan_queue_lock *: how an application serialises
    * its own use of the device's VkQueue with adr's (below). */
   ADR_VULKAN_NATIVE_QUEUE_LOCK = 0x5603,
+  /* In/out, like ADR_OPENCL_NATIVE_BUFFER: *out points to a struct
+   * adr_vulkan_buffer with struct_size and address set, filled as
+   * adr_vulkan_buffer() fills it. Prefer adr_vulkan_buffer(). (Also the
+   * channel through which libadr asks the backend.) */
+  ADR_VULKAN_NATIVE_BUFFER = 0x5604,
 };
 
 /* Submitting to adr's VkQueue (ADR_NATIVE_QUEUE). Vulkan requires the
@@ -85,6 +93,61 @@ struct adr_vulkan_queue_lock {
   void* ctx;
   void* reserved[4];
 };
+
+/* The Vulkan objects behind an adr address: filled by adr_vulkan_buffer().
+ * Non-dispatchable handles (VkBuffer, VkDeviceMemory) travel as 64-bit
+ * values: on 64-bit platforms, where the Vulkan headers make them
+ * pointers, convert with (VkBuffer)(uintptr_t)q.buffer; on 32-bit ones they
+ * are uint64_t already. */
+struct adr_vulkan_buffer {
+  uint32_t struct_size; /* in: sizeof(struct adr_vulkan_buffer) */
+  uint32_t reserved32;
+  const void* address; /* out: the address asked about (in, for the native kind) */
+  /* out: the allocation `address` lies in, as the application made it
+   * (adr_alloc's pointer and size, whatever the caching pool carved it
+   * from), and address - base. */
+  void* base;
+  size_t size;
+  size_t offset;
+  /* out: the VkBuffer that holds the allocation and the byte offset of
+   * `address` in it, for vkCmdCopyBuffer, VkDescriptorBufferInfo (offset
+   * buffer_offset, range at most size - offset) ... The buffer was created
+   * with TRANSFER_SRC | TRANSFER_DST | STORAGE_BUFFER | SHADER_DEVICE_ADDRESS
+   * usage and is shared by other allocations: touch only
+   * [buffer_offset, buffer_offset + size - offset). */
+  uint64_t buffer;        /* VkBuffer */
+  uint64_t buffer_offset; /* VkDeviceSize */
+  /* out: the VkDeviceMemory the buffer is bound to and the byte offset of
+   * `address` in it (for vkMapMemory, aliasing, external tools). */
+  uint64_t memory;        /* VkDeviceMemory */
+  uint64_t memory_offset; /* VkDeviceSize */
+  uint64_t reserved[4];
+};
+
+/* Resolves `ptr`, any address inside a live allocation of `device` (an
+ * ARROW_DEVICE_VULKAN device), to its VkBuffer and VkDeviceMemory with
+ * offsets: the caller sets out->struct_size; on success every other field
+ * is written. base and size are the allocation as adr_alloc returned it,
+ * under any allocator (ADR_ALLOC=pool or backend, adr_allocator_set).
+ *
+ * The objects belong to the device's VkDevice (ADR_NATIVE_CONTEXT). Work an
+ * application records on them is ordered with adr's by the usual rules
+ * (docs/devices.md): submit it to adr's VkQueue (ADR_NATIVE_QUEUE, under
+ * ADR_VULKAN_NATIVE_QUEUE_LOCK when threads may overlap) and queue order
+ * holds; on another queue, synchronise with events or semaphores.
+ *
+ * Errors: EINVAL for a NULL device, ptr or out, a struct_size smaller than
+ * this struct's first layout, or a device that is not a Vulkan device;
+ * ENOENT when ptr is not inside a live allocation of `device` (freed, one
+ * past the end, another device's); ENOMEM when the core cannot build its
+ * index of the device's allocations; ESHUTDOWN after exit teardown.
+ *
+ * Ownership: both handles stay owned by adr, valid until the allocation
+ * is freed (the pool may keep them longer; do not rely on it). Thread
+ * safety: any thread; a look-up takes the device's index lock and the
+ * backend's memory lock. */
+ADR_API int adr_vulkan_buffer(struct adr_device* device, const void* ptr,
+                              struct adr_vulkan_buffer* out, struct adr_error* error);
 
 /* Describes an application's Vulkan objects for adr_device_adopt(
  * ARROW_DEVICE_VULKAN, &desc, ...). Zero it, set struct_size to

@@ -87,7 +87,8 @@ static void test_adopted_memory_is_the_applications(void** state) {
   assert_int_equal(q.size, N + OFF);
   memset(out, 0, sizeof(out));
   if (q.buffer != NULL)
-    ASSERT_CL(clEnqueueReadBuffer(app_queue, q.buffer, CL_TRUE, q.offset, N, out, 0, NULL, NULL));
+    ASSERT_CL(
+        clEnqueueReadBuffer(app_queue, q.buffer, CL_TRUE, q.buffer_offset, N, out, 0, NULL, NULL));
   else
     ASSERT_CL(clEnqueueSVMMemcpy(app_queue, CL_TRUE, out, (char*)buf + OFF, N, 0, NULL, NULL));
   assert_memory_equal(in, out, N);
