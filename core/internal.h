@@ -188,12 +188,13 @@ int adr__device_create(struct adr__backend* b, const char* api, ArrowDeviceType 
                        struct adr_error* error);
 void adr__device_release(struct adr_device* dev);
 
-/* Native buffer look-ups (interop.c): adr_device_native with
+/* Kinds of adr_device_native the core answers itself (interop.c):
  * ADR_OPENCL_NATIVE_BUFFER / ADR_VULKAN_NATIVE_BUFFER on a device of that
- * backend answers as adr_opencl_buffer / adr_vulkan_buffer do. */
-bool adr__device_native_is_buffer(const struct adr_device* dev, int kind);
-int adr__device_native_buffer(struct adr_device* dev, int kind, void** out,
-                              struct adr_error* error);
+ * backend answer as adr_opencl_buffer / adr_vulkan_buffer do; libadr's own
+ * channels (ADR_VULKAN_NATIVE_EVENT_SOURCE) are refused. */
+bool adr__device_native_intercepted(const struct adr_device* dev, int kind);
+int adr__device_native_interop(struct adr_device* dev, int kind, void** out,
+                               struct adr_error* error);
 
 /* Registry lock: guards backend loading and device creation only. */
 pthread_mutex_t* adr__registry_lock(void);

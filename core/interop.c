@@ -135,13 +135,56 @@ int adr_vulkan_buffer(struct adr_device* device, const void* ptr, struct adr_vul
                        error);
 }
 
-bool adr__device_native_is_buffer(const struct adr_device* dev, int kind) {
-  return (kind == ADR__OPENCL_NATIVE_BUFFER && dev->type == ARROW_DEVICE_OPENCL) ||
-         (kind == ADR_VULKAN_NATIVE_BUFFER && dev->type == ARROW_DEVICE_VULKAN);
+int adr_vulkan_event_import(struct adr_device* device, void* sync_event, uint32_t src_stage_mask,
+                            struct adr_event** out, struct adr_error* error) {
+  static const char op[] = "adr_vulkan_event_import";
+  if (device == NULL || sync_event == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL",
+                       device == NULL       ? "device"
+                       : sync_event == NULL ? "sync_event"
+                                            : "out");
+  const char* bname = device->backend->name;
+  if (device->type != ARROW_DEVICE_VULKAN)
+    return adr__errorf(error, EINVAL, op, bname, "%s is not a Vulkan device", device->name);
+  if (src_stage_mask == 0)
+    return adr__errorf(error, EINVAL, op, bname,
+                       "src_stage_mask is 0 (VK_PIPELINE_STAGE_HOST_BIT for vkSetEvent, else "
+                       "the stageMask of the producer's vkCmdSetEvent)");
+  struct adr_event* e = NULL;
+  struct adr_error local;
+  int st = adr_event_import(device, sync_event, &e, error ? &local : NULL);
+  if (st) {
+    /* adr_event_import's message names adr_event_import: say ours. */
+    if (error) {
+      const char* rest = strstr(local.message, "] ");
+      adr__errorf(error, st, op, bname, "%s", rest ? rest + 2 : local.message);
+    }
+    return st;
+  }
+  struct adr_vulkan_event_source q = {
+      .struct_size = sizeof(q), .src_stage_mask = src_stage_mask, .event = e->handle};
+  void* inout = &q;
+  st = adr__dispatch_device_native(device, op, ADR_VULKAN_NATIVE_EVENT_SOURCE, &inout, error);
+  if (st) {
+    adr_event_destroy(e, NULL);
+    return st;
+  }
+  *out = e;
+  return 0;
 }
 
-int adr__device_native_buffer(struct adr_device* dev, int kind, void** out,
-                              struct adr_error* error) {
+bool adr__device_native_intercepted(const struct adr_device* dev, int kind) {
+  return (kind == ADR__OPENCL_NATIVE_BUFFER && dev->type == ARROW_DEVICE_OPENCL) ||
+         (dev->type == ARROW_DEVICE_VULKAN &&
+          (kind == ADR_VULKAN_NATIVE_BUFFER || kind == ADR_VULKAN_NATIVE_EVENT_SOURCE));
+}
+
+int adr__device_native_interop(struct adr_device* dev, int kind, void** out,
+                               struct adr_error* error) {
+  if (kind == ADR_VULKAN_NATIVE_EVENT_SOURCE)
+    return adr__errorf(error, EINVAL, "adr_device_native", dev->backend->name,
+                       "ADR_VULKAN_NATIVE_EVENT_SOURCE is libadr's own channel to the backend "
+                       "(call adr_vulkan_event_import)");
   struct adr__buffer_head* q = *out;
   if (q == NULL)
     return adr__errorf(

@@ -690,6 +690,12 @@ int vkb_device_native(struct adr_backend_device* dev, int kind, void** out,
                           "ADR_VULKAN_NATIVE_BUFFER needs *out to point to a struct "
                           "adr_vulkan_buffer");
       return vkb_buffer_lookup(dev, (struct adr_vulkan_buffer*)*out, error);
+    case ADR_VULKAN_NATIVE_EVENT_SOURCE:
+      if (*out == NULL)
+        return vkb_errorf(error, EINVAL,
+                          "ADR_VULKAN_NATIVE_EVENT_SOURCE needs *out to point to a struct "
+                          "adr_vulkan_event_source");
+      return vkb_event_source_set(dev, (struct adr_vulkan_event_source*)*out, error);
     default:
       return vkb_errorf(error, ENOTSUP,
                         "native kind %d is not one the Vulkan backend has (see adr/vulkan.h)",

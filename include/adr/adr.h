@@ -350,7 +350,9 @@ ADR_API void* adr_event_native(struct adr_event* event);
 
 /* Wraps a foreign sync_event (a pointer to a native event of `device`'s
  * backend) so streams and the host can wait on it. adr does not own the
- * native event: adr_event_destroy frees only the wrapper. */
+ * native event: adr_event_destroy frees only the wrapper. Vulkan: a
+ * VkEvent set by device work needs adr_vulkan_event_import (adr/vulkan.h);
+ * this call assumes one set from the host. */
 ADR_API int adr_event_import(struct adr_device* device, void* sync_event,
                              struct adr_event** out, struct adr_error* error);
 

@@ -25,6 +25,11 @@
  * VK_PIPELINE_STAGE_ALL_COMMANDS_BIT), or polls vkGetEventStatus() ==
  * VK_EVENT_SET on the host. It must not reset, set or destroy the event.
  * A never-recorded event is in the set state (complete).
+ *
+ * Importing an application's VkEvent: adr_event_import assumes it is set
+ * from the host (vkSetEvent); one set by device work (vkCmdSetEvent in a
+ * command buffer submitted to adr's VkQueue) is imported with
+ * adr_vulkan_event_import, which takes the producer's stage mask.
  */
 #ifndef ADR_VULKAN_H
 #define ADR_VULKAN_H
@@ -37,6 +42,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+struct adr_backend_event; /* adr/backend.h */
 
 /* Native kinds for adr_device_native() on a Vulkan device, in addition to
  * the generic ones, which are:
@@ -66,6 +73,10 @@ enum adr_vulkan_native_kind {
    * adr_vulkan_buffer() fills it. Prefer adr_vulkan_buffer(). (Also the
    * channel through which libadr asks the backend.) */
   ADR_VULKAN_NATIVE_BUFFER = 0x5604,
+  /* libadr's own channel to the backend for adr_vulkan_event_import (a
+   * struct adr_vulkan_event_source): adr_device_native refuses it from
+   * applications with EINVAL. */
+  ADR_VULKAN_NATIVE_EVENT_SOURCE = 0x5605,
 };
 
 /* Submitting to adr's VkQueue (ADR_NATIVE_QUEUE). Vulkan requires the
@@ -148,6 +159,42 @@ struct adr_vulkan_buffer {
  * backend's memory lock. */
 ADR_API int adr_vulkan_buffer(struct adr_device* device, const void* ptr,
                               struct adr_vulkan_buffer* out, struct adr_error* error);
+
+/* Imports an application's VkEvent (sync_event points to it, as
+ * ArrowDeviceArray.sync_event does) like adr_event_import, saying how it is
+ * set: src_stage_mask is the stageMask its producer passes to
+ * vkCmdSetEvent (a VkPipelineStageFlags value), or
+ * VK_PIPELINE_STAGE_HOST_BIT (0x4000) for an event set with vkSetEvent,
+ * which is what adr_event_import assumes.
+ *
+ * Device-set events: the vkCmdSetEvent must be in a command buffer
+ * submitted to the adr device's VkQueue (ADR_NATIVE_QUEUE; Vulkan events do
+ * not work across queues) before the adr call that waits on the event
+ * (adr_stream_wait_event, then work on that stream) is made; Vulkan
+ * requires a vkCmdWaitEvents' srcStageMask to be exactly the producer's,
+ * and adr cannot query it, hence the parameter. adr_event_synchronize and
+ * adr_event_query poll vkGetEventStatus, which sees device sets too. With
+ * the wrong mask, or with adr_event_import on a device-set event, the
+ * validation layer reports VUID-vkCmdWaitEvents-srcStageMask-parameter.
+ *
+ * Ownership: the VkEvent stays the application's (adr_event_destroy frees
+ * only the wrapper); it must not be reset while adr may still wait on it.
+ * An adr event's own sync_event (adr_event_native) is recognised as with
+ * adr_event_import; the mask is then unused. Errors: EINVAL for a NULL
+ * argument, a mask of 0, a device that is not Vulkan, and what
+ * adr_event_import refuses. Thread safety: any thread. */
+ADR_API int adr_vulkan_event_import(struct adr_device* device, void* sync_event,
+                                    uint32_t src_stage_mask, struct adr_event** out,
+                                    struct adr_error* error);
+
+/* What libadr passes with ADR_VULKAN_NATIVE_EVENT_SOURCE: the backend's
+ * event just made by event_import, and the producer's stage mask. */
+struct adr_vulkan_event_source {
+  uint32_t struct_size;
+  uint32_t src_stage_mask;
+  struct adr_backend_event* event;
+  uint64_t reserved[2];
+};
 
 /* Describes an application's Vulkan objects for adr_device_adopt(
  * ARROW_DEVICE_VULKAN, &desc, ...). Zero it, set struct_size to
