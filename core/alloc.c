@@ -51,6 +51,9 @@ static int alloc_common(const char* op, struct adr_device* device,
   if (validating && (st = adr__validate_stream(op, stream, error)) != 0) return st;
   if ((st = check_stream(op, device, stream, error)) != 0) return st;
   struct adr__device_memory* m = device->memory;
+  if (m == NULL && atomic_load_explicit(&device->released, memory_order_relaxed))
+    return adr__errorf(error, ENODEV, op, device->backend->name,
+                       "ENODEV: %s was released (adr_device_release)", device->name);
   if (m == NULL)
     return adr__errorf(error, ENOMEM, op, device->backend->name,
                        "ENOMEM: no memory state for %s (out of host memory at creation)",

@@ -108,6 +108,13 @@ __attribute__((noinline)) static int copy_any(struct adr_device* dst_device, voi
   if (dst == NULL || src == NULL)
     return adr__errorf(error, EINVAL, "adr_copy", NULL, "%s pointer is NULL",
                        dst ? "source" : "destination");
+  /* A released device's handle must not reach the other side's backend. */
+  if (atomic_load_explicit(&dst_device->released, memory_order_relaxed) ||
+      atomic_load_explicit(&src_device->released, memory_order_relaxed))
+    return adr__errorf(error, ENODEV, "adr_copy", NULL, "ENODEV: %s was released",
+                       atomic_load_explicit(&dst_device->released, memory_order_relaxed)
+                           ? dst_device->name
+                           : src_device->name);
   int cst;
   if (ADR__VALIDATING() && (cst = adr__validate_stream("adr_copy", stream, error)) != 0) return cst;
   if (stream != NULL && stream->device != dst_device && stream->device != src_device)

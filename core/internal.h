@@ -175,6 +175,9 @@ struct adr_device {
   /* Interval index kept beyond the range checks' needs (interop.c): 0 no,
    * 1 alloc.c maintains it, 2 and the allocations made before are in it. */
   _Atomic int ranges_kept;
+  bool adopted;                   /* made by adr_device_adopt (registry.c) */
+  _Atomic bool released;          /* adr_device_release closed it (registry.c) */
+  _Atomic int64_t live_objects;   /* streams and events made or imported (sync.c) */
 };
 
 /* Device objects (device.c). adr__device_create wraps a device the backend

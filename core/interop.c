@@ -173,6 +173,50 @@ int adr_vulkan_event_import(struct adr_device* device, void* sync_event, uint32_
   return 0;
 }
 
+int adr_vulkan_queue_lock(struct adr_device* device, const struct adr_vulkan_queue_lock** out,
+                          struct adr_error* error) {
+  static const char op[] = "adr_vulkan_queue_lock";
+  if (device == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL", device ? "out" : "device");
+  if (device->type != ARROW_DEVICE_VULKAN)
+    return adr__errorf(error, EINVAL, op, device->backend->name, "%s is not a Vulkan device",
+                       device->name);
+  void* h = NULL;
+  int st = adr__dispatch_device_native(device, op, ADR_VULKAN_NATIVE_QUEUE_LOCK, &h, error);
+  if (st) return st;
+  *out = h;
+  return 0;
+}
+
+int adr_vulkan_stream_import(struct adr_device* device, void* queue, uint32_t queue_family_index,
+                             struct adr_stream** out, struct adr_error* error) {
+  static const char op[] = "adr_vulkan_stream_import";
+  if (device == NULL || queue == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL",
+                       device == NULL  ? "device"
+                       : queue == NULL ? "queue"
+                                       : "out");
+  const char* bname = device->backend->name;
+  if (device->type != ARROW_DEVICE_VULKAN)
+    return adr__errorf(error, EINVAL, op, bname, "%s is not a Vulkan device", device->name);
+  void *q = NULL, *family = NULL;
+  int st = adr__dispatch_device_native(device, op, ADR_NATIVE_QUEUE, &q, error);
+  if (st == 0)
+    st = adr__dispatch_device_native(device, op, ADR_NATIVE_QUEUE_FAMILY, &family, error);
+  if (st) return st;
+  if (queue != q)
+    return adr__errorf(error, ENOTSUP, op, bname,
+                       "VkQueue %p is not the queue of %s (%p): adr submits every stream of a "
+                       "device to its one queue, under one timeline; adopt a device over that "
+                       "queue (adr_device_adopt) to use it",
+                       queue, device->name, q);
+  if ((uintptr_t)family != queue_family_index)
+    return adr__errorf(error, EINVAL, op, bname,
+                       "queue family %u given, but %s's queue is of family %u", queue_family_index,
+                       device->name, (unsigned)(uintptr_t)family);
+  return adr_stream_import(device, queue, out, error);
+}
+
 bool adr__device_native_intercepted(const struct adr_device* dev, int kind) {
   return (kind == ADR__OPENCL_NATIVE_BUFFER && dev->type == ARROW_DEVICE_OPENCL) ||
          (dev->type == ARROW_DEVICE_VULKAN &&

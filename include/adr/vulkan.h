@@ -196,6 +196,34 @@ struct adr_vulkan_event_source {
   uint64_t reserved[2];
 };
 
+/* Typed ADR_VULKAN_NATIVE_QUEUE_LOCK: *out = the lock adr submits to the
+ * device's VkQueue under (struct above). Opens the device if needed and
+ * marks its queue as shared (adr then keeps queue order with the
+ * application's submissions, see docs/devices.md). The struct is owned by
+ * adr and valid until the device is closed (process exit, or
+ * adr_device_release for an adopted device). EINVAL for NULL arguments or
+ * a device that is not Vulkan. Thread safety: any thread. */
+ADR_API int adr_vulkan_queue_lock(struct adr_device* device,
+                                  const struct adr_vulkan_queue_lock** out,
+                                  struct adr_error* error);
+
+/* adr_stream_import for a Vulkan device, with the queue's family: wraps
+ * `queue` (a VkQueue) in a new adr stream (a submission context of its
+ * own: command pool and buffers) whose work is submitted to that queue.
+ * adr submits every stream of a device to the device's one VkQueue, under
+ * one timeline, so `queue` must be that queue (ADR_NATIVE_QUEUE: on an
+ * adopted device, the application's own queue it was adopted with) and
+ * `queue_family_index` its family (ADR_NATIVE_QUEUE_FAMILY). Another queue
+ * of the same VkDevice is refused with ENOTSUP: adopt a second adr device
+ * over it (adr_device_adopt) instead. The queue stays the application's
+ * (or adr's); adr_stream_destroy frees only the wrapper. The application
+ * may submit to the queue itself, under adr_vulkan_queue_lock when threads
+ * may overlap. Errors: EINVAL for NULL arguments, a device that is not
+ * Vulkan, a family that is not the queue's; ENOTSUP as above. */
+ADR_API int adr_vulkan_stream_import(struct adr_device* device, void* queue,
+                                     uint32_t queue_family_index, struct adr_stream** out,
+                                     struct adr_error* error);
+
 /* Describes an application's Vulkan objects for adr_device_adopt(
  * ARROW_DEVICE_VULKAN, &desc, ...). Zero it, set struct_size to
  * sizeof(struct adr_vulkan_adopt_desc), then the fields.
