@@ -149,6 +149,19 @@ static void abandon(struct adr_device* dev) {
   }
 }
 
+static int buffer(struct adr_device* dev, const void* ptr, void** out_base, size_t* out_size,
+                  size_t* out_offset, struct adr_error* error) {
+  struct adr_opencl_buffer q = {.struct_size = sizeof(q)};
+  int st = adr_opencl_buffer(dev, ptr, &q, error);
+  if (st != 0) return st;
+  if (q.address != ptr || (q.mode == ADR_OPENCL_ADDRESS_BUFFER) != (q.buffer != NULL))
+    return adr_error_set(error, EPROTO, "[adr_opencl_buffer] inconsistent answer for %p", ptr);
+  *out_base = q.base;
+  *out_size = q.size;
+  *out_offset = q.offset;
+  return 0;
+}
+
 const struct conf_native conf_native_opencl = {
     .backend = "opencl",
     .gate_create = gate_create,
@@ -157,4 +170,6 @@ const struct conf_native conf_native_opencl = {
     .fill = fill,
     .finish = finish,
     .abandon = abandon,
+    .buffer_op = "adr_opencl_buffer",
+    .buffer = buffer,
 };
