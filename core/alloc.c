@@ -10,8 +10,9 @@
  * Hot path: one atomic load of the handler, one sharded-table insert or
  * remove, relaxed atomic counters; no lock shared by all threads. Devices
  * whose copies are range-checked (not host-accessible, or the validation
- * layer on) also keep the interval index (one mutex per
- * device); the validation layer's hooks are marked "validation".
+ * layer on), and devices an interop call asked about (interop.c), also
+ * keep the interval index (one mutex per device); the validation layer's
+ * hooks are marked "validation".
  */
 #include <errno.h>
 #include <stdint.h>
@@ -52,6 +53,9 @@ static int alloc_common(const char* op, struct adr_device* device,
   if (validating && (st = adr__validate_stream(op, stream, error)) != 0) return st;
   if ((st = check_stream(op, device, stream, error)) != 0) return st;
   struct adr__device_memory* m = device->memory;
+  if (m == NULL && atomic_load_explicit(&device->released, memory_order_relaxed))
+    return adr__errorf(error, ENODEV, op, device->backend->name,
+                       "ENODEV: %s was released (adr_device_release)", device->name);
   if (m == NULL)
     return adr__errorf(error, ENOMEM, op, device->backend->name,
                        "ENOMEM: no memory state for %s (out of host memory at creation)",
@@ -78,7 +82,7 @@ static int alloc_common(const char* op, struct adr_device* device,
     adr__error_context(error, st, op, device->backend->name);
     return st;
   }
-  bool ranged = adr__range_checked(device);
+  bool ranged = adr__range_indexed(device);
   if (adr__alloc_table_insert_data(device->allocs, ptr, size, handler, cookie) != 0 ||
       (ranged && adr__alloc_table_ranges_insert(device->allocs, ptr, size, site) != 0)) {
     adr__alloc_table_remove_data(device->allocs, ptr, size, NULL, NULL, NULL);
@@ -135,7 +139,7 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
     return adr__errorf(error, EINVAL, "adr_free", device->backend->name,
                        "%p was allocated with size %zu, freed with size %zu", ptr, recorded, size);
   struct adr__range range = {0, 0, NULL};
-  bool ranged = adr__range_checked(device);
+  bool ranged = adr__range_indexed(device);
   if (ranged) range.site = adr__alloc_table_ranges_remove(device->allocs, ptr);
   /* validation: the handler sees the free only when it leaves the
    * quarantine, so the address is not handed out again before that. */

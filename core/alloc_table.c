@@ -281,7 +281,24 @@ static int top_insert(struct adr__range_index* x, size_t at, struct block* b) {
   return 0;
 }
 
-static int insert_locked(struct adr__range_index* x, uintptr_t key, size_t size, const void* site) {
+/* 0 with *added false when key was already there (its entry updated). */
+static int insert_locked(struct adr__range_index* x, uintptr_t key, size_t size, const void* site,
+                         bool* added) {
+  *added = true;
+  if (x->nblocks != 0) {
+    size_t k = block_of(x, key);
+    if (k < x->nblocks) {
+      struct block* kb = x->blocks[k];
+      uint32_t at = upper(kb, key);
+      if (at > 0 && kb->e[at - 1].start == key) {
+        /* interop.c's build and alloc.c may both add one allocation. */
+        kb->e[at - 1].size = size;
+        if (site != NULL) kb->e[at - 1].site = site;
+        *added = false;
+        return 0;
+      }
+    }
+  }
   if (x->nblocks == 0) {
     struct block* b = malloc(sizeof(*b));
     if (b == NULL) return ENOMEM;
@@ -325,12 +342,35 @@ int adr__alloc_table_ranges_insert(struct adr__alloc_table* t, void* ptr, size_t
   struct adr__range_index* x = ranges_of(t);
   if (x == NULL) return ENOMEM;
   pthread_mutex_lock(&x->lock);
-  int st = insert_locked(x, (uintptr_t)ptr, size, site);
+  bool added;
+  int st = insert_locked(x, (uintptr_t)ptr, size, site, &added);
   if (st == 0) {
-    x->count++;
+    if (added) x->count++;
     bump(x);
   }
   pthread_mutex_unlock(&x->lock);
+  return st;
+}
+
+/* Shard lock, then the index lock: nothing takes them in the other order. */
+int adr__alloc_table_ranges_build(struct adr__alloc_table* t) {
+  struct adr__range_index* x = ranges_of(t);
+  if (x == NULL) return ENOMEM;
+  int st = 0;
+  for (int i = 0; i < SHARDS && st == 0; i++) {
+    struct shard* s = &t->shards[i];
+    pthread_mutex_lock(&s->lock);
+    pthread_mutex_lock(&x->lock);
+    for (size_t j = 0; j < s->cap && st == 0; j++) {
+      if (s->slots[j].key == 0) continue;
+      bool added;
+      st = insert_locked(x, s->slots[j].key, s->slots[j].size, NULL, &added);
+      if (st == 0 && added) x->count++;
+    }
+    bump(x);
+    pthread_mutex_unlock(&x->lock);
+    pthread_mutex_unlock(&s->lock);
+  }
   return st;
 }
 

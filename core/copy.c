@@ -140,6 +140,16 @@ __attribute__((noinline)) static int copy_any(struct adr_device* dst_device, voi
     return adr__errorf(
         error, EINVAL, "adr_copy", NULL, "%s pointer is NULL%s", dst ? "source" : "destination",
         (dst ? src_device : dst_device) == NULL ? " (host memory: NULL device)" : "");
+  /* A released device's handle must not reach a backend. */
+  struct adr_device* released =
+      dst_device != NULL && atomic_load_explicit(&dst_device->released, memory_order_relaxed)
+          ? dst_device
+      : src_device != NULL && atomic_load_explicit(&src_device->released, memory_order_relaxed)
+          ? src_device
+          : NULL;
+  if (released != NULL)
+    return adr__errorf(error, ENODEV, "adr_copy", NULL, "ENODEV: %s was released",
+                       released->name);
   if (dst_device == NULL || src_device == NULL)
     return host_side_copy(dst_device, dst, src_device, src, size, stream, error);
   int cst;

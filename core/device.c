@@ -171,6 +171,8 @@ int adr_device_native(struct adr_device* device, int kind, void** out, struct ad
   if (device == NULL || out == NULL)
     return adr__errorf(error, EINVAL, "adr_device_native", NULL, "%s is NULL",
                        device ? "out" : "device");
+  if (adr__device_native_intercepted(device, kind))
+    return adr__device_native_interop(device, kind, out, error);
   return adr__dispatch_device_native(device, "adr_device_native", kind, out, error);
 }
 

@@ -183,6 +183,12 @@ struct adr_device {
   uint32_t pci_domain;
   uint8_t pci_bus, pci_device, pci_function;
   struct adr__device_memory* memory; /* set by adr__memory_device_init */
+  /* Interval index kept beyond the range checks' needs (interop.c): 0 no,
+   * 1 alloc.c maintains it, 2 and the allocations made before are in it. */
+  _Atomic int ranges_kept;
+  bool adopted;                   /* made by adr_device_adopt (registry.c) */
+  _Atomic bool released;          /* adr_device_release closed it (registry.c) */
+  _Atomic int64_t live_objects;   /* streams and events made or imported (sync.c) */
 };
 
 /* Device objects (device.c). adr__device_create wraps a device the backend
@@ -200,6 +206,14 @@ uint32_t adr__device_kind_default(ArrowDeviceType type);
 /* Whether `dev` is a device object of this registry (not a foreign
  * pointer). Takes the registry lock. */
 bool adr__device_known(const struct adr_device* dev);
+
+/* Kinds of adr_device_native the core answers itself (interop.c):
+ * ADR_OPENCL_NATIVE_BUFFER / ADR_VULKAN_NATIVE_BUFFER on a device of that
+ * backend answer as adr_opencl_buffer / adr_vulkan_buffer do; libadr's own
+ * channels (ADR_VULKAN_NATIVE_EVENT_SOURCE) are refused. */
+bool adr__device_native_intercepted(const struct adr_device* dev, int kind);
+int adr__device_native_interop(struct adr_device* dev, int kind, void** out,
+                               struct adr_error* error);
 
 /* Registry lock: guards backend loading and device creation only. */
 pthread_mutex_t* adr__registry_lock(void);
@@ -275,10 +289,15 @@ struct adr__range {
 };
 
 /* Ordered index beside the hash, maintained by alloc.c only for devices
- * whose copies are range-checked (adr__range_checked). O(log n) expected;
- * one mutex per table. insert: ENOMEM when it cannot grow. */
+ * whose copies are range-checked (adr__range_checked), or once an interop
+ * call needed it (adr__range_indexed). O(log n) expected; one mutex per
+ * table. insert: ENOMEM when it cannot grow; inserting a start that is
+ * already there updates it. */
 int adr__alloc_table_ranges_insert(struct adr__alloc_table* t, void* ptr, size_t size,
                                    const void* site);
+/* Adds every allocation of the hash that the index lacks (site NULL), for
+ * a device whose index was not kept so far; ENOMEM when it cannot grow. */
+int adr__alloc_table_ranges_build(struct adr__alloc_table* t);
 /* Returns the removed range's site (NULL if ptr was not in the index). */
 const void* adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr);
 /* The live allocation whose [start, start + max(size, 1)) contains p.

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "dispatch.h"
+#include "validate.h"
 
 #define MAX_BACKENDS 32
 #define MAX_TYPE 32 /* ArrowDeviceType values are small positive integers */
@@ -612,6 +613,7 @@ int adr_device_adopt(ArrowDeviceType type, const void* native_desc, struct adr_d
     st = adr__device_create(b, "adr_device_adopt", type, id, handle, &td->items[id], error);
   if (st == 0) {
     td->adopted++;
+    td->items[id]->adopted = true;
     *out = td->items[id];
   }
   pthread_mutex_unlock(&registry_mutex);
@@ -726,6 +728,15 @@ int adr__pointer_owner(const char* api, const void* ptr, struct adr_device** out
 /* The vtable of a device after the teardown: every slot refuses. The
  * dispatching wrapper adds "[operation][backend]" to the message. */
 #define SHUT_MSG "ESHUTDOWN: adr was shut down at process exit; nothing was done"
+/* The handle of a device released by adr_device_release: the slots below
+ * that get a device answer ENODEV for it instead. */
+static char released_mark;
+#define RELEASED_HANDLE ((struct adr_backend_device*)(void*)&released_mark)
+#define RELEASED_MSG "ENODEV: the device was released (adr_device_release); nothing was done"
+static int shut_error(const struct adr_backend_device* dev, struct adr_error* error) {
+  if (dev == RELEASED_HANDLE) return adr_backend_error_set(error, ENODEV, RELEASED_MSG);
+  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+}
 static int shut_init(struct adr_error* error) {
   return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
 }
@@ -745,53 +756,53 @@ static void shut_device_close(struct adr_backend_device* dev) {
 static int shut_device_info(struct adr_backend_device* dev, struct adr_device_info* out,
                             struct adr_error* error) {
   (void)dev, (void)out;
-  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+  return shut_error(dev, error);
 }
 static int shut_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
                       struct adr_backend_stream* stream, void** out, struct adr_error* error) {
   (void)dev, (void)size, (void)alignment, (void)stream, (void)out;
-  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+  return shut_error(dev, error);
 }
 static int shut_free(struct adr_backend_device* dev, void* ptr, size_t size,
                      struct adr_backend_stream* stream, struct adr_error* error) {
   (void)dev, (void)ptr, (void)size, (void)stream;
-  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+  return shut_error(dev, error);
 }
 static int shut_copy(struct adr_backend_device* dst_dev, void* dst,
                      struct adr_backend_device* src_dev, const void* src, size_t size,
                      struct adr_backend_stream* stream, struct adr_error* error) {
   (void)dst_dev, (void)dst, (void)src_dev, (void)src, (void)size, (void)stream;
-  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+  return shut_error(dst_dev ? dst_dev : src_dev, error);
 }
 static int shut_memset(struct adr_backend_device* dev, void* ptr, int value, size_t size,
                        struct adr_backend_stream* stream, struct adr_error* error) {
   (void)dev, (void)ptr, (void)value, (void)size, (void)stream;
-  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+  return shut_error(dev, error);
 }
 static int shut_stream_create(struct adr_backend_device* dev, uint32_t flags,
                               struct adr_backend_stream** out, struct adr_error* error) {
   (void)dev, (void)flags, (void)out;
-  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+  return shut_error(dev, error);
 }
 static int shut_stream_op(struct adr_backend_device* dev, struct adr_backend_stream* stream,
                           struct adr_error* error) {
   (void)dev, (void)stream;
-  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+  return shut_error(dev, error);
 }
 static int shut_event_create(struct adr_backend_device* dev, struct adr_backend_event** out,
                              struct adr_error* error) {
   (void)dev, (void)out;
-  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+  return shut_error(dev, error);
 }
 static int shut_event_op(struct adr_backend_device* dev, struct adr_backend_event* event,
                          struct adr_error* error) {
   (void)dev, (void)event;
-  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+  return shut_error(dev, error);
 }
 static int shut_event_stream_op(struct adr_backend_device* dev, struct adr_backend_event* event,
                                 struct adr_backend_stream* stream, struct adr_error* error) {
   (void)dev, (void)event, (void)stream;
-  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+  return shut_error(dev, error);
 }
 static void* shut_event_native(struct adr_backend_device* dev, struct adr_backend_event* event) {
   (void)dev, (void)event;
@@ -800,12 +811,12 @@ static void* shut_event_native(struct adr_backend_device* dev, struct adr_backen
 static int shut_event_import(struct adr_backend_device* dev, void* sync_event,
                              struct adr_backend_event** out, struct adr_error* error) {
   (void)dev, (void)sync_event, (void)out;
-  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+  return shut_error(dev, error);
 }
 static int shut_stream_import(struct adr_backend_device* dev, void* native_stream,
                               struct adr_backend_stream** out, struct adr_error* error) {
   (void)dev, (void)native_stream, (void)out;
-  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+  return shut_error(dev, error);
 }
 static void* shut_stream_native(struct adr_backend_device* dev, struct adr_backend_stream* stream) {
   (void)dev, (void)stream;
@@ -819,7 +830,7 @@ static int shut_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_
 static int shut_device_native(struct adr_backend_device* dev, int kind, void** out,
                               struct adr_error* error) {
   (void)dev, (void)kind, (void)out;
-  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+  return shut_error(dev, error);
 }
 static int shut_device_adopt(ArrowDeviceType type, int64_t id, const void* native_desc,
                              struct adr_backend_device** out, struct adr_error* error) {
@@ -829,17 +840,17 @@ static int shut_device_adopt(ArrowDeviceType type, int64_t id, const void* nativ
 static int shut_device_properties(struct adr_backend_device* dev, adr_property_fn emit, void* ctx,
                                   struct adr_error* error) {
   (void)dev, (void)emit, (void)ctx;
-  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+  return shut_error(dev, error);
 }
 static int shut_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
                               struct adr_error* error) {
   (void)dev, (void)ptr, (void)size;
-  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+  return shut_error(dev, error);
 }
 static int shut_host_unregister(struct adr_backend_device* dev, void* ptr,
                                 struct adr_error* error) {
   (void)dev, (void)ptr;
-  return adr_backend_error_set(error, ESHUTDOWN, SHUT_MSG);
+  return shut_error(dev, error);
 }
 
 static const struct adr_backend shutdown_vtable = {
@@ -878,6 +889,56 @@ static const struct adr_backend shutdown_vtable = {
     .host_register = shut_host_register,
     .host_unregister = shut_host_unregister,
 };
+
+/* An adopted device is closed before exit on request: like the teardown
+ * below for one device, with the checks an application needs (nothing of
+ * it may be live), under the registry lock. The struct stays (device
+ * pointers are valid for the life of the process) and answers every call
+ * with ENODEV through the shut-down table; its id is not reused. */
+int adr_device_release(struct adr_device* device, struct adr_error* error) {
+  static const char op[] = "adr_device_release";
+  if (device == NULL) return adr__errorf(error, EINVAL, op, NULL, "device is NULL");
+  if (adr__shut_down()) return adr__shutdown_error(error, op, device);
+  const char* bname = device->backend->name;
+  int st = 0;
+  pthread_mutex_lock(&registry_mutex);
+  if (atomic_load(&device->released)) {
+    st = adr__errorf(error, EINVAL, op, bname, "%s was already released", device->name);
+  } else if (!device->adopted) {
+    st = adr__errorf(error, EINVAL, op, bname,
+                     "%s is not an adopted device: only devices made by adr_device_adopt can be "
+                     "released (the others live until process exit)",
+                     device->name);
+  } else {
+    size_t allocs = adr__alloc_table_count(device->allocs);
+    int64_t objects = atomic_load(&device->live_objects);
+    if (allocs != 0)
+      st = adr__errorf(error, EBUSY, op, bname,
+                       "%zu allocation%s of %s %s still live: free them first", allocs,
+                       allocs == 1 ? "" : "s", device->name, allocs == 1 ? "is" : "are");
+    else if (objects != 0)
+      st = adr__errorf(error, EBUSY, op, bname,
+                       "%lld stream%s or event%s of %s %s still live: destroy them first",
+                       (long long)objects, objects == 1 ? "" : "s", objects == 1 ? "" : "s",
+                       device->name, objects == 1 ? "is" : "are");
+  }
+  if (st == 0)
+    st = adr__dispatch_stream_synchronize(device, op, device->default_stream.handle, error);
+  if (st == 0) {
+    atomic_store(&device->released, true);
+    /* The hot copy path would hand the other side's backend this handle. */
+    device->host_accessible = false;
+    struct adr_device* expect = device;
+    atomic_compare_exchange_strong(&default_device, &expect, NULL);
+    if (ADR__VALIDATING()) adr__validate_flush(device);
+    adr__device_release(device);
+    device->vt = &shutdown_vtable;
+    device->handle = RELEASED_HANDLE;
+    device->default_stream.handle = NULL;
+  }
+  pthread_mutex_unlock(&registry_mutex);
+  return st;
+}
 
 /* Devices whose queued work could not be drained: their memory and native
  * objects are abandoned (left as they are) rather than freed under work

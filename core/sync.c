@@ -61,6 +61,7 @@ int adr_stream_create(struct adr_device* device, struct adr_stream** out, struct
     return st;
   }
   s->device = device;
+  atomic_fetch_add_explicit(&device->live_objects, 1, memory_order_relaxed);
   if (v) adr__validate_obj_live(s);
   adr__stream_track(s);
   *out = s;
@@ -82,6 +83,7 @@ int adr_stream_destroy(struct adr_stream* stream, struct adr_error* error) {
   /* The backend's stream is gone whatever the status (adr/backend.h): the
    * wrapper goes too, and a driver error is reported. */
   int st = adr__dispatch_stream_destroy(dev, "adr_stream_destroy", stream->handle, error);
+  atomic_fetch_sub_explicit(&dev->live_objects, 1, memory_order_relaxed);
   adr__stream_untrack(stream);
   obj_release(stream, ADR__CALL_SITE());
   return st;
@@ -122,6 +124,7 @@ int adr_stream_import(struct adr_device* device, void* native_stream, struct adr
   }
   s->device = device;
   s->flags = ADR__STREAM_IMPORTED;
+  atomic_fetch_add_explicit(&device->live_objects, 1, memory_order_relaxed);
   if (v) adr__validate_obj_live(s);
   *out = s;
   return 0;
@@ -151,6 +154,7 @@ int adr_event_create(struct adr_device* device, struct adr_event** out, struct a
     return st;
   }
   e->device = device;
+  atomic_fetch_add_explicit(&device->live_objects, 1, memory_order_relaxed);
   if (v) adr__validate_obj_live(e);
   *out = e;
   return 0;
@@ -163,6 +167,7 @@ int adr_event_destroy(struct adr_event* event, struct adr_error* error) {
   if (adr__shut_down()) return adr__shutdown_error(error, "adr_event_destroy", dev);
   /* As for streams: the event is gone whatever the status. */
   int st = adr__dispatch_event_destroy(dev, "adr_event_destroy", event->handle, error);
+  atomic_fetch_sub_explicit(&dev->live_objects, 1, memory_order_relaxed);
   obj_release(event, ADR__CALL_SITE());
   return st;
 }
@@ -241,6 +246,7 @@ int adr_event_import(struct adr_device* device, void* sync_event, struct adr_eve
   }
   e->device = device;
   e->flags = ADR__EVENT_IMPORTED;
+  atomic_fetch_add_explicit(&device->live_objects, 1, memory_order_relaxed);
   if (v) adr__validate_obj_live(e);
   *out = e;
   return 0;

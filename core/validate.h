@@ -58,6 +58,14 @@ static inline bool adr__range_checked(const struct adr_device* dev) {
   return !dev->host_accessible || ADR__VALIDATING();
 }
 
+/* Whether alloc.c keeps dev's interval index: where copies are checked,
+ * and on any device once an interop call (adr_opencl_buffer ...) needed
+ * the allocation an address lies in (interop.c). */
+static inline bool adr__range_indexed(const struct adr_device* dev) {
+  return adr__range_checked(dev) ||
+         atomic_load_explicit(&dev->ranges_kept, memory_order_acquire) != 0;
+}
+
 /* EOVERFLOW for a size above PTRDIFF_MAX or a range [p, p+size) that wraps
  * around the address space. `what` names the pointer ("destination"). */
 static inline int adr__range_sane(const char* op, const struct adr_device* dev, const char* what,

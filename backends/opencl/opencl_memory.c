@@ -573,5 +573,8 @@ int ocl_buffer_lookup(struct adr_backend_device* dev, struct adr_opencl_buffer* 
   q->size = a.size;
   q->offset = (uintptr_t)q->address - a.base;
   q->buffer = (cl_mem)a.native;
+  /* The backend's allocation is the cl_mem (or SVM block) itself; the core
+   * replaces base/size/offset with the user's allocation inside it. */
+  q->buffer_offset = q->offset;
   return 0;
 }

@@ -695,7 +695,8 @@ int vkb_device_properties(struct adr_backend_device* dev, adr_property_fn emit, 
 int vkb_device_native(struct adr_backend_device* dev, int kind, void** out,
                       struct adr_error* error) {
   if (kind == ADR_NATIVE_CONTEXT || kind == ADR_NATIVE_QUEUE ||
-      kind == ADR_VULKAN_NATIVE_QUEUE_LOCK || kind == ADR_VULKAN_NATIVE_TIMELINE_SEMAPHORE) {
+      kind == ADR_VULKAN_NATIVE_QUEUE_LOCK || kind == ADR_VULKAN_NATIVE_TIMELINE_SEMAPHORE ||
+      kind == ADR_VULKAN_NATIVE_BUFFER) {
     int st = vkb_device_ensure(dev, error);
     if (st != 0) return st;
   }
@@ -726,6 +727,18 @@ int vkb_device_native(struct adr_backend_device* dev, int kind, void** out,
     case ADR_VULKAN_NATIVE_TIMELINE_SEMAPHORE:
       *out = (void*)dev->timeline;
       return 0;
+    case ADR_VULKAN_NATIVE_BUFFER:
+      if (*out == NULL)
+        return vkb_errorf(error, EINVAL,
+                          "ADR_VULKAN_NATIVE_BUFFER needs *out to point to a struct "
+                          "adr_vulkan_buffer");
+      return vkb_buffer_lookup(dev, (struct adr_vulkan_buffer*)*out, error);
+    case ADR_VULKAN_NATIVE_EVENT_SOURCE:
+      if (*out == NULL)
+        return vkb_errorf(error, EINVAL,
+                          "ADR_VULKAN_NATIVE_EVENT_SOURCE needs *out to point to a struct "
+                          "adr_vulkan_event_source");
+      return vkb_event_source_set(dev, (struct adr_vulkan_event_source*)*out, error);
     default:
       return vkb_errorf(error, ENOTSUP,
                         "native kind %d is not one the Vulkan backend has (see adr/vulkan.h)",

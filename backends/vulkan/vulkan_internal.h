@@ -372,6 +372,13 @@ struct vkb_cb {
   uint64_t value; /* submission value, 0 when never submitted */
 };
 
+/* An imported event a stream's next submission waits for, with the
+ * srcStageMask to wait with. */
+struct vkb_foreign_wait {
+  VkEvent event;
+  VkPipelineStageFlags src_stage;
+};
+
 struct adr_backend_stream {
   struct adr_backend_device* dev;
   pthread_mutex_t lock;
@@ -381,7 +388,7 @@ struct adr_backend_stream {
   uint32_t cb_next;
   uint64_t last_value;    /* last submission of this stream */
   uint64_t wait_value;    /* next submission waits for the timeline >= this */
-  VkEvent* foreign_waits; /* next submission waits for these (imported) */
+  struct vkb_foreign_wait* foreign_waits; /* next submission waits for these (imported) */
   uint32_t foreign_count, foreign_cap;
   struct vkb_range* scratch; /* 64 bytes for memset head/tail, lazily */
   bool is_default;
@@ -402,6 +409,10 @@ struct adr_backend_event {
   struct adr_backend_device* dev;
   enum vkb_event_kind kind;
   VkEvent vk; /* &vk is what event_native returns */
+  /* FOREIGN: the stageMask its producer sets it with (vkCmdSetEvent's, or
+   * HOST for vkSetEvent): the srcStageMask of adr's vkCmdWaitEvents on it.
+   * HOST unless adr_vulkan_event_import said otherwise. */
+  VkPipelineStageFlags src_stage;
   /* OWN/SNAPSHOT: complete when source->timeline >= value (0 = complete). */
   struct adr_backend_device* source;
   uint64_t value;
@@ -489,6 +500,14 @@ int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size, s
                 struct adr_error* error);
 /* Whether `addr` lies in a live allocation of dev (for pointer_query). */
 bool vkb_owns(struct adr_backend_device* dev, const void* addr);
+/* Resolves ADR_VULKAN_NATIVE_BUFFER: q->address to its range, VkBuffer and
+ * VkDeviceMemory with offsets (ENOENT outside every live range). */
+int vkb_buffer_lookup(struct adr_backend_device* dev, struct adr_vulkan_buffer* q,
+                      struct adr_error* error);
+/* Resolves ADR_VULKAN_NATIVE_EVENT_SOURCE: the producer stage of an
+ * imported event (adr_vulkan_event_import). */
+int vkb_event_source_set(struct adr_backend_device* dev, struct adr_vulkan_event_source* q,
+                         struct adr_error* error);
 /* Host-visible block for staging (not in the address map). */
 int vkb_staging_block_create(struct adr_backend_device* dev, VkDeviceSize size,
                              struct vkb_block** out, struct adr_error* error);

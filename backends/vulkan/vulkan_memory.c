@@ -528,6 +528,32 @@ int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size, s
   return st;
 }
 
+int vkb_buffer_lookup(struct adr_backend_device* dev, struct adr_vulkan_buffer* q,
+                      struct adr_error* error) {
+  if (q->struct_size < offsetof(struct adr_vulkan_buffer, reserved))
+    return vkb_errorf(error, EINVAL,
+                      "struct adr_vulkan_buffer.struct_size is %u, expected at least %zu",
+                      q->struct_size, offsetof(struct adr_vulkan_buffer, reserved));
+  VkDeviceAddress a = (VkDeviceAddress)(uintptr_t)q->address;
+  pthread_mutex_lock(&dev->mem_lock);
+  struct vkb_range* r = map_find(dev, a);
+  if (r != NULL) {
+    q->base = (void*)(uintptr_t)r->addr;
+    q->size = (size_t)r->user_size;
+    q->offset = (size_t)(a - r->addr);
+    q->buffer = (uint64_t)(uintptr_t)r->block->buffer;
+    q->buffer_offset = r->offset + (a - r->addr);
+    q->memory = (uint64_t)(uintptr_t)r->block->memory;
+    /* block_create binds the buffer at offset 0 of its memory. */
+    q->memory_offset = q->buffer_offset;
+  }
+  pthread_mutex_unlock(&dev->mem_lock);
+  if (r == NULL)
+    return vkb_errorf(error, ENOENT, "%p is not inside an allocation of vulkan:%" PRId64,
+                      q->address, dev->id);
+  return 0;
+}
+
 bool vkb_owns(struct adr_backend_device* dev, const void* addr) {
   pthread_mutex_lock(&dev->mem_lock);
   bool found = map_find(dev, (VkDeviceAddress)(uintptr_t)addr) != NULL;

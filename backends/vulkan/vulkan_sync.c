@@ -132,15 +132,23 @@ int vkb_cmd_begin(struct adr_backend_stream* s, struct vkb_cmd* out, struct adr_
   }
   vkb_barrier_all(dev, slot->cb);
   /* Imported foreign events this stream was told to wait for. One already
-   * set needs no wait; one still reset can only be set later by the host
-   * (a producer on this queue would be ordered before us by the barrier
-   * above), so the wait's source stage is HOST. */
+   * set needs no wait. One still reset is set later either by the host
+   * (vkSetEvent: source stage HOST, the default) or by device work the
+   * application submitted to this queue before (vkCmdSetEvent, whose
+   * stageMask adr_vulkan_event_import declared). Vulkan requires the wait's
+   * srcStageMask to be exactly the producer's, which adr cannot query, so
+   * it is the declared one. (A device producer on this queue is ordered
+   * before us by the barrier above anyway; the wait keeps the event's
+   * contract and what the validation layer checks.) */
   for (uint32_t i = 0; i < s->foreign_count; i++) {
-    if (dev->fn.vkGetEventStatus(dev->device, s->foreign_waits[i]) == VK_EVENT_SET) continue;
+    const struct vkb_foreign_wait* w = &s->foreign_waits[i];
+    if (dev->fn.vkGetEventStatus(dev->device, w->event) == VK_EVENT_SET) continue;
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = VK_ACCESS_HOST_WRITE_BIT,
+                          .srcAccessMask = w->src_stage == VK_PIPELINE_STAGE_HOST_BIT
+                                               ? VK_ACCESS_HOST_WRITE_BIT
+                                               : VK_ACCESS_MEMORY_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT};
-    dev->fn.vkCmdWaitEvents(slot->cb, 1, &s->foreign_waits[i], VK_PIPELINE_STAGE_HOST_BIT,
+    dev->fn.vkCmdWaitEvents(slot->cb, 1, &w->event, w->src_stage,
                             VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 1, &mb, 0, NULL, 0, NULL);
   }
   out->s = s;
@@ -466,7 +474,7 @@ int vkb_event_wait(struct adr_backend_device* dev, struct adr_backend_event* e,
     pthread_mutex_lock(&s->lock);
     if (s->foreign_count == s->foreign_cap) {
       uint32_t cap = s->foreign_cap ? 2 * s->foreign_cap : 4;
-      VkEvent* w = realloc(s->foreign_waits, cap * sizeof(*w));
+      struct vkb_foreign_wait* w = realloc(s->foreign_waits, cap * sizeof(*w));
       if (w == NULL) {
         pthread_mutex_unlock(&s->lock);
         return vkb_errorf(error, ENOMEM, "out of host memory");
@@ -474,7 +482,7 @@ int vkb_event_wait(struct adr_backend_device* dev, struct adr_backend_event* e,
       s->foreign_waits = w;
       s->foreign_cap = cap;
     }
-    s->foreign_waits[s->foreign_count++] = e->vk;
+    s->foreign_waits[s->foreign_count++] = (struct vkb_foreign_wait){e->vk, e->src_stage};
     atomic_store_explicit(&s->pending, UINT64_MAX, memory_order_relaxed);
     pthread_mutex_unlock(&s->lock);
     return 0;
@@ -542,6 +550,7 @@ int vkb_event_import(struct adr_backend_device* dev, void* sync_event,
   if (e == NULL) return vkb_errorf(error, ENOMEM, "out of host memory");
   e->dev = dev;
   e->kind = VKB_EVENT_FOREIGN;
+  e->src_stage = VK_PIPELINE_STAGE_HOST_BIT;
   vkb_devices_lock(true);
   for (struct adr_backend_device* d = vkb_devices_first(); d != NULL && e->source == NULL;
        d = d->next_open) {
@@ -588,5 +597,19 @@ int vkb_event_import(struct adr_backend_device* dev, void* sync_event,
   }
   event_link(dev, e);
   *out = e;
+  return 0;
+}
+
+int vkb_event_source_set(struct adr_backend_device* dev, struct adr_vulkan_event_source* q,
+                         struct adr_error* error) {
+  if (q->struct_size < offsetof(struct adr_vulkan_event_source, reserved))
+    return vkb_errorf(error, EINVAL,
+                      "struct adr_vulkan_event_source.struct_size is %u, expected at least %zu",
+                      q->struct_size, offsetof(struct adr_vulkan_event_source, reserved));
+  struct adr_backend_event* e = q->event;
+  if (e == NULL || e->dev != dev) return vkb_errorf(error, EINVAL, "not an event of this device");
+  if (q->src_stage_mask == 0) return vkb_errorf(error, EINVAL, "src_stage_mask is 0");
+  /* adr's own events wait on the timeline; the mask does not apply. */
+  if (e->kind == VKB_EVENT_FOREIGN) e->src_stage = (VkPipelineStageFlags)q->src_stage_mask;
   return 0;
 }

@@ -306,10 +306,34 @@ ADR_API int adr_device_native(struct adr_device* device, int kind, void** out,
 /* Creates a device over an application's existing native objects (an
  * OpenCL context and queue, a VkDevice and queue ...), described by a
  * backend-specific struct from adr/<backend>.h. The native objects stay
- * owned by the application and must outlive the device. The new device gets
- * an id after the enumerated ones and is returned by adr_device_get too. */
+ * owned by the application and must outlive the device: until
+ * adr_device_release, or else until process exit. The new device gets an
+ * id after the enumerated ones and is returned by adr_device_get too. */
 ADR_API int adr_device_adopt(ArrowDeviceType type, const void* native_desc,
                              struct adr_device** out, struct adr_error* error);
+
+/* Closes a device made by adr_device_adopt before process exit, so the
+ * application may then destroy its own native objects (VkDevice, OpenCL
+ * context ...) without an atexit handler ordered around adr's. adr waits
+ * for the device's default stream, returns its cached memory, destroys
+ * what it made on the native objects (Vulkan: command pools, semaphore,
+ * events, buffers and memory; OpenCL: its buffers and SVM, and it releases
+ * the references it held on the context and queue) and never touches the
+ * native objects again.
+ *
+ * Everything of the device must be gone first: EBUSY, with nothing done,
+ * while an allocation, a stream (created or imported) or an event (created
+ * or imported) of it is live; work the application queued itself on its
+ * queue must not use adr memory any more. EINVAL for NULL, a device that
+ * was not adopted (enumerated devices live until exit) or one already
+ * released; a driver error while waiting for the default stream is
+ * returned with nothing released. After success the device pointer stays
+ * valid (device objects are never freed) but every call on it returns
+ * ENODEV, native handles and the queue lock it handed out are invalid, and
+ * its id is not reused (adr_device_get returns the released device).
+ * Thread safety: any thread, but no other thread may use the device, its
+ * streams or events during the call (like a destroy). */
+ADR_API int adr_device_release(struct adr_device* device, struct adr_error* error);
 
 /* Called once per property by adr_device_properties. */
 typedef void (*adr_property_fn)(void* ctx, const char* key, const char* value);
@@ -471,7 +495,9 @@ ADR_API void* adr_event_native(struct adr_event* event);
 
 /* Wraps a foreign sync_event (a pointer to a native event of `device`'s
  * backend) so streams and the host can wait on it. adr does not own the
- * native event: adr_event_destroy frees only the wrapper. */
+ * native event: adr_event_destroy frees only the wrapper. Vulkan: a
+ * VkEvent set by device work needs adr_vulkan_event_import (adr/vulkan.h);
+ * this call assumes one set from the host. */
 ADR_API int adr_event_import(struct adr_device* device, void* sync_event,
                              struct adr_event** out, struct adr_error* error);
 

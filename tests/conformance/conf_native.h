@@ -44,6 +44,13 @@ struct conf_native {
   /* Optional: after the run, when a case may have stopped early (fault
    * mode), releases whatever the helper still holds, gates included. */
   void (*abandon)(struct adr_device* dev);
+  /* Optional, for backends whose addresses are not native pointers: the
+   * typed look-up (adr_opencl_buffer, adr_vulkan_buffer; its name in
+   * buffer_op) of ptr: the allocation's base, size and ptr's offset, and
+   * whether a native object came with it. Returns its status. */
+  const char* buffer_op;
+  int (*buffer)(struct adr_device* dev, const void* ptr, void** out_base, size_t* out_size,
+                size_t* out_offset, struct adr_error* error);
 };
 
 /* The helper for dev's backend, or NULL with the reason in why. */

@@ -228,6 +228,10 @@ void test_copy_overlapping(void** state);
 /* test_peer.c */
 void test_peer_round_trip(void** state);
 
+/* test_interop.c */
+void test_native_buffer_bounds(void** state);
+void test_device_release_refusals(void** state);
+
 /* test_blocking.c */
 void test_blocking_sizes_and_offsets(void** state);
 void test_blocking_after_queued_work(void** state);

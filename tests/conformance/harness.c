@@ -488,6 +488,7 @@ int main(void) {
       T(test_concurrent_threads),
       T(test_blocking_sizes_and_offsets),
       T(test_blocking_after_queued_work),
+      T(test_device_release_refusals),
   };
   size_t n = 0;
   while (tests[n].test_func != NULL) n++;
@@ -538,10 +539,18 @@ int main(void) {
     printf(
         "adr-conformance: not run: test_peer_round_trip (set ADR_CONFORMANCE_PEER=<device>, "
         "e.g. cpu or opencl:0)\n");
+  char native_why[256] = "";
+  const struct conf_native* helper = conf_native_get(g_conf.dev, native_why, sizeof(native_why));
+  if (helper != NULL && helper->buffer != NULL)
+    tests[n++] = (struct CMUnitTest)T(test_native_buffer_bounds);
+  else
+    printf("adr-conformance: not run: test_native_buffer_bounds (%s)\n",
+           helper != NULL ? "the backend's addresses are native: no typed buffer look-up"
+           : strcmp(g_conf.info.backend, "cpu") == 0 ? "the CPU's addresses are host pointers"
+                                                     : native_why);
   /* Last: playing the application, the helpers take adr's native queues,
    * which turns host shortcuts off for the rest of the process. */
-  char native_why[256] = "";
-  if (conf_native_get(g_conf.dev, native_why, sizeof(native_why)) != NULL) {
+  if (helper != NULL) {
     /* The gated blocking case first: on OpenCL its gate takes no queue, so
      * it runs with the host shortcuts still on. */
     tests[n++] = (struct CMUnitTest)T(test_blocking_after_gated_work);

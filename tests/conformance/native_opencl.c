@@ -3,7 +3,7 @@
  * Native helper for OpenCL (see conf_native.h): a gate is a user event
  * (clCreateUserEvent, opened with clSetUserEventStatus); application work
  * is a fill (clEnqueueSVMMemFill, or clEnqueueFillBuffer on the cl_mem that
- * ADR_OPENCL_NATIVE_BUFFER names in buffer mode) behind a
+ * adr_opencl_buffer names in buffer mode) behind a
  * clEnqueueMarkerWithWaitList-style wait list, on adr's queue. The entry
  * points come from the libOpenCL.so.1 adr's backend already loaded.
  */
@@ -111,18 +111,18 @@ static int fill(struct adr_device* dev, struct adr_stream* stream, struct conf_g
     snprintf(why, n, "ADR_NATIVE_QUEUE: %s", err.message);
     return st;
   }
-  struct adr_opencl_buffer b = {.struct_size = sizeof(b), .address = ptr};
-  void* inout = &b;
-  st = adr_device_native(dev, ADR_OPENCL_NATIVE_BUFFER, &inout, &err);
+  struct adr_opencl_buffer b = {.struct_size = sizeof(b)};
+  st = adr_opencl_buffer(dev, ptr, &b, &err);
   if (st != 0) {
-    snprintf(why, n, "ADR_OPENCL_NATIVE_BUFFER: %s", err.message);
+    snprintf(why, n, "adr_opencl_buffer: %s", err.message);
     return st;
   }
   cl_uint nwait = gate != NULL ? 1 : 0;
   const cl_event* wait = gate != NULL ? &gate->event : NULL;
   cl_int rc;
   if (b.buffer != NULL)
-    rc = cl.fill_buffer((cl_command_queue)q, b.buffer, &v, 1, b.offset, size, nwait, wait, NULL);
+    rc = cl.fill_buffer((cl_command_queue)q, b.buffer, &v, 1, b.buffer_offset, size, nwait, wait,
+                        NULL);
   else if (cl.svm_fill != NULL)
     rc = cl.svm_fill((cl_command_queue)q, ptr, &v, 1, size, nwait, wait, NULL);
   else
@@ -149,6 +149,19 @@ static void abandon(struct adr_device* dev) {
   }
 }
 
+static int buffer(struct adr_device* dev, const void* ptr, void** out_base, size_t* out_size,
+                  size_t* out_offset, struct adr_error* error) {
+  struct adr_opencl_buffer q = {.struct_size = sizeof(q)};
+  int st = adr_opencl_buffer(dev, ptr, &q, error);
+  if (st != 0) return st;
+  if (q.address != ptr || (q.mode == ADR_OPENCL_ADDRESS_BUFFER) != (q.buffer != NULL))
+    return adr_error_set(error, EPROTO, "[adr_opencl_buffer] inconsistent answer for %p", ptr);
+  *out_base = q.base;
+  *out_size = q.size;
+  *out_offset = q.offset;
+  return 0;
+}
+
 const struct conf_native conf_native_opencl = {
     .backend = "opencl",
     .gate_create = gate_create,
@@ -157,4 +170,6 @@ const struct conf_native conf_native_opencl = {
     .fill = fill,
     .finish = finish,
     .abandon = abandon,
+    .buffer_op = "adr_opencl_buffer",
+    .buffer = buffer,
 };

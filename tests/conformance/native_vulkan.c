@@ -285,6 +285,19 @@ static void abandon(struct adr_device* dev) {
   finish(dev);
 }
 
+static int buffer(struct adr_device* dev, const void* ptr, void** out_base, size_t* out_size,
+                  size_t* out_offset, struct adr_error* error) {
+  struct adr_vulkan_buffer q = {.struct_size = sizeof(q)};
+  int st = adr_vulkan_buffer(dev, ptr, &q, error);
+  if (st != 0) return st;
+  if (q.address != ptr || q.buffer == 0 || q.memory == 0)
+    return adr_error_set(error, EPROTO, "[adr_vulkan_buffer] inconsistent answer for %p", ptr);
+  *out_base = q.base;
+  *out_size = q.size;
+  *out_offset = q.offset;
+  return 0;
+}
+
 const struct conf_native conf_native_vulkan = {
     .backend = "vulkan",
     .gate_create = gate_create,
@@ -293,4 +306,6 @@ const struct conf_native conf_native_vulkan = {
     .fill = fill,
     .finish = finish,
     .abandon = abandon,
+    .buffer_op = "adr_vulkan_buffer",
+    .buffer = buffer,
 };

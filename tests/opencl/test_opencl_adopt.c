@@ -87,7 +87,8 @@ static void test_adopted_memory_is_the_applications(void** state) {
   assert_int_equal(q.size, N + OFF);
   memset(out, 0, sizeof(out));
   if (q.buffer != NULL)
-    ASSERT_CL(clEnqueueReadBuffer(app_queue, q.buffer, CL_TRUE, q.offset, N, out, 0, NULL, NULL));
+    ASSERT_CL(
+        clEnqueueReadBuffer(app_queue, q.buffer, CL_TRUE, q.buffer_offset, N, out, 0, NULL, NULL));
   else
     ASSERT_CL(clEnqueueSVMMemcpy(app_queue, CL_TRUE, out, (char*)buf + OFF, N, 0, NULL, NULL));
   assert_memory_equal(in, out, N);
@@ -163,6 +164,60 @@ static void test_adopt_adr_context_with_second_queue(void** state) {
   ASSERT_CL(clReleaseCommandQueue(q2));
 }
 
+static cl_uint refcount_context(cl_context c) {
+  cl_uint n = 0;
+  ASSERT_CL(clGetContextInfo(c, CL_CONTEXT_REFERENCE_COUNT, sizeof(n), &n, NULL));
+  return n;
+}
+
+static cl_uint refcount_queue(cl_command_queue q) {
+  cl_uint n = 0;
+  ASSERT_CL(clGetCommandQueueInfo(q, CL_QUEUE_REFERENCE_COUNT, sizeof(n), &n, NULL));
+  return n;
+}
+
+/* adr_device_release on an adopted OpenCL device: refused while memory or
+ * a stream lives; afterwards adr's references on the context and queue are
+ * gone (the application's count is back to its own), the device answers
+ * ENODEV, and the application releases its objects whenever it likes. */
+static void test_release_adopted(void** state) {
+  (void)state;
+  cl_int rc = CL_SUCCESS;
+  cl_context ctx = clCreateContext(NULL, 1, &device, NULL, NULL, &rc);
+  ASSERT_CL(rc);
+  cl_command_queue q = clCreateCommandQueueWithProperties(ctx, device, NULL, &rc);
+  ASSERT_CL(rc);
+  cl_uint ctx_refs = refcount_context(ctx), q_refs = refcount_queue(q);
+  struct adr_opencl_device_desc desc = {.struct_size = sizeof(desc), .context = ctx, .queue = q};
+  struct adr_device* mine = NULL;
+  ASSERT_ADR(adr_device_adopt(ARROW_DEVICE_OPENCL, &desc, &mine, OCL_ERR));
+  assert_true(refcount_context(ctx) > ctx_refs);
+  unsigned char in[3000], out[3000];
+  for (size_t i = 0; i < sizeof(in); i++) in[i] = (unsigned char)(i * 13);
+  void* a = NULL;
+  ASSERT_ADR(adr_alloc(mine, sizeof(in), 0, NULL, &a, OCL_ERR));
+  ASSERT_ADR(adr_copy(mine, a, cpu, in, sizeof(in), NULL, OCL_ERR));
+  ASSERT_ADR(adr_copy(cpu, out, mine, a, sizeof(out), NULL, OCL_ERR));
+  assert_memory_equal(in, out, sizeof(in));
+  ASSERT_ADR_ERR(adr_device_release(mine, OCL_ERR), EBUSY, "allocation");
+  ASSERT_ADR(adr_free(mine, a, sizeof(in), NULL, OCL_ERR));
+  struct adr_stream* s = NULL;
+  ASSERT_ADR(adr_stream_create(mine, &s, OCL_ERR));
+  ASSERT_ADR_ERR(adr_device_release(mine, OCL_ERR), EBUSY, "1 stream or event");
+  ASSERT_ADR(adr_stream_destroy(s, OCL_ERR));
+  ASSERT_ADR_ERR(adr_device_release(dev, OCL_ERR), EINVAL, "not an adopted device");
+
+  ASSERT_ADR(adr_device_release(mine, OCL_ERR));
+  assert_int_equal(refcount_context(ctx), ctx_refs);
+  assert_int_equal(refcount_queue(q), q_refs);
+  ASSERT_ADR_ERR(adr_alloc(mine, 64, 0, NULL, &a, OCL_ERR), ENODEV, "released");
+  ASSERT_ADR_ERR(adr_copy(cpu, out, mine, (void*)(uintptr_t)0x1000, 4, NULL, OCL_ERR), ENODEV,
+                 "released");
+  ASSERT_ADR_ERR(adr_device_release(mine, OCL_ERR), EINVAL, "already released");
+  ASSERT_CL(clReleaseCommandQueue(q));
+  ASSERT_CL(clReleaseContext(ctx));
+}
+
 static void test_bad_descriptors_are_refused(void** state) {
   (void)state;
   struct adr_device* out = NULL;
@@ -197,6 +252,7 @@ int main(void) {
       cmocka_unit_test(test_copy_between_contexts),
       cmocka_unit_test(test_adopt_adr_context_with_second_queue),
       cmocka_unit_test(test_bad_descriptors_are_refused),
+      cmocka_unit_test(test_release_adopted),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -52,18 +52,17 @@ static int teardown(void** state) {
 /* Sets kernel argument `index` (and the element offset at index + 1) to the
  * adr address `addr`, the way an application would in each mode. */
 static void set_buffer_arg(cl_uint index, void* addr) {
-  struct adr_opencl_buffer q = {.struct_size = sizeof(q), .address = addr};
-  void* inout = &q;
-  ASSERT_ADR(adr_device_native(dev, ADR_OPENCL_NATIVE_BUFFER, &inout, OCL_ERR));
-  assert_ptr_equal(inout, &q);
+  struct adr_opencl_buffer q = {.struct_size = sizeof(q)};
+  ASSERT_ADR(adr_opencl_buffer(dev, addr, &q, OCL_ERR));
+  assert_ptr_equal(q.address, addr);
   assert_int_equal(q.mode, ocl_test_mode(dev));
   assert_true((char*)q.base + q.offset == (char*)addr);
   cl_uint elem_off;
   if (q.mode == ADR_OPENCL_ADDRESS_BUFFER) {
     assert_non_null(q.buffer);
-    assert_int_equal(q.offset % 4, 0);
+    assert_int_equal(q.buffer_offset % 4, 0);
     ASSERT_CL(clSetKernelArg(kernel, index, sizeof(cl_mem), &q.buffer));
-    elem_off = (cl_uint)(q.offset / 4);
+    elem_off = (cl_uint)(q.buffer_offset / 4);
   } else {
     /* An SVM address in the middle of an allocation is itself a valid
      * kernel argument. */

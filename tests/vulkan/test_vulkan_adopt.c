@@ -269,6 +269,117 @@ static void test_peer_copies_with_enumerated_device(void** state) {
   assert_int_equal(app.messages, 0);
 }
 
+/* The typed queue accessors on the adopted device: the application's own
+ * queue imported as an adr stream (with its family), adr's queue lock. */
+static void test_stream_import_and_queue_lock(void** state) {
+  (void)state;
+  assert_non_null(adopted);
+  struct adr_error err = {{0}};
+  struct adr_stream* s = NULL;
+  if (adr_vulkan_stream_import(adopted, app.queue, app.family, &s, &err) != 0)
+    fail_msg("stream import: %s", err.message);
+  assert_ptr_equal(adr_stream_native(s), app.queue);
+  enum { SIZE = 4096 + 3 };
+  uint8_t host[SIZE], back[SIZE];
+  for (size_t i = 0; i < SIZE; i++) host[i] = (uint8_t)(i * 3 + 2);
+  void* a = NULL;
+  assert_int_equal(adr_alloc(adopted, SIZE, 0, s, &a, NULL), 0);
+  assert_int_equal(adr_copy(adopted, a, T.cpu, host, SIZE, s, NULL), 0);
+  assert_int_equal(adr_stream_synchronize(s, NULL), 0);
+  assert_int_equal(adr_copy(T.cpu, back, adopted, a, SIZE, NULL, NULL), 0);
+  assert_memory_equal(back, host, SIZE);
+  assert_int_equal(adr_free(adopted, a, SIZE, s, NULL), 0);
+  assert_int_equal(adr_stream_destroy(s, NULL), 0);
+
+  /* Refusals. */
+  s = NULL;
+  assert_int_equal(adr_vulkan_stream_import(adopted, app.queue, app.family + 1, &s, &err), EINVAL);
+  assert_non_null(strstr(err.message, "queue family"));
+  assert_int_equal(adr_vulkan_stream_import(adopted, T.queue, T.family, &s, &err), ENOTSUP);
+  assert_non_null(strstr(err.message, "is not the queue of"));
+  assert_int_equal(adr_vulkan_stream_import(adopted, NULL, app.family, &s, &err), EINVAL);
+  assert_non_null(strstr(err.message, "queue is NULL"));
+  assert_int_equal(adr_vulkan_stream_import(T.cpu, app.queue, app.family, &s, &err), EINVAL);
+  assert_non_null(strstr(err.message, "not a Vulkan device"));
+  assert_null(s);
+
+  /* The typed lock is the one ADR_VULKAN_NATIVE_QUEUE_LOCK hands out. */
+  const struct adr_vulkan_queue_lock* ql = NULL;
+  assert_int_equal(adr_vulkan_queue_lock(adopted, &ql, &err), 0);
+  void* raw = NULL;
+  assert_int_equal(adr_device_native(adopted, ADR_VULKAN_NATIVE_QUEUE_LOCK, &raw, NULL), 0);
+  assert_ptr_equal(ql, raw);
+  assert_true(ql->struct_size >= sizeof(*ql));
+  ql->lock(ql->ctx);
+  ql->unlock(ql->ctx);
+  assert_int_equal(adr_vulkan_queue_lock(T.cpu, &ql, &err), EINVAL);
+  assert_int_equal(adr_vulkan_queue_lock(adopted, NULL, &err), EINVAL);
+  assert_int_equal(app.messages, 0);
+}
+
+/* adr_device_release: refused while anything of the device lives and for
+ * enumerated devices; then the device answers ENODEV, the same VkDevice and
+ * queue can be adopted again, and the application destroys its objects
+ * itself, before exit, with the validation layer (on its own instance)
+ * reporting nothing left behind on the VkDevice. */
+static void test_release_adopted(void** state) {
+  (void)state;
+  assert_non_null(adopted);
+  struct adr_error err = {{0}};
+  assert_int_equal(adr_device_release(T.dev, &err), EINVAL);
+  assert_non_null(strstr(err.message, "not an adopted device"));
+  assert_int_equal(adr_device_release(NULL, &err), EINVAL);
+
+  void* a = NULL;
+  assert_int_equal(adr_alloc(adopted, 1000, 0, NULL, &a, NULL), 0);
+  assert_int_equal(adr_device_release(adopted, &err), EBUSY);
+  assert_non_null(strstr(err.message, "1 allocation of vulkan:1 is still live"));
+  assert_int_equal(adr_free(adopted, a, 1000, NULL, NULL), 0);
+  struct adr_stream* s = NULL;
+  struct adr_event* e = NULL;
+  assert_int_equal(adr_stream_create(adopted, &s, NULL), 0);
+  assert_int_equal(adr_event_create(adopted, &e, NULL), 0);
+  assert_int_equal(adr_device_release(adopted, &err), EBUSY);
+  assert_non_null(strstr(err.message, "2 streams or events"));
+  assert_int_equal(adr_stream_destroy(s, NULL), 0);
+  assert_int_equal(adr_event_destroy(e, NULL), 0);
+
+  if (adr_device_release(adopted, &err) != 0) fail_msg("release: %s", err.message);
+  assert_int_equal(adr_device_release(adopted, &err), EINVAL);
+  assert_non_null(strstr(err.message, "already released"));
+  assert_int_equal(adr_alloc(adopted, 64, 0, NULL, &a, &err), ENODEV);
+  assert_non_null(strstr(err.message, "released"));
+  assert_int_equal(adr_stream_create(adopted, &s, &err), ENODEV);
+  assert_int_equal(adr_memset(adopted, (void*)(uintptr_t)0x1000, 0, 4, NULL, &err), ENODEV);
+  uint8_t host[64] = {0};
+  assert_int_equal(adr_copy(adopted, (void*)(uintptr_t)0x1000, T.cpu, host, 4, NULL, &err), ENODEV);
+  void* x = NULL;
+  assert_int_equal(adr_alloc(T.dev, 64, 0, NULL, &x, NULL), 0);
+  assert_int_equal(adr_copy(adopted, (void*)(uintptr_t)0x1000, T.dev, x, 4, NULL, &err), ENODEV);
+  assert_int_equal(adr_free(T.dev, x, 64, NULL, NULL), 0);
+  void* h = NULL;
+  assert_int_equal(adr_device_native(adopted, ADR_NATIVE_CONTEXT, &h, &err), ENODEV);
+
+  /* The same objects can be adopted again (a new id), used and released. */
+  struct adr_vulkan_adopt_desc d = good_desc();
+  struct adr_device* again = NULL;
+  if (adr_device_adopt(ARROW_DEVICE_VULKAN, &d, &again, &err) != 0)
+    fail_msg("adopt again: %s", err.message);
+  assert_true(adr_device_id(again) > adr_device_id(adopted));
+  assert_int_equal(adr_alloc(again, 4096, 0, NULL, &a, NULL), 0);
+  assert_int_equal(adr_copy(again, a, T.cpu, host, 64, NULL, NULL), 0);
+  assert_int_equal(adr_free(again, a, 4096, NULL, NULL), 0);
+  if (adr_device_release(again, &err) != 0) fail_msg("release again: %s", err.message);
+
+  /* No atexit handler needed any more: the application tears down now. */
+  int before = app.messages;
+  vkDestroyDevice(app.device, NULL);
+  app.device = VK_NULL_HANDLE;
+  assert_int_equal(app.messages, before);
+  assert_int_equal(app.messages, 0);
+  vkt_assert_no_validation_messages(&T);
+}
+
 int main(void) {
   /* adr first (its exit teardown is then registered first and runs last),
    * then the application's objects, then their destruction handler, then
@@ -280,6 +391,8 @@ int main(void) {
       cmocka_unit_test(test_adopt_refuses_bad_descriptors),
       cmocka_unit_test(test_adopt_and_use),
       cmocka_unit_test(test_peer_copies_with_enumerated_device),
+      cmocka_unit_test(test_stream_import_and_queue_lock),
+      cmocka_unit_test(test_release_adopted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -376,6 +376,136 @@ static void test_foreign_event_import(void** state) {
   vkt_assert_no_validation_messages(&T);
 }
 
+/* An imported VkEvent set by device work: the application's command
+ * buffer, submitted to adr's queue, waits for a host-set gate, fills an adr
+ * allocation (through the VkBuffer adr_vulkan_buffer names) and sets the
+ * event with vkCmdSetEvent(stage). adr_vulkan_event_import declares that
+ * stage. A stream that waits on the imported event and then copies the
+ * allocation must see the fill; the adr calls return while the gate holds
+ * everything back; the host-side wait sees the device's set; the
+ * validation layer reports nothing (adr_event_import, which assumes a
+ * host-set event, would make it report the wait's srcStageMask). */
+static void device_set_event_case(VkPipelineStageFlags stage) {
+  enum { BYTES = 65536 };
+  VkEventCreateInfo eci = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
+  VkEvent gate = VK_NULL_HANDLE, ev = VK_NULL_HANDLE;
+  assert_int_equal(vkCreateEvent(T.device, &eci, NULL, &gate), VK_SUCCESS);
+  assert_int_equal(vkCreateEvent(T.device, &eci, NULL, &ev), VK_SUCCESS);
+  void *src = NULL, *dst = NULL;
+  assert_int_equal(adr_alloc(T.dev, BYTES, 0, NULL, &src, NULL), 0);
+  assert_int_equal(adr_alloc(T.dev, BYTES, 0, NULL, &dst, NULL), 0);
+  assert_int_equal(adr_memset(T.dev, src, 0x11, BYTES, NULL, NULL), 0);
+  assert_int_equal(adr_memset(T.dev, dst, 0x00, BYTES, NULL, NULL), 0);
+  struct adr_vulkan_buffer vb = {.struct_size = sizeof(vb)};
+  assert_int_equal(adr_vulkan_buffer(T.dev, src, &vb, NULL), 0);
+
+  struct pipe p;
+  pipe_create(&p);
+  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                 .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  assert_int_equal(vkBeginCommandBuffer(p.cb, &bi), VK_SUCCESS);
+  VkMemoryBarrier hb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                        .srcAccessMask = VK_ACCESS_HOST_WRITE_BIT,
+                        .dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT};
+  vkCmdWaitEvents(p.cb, 1, &gate, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 1,
+                  &hb, 0, NULL, 0, NULL);
+  vkCmdFillBuffer(p.cb, (VkBuffer)(uintptr_t)vb.buffer, vb.buffer_offset, BYTES, 0xA7A7A7A7u);
+  vkCmdSetEvent(p.cb, ev, stage);
+  assert_int_equal(vkEndCommandBuffer(p.cb), VK_SUCCESS);
+  VkSubmitInfo si = {
+      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &p.cb};
+  const struct adr_vulkan_queue_lock* ql = NULL;
+  assert_int_equal(adr_device_native(T.dev, ADR_VULKAN_NATIVE_QUEUE_LOCK, (void**)&ql, NULL), 0);
+  ql->lock(ql->ctx);
+  assert_int_equal(vkQueueSubmit(T.queue, 1, &si, p.fence), VK_SUCCESS);
+  ql->unlock(ql->ctx);
+
+  /* Until the gate opens, failures are collected, not asserted: a failed
+   * assertion here would leave the queue blocked for good. */
+  struct adr_event* imp = NULL;
+  struct adr_error err = {{0}};
+  int st_import = adr_vulkan_event_import(T.dev, &ev, stage, &imp, &err);
+  int st_query = imp ? adr_event_query(imp, NULL) : -1;
+  struct adr_stream* s = NULL;
+  int st_create = adr_stream_create(T.dev, &s, NULL);
+  int st_wait = st_create == 0 && imp ? adr_stream_wait_event(s, imp, NULL) : -1;
+  int st_copy = st_create == 0 ? adr_copy(T.dev, dst, T.dev, src, BYTES, s, &err) : -1;
+  /* The calls only queued: the gate still holds the application's work. */
+  int st_query2 = imp ? adr_event_query(imp, NULL) : -1;
+  VkResult before = vkGetEventStatus(T.device, ev);
+  assert_int_equal(vkSetEvent(T.device, gate), VK_SUCCESS);
+  if (st_import != 0) fail_msg("import: %s", err.message);
+  assert_int_equal(st_query, EBUSY);
+  assert_int_equal(st_create, 0);
+  assert_int_equal(st_wait, 0);
+  if (st_copy != 0) fail_msg("copy: %s", err.message);
+  assert_int_equal(st_query2, EBUSY);
+  assert_int_equal(before, VK_EVENT_RESET);
+  assert_int_equal(adr_event_synchronize(imp, NULL), 0);
+  assert_int_equal(adr_stream_synchronize(s, NULL), 0);
+  uint8_t* out = malloc(BYTES);
+  assert_non_null(out);
+  vkt_download(&T, out, dst, BYTES);
+  for (size_t i = 0; i < BYTES; i++)
+    if (out[i] != 0xA7) fail_msg("byte %zu is %#x, not the application's fill 0xa7", i, out[i]);
+  free(out);
+  assert_int_equal(vkWaitForFences(T.device, 1, &p.fence, VK_TRUE, UINT64_MAX), VK_SUCCESS);
+  assert_int_equal(adr_event_destroy(imp, NULL), 0);
+  assert_int_equal(adr_stream_destroy(s, NULL), 0);
+  pipe_destroy(&p);
+  vkDestroyEvent(T.device, ev, NULL);
+  vkDestroyEvent(T.device, gate, NULL);
+  assert_int_equal(adr_free(T.dev, src, BYTES, NULL, NULL), 0);
+  assert_int_equal(adr_free(T.dev, dst, BYTES, NULL, NULL), 0);
+  vkt_assert_no_validation_messages(&T);
+}
+
+/* adr's own convention for the events it exports: ALL_COMMANDS. */
+static void test_imported_event_set_by_device_work(void** state) {
+  (void)state;
+  device_set_event_case(VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
+}
+
+static void test_imported_event_declared_stage(void** state) {
+  (void)state;
+  device_set_event_case(VK_PIPELINE_STAGE_TRANSFER_BIT);
+  /* Bad input. */
+  VkEventCreateInfo eci = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
+  VkEvent ev = VK_NULL_HANDLE;
+  assert_int_equal(vkCreateEvent(T.device, &eci, NULL, &ev), VK_SUCCESS);
+  struct adr_event* imp = NULL;
+  struct adr_error err = {{0}};
+  assert_int_equal(adr_vulkan_event_import(NULL, &ev, VK_PIPELINE_STAGE_HOST_BIT, &imp, &err),
+                   EINVAL);
+  assert_non_null(strstr(err.message, "device is NULL"));
+  assert_int_equal(adr_vulkan_event_import(T.dev, NULL, VK_PIPELINE_STAGE_HOST_BIT, &imp, &err),
+                   EINVAL);
+  assert_non_null(strstr(err.message, "sync_event is NULL"));
+  assert_int_equal(adr_vulkan_event_import(T.dev, &ev, 0, &imp, &err), EINVAL);
+  assert_non_null(strstr(err.message, "src_stage_mask is 0"));
+  assert_int_equal(adr_vulkan_event_import(T.cpu, &ev, VK_PIPELINE_STAGE_HOST_BIT, &imp, &err),
+                   EINVAL);
+  assert_non_null(strstr(err.message, "cpu:0 is not a Vulkan device"));
+  assert_int_equal(adr_vulkan_event_import(T.dev, (void*)(uintptr_t)0x10,
+                                           VK_PIPELINE_STAGE_HOST_BIT, &imp, &err),
+                   EINVAL);
+  assert_non_null(strstr(err.message, "[adr_vulkan_event_import][vulkan] EINVAL: sync_event"));
+  assert_null(imp);
+  /* The backend channel is not for applications. */
+  struct adr_vulkan_event_source q = {.struct_size = sizeof(q), .src_stage_mask = 1};
+  void* inout = &q;
+  assert_int_equal(adr_device_native(T.dev, ADR_VULKAN_NATIVE_EVENT_SOURCE, &inout, &err), EINVAL);
+  assert_non_null(strstr(err.message, "adr_vulkan_event_import"));
+  /* A host-set event imported with HOST behaves as with adr_event_import. */
+  assert_int_equal(adr_vulkan_event_import(T.dev, &ev, VK_PIPELINE_STAGE_HOST_BIT, &imp, &err), 0);
+  assert_int_equal(adr_event_query(imp, NULL), EBUSY);
+  assert_int_equal(vkSetEvent(T.device, ev), VK_SUCCESS);
+  assert_int_equal(adr_event_synchronize(imp, NULL), 0);
+  assert_int_equal(adr_event_destroy(imp, NULL), 0);
+  vkDestroyEvent(T.device, ev, NULL);
+  vkt_assert_no_validation_messages(&T);
+}
+
 static void test_properties(void** state) {
   (void)state;
   char buf[256];
@@ -408,6 +538,8 @@ int main(void) {
       cmocka_unit_test(test_shader_reads_device_addresses),
       cmocka_unit_test(test_exported_event_with_raw_vulkan),
       cmocka_unit_test(test_foreign_event_import),
+      cmocka_unit_test(test_imported_event_set_by_device_work),
+      cmocka_unit_test(test_imported_event_declared_stage),
       cmocka_unit_test(test_application_work_on_adr_queue),
       cmocka_unit_test(test_properties),
   };
