@@ -189,10 +189,13 @@ void test_device_selection(void** state) {
   int same = -1;
   ASSERT_OK(adr_device_same_physical(dev, dev, &same, CONF_ERR));
   assert_int_equal(same, 1);
-  /* Against the CPU device: the rule of adr.h, from the two identities. */
-  ASSERT_OK(adr_device_same_physical(dev, g_conf.cpu, &same, CONF_ERR));
-  bool host = info.kind == ADR_DEVICE_KIND_CPU && !(info.identity & ADR_DEVICE_HAS_PCI_BUS_ID);
-  assert_int_equal(same, host ? 1 : 0);
+  /* Against the CPU device: the rule of adr.h, from the two identities
+   * (host mode runs without the cpu backend: nothing to compare with). */
+  if (g_conf.cpu != NULL) {
+    ASSERT_OK(adr_device_same_physical(dev, g_conf.cpu, &same, CONF_ERR));
+    bool host = info.kind == ADR_DEVICE_KIND_CPU && !(info.identity & ADR_DEVICE_HAS_PCI_BUS_ID);
+    assert_int_equal(same, host ? 1 : 0);
+  }
 
   ASSERT_ERR(adr_device_select(NULL, &got, CONF_ERR), EINVAL, "adr_device_select");
   ASSERT_ERR(adr_device_select("*:", &got, CONF_ERR), EINVAL, "adr_device_select");
