@@ -212,6 +212,7 @@ static int wait_last_use(struct adr_spill_buffer* b, struct adr_error* error) {
  * goes back to DEVICE untouched. */
 static int spill_one(struct adr_spill_buffer* b, int trigger, struct adr_error* error) {
   struct adr_spill_manager* m = b->mgr;
+  size_t size = b->size; /* b may be freed as soon as the move is published */
   uint64_t t0 = adr__now_ns();
   void* h = NULL;
   bool pinned = false;
@@ -242,7 +243,7 @@ static int spill_one(struct adr_spill_buffer* b, int trigger, struct adr_error* 
   pthread_mutex_unlock(&m->lock);
   if (st != 0)
     adr__log(ADR_LOG_WARN, adr_device_name(m->device),
-             "spill of %zu bytes failed, kept on the device: %s", b->size,
+             "spill of %zu bytes failed, kept on the device: %s", size,
              error ? error->message : "");
   return st;
 }
@@ -257,10 +258,12 @@ static int spill_list(struct adr_spill_buffer* list, int trigger, uint64_t* out_
     struct adr_spill_buffer* b = list;
     list = b->victim_next;
     b->victim_next = NULL;
+    /* Once spill_one has published the move, another thread may free b. */
+    size_t size = b->size;
     local.message[0] = '\0';
     int st = spill_one(b, trigger, &local);
     if (st == 0) {
-      moved += b->size;
+      moved += size;
     } else if (first == 0) {
       first = st;
       if (error != NULL) *error = local;

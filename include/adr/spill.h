@@ -233,11 +233,14 @@ ADR_API int adr_spill_stats_get(struct adr_spill_manager* manager, struct adr_sp
 
 /* Renders statistics as cuDF prints them, several lines:
  *   Spill Statistics (level=1):
+ *    Buffers: 8, 512 KiB in device memory (peak 2 MiB, limit 2 MiB), 0 B spilled, 0 exposed
  *    Spilling (level >= 1):
  *     gpu => cpu: 24 MiB in 0.0033s (on demand 16 MiB, limit 8 MiB, explicit 0 B)
  *     cpu => gpu: 16 MiB in 0.0020s
- * With a manager at level 2, its exposures follow (adr_spill_exposures_format).
- * Into buf (always NUL-terminated); returns buf. */
+ *     failures: 0 spills, 0 unspills; limit exceeded 0 times
+ * (the Spilling section from level 1 on; level 2's exposures are listed by
+ * adr_spill_exposures_list). Into buf (always NUL-terminated); returns
+ * buf, truncated if it is too small (1 KiB is enough). */
 ADR_API const char* adr_spill_stats_format(const struct adr_spill_stats* stats, char* buf,
                                            size_t size);
 

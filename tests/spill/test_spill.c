@@ -696,8 +696,7 @@ static void test_exposure_records(void** state) {
   m = manager(0, 0, 2);
   struct adr_spill_buffer* b[3];
   for (int i = 0; i < 3; i++) b[i] = balloc(m, 1000);
-  expose_here(b[0], "export");
-  expose_here(b[1], "export");
+  for (int i = 0; i < 2; i++) expose_here(b[i], "export"); /* one call site, one stack */
   expose_here(b[2], "interop");
   expose_here(b[2], "again"); /* idempotent: not recorded twice */
   struct seen s = {0, 0, 0, false};
