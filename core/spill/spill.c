@@ -765,7 +765,10 @@ int adr_spill_buffer_release(struct adr_spill_buffer* b, struct adr_stream* stre
   return st;
 }
 
-static void record_exposure(struct adr_spill_manager* m, struct adr_spill_buffer* b) {
+/* Not inlined, so that the frames to drop are known: this one and
+ * adr_spill_buffer_expose. */
+__attribute__((noinline)) static void record_exposure(struct adr_spill_manager* m,
+                                                      struct adr_spill_buffer* b) {
   void* frames[EXPOSURE_FRAMES + 2];
   int n = backtrace(frames, EXPOSURE_FRAMES + 2);
   /* Drop this function and adr_spill_buffer_expose. */

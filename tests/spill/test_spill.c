@@ -683,8 +683,13 @@ static void on_exposure(void* ctx, const struct adr_spill_exposure* x) {
   if (strlen(x->backtrace) > 0) s->has_frames = true;
 }
 
-static void expose_here(struct adr_spill_buffer* b, const char* why) {
+__attribute__((noinline)) static void expose_here(struct adr_spill_buffer* b, const char* why) {
   assert_int_equal(adr_spill_buffer_expose(b, why, NULL, NULL), 0);
+}
+
+static void* expose_export(void* b) {
+  adr_spill_buffer_expose(b, "export", NULL, NULL);
+  return NULL;
 }
 
 static void test_exposure_records(void** state) {
@@ -696,7 +701,14 @@ static void test_exposure_records(void** state) {
   m = manager(0, 0, 2);
   struct adr_spill_buffer* b[3];
   for (int i = 0; i < 3; i++) b[i] = balloc(m, 1000);
-  for (int i = 0; i < 2; i++) expose_here(b[i], "export"); /* one call site, one stack */
+  /* The same stack twice: one thread function, run twice (two call sites
+   * in one function are two stacks, and compilers duplicate call sites
+   * when they unroll or peel loops). */
+  for (int i = 0; i < 2; i++) {
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, expose_export, b[i]), 0);
+    pthread_join(t, NULL);
+  }
   expose_here(b[2], "interop");
   expose_here(b[2], "again"); /* idempotent: not recorded twice */
   struct seen s = {0, 0, 0, false};
