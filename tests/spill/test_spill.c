@@ -391,6 +391,34 @@ static void test_locked_and_exposed_stay(void** state) {
   destroy(m);
 }
 
+/* A soft limit: exceeded, and counted, only when too little can spill. */
+static void test_limit_exceeded(void** state) {
+  (void)state;
+  SKIP_ON_HOST_MEMORY();
+  struct adr_spill_manager* m = manager(0, MiB, 1);
+  struct adr_spill_buffer* x = balloc(m, MiB);
+  write_seed(x, 5);
+  assert_int_equal(adr_spill_buffer_expose(x, "limit test", NULL, NULL), 0);
+  struct adr_spill_buffer* y = balloc(m, 512 * KiB); /* nothing can make room */
+  write_seed(y, 6);
+  struct adr_spill_stats s = stats(m);
+  assert_true(s.limit_exceeded >= 1);
+  assert_int_equal(s.device_bytes, MiB + 512 * KiB);
+  assert_int_equal(s.spillable_bytes, 512 * KiB);
+  /* The next request spills y, the only candidate. */
+  struct adr_spill_buffer* z = balloc(m, 256 * KiB);
+  assert_int_equal(adr_spill_buffer_location(y), ADR_SPILL_LOCATION_HOST);
+  assert_int_equal(adr_spill_buffer_location(x), ADR_SPILL_LOCATION_DEVICE);
+  s = stats(m);
+  assert_int_equal(s.spilled[ADR_SPILL_TRIGGER_LIMIT].bytes, 512 * KiB);
+  check_seed(y, 6);
+  check_seed(x, 5);
+  assert_int_equal(adr_spill_buffer_free(x, NULL), 0);
+  assert_int_equal(adr_spill_buffer_free(y, NULL), 0);
+  assert_int_equal(adr_spill_buffer_free(z, NULL), 0);
+  destroy(m);
+}
+
 /* The stream rule: work queued on a stream before the release is in the
  * spilled bytes. */
 static void test_spill_waits_for_last_use(void** state) {
@@ -753,6 +781,7 @@ int main(void) {
       cmocka_unit_test(test_on_demand_real_failure),
       cmocka_unit_test(test_cannot_fit),
       cmocka_unit_test(test_locked_and_exposed_stay),
+      cmocka_unit_test(test_limit_exceeded),
       cmocka_unit_test(test_spill_waits_for_last_use),
       cmocka_unit_test(test_faults),
       cmocka_unit_test(test_threads),
