@@ -4,7 +4,8 @@
  * handler (the caching pool by default, core/memory/), recording each
  * allocation with its handler in the per-device table so adr_free can refuse
  * unknown pointers and wrong sizes and return the memory to the handler
- * that made it. Also memset and host registration.
+ * that made it. Also memset (a NULL device: host memory, host.c) and host
+ * registration.
  *
  * Hot path: one atomic load of the handler, one sharded-table insert or
  * remove, relaxed atomic counters; no lock shared by all threads. Devices
@@ -16,6 +17,7 @@
 #include <stdint.h>
 
 #include "dispatch.h"
+#include "host.h"
 #include "memory/memory_internal.h"
 #include "validate.h"
 
@@ -156,10 +158,11 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
 
 int adr_memset(struct adr_device* device, void* ptr, int value, size_t size,
                struct adr_stream* stream, struct adr_error* error) {
-  if (device == NULL) return adr__errorf(error, EINVAL, "adr_memset", NULL, "device is NULL");
   if (size == 0) return 0;
   if (ptr == NULL)
-    return adr__errorf(error, EINVAL, "adr_memset", device->backend->name, "ptr is NULL");
+    return adr__errorf(error, EINVAL, "adr_memset", device ? device->backend->name : NULL,
+                       "ptr is NULL%s", device ? "" : " (host memory: NULL device)");
+  if (device == NULL) return adr__host_memset(ptr, value, size, stream, error);
   int st;
   if (ADR__VALIDATING() && (st = adr__validate_stream("adr_memset", stream, error)) != 0) return st;
   if ((st = check_stream("adr_memset", device, stream, error)) != 0) return st;

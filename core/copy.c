@@ -2,6 +2,10 @@
  *
  * adr_copy routing.
  *
+ *   host memory (NULL device) <-> X       -> X's copy slot with a NULL
+ *                                            device on the host side; no
+ *                                            backend loaded for the host
+ *   host <-> host (both NULL)             -> memmove by the core (host.c)
  *   same backend (incl. CPU<->CPU, peer)  -> that backend's copy slot
  *   CPU <-> X                             -> X's copy slot with a NULL
  *                                            device on the host side
@@ -26,6 +30,7 @@
 #include <string.h>
 
 #include "dispatch.h"
+#include "host.h"
 #include "validate.h"
 
 #define STAGING_CHUNK ((size_t)8 << 20)
@@ -95,19 +100,48 @@ static int staged_copy(struct adr_device* dst_dev, void* dst, struct adr_device*
   return st;
 }
 
+/* One side (or both) is pageable host memory, a NULL device. Host <-> X is
+ * X's copy slot with a NULL device on the host side, on X's stream (or its
+ * default stream, blocking); no backend is loaded for the host side. Host
+ * <-> host is the core's memmove (host.c). */
+static int host_side_copy(struct adr_device* dst_device, void* dst, struct adr_device* src_device,
+                          const void* src, size_t size, struct adr_stream* stream,
+                          struct adr_error* error) {
+  if (dst_device == NULL && src_device == NULL)
+    return adr__host_copy(dst, src, size, stream, error);
+  bool to_host = dst_device == NULL;
+  struct adr_device* x = to_host ? src_device : dst_device;
+  bool validating = ADR__VALIDATING();
+  int st;
+  if (validating && (st = adr__validate_stream("adr_copy", stream, error)) != 0) return st;
+  if (stream != NULL && stream->device != x)
+    return adr__errorf(error, EINVAL, "adr_copy", NULL,
+                       "stream belongs to %s, not to %s (the %s is host memory: NULL device)",
+                       stream->device->name, x->name, to_host ? "destination" : "source");
+  if ((st = adr__range_check("adr_copy", x, to_host ? "source" : "destination", to_host ? src : dst,
+                             size, error)) != 0 ||
+      (st = adr__host_range_check("adr_copy", to_host ? "destination" : "source",
+                                  to_host ? dst : src, size, validating, error)) != 0)
+    return st;
+  struct adr_backend_device* dh = to_host ? NULL : x->handle;
+  struct adr_backend_device* sh = to_host ? x->handle : NULL;
+  if (stream != NULL) return backend_copy(x, dh, dst, sh, src, size, stream->handle, error);
+  return backend_copy_sync(x, dh, dst, sh, src, size, x->default_stream.handle, error);
+}
+
 /* Every case but the hot one (adr_copy below), out of line so that the hot
  * case's frame stays small. */
 __attribute__((noinline)) static int copy_any(struct adr_device* dst_device, void* dst,
                                               struct adr_device* src_device, const void* src,
                                               size_t size, struct adr_stream* stream,
                                               struct adr_error* error) {
-  if (dst_device == NULL || src_device == NULL)
-    return adr__errorf(error, EINVAL, "adr_copy", NULL, "%s device is NULL",
-                       dst_device ? "source" : "destination");
   if (size == 0) return 0;
   if (dst == NULL || src == NULL)
-    return adr__errorf(error, EINVAL, "adr_copy", NULL, "%s pointer is NULL",
-                       dst ? "source" : "destination");
+    return adr__errorf(
+        error, EINVAL, "adr_copy", NULL, "%s pointer is NULL%s", dst ? "source" : "destination",
+        (dst ? src_device : dst_device) == NULL ? " (host memory: NULL device)" : "");
+  if (dst_device == NULL || src_device == NULL)
+    return host_side_copy(dst_device, dst, src_device, src, size, stream, error);
   int cst;
   if (ADR__VALIDATING() && (cst = adr__validate_stream("adr_copy", stream, error)) != 0) return cst;
   if (stream != NULL && stream->device != dst_device && stream->device != src_device)
@@ -170,19 +204,34 @@ __attribute__((noinline)) static int copy_any(struct adr_device* dst_device, voi
 
 /* The hot case: a blocking copy between two host-accessible devices, of
  * one backend (CPU<->CPU, pinned<->pinned) or the CPU and another
- * (fine-grained SVM, managed memory), with the validation layer off. Such
+ * (fine-grained SVM, managed memory), or host memory (a NULL device) and
+ * a host-accessible device, with the validation layer off. Such
  * devices need no range look-up (validate.h: adr__range_checked), so the
  * checks are the ones copy_any makes, and the copy is one call into the
  * owning backend's copy_sync slot. Anything else, including every failed
  * check, goes to copy_any, which reports it. */
 int adr_copy(struct adr_device* dst_device, void* dst, struct adr_device* src_device,
              const void* src, size_t size, struct adr_stream* stream, struct adr_error* error) {
-  if (__builtin_expect(
-          stream == NULL && dst_device != NULL && src_device != NULL && dst != NULL &&
-              src != NULL && size - 1 < (size_t)PTRDIFF_MAX &&
-              (uintptr_t)dst + size > (uintptr_t)dst && (uintptr_t)src + size > (uintptr_t)src &&
-              (dst_device->host_accessible & src_device->host_accessible) && !ADR__VALIDATING(),
-          1)) {
+  if (__builtin_expect(stream == NULL && dst != NULL && src != NULL &&
+                           size - 1 < (size_t)PTRDIFF_MAX &&
+                           (uintptr_t)dst + size > (uintptr_t)dst &&
+                           (uintptr_t)src + size > (uintptr_t)src && !ADR__VALIDATING(),
+                       1)) {
+    if (dst_device == NULL) {
+      /* Host memory <- host-accessible X: X's copy, host side NULL. */
+      if (src_device == NULL || !src_device->host_accessible)
+        return copy_any(dst_device, dst, src_device, src, size, stream, error);
+      return backend_copy_sync(src_device, NULL, dst, src_device->handle, src, size,
+                               src_device->default_stream.handle, error);
+    }
+    if (src_device == NULL) {
+      if (!dst_device->host_accessible)
+        return copy_any(dst_device, dst, src_device, src, size, stream, error);
+      return backend_copy_sync(dst_device, dst_device->handle, dst, NULL, src, size,
+                               dst_device->default_stream.handle, error);
+    }
+    if (!(dst_device->host_accessible & src_device->host_accessible))
+      return copy_any(dst_device, dst, src_device, src, size, stream, error);
     struct adr_device* owner = dst_device;
     struct adr_backend_device *dh = dst_device->handle, *sh = src_device->handle;
     if (__builtin_expect(dst_device->backend == src_device->backend, 1)) {

@@ -212,6 +212,11 @@ void adr__loader_load(struct adr__backend* b);
 void adr__loader_discover(void);
 const char* adr__loader_search_path(void);
 const struct adr_backend_host* adr__host_services(void);
+/* The loaded device whose allocation contains ptr (*out NULL when none):
+ * asks only the backends already loaded (registry lock held meanwhile);
+ * a backend's failure other than ENOENT/ENOTSUP is returned (host.c). */
+int adr__pointer_owner(const char* api, const void* ptr, struct adr_device** out,
+                       struct adr_error* error);
 /* Registry internals for the loader. */
 struct adr__backend* adr__registry_add(const char* name, const char* library, bool in_manifest);
 struct adr__backend* adr__registry_find(const char* name);

@@ -694,6 +694,33 @@ int adr_pointer_query(const void* ptr, struct adr_device** out, struct adr_error
   return st;
 }
 
+/* Host memory checks (host.c): like adr_pointer_query, but only over the
+ * backends already loaded, with no initialisation, and a backend's failure
+ * other than "not mine" is returned instead of taken for "nobody's". */
+int adr__pointer_owner(const char* api, const void* ptr, struct adr_device** out,
+                       struct adr_error* error) {
+  *out = NULL;
+  if (adr__shut_down()) return 0;
+  ArrowDeviceType type = 0;
+  int64_t id = -1;
+  int st = 0;
+  pthread_mutex_lock(&registry_mutex);
+  for (size_t i = 0; i < backend_count && type == 0 && st == 0; i++) {
+    struct adr__backend* b = &backends[i];
+    if (b->state != ADR_BACKEND_LOADED) continue;
+    struct adr_error e; /* "not mine" must leave the caller's untouched */
+    int q = adr__dispatch_pointer_query(b, api, ptr, &type, &id, error ? &e : NULL);
+    if (q != 0) type = 0;
+    if (q != 0 && q != ENOENT && q != ENOTSUP) {
+      st = q;
+      if (error != NULL) *error = e;
+    }
+  }
+  if (st == 0 && type != 0) st = device_get_locked(type, id, out, error);
+  pthread_mutex_unlock(&registry_mutex);
+  return st;
+}
+
 /* ---- process exit -------------------------------------------------------- */
 
 /* The vtable of a device after the teardown: every slot refuses. The

@@ -4,7 +4,10 @@
 # lavapipe (Vulkan on the CPU) with the Khronos validation layer, and the
 # HIP runtime (which finds no device here) are the real drivers the tests use.
 # cmake builds the find_package(adr) consumer of scripts/install_check.sh;
-# groff renders the man pages in tests/packaging.
+# groff renders the man pages in tests/packaging. The Python module (python/)
+# builds against /usr/bin/python3's headers and numpy, and its tests run with
+# pytest; meson-python builds it as a wheel (pyproject.toml; it rewrites the
+# RUNPATHs with patchelf).
 set -euo pipefail
 packages=(
   build-essential meson ninja-build pkg-config libcmocka-dev clang
@@ -14,6 +17,7 @@ packages=(
   libamdhip64-dev libamdhip64-5
   valgrind
   cmake groff-base
+  python3-dev python3-numpy python3-pytest python3-mesonpy patchelf
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -66,9 +66,23 @@ int cuda_stream_destroy(struct adr_backend_device* dev, struct adr_backend_strea
   return st;
 }
 
+/* NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD (an imported handle may
+ * be one of them) name the default stream of the calling thread's current
+ * context: a call on them runs with the stream's device context pushed, or
+ * the driver answers CUDA_ERROR_INVALID_CONTEXT (no context current) or
+ * queues on another device. Other handles carry their context. */
+static bool names_current_default(CUstream s) {
+  return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
 int cuda_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* stream,
                             struct adr_error* error) {
+  struct cuda_current_guard g;
+  bool push = names_current_default(stream->stream);
+  int st = push ? cuda_current_enter(stream->dev, &g, error) : 0;
+  if (st) return st;
   CUresult r = cuda_api.cuStreamSynchronize(stream->stream);
+  if (push) cuda_current_leave(&g);
   return cuda_check(r, error, "CUDA device %d", dev->ordinal);
 }
 
@@ -139,13 +153,23 @@ int cuda_event_destroy(struct adr_backend_device* dev, struct adr_backend_event*
 
 int cuda_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
                       struct adr_backend_stream* stream, struct adr_error* error) {
+  struct cuda_current_guard g;
+  bool push = names_current_default(stream->stream);
+  int st = push ? cuda_current_enter(stream->dev, &g, error) : 0;
+  if (st) return st;
   CUresult r = cuda_api.cuEventRecord(event->event, stream->stream);
+  if (push) cuda_current_leave(&g);
   return cuda_check(r, error, "cuEventRecord on CUDA device %d", dev->ordinal);
 }
 
 int cuda_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
                     struct adr_backend_stream* stream, struct adr_error* error) {
+  struct cuda_current_guard g;
+  bool push = names_current_default(stream->stream);
+  int st = push ? cuda_current_enter(stream->dev, &g, error) : 0;
+  if (st) return st;
   CUresult r = cuda_api.cuStreamWaitEvent(stream->stream, event->event, 0);
+  if (push) cuda_current_leave(&g);
   return cuda_check(r, error, "cuStreamWaitEvent on CUDA device %d", dev->ordinal);
 }
 

@@ -66,9 +66,22 @@ int hip_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream
   return st;
 }
 
+/* NULL and hipStreamPerThread (an imported handle may be one of them)
+ * name the default stream of the calling thread's current device: a call
+ * on them runs with the stream's device made current, or it queues on
+ * another device. Other handles carry their device. */
+static bool names_current_default(hipStream_t s) {
+  return s == NULL || s == hipStreamPerThread;
+}
+
 int hip_stream_synchronize(struct adr_backend_device* dev, struct adr_backend_stream* stream,
                            struct adr_error* error) {
+  struct hip_current_guard g;
+  bool push = names_current_default(stream->stream);
+  int st = push ? hip_current_enter(stream->dev, &g, error) : 0;
+  if (st) return st;
   hipError_t r = hip_api.hipStreamSynchronize(stream->stream);
+  if (push) hip_current_leave(&g);
   return hip_check(r, error, "HIP device %d", dev->ordinal);
 }
 
@@ -127,13 +140,23 @@ int hip_event_destroy(struct adr_backend_device* dev, struct adr_backend_event* 
 
 int hip_event_record(struct adr_backend_device* dev, struct adr_backend_event* event,
                      struct adr_backend_stream* stream, struct adr_error* error) {
+  struct hip_current_guard g;
+  bool push = names_current_default(stream->stream);
+  int st = push ? hip_current_enter(stream->dev, &g, error) : 0;
+  if (st) return st;
   hipError_t r = hip_api.hipEventRecord(event->event, stream->stream);
+  if (push) hip_current_leave(&g);
   return hip_check(r, error, "hipEventRecord on HIP device %d", dev->ordinal);
 }
 
 int hip_event_wait(struct adr_backend_device* dev, struct adr_backend_event* event,
                    struct adr_backend_stream* stream, struct adr_error* error) {
+  struct hip_current_guard g;
+  bool push = names_current_default(stream->stream);
+  int st = push ? hip_current_enter(stream->dev, &g, error) : 0;
+  if (st) return st;
   hipError_t r = hip_api.hipStreamWaitEvent(stream->stream, event->event, 0);
+  if (push) hip_current_leave(&g);
   return hip_check(r, error, "hipStreamWaitEvent on HIP device %d", dev->ordinal);
 }
 

@@ -178,7 +178,7 @@ int adr_schema_copy(const struct ArrowSchema* src, struct ArrowSchema* out,
 /* ---- array nodes ---------------------------------------------------------- */
 
 struct node_priv {
-  struct adr_device* device;
+  struct adr_device* device; /* NULL: host memory (adr__array_host_alloc, free) */
   const void** buffers;
   size_t* sizes;
   unsigned char* owned;
@@ -201,7 +201,10 @@ static void node_release(struct ArrowArray* array) {
   if (array->dictionary != NULL && array->dictionary->release != NULL)
     array->dictionary->release(array->dictionary);
   for (int64_t i = 0; i < array->n_buffers; i++)
-    if (p->owned[i]) adr_free(p->device, (void*)p->buffers[i], p->sizes[i], NULL, NULL);
+    if (p->owned[i] && p->device == NULL)
+      free((void*)p->buffers[i]);
+    else if (p->owned[i])
+      adr_free(p->device, (void*)p->buffers[i], p->sizes[i], NULL, NULL);
   if (p->event != NULL) adr_event_destroy(p->event, NULL);
   free(p->host_keep);
   free(p->buffers);
@@ -213,6 +216,12 @@ static void node_release(struct ArrowArray* array) {
   free(p);
   array->release = NULL;
   array->private_data = NULL;
+}
+
+void* adr__array_host_alloc(size_t size) {
+  if (size > (size_t)PTRDIFF_MAX - 64) return NULL;
+  size_t rounded = ((size ? size : 1) + 63) & ~(size_t)63;
+  return aligned_alloc(64, rounded);
 }
 
 bool adr__array_node_is_owned(const struct ArrowArray* array) {
@@ -233,8 +242,7 @@ void adr__array_node_set_event(struct ArrowArray* array, struct adr_event* event
 int adr_array_init(struct adr_device* device, int64_t n_buffers, int64_t n_children,
                    struct ArrowArray* out, struct adr_error* error) {
   const char* op = "adr_array_init";
-  if (device == NULL || out == NULL)
-    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL", device ? "out" : "device");
+  if (out == NULL) return adr__errorf(error, EINVAL, op, NULL, "out is NULL");
   if (n_buffers < 0 || n_buffers > (1 << 20) || n_children < 0 || n_children > (1 << 20))
     return adr__errorf(error, EINVAL, op, NULL, "n_buffers %lld / n_children %lld out of range",
                        (long long)n_buffers, (long long)n_children);
@@ -289,8 +297,19 @@ int adr_array_alloc_buffer(struct ArrowArray* array, int64_t i, size_t size,
   if (st) return st;
   struct node_priv* p = array->private_data;
   void* ptr = NULL;
-  st = adr_alloc(p->device, size, 0, stream, &ptr, error);
-  if (st) return st;
+  if (p->device == NULL) {
+    if (stream != NULL)
+      return adr__errorf(error, EINVAL, "adr_array_alloc_buffer", NULL,
+                         "the node is host memory (NULL device): its buffers are allocated "
+                         "without a stream");
+    ptr = adr__array_host_alloc(size);
+    if (ptr == NULL)
+      return adr__errorf(error, ENOMEM, "adr_array_alloc_buffer", NULL,
+                         "ENOMEM: cannot allocate %zu bytes of host memory", size);
+  } else {
+    st = adr_alloc(p->device, size, 0, stream, &ptr, error);
+    if (st) return st;
+  }
   p->buffers[i] = ptr;
   p->sizes[i] = size;
   p->owned[i] = 1;
@@ -358,10 +377,21 @@ int adr_device_array_init(struct adr_device* device, struct ArrowArray* array,
                           struct adr_stream* stream, struct ArrowDeviceArray* out,
                           struct adr_error* error) {
   const char* op = "adr_device_array_init";
-  if (device == NULL || array == NULL || out == NULL)
-    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL",
-                       device == NULL ? "device" : array == NULL ? "array" : "out");
+  if (array == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL", array == NULL ? "array" : "out");
   if (array->release == NULL) return adr__errorf(error, EINVAL, op, NULL, "array is released");
+  if (device == NULL) {
+    /* Host memory: a CPU array, complete once the stream (of any device:
+     * a download into it, say) has done its work. */
+    int st = stream != NULL ? adr_stream_synchronize(stream, error) : 0;
+    if (st) return st;
+    memset(out, 0, sizeof(*out));
+    out->array = *array;
+    array->release = NULL;
+    out->device_type = ARROW_DEVICE_CPU;
+    out->device_id = -1;
+    return 0;
+  }
   if (stream != NULL && adr_stream_device(stream) != device)
     return adr__errorf(error, EINVAL, op, NULL, "stream belongs to %s, not %s",
                        adr_device_name(adr_stream_device(stream)), adr_device_name(device));

@@ -75,6 +75,14 @@ ADR_INTERNAL void adr__array_node_set_event(struct ArrowArray* array, struct adr
 ADR_INTERNAL void adr__array_node_keep(struct ArrowArray* array, void* host_memory);
 /* Whether `array` is a node made by adr_array_init. */
 ADR_INTERNAL bool adr__array_node_is_owned(const struct ArrowArray* array);
+/* Host memory for a node on the NULL device (pageable host memory):
+ * 64-byte aligned, at least one byte, freed with free(). NULL when out of
+ * memory. */
+ADR_INTERNAL void* adr__array_host_alloc(size_t size);
+/* "opencl:0", or "host memory" for the NULL device. */
+static inline const char* adr__array_dev_name(const struct adr_device* d) {
+  return d != NULL ? adr_device_name(d) : "host memory";
+}
 
 /* Deepest nesting accepted by the recursive walkers. */
 #define ADR__MAX_DEPTH 64

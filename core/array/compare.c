@@ -241,10 +241,8 @@ static int to_host(const struct ArrowSchema* schema, const struct ArrowDeviceArr
     *out = &in->array;
     return 0;
   }
-  struct adr_device* cpu;
-  int st = adr_device_get(ARROW_DEVICE_CPU, 0, &cpu, error);
-  if (st) return st;
-  st = adr__deep_copy(op, schema, in, cpu, NULL, true, tmp, NULL, error);
+  /* Into host memory (a NULL device): no cpu backend is loaded for it. */
+  int st = adr__deep_copy(op, schema, in, NULL, NULL, true, tmp, NULL, error);
   if (st) return st;
   st = adr__validate_data(op, schema, &tmp->array, &root, error);
   if (st) return st;

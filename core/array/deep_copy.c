@@ -72,9 +72,13 @@ struct plan {
 
 struct copy_ctx {
   const char* op;
+  /* NULL: host memory (a CPU source, a NULL destination device). The
+   * host side of the core's own reads and uploads (`host`) is NULL too, or
+   * the CPU device when the caller's stream is one of its streams: no cpu
+   * backend is loaded for a deep copy that does not name the CPU device. */
   struct adr_device* src_dev;
   struct adr_device* dst_dev;
-  struct adr_device* cpu;
+  struct adr_device* host;
   bool src_cpu;
   bool dst_cpu;
   bool direct; /* host-readable source, CPU destination: plain memcpy */
@@ -110,10 +114,14 @@ static void plan_free(struct copy_ctx* ctx, struct plan* p) {
     plan_free(ctx, p->dictionary);
     free(p->dictionary);
   }
-  if (ctx->dst_cpu)
-    for (int k = 0; k < 3; k++)
-      if (p->host[k] != NULL)
+  if (ctx->dst_cpu) {
+    for (int k = 0; k < 3; k++) {
+      if (p->host[k] != NULL && ctx->dst_dev == NULL)
+        free(p->host[k]);
+      else if (p->host[k] != NULL)
         adr_free(ctx->dst_dev, p->host[k], (size_t)p->host_size[k], NULL, NULL);
+    }
+  }
   free(p->block);
   free(p->scratch);
   free(p->vlo);
@@ -158,9 +166,14 @@ static int host_blocks(struct copy_ctx* ctx, struct plan* p, const int64_t sizes
   if (ctx->dst_cpu) {
     for (int k = 0; k < 3; k++) {
       if (sizes[k] <= 0) continue;
-      void* b;
-      int st = adr_alloc(ctx->dst_dev, (size_t)sizes[k], 0, NULL, &b, ctx->error);
-      if (st) return st;
+      void* b = NULL;
+      if (ctx->dst_dev == NULL) {
+        b = adr__array_host_alloc((size_t)sizes[k]);
+        if (b == NULL) return CFAIL(ctx, ENOMEM, "out of host memory");
+      } else {
+        int st = adr_alloc(ctx->dst_dev, (size_t)sizes[k], 0, NULL, &b, ctx->error);
+        if (st) return st;
+      }
       p->host[k] = b;
       p->host_size[k] = sizes[k];
     }
@@ -196,7 +209,7 @@ static int read_into(struct copy_ctx* ctx, void* dst, const void* buf, int64_t a
     return 0;
   }
   ctx->round_queued = true;
-  return adr_copy(ctx->cpu, dst, ctx->src_dev, src, (size_t)n, ctx->read_stream, ctx->error);
+  return adr_copy(ctx->host, dst, ctx->src_dev, src, (size_t)n, ctx->read_stream, ctx->error);
 }
 
 /* Validity bits of elements [from, from + count) (from is a multiple of 8). */
@@ -791,7 +804,8 @@ static int emit_host(struct copy_ctx* ctx, struct plan* p, struct ArrowArray* ou
   int st = adr_array_alloc_buffer(out, i, (size_t)n, ctx->alloc_stream, &dst, ctx->error);
   if (st) return st;
   ctx->stats.copies++;
-  return adr_copy(ctx->dst_dev, dst, ctx->cpu, p->host[k], (size_t)n, ctx->copy_stream, ctx->error);
+  return adr_copy(ctx->dst_dev, dst, ctx->host, p->host[k], (size_t)n, ctx->copy_stream,
+                  ctx->error);
 }
 
 /* The rebased offsets of var-binary and lists (host[1]), or the source's
@@ -988,28 +1002,32 @@ static int deep_copy_check(struct copy_ctx* ctx, const struct ArrowSchema* schem
   struct adr_error* error = ctx->error;
   if (stats != NULL && stats->struct_size == 0)
     return adr__errorf(error, EINVAL, op, NULL, "out_stats->struct_size is not set");
-  if (src == NULL || dst_device == NULL || out == NULL)
-    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL",
-                       src == NULL          ? "src"
-                       : dst_device == NULL ? "dst_device"
-                                            : "out");
+  if (src == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL", src == NULL ? "src" : "out");
   if (!adr__device_type_known(src->device_type))
     return adr__path_error(error, EINVAL, op, &ctx->path, "unknown device_type %d",
                            (int)src->device_type);
   int st = adr__validate_structure(op, schema, &src->array, &ctx->path, 0, error);
   if (st) return st;
-  st = adr__array_device(src->device_type, src->device_id, &ctx->src_dev, error);
-  if (st) return st;
-  st = adr_device_get(ARROW_DEVICE_CPU, 0, &ctx->cpu, error);
+  ctx->src_cpu = src->device_type == ARROW_DEVICE_CPU;
+  /* A CPU source is host memory, unless the caller ordered the copy on a
+   * stream of the CPU device (loaded already), which then keeps that role. */
+  if (!ctx->src_cpu)
+    st = adr__array_device(src->device_type, src->device_id, &ctx->src_dev, error);
+  else if (stream != NULL && adr_device_type(adr_stream_device(stream)) == ARROW_DEVICE_CPU &&
+           adr_stream_device(stream) != dst_device)
+    ctx->src_dev = adr_stream_device(stream);
   if (st) return st;
   ctx->dst_dev = dst_device;
-  ctx->src_cpu = src->device_type == ARROW_DEVICE_CPU;
-  ctx->dst_cpu = adr_device_type(dst_device) == ARROW_DEVICE_CPU;
-  if (stream != NULL && adr_stream_device(stream) != dst_device &&
-      adr_stream_device(stream) != ctx->src_dev)
+  if (stream != NULL && adr_device_type(adr_stream_device(stream)) == ARROW_DEVICE_CPU)
+    ctx->host = adr_stream_device(stream);
+  ctx->dst_cpu = dst_device == NULL || adr_device_type(dst_device) == ARROW_DEVICE_CPU;
+  if (stream != NULL && (adr_stream_device(stream) == NULL ||
+                         (adr_stream_device(stream) != dst_device &&
+                          adr_stream_device(stream) != ctx->src_dev)))
     return adr__errorf(error, EINVAL, op, NULL, "stream belongs to %s, neither %s nor %s",
-                       adr_device_name(adr_stream_device(stream)), adr_device_name(dst_device),
-                       adr_device_name(ctx->src_dev));
+                       adr_device_name(adr_stream_device(stream)), adr__array_dev_name(dst_device),
+                       adr__array_dev_name(ctx->src_dev));
   if (ctx->src_cpu && src->sync_event != NULL)
     return adr__path_error(error, EINVAL, op, &ctx->path,
                            "a CPU array must not carry a sync_event");
@@ -1156,7 +1174,7 @@ int adr__deep_copy(const char* op, const struct ArrowSchema* schema,
   if (done != NULL) adr__array_node_set_event(&result, done);
   memset(out, 0, sizeof(*out));
   out->array = result;
-  out->device_type = adr_device_type(dst_device);
+  out->device_type = dst_device != NULL ? adr_device_type(dst_device) : ARROW_DEVICE_CPU;
   out->device_id = ctx.dst_cpu ? -1 : adr_device_id(dst_device);
   out->sync_event = native;
   if (stats != NULL) {

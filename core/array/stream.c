@@ -365,9 +365,8 @@ int adr_transfer_stream_init(struct ArrowDeviceArrayStream* source, struct adr_d
                              int prefetch, struct ArrowDeviceArrayStream* out,
                              struct adr_error* error) {
   const char* op = "adr_transfer_stream_init";
-  if (source == NULL || target == NULL || out == NULL)
-    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL",
-                       source == NULL ? "source" : target == NULL ? "target" : "out");
+  if (source == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL", source == NULL ? "source" : "out");
   if (source->release == NULL) return adr__errorf(error, EINVAL, op, NULL, "source is released");
   if (prefetch < 0 || prefetch > 1024)
     return adr__errorf(error, EINVAL, op, NULL, "prefetch %d outside [0, 1024]", prefetch);
@@ -380,7 +379,9 @@ int adr_transfer_stream_init(struct ArrowDeviceArrayStream* source, struct adr_d
     pthread_cond_init(&t->cv, NULL);
   }
   int st = adr_device_array_stream_get_schema(source, &t->schema, error);
-  if (st == 0) st = adr_stream_create(target, &t->stream, error);
+  /* A NULL target is host memory: CPU batches, each complete when handed
+   * out, with no stream of their own. */
+  if (st == 0 && target != NULL) st = adr_stream_create(target, &t->stream, error);
   if (st == 0 && prefetch > 0) {
     t->queue = calloc((size_t)prefetch, sizeof(*t->queue));
     if (t->queue == NULL) st = adr__errorf(error, ENOMEM, op, NULL, "out of memory");
@@ -401,7 +402,7 @@ int adr_transfer_stream_init(struct ArrowDeviceArrayStream* source, struct adr_d
     t->thread_started = true;
   }
   memset(out, 0, sizeof(*out));
-  out->device_type = adr_device_type(target);
+  out->device_type = target != NULL ? adr_device_type(target) : ARROW_DEVICE_CPU;
   out->get_schema = transfer_get_schema;
   out->get_next = transfer_get_next;
   out->get_last_error = transfer_last_error;

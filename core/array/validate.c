@@ -582,11 +582,8 @@ int adr_device_array_validate(const struct ArrowSchema* schema,
   if (st || level == ADR_VALIDATE_STRUCTURE) return st;
   if (array->device_type == ARROW_DEVICE_CPU)
     return adr__validate_data(op, schema, &array->array, path, error);
-  struct adr_device* cpu;
-  st = adr_device_get(ARROW_DEVICE_CPU, 0, &cpu, error);
-  if (st) return st;
-  struct ArrowDeviceArray host;
-  st = adr__deep_copy(op, schema, array, cpu, NULL, true, &host, NULL, error);
+  struct ArrowDeviceArray host; /* host memory (a NULL device): no cpu backend */
+  st = adr__deep_copy(op, schema, array, NULL, NULL, true, &host, NULL, error);
   if (st) return st;
   st = adr__validate_data(op, schema, &host.array, path, error);
   adr_device_array_release(&host);

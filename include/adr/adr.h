@@ -16,6 +16,10 @@
  *    receives a message "[operation][backend] NATIVE_NAME: description" on
  *    failure. It is left untouched on success.
  *  - Output parameters are named out / out_*, placed just before the error.
+ *  - A NULL `struct adr_device *` next to a pointer (adr_copy, adr_memset,
+ *    the array functions of adr/array.h) means pageable host memory: the
+ *    core handles it itself and loads no backend for it. The cpu backend is
+ *    the device of ARROW_DEVICE_CPU allocations, streams and events.
  *  - A NULL `struct adr_stream *` means "the device's default stream, and
  *    wait for completion before returning". A non-NULL stream queues the work
  *    (the `Async` behaviour); the caller synchronises with events or
@@ -348,6 +352,19 @@ ADR_API int adr_free(struct adr_device* device, void* ptr, size_t size,
  * two backends (staged through host memory by the core). `stream` may be
  * NULL (synchronous) or a stream of dst_device or src_device on which the
  * copy is ordered. A CPU source must stay valid until the copy completes.
+ *
+ * A NULL device is pageable host memory (docs/devices.md, "Host memory"),
+ * for which no backend is loaded: host <-> X is X's own copy, and `stream`
+ * must then be X's (EINVAL otherwise); host <-> host (both NULL) is a
+ * memmove by the core, and with a stream of any device it runs after that
+ * stream's queued work (a host wait), so it has completed when adr_copy
+ * returns. The caller keeps ownership of host memory; with a stream it must
+ * stay valid until the stream reaches the copy. Errors: EINVAL for a NULL
+ * pointer (either device), for a stream of neither device, and, on a host
+ * to host copy (on every copy with the validation layer on), for a host
+ * pointer inside an allocation of a loaded device that is not
+ * host-accessible (a device pointer passed as host memory); EOVERFLOW for
+ * a size above PTRDIFF_MAX or a range that wraps. size 0 does nothing.
  * Ordering includes work the application queued itself on adr's native
  * queues: with a stream the copy is queued behind it and the call does not
  * wait for it; with NULL the call returns after it and the copy completed
@@ -358,7 +375,13 @@ ADR_API int adr_copy(struct adr_device* dst_device, void* dst, struct adr_device
                      const void* src, size_t size, struct adr_stream* stream,
                      struct adr_error* error);
 
-/* Sets `size` bytes at ptr to (unsigned char)value. */
+/* Sets `size` bytes at ptr to (unsigned char)value. A NULL device is
+ * pageable host memory: a memset by the core, with no backend loaded; with
+ * a stream (of any device) it runs after that stream's queued work (a host
+ * wait) and has completed when the call returns. EINVAL for a NULL ptr and,
+ * with a NULL device, for ptr inside an allocation of a loaded device that
+ * is not host-accessible; EOVERFLOW as for adr_copy. Host memset asks the
+ * loaded backends about ptr (the registry lock): not for hot loops. */
 ADR_API int adr_memset(struct adr_device* device, void* ptr, int value, size_t size,
                        struct adr_stream* stream, struct adr_error* error);
 

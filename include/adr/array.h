@@ -16,6 +16,12 @@
  * released (release = NULL), on success only; on failure the caller still
  * owns it. A released struct is never touched again.
  *
+ * A NULL device (adr_array_init, adr_device_array_init,
+ * adr_device_array_deep_copy, adr_transfer_stream_init) means pageable host
+ * memory: CPU arrays made by the core without loading the cpu backend
+ * (docs/arrays.md, "Host memory"). CPU source arrays are read as host
+ * memory.
+ *
  * Thread safety: the functions may be called from any thread. A given
  * ArrowArray / ArrowSchema / stream object is not synchronised: one thread
  * at a time uses it, as the Arrow specification says.
@@ -193,7 +199,10 @@ ADR_API int adr_schema_copy(const struct ArrowSchema* src, struct ArrowSchema* o
 /* Building and exporting arrays                                            */
 /* ------------------------------------------------------------------------ */
 
-/* Initialises *out as an adr-owned array node on `device`: length, offset
+/* Initialises *out as an adr-owned array node on `device` (NULL: host
+ * memory; its buffers are allocated 64-byte aligned without a stream, and
+ * adopted ones come from malloc/aligned_alloc; the release frees both with
+ * free()): length, offset
  * and null_count 0, n_buffers NULL buffers and n_children children
  * allocated released for the caller to initialise (adr_array_init with the
  * same device, or a move of any ArrowArray). Buffers set with
@@ -228,7 +237,9 @@ ADR_API int adr_array_alloc_dictionary(struct ArrowArray* array, struct adr_erro
  * native pointer becomes out->sync_event (owned by *out: its release
  * destroys the event after the array's own release). A NULL stream, a
  * backend without native events, or the CPU: the stream is synchronised
- * and sync_event is NULL. device_id is -1 for the CPU; reserved is zeroed. */
+ * and sync_event is NULL. device_id is -1 for the CPU; reserved is zeroed.
+ * A NULL device is host memory: a CPU array; `stream` (of any device, or
+ * NULL) is synchronised first. */
 ADR_API int adr_device_array_init(struct adr_device* device, struct ArrowArray* array,
                                   struct adr_stream* stream, struct ArrowDeviceArray* out,
                                   struct adr_error* error);
@@ -331,7 +342,12 @@ struct adr_copy_stats {
  * returns once the copies are queued and out->sync_event carries an event
  * recorded after them; src's buffers must then stay valid until that
  * event completes. With NULL or a CPU destination the data is complete on
- * return and sync_event is NULL. out_stats may be NULL. */
+ * return and sync_event is NULL. out_stats may be NULL.
+ *
+ * dst_device NULL: a CPU array in host memory (no cpu backend loaded),
+ * complete on return; `stream` must then be the source's device's (a CPU
+ * source: NULL, or a CPU device stream). A CPU source is read as host
+ * memory. */
 ADR_API int adr_device_array_deep_copy(const struct ArrowSchema* schema,
                                        const struct ArrowDeviceArray* src,
                                        struct adr_device* dst_device, struct adr_stream* stream,
@@ -393,7 +409,8 @@ ADR_API int adr_device_array_stream_next(struct ArrowDeviceArrayStream* stream,
  * worker thread keeps up to k batches copied ahead, so batch i+1 copies
  * while the consumer holds batch i. Each batch carries an event recorded
  * on the transfer's own stream of `target` (or is complete, for the CPU).
- * The source's errors surface from get_next with its message. */
+ * The source's errors surface from get_next with its message. A NULL
+ * target is host memory: CPU batches, complete, without a stream. */
 ADR_API int adr_transfer_stream_init(struct ArrowDeviceArrayStream* source,
                                      struct adr_device* target, int prefetch,
                                      struct ArrowDeviceArrayStream* out, struct adr_error* error);

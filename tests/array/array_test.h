@@ -26,7 +26,11 @@
     if (st_ != 0) fail_msg("%s -> %s: %s", #expr, adr_status_name(st_), (err)->message); \
   } while (0)
 
+/* The device of the tests' CPU arrays and of the host side of their
+ * copies: the CPU device, or NULL (host memory, no cpu backend) in host
+ * mode (ADR_ARRAY_HOST=null). */
 struct adr_device* test_cpu(void);
+bool test_host_mode(void);
 
 /* A schema node (adr-owned); aborts the test on failure. */
 void test_schema(struct ArrowSchema* out, const char* format, const char* name, int64_t flags,

@@ -300,8 +300,10 @@ static void test_export_foreign_array(void** state) {
   f.buffers[1] = f.values;
   struct ArrowArray a = {.length = 8, .n_buffers = 2, .buffers = f.buffers,
                          .release = foreign_release, .private_data = &f};
+  /* Host mode: a stream of the device under test, synchronised by the
+   * export to host memory (NULL device). */
   struct adr_stream* s;
-  ASSERT_OK(adr_stream_create(test_cpu(), &s, &err), &err);
+  ASSERT_OK(adr_stream_create(test_host_mode() ? dut : test_cpu(), &s, &err), &err);
   struct ArrowDeviceArray ex;
   ASSERT_OK(adr_device_array_init(test_cpu(), &a, s, &ex, &err), &err);
   assert_null(ex.sync_event);

@@ -327,6 +327,45 @@ static void test_transfer_no_buffers(void** state) {
   }
 }
 
+/* A NULL target is host memory: batches on the device under test come out
+ * as CPU arrays, complete (no sync_event), equal to what went in. */
+static void test_transfer_to_host(void** state) {
+  (void)state;
+  struct adr_error err;
+  for (int prefetch = 0; prefetch <= 2; prefetch += 2) {
+    struct ArrowSchema schema, ref_schema;
+    struct ArrowDeviceArray ref, on_dev[3];
+    ASSERT_OK(fixture_sample_table(1000, &ref_schema, &ref, &err), &err);
+    assert_int_equal(ref.device_type, ARROW_DEVICE_CPU);
+    for (int k = 0; k < 3; k++)
+      ASSERT_OK(adr_device_array_deep_copy(&ref_schema, &ref, dut, NULL, &on_dev[k], NULL, &err),
+                &err);
+    ASSERT_OK(adr_schema_copy(&ref_schema, &schema, &err), &err);
+    struct ArrowDeviceArrayStream src, t;
+    ASSERT_OK(
+        adr_device_array_stream_from_arrays(&schema, on_dev, 3, adr_device_type(dut), &src, &err),
+        &err);
+    ASSERT_OK(adr_transfer_stream_init(&src, NULL, prefetch, &t, &err), &err);
+    assert_int_equal(t.device_type, ARROW_DEVICE_CPU);
+    for (int k = 0; k < 3; k++) {
+      struct ArrowDeviceArray b;
+      ASSERT_OK(adr_device_array_stream_next(&t, &b, &err), &err);
+      assert_non_null(b.array.release);
+      assert_int_equal(b.device_type, ARROW_DEVICE_CPU);
+      assert_int_equal(b.device_id, -1);
+      assert_null(b.sync_event);
+      test_assert_equal(&ref_schema, &ref, &b);
+      adr_device_array_release(&b);
+    }
+    struct ArrowDeviceArray end;
+    ASSERT_OK(adr_device_array_stream_next(&t, &end, &err), &err);
+    assert_null(end.array.release);
+    t.release(&t);
+    adr_device_array_release(&ref);
+    ref_schema.release(&ref_schema);
+  }
+}
+
 int main(void) {
   struct adr_error err;
   if (adr_device_default(&dut, &err) != 0) {
@@ -344,6 +383,7 @@ int main(void) {
       cmocka_unit_test(test_transfer_prefetch2),
       cmocka_unit_test(test_transfer_error_and_early_release),
       cmocka_unit_test(test_transfer_no_buffers),
+      cmocka_unit_test(test_transfer_to_host),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

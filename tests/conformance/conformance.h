@@ -6,7 +6,12 @@
  * per backend; it is the definition of "a backend works". See README.md.
  *
  * Every test runs against g_conf.dev (the device ADR_DEVICE selects) with
- * the CPU device g_conf.cpu as the host side of transfers. Device memory is
+ * g_conf.host as the host side of transfers: the CPU device g_conf.cpu, or,
+ * in host mode (ADR_CONFORMANCE_HOST=null), a NULL device (pageable host
+ * memory, handled by the core), in which mode g_conf.cpu is NULL unless
+ * the CPU is the device under test, and a run with ADR_BACKENDS excluding
+ * cpu proves that no cpu backend is loaded (test_host_no_cpu_backend).
+ * test_host.c uses the NULL device explicitly in every mode. Device memory is
  * only ever read back through adr_copy into host memory, never dereferenced,
  * except in the test of ADR_CAP_HOST_ACCESSIBLE.
  *
@@ -37,8 +42,10 @@
 #define CONF_MIB ((size_t)1024 * 1024)
 
 struct conf_globals {
-  struct adr_device* dev; /* device under test */
-  struct adr_device* cpu; /* host side of transfers */
+  struct adr_device* dev;  /* device under test */
+  struct adr_device* cpu;  /* the CPU device; NULL in host mode */
+  struct adr_device* host; /* host side of transfers: cpu, or NULL in host mode */
+  bool host_mode;          /* ADR_CONFORMANCE_HOST=null */
   struct adr_device_info info;
   struct adr_device* peer; /* ADR_CONFORMANCE_PEER, NULL when unset */
   const char* peer_spec;
@@ -169,6 +176,16 @@ void test_copy_zero_size(void** state);
 void test_copy_null_stream_is_synchronous(void** state);
 void test_copy_on_host_stream(void** state);
 void test_copy_sync_downloads(void** state);
+
+/* test_host.c: pageable host memory as a NULL device */
+void test_host_upload_download(void** state);
+void test_host_on_streams(void** state);
+void test_host_slices(void** state);
+void test_host_memset(void** state);
+void test_host_to_host(void** state);
+void test_host_errors(void** state);
+void test_host_stream_of_other_device(void** state);
+void test_host_no_cpu_backend(void** state);
 
 /* test_memset.c */
 void test_memset_full(void** state);

@@ -110,12 +110,12 @@ static int fault_sanity(void) {
   if (st == 0) st = adr_alloc(dev, n, 0, NULL, &d, &err);
   if (st == 0) st = adr_stream_create(dev, &s, &err);
   if (st == 0) st = adr_event_create(dev, &e, &err);
-  if (st == 0) st = adr_copy(dev, d, g_conf.cpu, h, n, s, &err);
+  if (st == 0) st = adr_copy(dev, d, g_conf.host, h, n, s, &err);
   if (st == 0) st = adr_memset(dev, (uint8_t*)d + 16, 0x5a, 32, s, &err);
   if (st == 0) st = adr_event_record(e, s, &err);
   if (st == 0) st = adr_stream_wait_event(adr_stream_default(dev), e, &err);
   if (st == 0) st = adr_event_synchronize(e, &err);
-  if (st == 0) st = adr_copy(g_conf.cpu, back, dev, d, n, NULL, &err);
+  if (st == 0) st = adr_copy(g_conf.host, back, dev, d, n, NULL, &err);
   if (st == 0) st = adr_stream_synchronize(s, &err);
   if (st == 0) {
     memset(h + 16, 0x5a, 32);
@@ -316,11 +316,11 @@ void conf_event_destroy(struct adr_event* e) {
 }
 
 void conf_upload(struct adr_device* dev, void* dev_ptr, const void* host, size_t n) {
-  ASSERT_OK(adr_copy(dev, dev_ptr, g_conf.cpu, host, n, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(dev, dev_ptr, g_conf.host, host, n, NULL, CONF_ERR));
 }
 
 void conf_download(struct adr_device* dev, void* host, const void* dev_ptr, size_t n) {
-  ASSERT_OK(adr_copy(g_conf.cpu, host, dev, dev_ptr, n, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, host, dev, dev_ptr, n, NULL, CONF_ERR));
 }
 
 int conf_teardown(void** state) {
@@ -401,7 +401,20 @@ int main(void) {
             require ? " [ADR_CONFORMANCE_REQUIRE=1: a missing device is a failure]" : "");
     return 1;
   }
-  st = adr_device_get(ARROW_DEVICE_CPU, 0, &g_conf.cpu, &err);
+  /* Host mode: the host side is a NULL device and the CPU device is not
+   * asked for (ADR_BACKENDS may exclude its backend), unless it is the
+   * device under test. */
+  const char* host = getenv("ADR_CONFORMANCE_HOST");
+  g_conf.host_mode = host != NULL && strcmp(host, "null") == 0;
+  if (host != NULL && host[0] != '\0' && !g_conf.host_mode && strcmp(host, "cpu") != 0) {
+    fprintf(stderr, "adr-conformance: ADR_CONFORMANCE_HOST=%s: expected null or cpu\n", host);
+    return 1;
+  }
+  if (g_conf.host_mode)
+    g_conf.cpu = adr_device_type(g_conf.dev) == ARROW_DEVICE_CPU ? g_conf.dev : NULL;
+  else
+    st = adr_device_get(ARROW_DEVICE_CPU, 0, &g_conf.cpu, &err);
+  g_conf.host = g_conf.host_mode ? NULL : g_conf.cpu;
   if (st != 0) {
     fprintf(stderr, "adr-conformance: the CPU device is needed as the host side: %s (%s)\n",
             adr_status_name(st), err.message);
@@ -449,7 +462,12 @@ int main(void) {
       T(test_copy_slices),
       T(test_copy_zero_size),
       T(test_copy_null_stream_is_synchronous),
-      T(test_copy_on_host_stream),
+      T(test_host_upload_download),
+      T(test_host_on_streams),
+      T(test_host_slices),
+      T(test_host_memset),
+      T(test_host_to_host),
+      T(test_host_errors),
       T(test_memset_full),
       T(test_memset_partial_and_middle),
       T(test_stream_create_destroy),
@@ -488,12 +506,24 @@ int main(void) {
     printf(
         "adr-conformance: not run: test_copy_sync_downloads (device lacks "
         "ADR_CAP_SYNC_DOWNLOADS: its downloads follow the stream)\n");
-  if (g_conf.dev != g_conf.cpu)
-    tests[n++] = (struct CMUnitTest)T(test_stream_of_other_device);
-  else
+  if (g_conf.cpu != NULL) {
+    tests[n++] = (struct CMUnitTest)T(test_copy_on_host_stream);
+  } else {
     printf(
-        "adr-conformance: not run: test_stream_of_other_device (the device under test is "
-        "the CPU, whose streams it uses as another device's)\n");
+        "adr-conformance: not run: test_copy_on_host_stream (host mode: no CPU device, whose "
+        "streams it orders host copies on)\n");
+  }
+  if (g_conf.cpu != NULL && g_conf.dev != g_conf.cpu) {
+    tests[n++] = (struct CMUnitTest)T(test_stream_of_other_device);
+    tests[n++] = (struct CMUnitTest)T(test_host_stream_of_other_device);
+  } else {
+    printf(
+        "adr-conformance: not run: test_stream_of_other_device, "
+        "test_host_stream_of_other_device (%s)\n",
+        g_conf.cpu == NULL ? "host mode: no CPU device, whose streams serve as another device's"
+                           : "the device under test is the CPU, whose streams it uses as "
+                             "another device's");
+  }
   if (g_conf.info.caps & ADR_CAP_IMPORT_NATIVE) {
     tests[n++] = (struct CMUnitTest)T(test_import_event);
     tests[n++] = (struct CMUnitTest)T(test_import_stream);
@@ -527,6 +557,12 @@ int main(void) {
         native_why);
   }
   tests[n++] = (struct CMUnitTest)T(test_copy_overlapping);
+  /* Last, once everything else ran: nothing of it loaded the cpu backend. */
+  if (g_conf.host_mode && g_conf.cpu == NULL)
+    tests[n++] = (struct CMUnitTest)T(test_host_no_cpu_backend);
+  else
+    printf("adr-conformance: not run: test_host_no_cpu_backend (%s)\n",
+           g_conf.host_mode ? "the CPU is the device under test" : "set ADR_CONFORMANCE_HOST=null");
 #undef T
 
   char group[160];

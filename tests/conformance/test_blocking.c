@@ -54,9 +54,9 @@ static void round_trip(struct adr_stream* s, void* a, void* b, uint8_t* host, ui
 
   uint8_t* da = (uint8_t*)a + off;
   uint8_t* db = (uint8_t*)b + (off + 5) % 64;
-  ASSERT_OK(adr_copy(g_conf.dev, da, g_conf.cpu, host + off, size, s, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, da, g_conf.host, host + off, size, s, CONF_ERR));
   ASSERT_OK(adr_copy(g_conf.dev, db, g_conf.dev, da, size, s, CONF_ERR));
-  ASSERT_OK(adr_copy(g_conf.cpu, out + off, g_conf.dev, db, size, s, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, out + off, g_conf.dev, db, size, s, CONF_ERR));
   if (s != NULL) ASSERT_OK(adr_stream_synchronize(s, CONF_ERR));
   snprintf(what, sizeof(what), "%s H2D/D2D/D2H of %zu bytes at offset %zu",
            s ? "queued" : "blocking", size, off);
@@ -125,13 +125,13 @@ void test_blocking_after_queued_work(void** state) {
      * start of b and a small fill near its end, then downloads. */
     ASSERT_OK(adr_memset(g_conf.dev, a, 0x30 + round, n, def, CONF_ERR));
     ASSERT_OK(adr_copy(g_conf.dev, b, g_conf.dev, a, n, def, CONF_ERR));
-    ASSERT_OK(adr_copy(g_conf.dev, (uint8_t*)b + 1, g_conf.cpu, host, 64, NULL, CONF_ERR));
+    ASSERT_OK(adr_copy(g_conf.dev, (uint8_t*)b + 1, g_conf.host, host, 64, NULL, CONF_ERR));
     ASSERT_OK(adr_memset(g_conf.dev, (uint8_t*)b + n - 100, 0x7E, 33, NULL, CONF_ERR));
-    ASSERT_OK(adr_copy(g_conf.cpu, out, g_conf.dev, b, 4096, NULL, CONF_ERR));
+    ASSERT_OK(adr_copy(g_conf.host, out, g_conf.dev, b, 4096, NULL, CONF_ERR));
     conf_expect_bytes(out, 1, (uint8_t)(0x30 + round), "queued fill before the blocking upload");
     conf_expect_pattern(out + 1, 64, seed, "blocking upload after queued work");
     conf_expect_bytes(out + 65, 4096 - 65, (uint8_t)(0x30 + round), "queued copy");
-    ASSERT_OK(adr_copy(g_conf.cpu, out, g_conf.dev, (uint8_t*)b + n - 128, 128, NULL, CONF_ERR));
+    ASSERT_OK(adr_copy(g_conf.host, out, g_conf.dev, (uint8_t*)b + n - 128, 128, NULL, CONF_ERR));
     conf_expect_bytes(out, 28, (uint8_t)(0x30 + round), "queued copy before the fill");
     conf_expect_bytes(out + 28, 33, 0x7E, "blocking fill after queued work");
     conf_expect_bytes(out + 61, 128 - 61, (uint8_t)(0x30 + round), "queued copy after the fill");
@@ -211,7 +211,7 @@ void test_blocking_after_gated_work(void** state) {
   struct opener o;
   opener_start(&o, h, gate, 300);
   double t0 = now_ms();
-  ASSERT_OK(adr_copy(g_conf.dev, (uint8_t*)a + 3, g_conf.cpu, host, 64, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, (uint8_t*)a + 3, g_conf.host, host, 64, NULL, CONF_ERR));
   double t1 = now_ms();
   pthread_join(o.thread, NULL);
   if (t1 < o.opened_at - 1)
@@ -251,7 +251,7 @@ void test_blocking_after_application_work(void** state) {
   if (st != 0) fail_msg("queueing the application's work: %s (%s)", adr_status_name(st), why);
   struct opener o;
   opener_start(&o, h, gate, 300);
-  ASSERT_OK(adr_copy(g_conf.dev, (uint8_t*)a + 1, g_conf.cpu, host, 63, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, (uint8_t*)a + 1, g_conf.host, host, 63, NULL, CONF_ERR));
   double t1 = now_ms();
   pthread_join(o.thread, NULL);
   if (t1 < o.opened_at - 1)
@@ -263,7 +263,7 @@ void test_blocking_after_application_work(void** state) {
   st = h->fill(g_conf.dev, NULL, NULL, a, n, 0x4B, why, sizeof(why));
   if (st != 0) fail_msg("queueing the application's work: %s (%s)", adr_status_name(st), why);
   ASSERT_OK(adr_memset(g_conf.dev, (uint8_t*)a + 200, 0x2A, 4097, NULL, CONF_ERR));
-  ASSERT_OK(adr_copy(g_conf.dev, (uint8_t*)a + 8000, g_conf.cpu, host, 4095, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, (uint8_t*)a + 8000, g_conf.host, host, 4095, NULL, CONF_ERR));
   conf_download(g_conf.dev, out, a, n);
   conf_expect_bytes(out, 200, 0x4B, "application fill");
   conf_expect_bytes(out + 200, 4097, 0x2A, "blocking fill after the application's fill");
@@ -314,7 +314,7 @@ void test_async_small_copy_busy_stream(void** state) {
     opener_start(&o, h, gate, GATE_CLOSED_MS);
     double t[5];
     t[0] = now_ms();
-    ASSERT_OK(adr_copy(g_conf.dev, (uint8_t*)a + 1, g_conf.cpu, host, size, s, CONF_ERR));
+    ASSERT_OK(adr_copy(g_conf.dev, (uint8_t*)a + 1, g_conf.host, host, size, s, CONF_ERR));
     t[1] = now_ms();
     ASSERT_OK(
         adr_copy(g_conf.dev, (uint8_t*)b + 2, g_conf.dev, (uint8_t*)a + 1, size, s, CONF_ERR));
@@ -323,7 +323,7 @@ void test_async_small_copy_busy_stream(void** state) {
         adr_memset(g_conf.dev, (uint8_t*)a + 5000, 0x56, size < 3000 ? size : 3000, s, CONF_ERR));
     t[3] = now_ms();
     if (async_downloads)
-      ASSERT_OK(adr_copy(g_conf.cpu, early, g_conf.dev, (uint8_t*)b + 2, size, s, CONF_ERR));
+      ASSERT_OK(adr_copy(g_conf.host, early, g_conf.dev, (uint8_t*)b + 2, size, s, CONF_ERR));
     t[4] = now_ms();
     if (t[4] - t[0] > RETURNS_WITHIN_MS)
       fail_msg(

@@ -62,9 +62,9 @@ static void* worker_main(void* arg) {
     memset(back, 0, n);
 
     WORKER_CHECK(w, adr_alloc(dev, n, (round % 3) ? 0 : 4096, q, &d, WERR), "adr_alloc");
-    WORKER_CHECK(w, adr_copy(dev, d, g_conf.cpu, h, n, q, WERR), "adr_copy to the device");
+    WORKER_CHECK(w, adr_copy(dev, d, g_conf.host, h, n, q, WERR), "adr_copy to the device");
     WORKER_CHECK(w, adr_memset(dev, (uint8_t*)d + hole, 0xAB, hole_len, q, WERR), "adr_memset");
-    WORKER_CHECK(w, adr_copy(g_conf.cpu, back, dev, d, n, q, WERR), "adr_copy to the host");
+    WORKER_CHECK(w, adr_copy(g_conf.host, back, dev, d, n, q, WERR), "adr_copy to the host");
     WORKER_CHECK(w, adr_event_record(e, q, WERR), "adr_event_record");
     WORKER_CHECK(w, adr_free(dev, d, n, q, WERR), "adr_free");
     d = NULL;

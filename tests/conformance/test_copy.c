@@ -22,7 +22,7 @@ void test_copy_host_to_device(void** state) {
     /* Unaligned host source. */
     uint8_t* src = conf_host_alloc(n + 3);
     conf_fill(src + 3, n, (uint32_t)i);
-    ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.cpu, src + 3, n, NULL, CONF_ERR));
+    ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.host, src + 3, n, NULL, CONF_ERR));
 
     uint8_t* back = conf_host_alloc(n + GUARD);
     conf_download(g_conf.dev, back, d, n + GUARD);
@@ -49,7 +49,7 @@ void test_copy_device_to_host(void** state) {
     /* Unaligned host destination with guards on both sides. */
     uint8_t* h = conf_host_alloc(n + 2 * GUARD + 1);
     memset(h, 0xC3, n + 2 * GUARD + 1);
-    ASSERT_OK(adr_copy(g_conf.cpu, h + GUARD + 1, g_conf.dev, d, n, NULL, CONF_ERR));
+    ASSERT_OK(adr_copy(g_conf.host, h + GUARD + 1, g_conf.dev, d, n, NULL, CONF_ERR));
     char what[64];
     snprintf(what, sizeof(what), "device->host copy of %zu bytes", n);
     conf_expect_pattern(h + GUARD + 1, n, (uint32_t)i + 1000, what);
@@ -112,7 +112,7 @@ void test_copy_slices(void** state) {
       /* host -> middle of device */
       conf_fill(h, N, 1);
       conf_upload(g_conf.dev, d, h, N);
-      ASSERT_OK(adr_copy(g_conf.dev, d + off, g_conf.cpu, src, len, NULL, CONF_ERR));
+      ASSERT_OK(adr_copy(g_conf.dev, d + off, g_conf.host, src, len, NULL, CONF_ERR));
       memset(h, 0, N);
       conf_download(g_conf.dev, h, d, N);
       snprintf(what, sizeof(what), "bytes before a %zu-byte slice written at offset %zu", len, off);
@@ -124,7 +124,7 @@ void test_copy_slices(void** state) {
 
       /* middle of device -> middle of host */
       memset(h, 0x3C, N + 2 * GUARD);
-      ASSERT_OK(adr_copy(g_conf.cpu, h + GUARD + off, g_conf.dev, d + off, len, NULL, CONF_ERR));
+      ASSERT_OK(adr_copy(g_conf.host, h + GUARD + off, g_conf.dev, d + off, len, NULL, CONF_ERR));
       snprintf(what, sizeof(what), "%zu-byte slice read from offset %zu", len, off);
       conf_expect_pattern(h + GUARD + off, len, 2, what);
       conf_expect_bytes(h, GUARD + off, 0x3C, "host bytes before a slice read");
@@ -167,8 +167,8 @@ void test_copy_zero_size(void** state) {
   struct adr_stream* s = conf_stream_create(g_conf.dev);
   struct adr_stream* streams[] = {NULL, s};
   for (size_t k = 0; k < 2; k++) {
-    ASSERT_OK(adr_copy(g_conf.dev, a, g_conf.cpu, h, 0, streams[k], CONF_ERR));
-    ASSERT_OK(adr_copy(g_conf.cpu, h, g_conf.dev, b, 0, streams[k], CONF_ERR));
+    ASSERT_OK(adr_copy(g_conf.dev, a, g_conf.host, h, 0, streams[k], CONF_ERR));
+    ASSERT_OK(adr_copy(g_conf.host, h, g_conf.dev, b, 0, streams[k], CONF_ERR));
     ASSERT_OK(adr_copy(g_conf.dev, b + 5, g_conf.dev, a + 9, 0, streams[k], CONF_ERR));
     ASSERT_OK(adr_memset(g_conf.dev, a + 1, 0, 0, streams[k], CONF_ERR));
   }
@@ -197,14 +197,14 @@ void test_copy_null_stream_is_synchronous(void** state) {
 
   /* Source reused right after return. */
   conf_fill(h, n, 31);
-  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.cpu, h, n, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.host, h, n, NULL, CONF_ERR));
   memset(h, 0, n);
-  ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, back, g_conf.dev, d, n, NULL, CONF_ERR));
   conf_expect_pattern(back, n, 31, "NULL-stream copy whose source was overwritten on return");
 
   /* memset visible on return. */
   ASSERT_OK(adr_memset(g_conf.dev, d, 0x5A, n, NULL, CONF_ERR));
-  ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, back, g_conf.dev, d, n, NULL, CONF_ERR));
   conf_expect_bytes(back, n, 0x5A, "NULL-stream memset read back");
 
   /* Work queued on the default stream (asynchronous) is complete when a
@@ -212,10 +212,10 @@ void test_copy_null_stream_is_synchronous(void** state) {
   struct adr_stream* def = adr_stream_default(g_conf.dev);
   assert_non_null(def);
   conf_fill(h, n, 32);
-  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.cpu, h, n, def, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.host, h, n, def, CONF_ERR));
   ASSERT_OK(adr_memset(g_conf.dev, d + 1, 0x11, 5, def, CONF_ERR));
   memset(back, 0, n);
-  ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, back, g_conf.dev, d, n, NULL, CONF_ERR));
   conf_expect_pattern(back, 1, 32, "first byte after default-stream work + NULL-stream read");
   conf_expect_bytes(back + 1, 5, 0x11, "default-stream memset read on the NULL stream");
   conf_expect_pattern_at(back + 6, n - 6, 32, 6, "default-stream copy read on the NULL stream");
@@ -238,8 +238,8 @@ void test_copy_on_host_stream(void** state) {
   conf_fill(h, n, 451);
   memset(back, 0, n);
   ASSERT_OK(adr_memset(g_conf.dev, d, 0, n, NULL, CONF_ERR));
-  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.cpu, h, n, hs, CONF_ERR));
-  ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, hs, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.host, h, n, hs, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, back, g_conf.dev, d, n, hs, CONF_ERR));
   ASSERT_OK(adr_stream_synchronize(hs, CONF_ERR));
   conf_expect_pattern(back, n, 451, "round trip ordered on a stream of the CPU device");
   conf_stream_destroy(hs);
@@ -259,11 +259,11 @@ void test_copy_sync_downloads(void** state) {
   uint8_t* back = conf_host_alloc(n);
   struct adr_stream* s = conf_stream_create(g_conf.dev);
   conf_fill(h, n, 733);
-  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.cpu, h, n, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.host, h, n, NULL, CONF_ERR));
   struct adr_stream* streams[2] = {s, adr_stream_default(g_conf.dev)};
   for (int i = 0; i < 2; i++) {
     memset(back, 0, n);
-    ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, streams[i], CONF_ERR));
+    ASSERT_OK(adr_copy(g_conf.host, back, g_conf.dev, d, n, streams[i], CONF_ERR));
     conf_expect_pattern(back, n, 733,
                         i == 0 ? "download on a created stream, read as adr_copy returned"
                                : "download on the default stream, read as adr_copy returned");

@@ -31,7 +31,7 @@ void test_event_orders_two_streams(void** state) {
   ASSERT_OK(adr_copy(g_conf.dev, y, g_conf.dev, z, n, a, CONF_ERR));
   ASSERT_OK(adr_event_record(e, a, CONF_ERR));
   ASSERT_OK(adr_stream_wait_event(b, e, CONF_ERR));
-  ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, y, n, b, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, back, g_conf.dev, y, n, b, CONF_ERR));
   ASSERT_OK(adr_stream_synchronize(b, CONF_ERR));
   conf_expect_pattern(back, n, 90, "64 MiB produced on stream A, read on stream B");
   /* B finished after waiting for e, so e has completed. */
@@ -42,13 +42,13 @@ void test_event_orders_two_streams(void** state) {
    * re-recorded at the new point. */
   conf_fill(h, n, 91);
   memset(back, 0xEE, n);
-  ASSERT_OK(adr_copy(g_conf.dev, z, g_conf.cpu, h, n, a, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, z, g_conf.host, h, n, a, CONF_ERR));
   ASSERT_OK(adr_copy(g_conf.dev, x, g_conf.dev, z, n, a, CONF_ERR));
   ASSERT_OK(adr_memset(g_conf.dev, x + 4093, 0xAB, 8191, a, CONF_ERR));
   ASSERT_OK(adr_event_record(e, a, CONF_ERR));
   ASSERT_OK(adr_stream_wait_event(b, e, CONF_ERR));
   ASSERT_OK(adr_copy(g_conf.dev, y, g_conf.dev, x, n, b, CONF_ERR));
-  ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, y, n, b, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, back, g_conf.dev, y, n, b, CONF_ERR));
   ASSERT_OK(adr_stream_synchronize(b, CONF_ERR));
   conf_expect_pattern(back, 4093, 91, "round 2: bytes before the hole");
   conf_expect_bytes(back + 4093, 8191, 0xAB, "round 2: hole filled on stream A");
@@ -138,8 +138,8 @@ void test_event_never_recorded(void** state) {
   uint8_t* back = conf_host_alloc(n);
   conf_fill(h, n, 95);
   ASSERT_OK(adr_stream_wait_event(s, e, CONF_ERR));
-  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.cpu, h, n, s, CONF_ERR));
-  ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, s, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.host, h, n, s, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, back, g_conf.dev, d, n, s, CONF_ERR));
   ASSERT_OK(adr_stream_synchronize(s, CONF_ERR));
   conf_expect_pattern(back, n, 95, "stream work after waiting on a never-recorded event");
   ASSERT_OK(adr_stream_wait_event(NULL, e, CONF_ERR));

@@ -38,7 +38,7 @@ void test_import_event(void** state) {
   /* The consumer waits on the imported event, then reads. */
   memset(h, 0xEE, n);
   ASSERT_OK(adr_stream_wait_event(consumer, imported, CONF_ERR));
-  ASSERT_OK(adr_copy(g_conf.cpu, h, g_conf.dev, y, n, consumer, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, h, g_conf.dev, y, n, consumer, CONF_ERR));
   ASSERT_OK(adr_stream_synchronize(consumer, CONF_ERR));
   conf_expect_pattern(h, n, 401, "data read after waiting on an imported event");
   ASSERT_OK(adr_event_synchronize(imported, CONF_ERR));
@@ -79,9 +79,9 @@ void test_import_stream(void** state) {
   assert_ptr_equal(adr_stream_device(imported), g_conf.dev);
 
   conf_fill(h, n, 402);
-  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.cpu, h, n, imported, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.host, h, n, imported, CONF_ERR));
   ASSERT_OK(adr_memset(g_conf.dev, d + 3, 0xAB, 5, imported, CONF_ERR));
-  ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, imported, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, back, g_conf.dev, d, n, imported, CONF_ERR));
   ASSERT_OK(adr_stream_synchronize(imported, CONF_ERR));
   conf_expect_pattern(back, 3, 402, "imported stream: bytes before the memset");
   conf_expect_bytes(back + 3, 5, 0xAB, "imported stream: memset");
@@ -90,8 +90,8 @@ void test_import_stream(void** state) {
   /* Destroying the wrapper leaves the native stream usable by its owner. */
   conf_stream_destroy(imported);
   conf_fill(h, n, 403);
-  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.cpu, h, n, s, CONF_ERR));
-  ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, s, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.host, h, n, s, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, back, g_conf.dev, d, n, s, CONF_ERR));
   ASSERT_OK(adr_stream_synchronize(s, CONF_ERR));
   conf_expect_pattern(back, n, 403, "stream used after its imported wrapper was destroyed");
 

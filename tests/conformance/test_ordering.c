@@ -121,7 +121,7 @@ void test_order_application_work(void** state) {
         adr_status_name(q));
   ASSERT_OK(adr_stream_synchronize(s, CONF_ERR));
   opener_join(&o);
-  ASSERT_OK(adr_copy(g_conf.cpu, host, g_conf.dev, b, n, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, host, g_conf.dev, b, n, NULL, CONF_ERR));
   conf_expect_bytes(host, n, 0x5C, "copy ordered after the application's fill");
 
   /* The default queue and a NULL stream: the call waits for the
@@ -130,16 +130,16 @@ void test_order_application_work(void** state) {
   struct conf_gate* gate2 = gate_new(h, NULL);
   app_fill(h, NULL, gate2, a, n, 0xA7);
   opener_start(&o, h, gate2, 300);
-  ASSERT_OK(adr_copy(g_conf.cpu, host, g_conf.dev, a, n, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, host, g_conf.dev, a, n, NULL, CONF_ERR));
   opener_join(&o);
   conf_expect_bytes(host, n, 0xA7, "NULL-stream download after the application's gated fill");
   /* ... and without a gate, right after the application queued it. */
   app_fill(h, NULL, NULL, a, n, 0x3C);
-  ASSERT_OK(adr_copy(g_conf.cpu, host, g_conf.dev, a, n, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, host, g_conf.dev, a, n, NULL, CONF_ERR));
   conf_expect_bytes(host, n, 0x3C, "NULL-stream download after the application's fill");
   app_fill(h, NULL, NULL, b, n, 0x4D);
   ASSERT_OK(adr_copy(g_conf.dev, a, g_conf.dev, b, n / 2, NULL, CONF_ERR));
-  ASSERT_OK(adr_copy(g_conf.cpu, host, g_conf.dev, a, n, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, host, g_conf.dev, a, n, NULL, CONF_ERR));
   conf_expect_bytes(host, n / 2, 0x4D, "NULL-stream device copy after the application's fill");
   conf_expect_bytes(host + n / 2, n / 2, 0x3C, "bytes past the device copy");
 
@@ -167,7 +167,7 @@ void test_order_foreign_event_gate(void** state) {
   void* a = conf_dev_alloc(g_conf.dev, n, 0, NULL);
   void* b = conf_dev_alloc(g_conf.dev, n, 0, NULL);
   void* c = conf_dev_alloc(g_conf.dev, n, 0, NULL);
-  ASSERT_OK(adr_copy(g_conf.dev, a, g_conf.cpu, src, n, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, a, g_conf.host, src, n, NULL, CONF_ERR));
   ASSERT_OK(adr_memset(g_conf.dev, b, 0, n, NULL, CONF_ERR));
   ASSERT_OK(adr_memset(g_conf.dev, c, 0, n, NULL, CONF_ERR));
   void* sync_event = NULL;
@@ -206,18 +206,18 @@ void test_order_foreign_event_gate(void** state) {
    * threshold), which here means after the gate opened; so it is timed but
    * only its result is required. */
   double u0 = now_ms();
-  ASSERT_OK(adr_copy(g_conf.dev, a, g_conf.cpu, src, n, s, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, a, g_conf.host, src, n, s, CONF_ERR));
   print_message("upload on the gated stream returned after %.0f ms (gate opens at %d ms)\n",
                 now_ms() - u0, GATE_CLOSED_MS);
   ASSERT_OK(adr_stream_synchronize(s, CONF_ERR));
   opener_join(&o);
   ASSERT_OK(adr_event_query(imported, CONF_ERR));
   ASSERT_OK(adr_event_query(done, CONF_ERR));
-  ASSERT_OK(adr_copy(g_conf.cpu, out, g_conf.dev, a, n, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, out, g_conf.dev, a, n, NULL, CONF_ERR));
   conf_expect_pattern(out, n, 71, "upload on the gated stream");
-  ASSERT_OK(adr_copy(g_conf.cpu, out, g_conf.dev, b, n, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, out, g_conf.dev, b, n, NULL, CONF_ERR));
   conf_expect_bytes(out, n, 0x6B, "memset on the gated stream");
-  ASSERT_OK(adr_copy(g_conf.cpu, out, g_conf.dev, c, n, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, out, g_conf.dev, c, n, NULL, CONF_ERR));
   conf_expect_pattern(out, n, 71, "device copy on the gated stream (of a's earlier upload)");
 
   conf_event_destroy(done);
@@ -268,7 +268,7 @@ void test_copy_overlapping(void** state) {
          * behind it on the busy stream; before the gate on the gated one
          * (an upload may read its source before returning). */
         ASSERT_OK(
-            adr_copy(g_conf.dev, a, g_conf.cpu, model, n, kind == ON_GATED ? NULL : s, CONF_ERR));
+            adr_copy(g_conf.dev, a, g_conf.host, model, n, kind == ON_GATED ? NULL : s, CONF_ERR));
         if (kind == ON_GATED) {
           void* se = NULL;
           gate = gate_new(h, &se);
@@ -279,14 +279,14 @@ void test_copy_overlapping(void** state) {
         }
         if (kind == ON_BUSY) {
           ASSERT_OK(adr_memset(g_conf.dev, busy, 0x77, busy_n, s, CONF_ERR));
-          ASSERT_OK(adr_copy(g_conf.dev, a, g_conf.cpu, model, n, s, CONF_ERR));
+          ASSERT_OK(adr_copy(g_conf.dev, a, g_conf.host, model, n, s, CONF_ERR));
         }
         ASSERT_OK(adr_copy(g_conf.dev, (uint8_t*)a + dst_off, g_conf.dev, (uint8_t*)a + src_off,
                            len, s, CONF_ERR));
         if (gate != NULL) h->gate_open(gate);
         if (s != NULL) ASSERT_OK(adr_stream_synchronize(s, CONF_ERR));
         memmove(model + dst_off, model + src_off, len);
-        ASSERT_OK(adr_copy(g_conf.cpu, out, g_conf.dev, a, n, NULL, CONF_ERR));
+        ASSERT_OK(adr_copy(g_conf.host, out, g_conf.dev, a, n, NULL, CONF_ERR));
         for (size_t i = 0; i < n; i++)
           if (out[i] != model[i])
             fail_msg(
@@ -318,12 +318,12 @@ void test_copy_overlapping(void** state) {
     size_t src_off = forward ? 0 : big_d, dst_off = forward ? big_d : 0;
     conf_fill(model, big_n, (uint32_t)(2000 + forward));
     struct adr_stream* s = conf_stream_create(g_conf.dev);
-    ASSERT_OK(adr_copy(g_conf.dev, a, g_conf.cpu, model, big_n, s, CONF_ERR));
+    ASSERT_OK(adr_copy(g_conf.dev, a, g_conf.host, model, big_n, s, CONF_ERR));
     ASSERT_OK(adr_copy(g_conf.dev, (uint8_t*)a + dst_off, g_conf.dev, (uint8_t*)a + src_off,
                        big_len, s, CONF_ERR));
     ASSERT_OK(adr_stream_synchronize(s, CONF_ERR));
     memmove(model + dst_off, model + src_off, big_len);
-    ASSERT_OK(adr_copy(g_conf.cpu, out, g_conf.dev, a, big_n, NULL, CONF_ERR));
+    ASSERT_OK(adr_copy(g_conf.host, out, g_conf.dev, a, big_n, NULL, CONF_ERR));
     for (size_t i = 0; i < big_n; i++)
       if (out[i] != model[i])
         fail_msg(

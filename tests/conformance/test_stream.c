@@ -24,7 +24,7 @@ void test_stream_create_destroy(void** state) {
   uint8_t* h = conf_host_alloc(n);
   conf_fill(h, n, 51);
   struct adr_stream* q = conf_stream_create(g_conf.dev);
-  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.cpu, h, n, q, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.host, h, n, q, CONF_ERR));
   ASSERT_OK(adr_memset(g_conf.dev, d, 0x42, 3, q, CONF_ERR));
   conf_stream_destroy(q);
   memset(h, 0, n);
@@ -52,10 +52,10 @@ void test_stream_queued_work(void** state) {
     size_t hole = 1000 + round * 777, hole_len = 4093;
     /* host -> a, hole in a, a -> b, b -> host: each step needs the one
      * before it to have finished. */
-    ASSERT_OK(adr_copy(g_conf.dev, a, g_conf.cpu, h, n, s, CONF_ERR));
+    ASSERT_OK(adr_copy(g_conf.dev, a, g_conf.host, h, n, s, CONF_ERR));
     ASSERT_OK(adr_memset(g_conf.dev, a + hole, 0xAB, hole_len, s, CONF_ERR));
     ASSERT_OK(adr_copy(g_conf.dev, b, g_conf.dev, a, n, s, CONF_ERR));
-    ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, b, n, s, CONF_ERR));
+    ASSERT_OK(adr_copy(g_conf.host, back, g_conf.dev, b, n, s, CONF_ERR));
     ASSERT_OK(adr_stream_synchronize(s, CONF_ERR));
 
     conf_expect_pattern(back, hole, 60 + round, "stream work: bytes before the memset");
@@ -76,7 +76,8 @@ void test_stream_default(void** state) {
   assert_non_null(def);
   assert_ptr_equal(adr_stream_default(g_conf.dev), def);
   assert_ptr_equal(adr_stream_device(def), g_conf.dev);
-  if (g_conf.dev != g_conf.cpu) assert_ptr_not_equal(adr_stream_default(g_conf.cpu), def);
+  if (g_conf.cpu != NULL && g_conf.dev != g_conf.cpu)
+    assert_ptr_not_equal(adr_stream_default(g_conf.cpu), def);
 
   ASSERT_ERR(adr_stream_destroy(def, CONF_ERR), EINVAL, "adr_stream_destroy");
 
@@ -86,8 +87,8 @@ void test_stream_default(void** state) {
   uint8_t* h = conf_host_alloc(n);
   uint8_t* back = conf_host_alloc(n);
   conf_fill(h, n, 71);
-  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.cpu, h, n, def, CONF_ERR));
-  ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, def, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.host, h, n, def, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, back, g_conf.dev, d, n, def, CONF_ERR));
   ASSERT_OK(adr_stream_synchronize(def, CONF_ERR));
   conf_expect_pattern(back, n, 71, "round trip on the default stream");
   assert_ptr_equal(adr_stream_default(g_conf.dev), def);
@@ -114,9 +115,9 @@ void test_stream_ordered_alloc_free(void** state) {
     conf_fill(h, n, (uint32_t)i + 80);
     memset(back, 0, n);
     uint8_t* d = conf_dev_alloc(g_conf.dev, n, 0, s);
-    ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.cpu, h, n, s, CONF_ERR));
+    ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.host, h, n, s, CONF_ERR));
     ASSERT_OK(adr_memset(g_conf.dev, d, 0xAB, 1, s, CONF_ERR));
-    ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, s, CONF_ERR));
+    ASSERT_OK(adr_copy(g_conf.host, back, g_conf.dev, d, n, s, CONF_ERR));
     conf_dev_free(g_conf.dev, d, n, s);
     ASSERT_OK(adr_stream_synchronize(s, CONF_ERR));
     conf_expect_bytes(back, 1, 0xAB, "stream-ordered allocation: first byte");
@@ -124,11 +125,11 @@ void test_stream_ordered_alloc_free(void** state) {
 
     /* Allocated on s, used and freed on s2 after an event. */
     d = conf_dev_alloc(g_conf.dev, n, 0, s);
-    ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.cpu, h, n, s, CONF_ERR));
+    ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.host, h, n, s, CONF_ERR));
     ASSERT_OK(adr_event_record(e, s, CONF_ERR));
     ASSERT_OK(adr_stream_wait_event(s2, e, CONF_ERR));
     memset(back, 0, n);
-    ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, s2, CONF_ERR));
+    ASSERT_OK(adr_copy(g_conf.host, back, g_conf.dev, d, n, s2, CONF_ERR));
     conf_dev_free(g_conf.dev, d, n, s2);
     ASSERT_OK(adr_stream_synchronize(s2, CONF_ERR));
     conf_expect_pattern(back, n, (uint32_t)i + 80, "allocated on one stream, read on another");
@@ -163,7 +164,7 @@ void test_stream_destroy_default(void** state) {
   uint8_t* back = conf_host_alloc(n);
   conf_fill(h, n, 91);
   /* Queued, not waited for, when the destroy is attempted. */
-  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.cpu, h, n, def, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.dev, d, g_conf.host, h, n, def, CONF_ERR));
   ASSERT_OK(adr_memset(g_conf.dev, d + 4096, 0x77, 4096, def, CONF_ERR));
   for (int i = 0; i < 3; i++) {
     struct adr_error e;
@@ -173,10 +174,11 @@ void test_stream_destroy_default(void** state) {
     assert_ptr_equal(adr_stream_default(g_conf.dev), def);
     assert_ptr_equal(adr_stream_native(def), native);
   }
-  ASSERT_ERR(adr_stream_destroy(adr_stream_default(g_conf.cpu), CONF_ERR), EINVAL,
-             "adr_stream_destroy");
+  if (g_conf.cpu != NULL)
+    ASSERT_ERR(adr_stream_destroy(adr_stream_default(g_conf.cpu), CONF_ERR), EINVAL,
+               "adr_stream_destroy");
   struct adr_stream* s = conf_stream_create(g_conf.dev);
-  ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, def, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, back, g_conf.dev, d, n, def, CONF_ERR));
   ASSERT_OK(adr_stream_synchronize(def, CONF_ERR));
   conf_expect_pattern(back, 4096, 91, "before the memset");
   conf_expect_bytes(back + 4096, 4096, 0x77, "the memset queued before the refused destroy");
@@ -185,7 +187,7 @@ void test_stream_destroy_default(void** state) {
 
   /* Still the device's default stream, for explicit and NULL-stream work. */
   ASSERT_OK(adr_memset(g_conf.dev, d, 0x5a, n, def, CONF_ERR));
-  ASSERT_OK(adr_copy(g_conf.cpu, back, g_conf.dev, d, n, NULL, CONF_ERR));
+  ASSERT_OK(adr_copy(g_conf.host, back, g_conf.dev, d, n, NULL, CONF_ERR));
   conf_expect_bytes(back, n, 0x5a, "memset on the default stream after the refused destroy");
   ASSERT_ERR(adr_stream_destroy(def, CONF_ERR), EINVAL, "adr_stream_destroy");
   conf_host_free(back);

@@ -140,6 +140,42 @@ static void test_stream_import(void** state) {
   free(back);
 }
 
+/* CU_STREAM_LEGACY and CU_STREAM_PER_THREAD name the current context's
+ * default stream. Imported, they are used from a thread with no current
+ * context (this one, between adr calls): event record, wait, synchronize
+ * and copies on them run in the device's context, and the order holds. */
+static void test_stream_import_default_handles(void** state) {
+  (void)state;
+  const CUstream handles[] = {CU_STREAM_LEGACY, CU_STREAM_PER_THREAD};
+  const size_t n = 64 * KIB;
+  void* buf = dev_alloc(g_dev, n);
+  unsigned char* back = malloc(n);
+  for (size_t i = 0; i < 2; i++) {
+    CUcontext cur = (CUcontext)1;
+    CU_OK(g_drv.CtxGetCurrent(&cur));
+    assert_null(cur); /* adr leaves no context current */
+    struct adr_stream* s = NULL;
+    CT_OK(adr_stream_import(g_dev, (void*)handles[i], &s, CT_ERR));
+    struct adr_event* ev = NULL;
+    CT_OK(adr_event_create(g_dev, &ev, CT_ERR));
+    CT_OK(adr_memset(g_dev, buf, 0x40 + (int)i, n, s, CT_ERR));
+    CT_OK(adr_event_record(ev, s, CT_ERR));
+    struct adr_stream* other = NULL;
+    CT_OK(adr_stream_create(g_dev, &other, CT_ERR));
+    CT_OK(adr_stream_wait_event(other, ev, CT_ERR));
+    CT_OK(adr_copy(g_cpu, back, g_dev, buf, n, other, CT_ERR));
+    CT_OK(adr_stream_wait_event(s, ev, CT_ERR));
+    CT_OK(adr_stream_synchronize(other, CT_ERR));
+    CT_OK(adr_stream_synchronize(s, CT_ERR));
+    ct_expect_bytes(back, n, (unsigned char)(0x40 + i), "copy ordered after a default-stream fill");
+    CT_OK(adr_event_destroy(ev, CT_ERR));
+    CT_OK(adr_stream_destroy(other, CT_ERR));
+    CT_OK(adr_stream_destroy(s, CT_ERR));
+  }
+  CT_OK(adr_free(g_dev, buf, n, NULL, CT_ERR));
+  free(back);
+}
+
 static void test_native_handles(void** state) {
   (void)state;
   void* v = NULL;
@@ -532,6 +568,7 @@ int main(void) {
   const struct CMUnitTest common[] = {
       cmocka_unit_test(test_event_export_import),
       cmocka_unit_test(test_stream_import),
+      cmocka_unit_test(test_stream_import_default_handles),
       cmocka_unit_test(test_native_handles),
       cmocka_unit_test(test_context_discipline),
       cmocka_unit_test(test_host_memory_is_host_accessible),

@@ -93,6 +93,58 @@ static void test_host_device_routes(void** state) {
   assert_int_equal(adr_free(ext1, p, N, NULL, NULL), 0);
 }
 
+/* Host memory as a NULL device: one call of the device's copy with a NULL
+ * host side, on the NULL stream and the device's stream, the same routes
+ * as the CPU device; host to host and host memset reach no backend. */
+static void test_null_device_routes(void** state) {
+  (void)state;
+  enum { N = 4096 };
+  unsigned char src[N], back[N], other_host[N];
+  fill(src, N, 3);
+  void* d = NULL;
+  assert_int_equal(adr_alloc(ext0, N, 0, NULL, &d, NULL), 0);
+  struct adr_test_plugin_stats before = *good, before_other = *other;
+
+  assert_int_equal(adr_copy(ext0, d, NULL, src, N, NULL, NULL), 0);
+  assert_int_equal(good->h2d, before.h2d + 1);
+  memset(back, 0, N);
+  assert_int_equal(adr_copy(NULL, back, ext0, d, N, NULL, NULL), 0);
+  assert_int_equal(good->d2h, before.d2h + 1);
+  assert_memory_equal(src, back, N);
+
+  struct adr_stream* s = NULL;
+  assert_int_equal(adr_stream_create(ext0, &s, NULL), 0);
+  assert_int_equal(adr_copy(ext0, d, NULL, src, N, s, NULL), 0);
+  assert_int_equal(adr_copy(NULL, back, ext0, d, N, s, NULL), 0);
+  assert_int_equal(adr_stream_synchronize(s, NULL), 0);
+  assert_int_equal(good->h2d, before.h2d + 2);
+  assert_int_equal(good->d2h, before.d2h + 2);
+  /* The stream must be the device's: a CPU stream is refused. */
+  struct adr_stream* cs = NULL;
+  assert_int_equal(adr_stream_create(cpu, &cs, NULL), 0);
+  struct adr_error err = {{0}};
+  assert_int_equal(adr_copy(ext0, d, NULL, src, N, cs, &err), EINVAL);
+  assert_non_null(strstr(err.message, "host memory"));
+  assert_int_equal(good->h2d, before.h2d + 2);
+
+  /* Host to host and host memset: the core's own, no backend call. */
+  assert_int_equal(adr_copy(NULL, other_host, NULL, src, N, NULL, NULL), 0);
+  assert_memory_equal(src, other_host, N);
+  assert_int_equal(adr_memset(NULL, other_host, 7, N, NULL, NULL), 0);
+  assert_int_equal(other_host[N - 1], 7);
+  assert_int_equal(adr_copy(NULL, other_host, NULL, src, N, s, NULL), 0);
+  assert_memory_equal(src, other_host, N);
+  assert_int_equal(good->h2d, before.h2d + 2);
+  assert_int_equal(good->d2h, before.d2h + 2);
+  assert_int_equal(good->d2d, before.d2d);
+  assert_int_equal(other->h2d + other->d2h + other->d2d,
+                   before_other.h2d + before_other.d2h + before_other.d2d);
+
+  assert_int_equal(adr_stream_destroy(cs, NULL), 0);
+  assert_int_equal(adr_stream_destroy(s, NULL), 0);
+  assert_int_equal(adr_free(ext0, d, N, NULL, NULL), 0);
+}
+
 static void test_cross_backend_staged(void** state) {
   (void)state;
   /* 20 MiB + 3: three 8 MiB chunks, the last one short. */
@@ -150,6 +202,7 @@ static void test_event_across_backends(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_host_device_routes),
+      cmocka_unit_test(test_null_device_routes),
       cmocka_unit_test(test_cross_backend_staged),
       cmocka_unit_test(test_event_across_backends),
   };

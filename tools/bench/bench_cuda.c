@@ -11,6 +11,12 @@
  *   alloc+free             adr_alloc/adr_free              vs cuMemAlloc/cuMemFree
  *                          adr on a stream                 vs cuMemAllocAsync/cuMemFreeAsync
  *
+ * Every copy row first checks the bytes each side moved (bench_expect):
+ * the source holds one byte value and the destination another, the side
+ * copies once, and the destination is read back with cuMemcpyDtoH (device
+ * memory) or read in place (host memory), the same independent read for
+ * adr and the baseline. Alloc rows move no bytes and check nothing ("-").
+ *
  * It reports nothing without a CUDA GPU, and nothing on the driver
  * simulator (tests/sim), whose timings would mean nothing, unless
  * ADR_BENCH_CUDA_SIM=1 (to check that the rows run; they are then grouped
@@ -63,6 +69,7 @@ struct arg {
   CUstream cs;               /* the direct baseline's stream */
   CUcontext ctx0, ctx1;
   void *dev_a, *dev_b, *peer_buf, *pinned, *pageable;
+  void* scratch; /* host memory the checks fill devices from and read them into */
   size_t size;
   int failures;
 };
@@ -143,6 +150,71 @@ static void direct_fn(void* p) {
   if (r != CUDA_SUCCESS) a->failures++;
 }
 
+/* The row's source and destination: a host pointer, or a device pointer
+ * (CUdeviceptr as a pointer) when *is_dev is set. */
+static void ends(const struct arg* a, void** src, bool* src_dev, void** dst, bool* dst_dev) {
+  *src_dev = *dst_dev = true;
+  *src = a->dev_a;
+  switch (a->op) {
+    case H2D_PINNED:
+    case H2D_PAGEABLE:
+      *src = a->op == H2D_PINNED ? a->pinned : a->pageable;
+      *src_dev = false;
+      *dst = a->dev_a;
+      break;
+    case D2H_PINNED:
+    case D2H_PAGEABLE:
+      *dst = a->op == D2H_PINNED ? a->pinned : a->pageable;
+      *dst_dev = false;
+      break;
+    case PEER:
+      *dst = a->peer_buf;
+      break;
+    default:
+      *dst = a->dev_b;
+      break;
+  }
+}
+
+/* Sets n bytes at p (device memory through the driver) to `byte`. */
+static bool fill(const struct arg* a, void* p, bool dev, int byte) {
+  if (!dev) {
+    memset(p, byte, a->size);
+    return true;
+  }
+  memset(a->scratch, byte, a->size);
+  return a->d->HtoD((CUdeviceptr)(uintptr_t)p, a->scratch, a->size) == CUDA_SUCCESS;
+}
+
+/* Runs `fn` once with `byte` in the source and its complement in the
+ * destination, then reads the destination back and checks it. */
+static void check_side(struct bench_ctx* ctx, struct arg* a, void (*fn)(void*), int byte,
+                       const char* what) {
+  void *src, *dst;
+  bool src_dev, dst_dev;
+  ends(a, &src, &src_dev, &dst, &dst_dev);
+  if (!fill(a, src, src_dev, byte) || !fill(a, dst, dst_dev, byte ^ 0xff)) {
+    bench_expect(ctx, false, "%s: cannot set up the check (cuMemcpyHtoD failed)", what);
+    return;
+  }
+  int failures = a->failures;
+  fn(a);
+  if (a->failures != failures) {
+    bench_expect(ctx, false, "%s: the copy failed", what);
+    return;
+  }
+  const void* got = dst;
+  if (dst_dev) {
+    memset(a->scratch, byte ^ 0xff, a->size);
+    if (a->d->DtoH(a->scratch, (CUdeviceptr)(uintptr_t)dst, a->size) != CUDA_SUCCESS) {
+      bench_expect(ctx, false, "%s: cannot read the destination back (cuMemcpyDtoH failed)", what);
+      return;
+    }
+    got = a->scratch;
+  }
+  bench_expect_fill(ctx, got, byte, a->size, what);
+}
+
 static void size_label(char* buf, size_t cap, size_t n) {
   if (n >= ((size_t)1 << 20))
     snprintf(buf, cap, "%zu MiB", n >> 20);
@@ -160,6 +232,14 @@ static void row(struct bench_ctx* ctx, struct arg* a, const char* what, const ch
   snprintf(group, sizeof(group), "%s %s", g_prefix, what);
   double min_s = bench_quick(ctx) ? 0.05 : 0.3;
   a->failures = 0;
+  if (a->op != ALLOC && a->op != ALLOC_STREAM) {
+    char msg[192], size[32];
+    size_label(size, sizeof(size), a->size);
+    snprintf(msg, sizeof(msg), "adr %s %s", group, size);
+    check_side(ctx, a, adr_fn, 0x21 + (int)a->op, msg);
+    snprintf(msg, sizeof(msg), "%s %s %s", baseline, group, size);
+    check_side(ctx, a, direct_fn, 0x41 + (int)a->op, msg);
+  }
   double t_adr = bench_time(adr_fn, a, min_s, 3);
   double t_direct = bench_time(direct_fn, a, min_s, 3);
   char label[32];
@@ -243,7 +323,7 @@ void bench_run_cuda(struct bench_ctx* ctx) {
       adr_alloc(a.dev, max, 0, NULL, &a.dev_b, &err) != 0 ||
       adr_alloc(a.host, max, 0, NULL, &a.pinned, &err) != 0 ||
       (a.dev1 && adr_alloc(a.dev1, max, 0, NULL, &a.peer_buf, &err) != 0) ||
-      (a.pageable = malloc(max)) == NULL) {
+      (a.pageable = malloc(max)) == NULL || (a.scratch = malloc(max)) == NULL) {
     fprintf(stderr, "bench cuda: cannot allocate %zu bytes: %s\n", max, err.message);
     goto out;
   }
@@ -294,6 +374,7 @@ out:
   if (a.pinned) adr_free(a.host, a.pinned, max, NULL, NULL);
   if (a.peer_buf) adr_free(a.dev1, a.peer_buf, max, NULL, NULL);
   free(a.pageable);
+  free(a.scratch);
   CUcontext c;
   d.CtxPopCurrent(&c);
   dlclose(lib);

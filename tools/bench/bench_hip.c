@@ -15,6 +15,12 @@
  * LD_LIBRARY_PATH) the group names say "sim": those figures measure adr's
  * dispatch overhead over the runtime API, not a GPU. With no HIP device
  * the area prints one note and returns.
+ *
+ * Every copy row first checks the bytes each side moved (bench_expect):
+ * the source holds one byte value and the destination another, the side
+ * copies once, and the destination is read back with hipMemcpyAsync +
+ * hipStreamSynchronize (device memory) or read in place (host memory),
+ * the same read for adr and the baseline.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -100,6 +106,58 @@ static void direct_copy_fn(void* p) {
   bench_sink(a->host_b);
 }
 
+/* Sets n device bytes at p to `byte` through host_b (which the check
+ * overwrites afterwards anyway). */
+static bool device_fill(struct arg* a, void* p, int byte) {
+  memset(a->host_b, byte, a->size);
+  return H.hipMemcpyAsync(p, a->host_b, a->size, hipMemcpyHostToDevice, a->stream) == hipSuccess &&
+         H.hipStreamSynchronize(a->stream) == hipSuccess;
+}
+
+/* Runs one side's copy once (adr_copy_fn on dev_a/dev_b, or
+ * direct_copy_fn on raw_a/raw_b) with `byte` in its source and the
+ * complement in its destination, then reads the destination and checks
+ * it. */
+static void check_copy(struct bench_ctx* ctx, struct arg* a, bool adr_side, int byte,
+                       const char* what) {
+  void* src_dev = adr_side ? a->dev_a : a->raw_a;
+  void* dst_dev = a->dir == H2D ? src_dev : adr_side ? a->dev_b : a->raw_b;
+  int other = byte ^ 0xff;
+  bool ok = true;
+  if (a->dir == H2D)
+    memset(a->host_a, byte, a->size);
+  else
+    ok = device_fill(a, src_dev, byte);
+  if (ok && a->dir != D2H) ok = device_fill(a, dst_dev, other);
+  memset(a->host_b, other, a->size);
+  if (!ok) {
+    bench_expect(ctx, false, "%s: cannot set up the check", what);
+    return;
+  }
+  int failures = a->failures;
+  (adr_side ? adr_copy_fn : direct_copy_fn)(a);
+  if (a->failures != failures) {
+    bench_expect(ctx, false, "%s: the copy failed", what);
+    return;
+  }
+  if (a->dir != D2H &&
+      (H.hipMemcpyAsync(a->host_b, dst_dev, a->size, hipMemcpyDeviceToHost, a->stream) !=
+           hipSuccess ||
+       H.hipStreamSynchronize(a->stream) != hipSuccess)) {
+    bench_expect(ctx, false, "%s: cannot read the destination back", what);
+    return;
+  }
+  bench_expect_fill(ctx, a->host_b, byte, a->size, what);
+}
+
+static void check_both(struct bench_ctx* ctx, struct arg* a, const char* group, const char* label) {
+  char what[128];
+  snprintf(what, sizeof(what), "adr %s %s", group, label);
+  check_copy(ctx, a, true, 0x21 + (int)a->dir, what);
+  snprintf(what, sizeof(what), "hipMemcpyAsync %s %s", group, label);
+  check_copy(ctx, a, false, 0x41 + (int)a->dir, what);
+}
+
 static void adr_alloc_fn(void* p) {
   struct arg* a = p;
   void* q = NULL;
@@ -161,10 +219,11 @@ static void copy_rows(struct bench_ctx* ctx, struct arg* a, const char* rt) {
     for (size_t i = 0; i < count; i++) {
       a->dir = (enum dir)d;
       a->size = sizes[i];
-      double t_adr = bench_time(adr_copy_fn, a, bench_quick(ctx) ? 0.05 : 0.2, 3);
-      double t_dir = bench_time(direct_copy_fn, a, bench_quick(ctx) ? 0.05 : 0.2, 3);
       char group[48];
       snprintf(group, sizeof(group), "%s %s", rt, dir_names[d]);
+      check_both(ctx, a, group, labels[i]);
+      double t_adr = bench_time(adr_copy_fn, a, bench_quick(ctx) ? 0.05 : 0.2, 3);
+      double t_dir = bench_time(direct_copy_fn, a, bench_quick(ctx) ? 0.05 : 0.2, 3);
       if (sizes[i] <= 4096)
         bench_report(ctx, group, labels[i], t_adr * 1e6, t_dir * 1e6, "us/op",
                      "hipMemcpyAsync+sync", BENCH_LOWER_IS_BETTER);
@@ -240,9 +299,10 @@ void bench_run_hip(struct bench_ctx* ctx) {
     for (int d = H2D; d <= D2H; d++) {
       a.dir = (enum dir)d;
       a.size = bench_quick(ctx) ? (size_t)16 << 20 : max;
+      snprintf(group, sizeof(group), "%s %s", rt, pdir[d]);
+      check_both(ctx, &a, group, bench_quick(ctx) ? "16 MiB" : "64 MiB");
       double ta = bench_time(adr_copy_fn, &a, bench_quick(ctx) ? 0.05 : 0.2, 3);
       double td = bench_time(direct_copy_fn, &a, bench_quick(ctx) ? 0.05 : 0.2, 3);
-      snprintf(group, sizeof(group), "%s %s", rt, pdir[d]);
       bench_report(ctx, group, bench_quick(ctx) ? "16 MiB" : "64 MiB", (double)a.size / ta / 1e9,
                    (double)a.size / td / 1e9, "GB/s", "hipMemcpyAsync+sync",
                    BENCH_HIGHER_IS_BETTER);

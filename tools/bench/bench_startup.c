@@ -21,7 +21,9 @@
  * Vendor libraries are dlopen'ed by the children (nothing is linked), and a
  * row whose loader is missing is skipped with the reason. The check of each
  * row: every child exited normally and adr found as many OpenCL devices as
- * the ICD loader did.
+ * the ICD loader did; for opencl:*, also that the child mapped no other
+ * backend nor vendor library (libadr_vulkan/cuda/hip, libvulkan, libcuda,
+ * libamdhip64 absent from /proc/self/maps).
  */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -45,6 +47,7 @@ void bench_run_startup(struct bench_ctx* ctx);
 #define CHILD_MAX_COUNT 200
 #define CHILD_NO_OPENCL 250 /* libOpenCL.so.1 is missing */
 #define CHILD_FAILED 251
+#define CHILD_LOADED_OTHER 252 /* ADR_DEVICE=opencl:* mapped another backend or vendor library */
 
 /* ---- the children ---------------------------------------------------------- */
 
@@ -158,6 +161,23 @@ static void ignore_property(void* ctx, const char* key, const char* value) {
   (*(size_t*)ctx)++;
 }
 
+/* True when /proc/self/maps holds a backend or vendor library other than
+ * OpenCL's (what ADR_DEVICE=opencl:* must not load; the CPU backend may
+ * be there). */
+static bool maps_other_backend(void) {
+  static const char* const others[] = {"libadr_vulkan.so", "libadr_cuda.so", "libadr_hip.so",
+                                       "libvulkan.so",     "libcuda.so",     "libamdhip64.so"};
+  FILE* f = fopen("/proc/self/maps", "r");
+  if (f == NULL) return true;
+  char line[4096];
+  bool found = false;
+  while (!found && fgets(line, sizeof(line), f) != NULL)
+    for (size_t i = 0; i < sizeof(others) / sizeof(others[0]) && !found; i++)
+      found = strstr(line, others[i]) != NULL;
+  fclose(f);
+  return found;
+}
+
 static int exit_count(int n) {
   return n < 0 ? CHILD_NO_OPENCL : n > CHILD_MAX_COUNT ? CHILD_MAX_COUNT : n;
 }
@@ -225,6 +245,7 @@ static void child_run(const char* role) {
       if (adr_device_get(ARROW_DEVICE_OPENCL, id, &d, NULL) != 0) break;
       n++;
     }
+    if (maps_other_backend()) _exit(CHILD_LOADED_OTHER);
     _exit(exit_count(n));
   }
   _exit(CHILD_FAILED);
@@ -294,12 +315,17 @@ static void compare(struct bench_ctx* ctx, const char* group, const char* adr_ro
     struct sample b = spawn(base_role, NULL, NULL);
     struct sample a = spawn(adr_role, adr_device, adr_backends);
     if (b.status == CHILD_NO_OPENCL) {
-      printf("%-22s skipped: libOpenCL.so.1 cannot be loaded (no OpenCL ICD loader)\n", group);
+      fprintf(stderr, "bench startup: %s skipped: libOpenCL.so.1 cannot be loaded (no OpenCL ICD "
+              "loader)\n", group);
       return;
     }
     if (a.status < 0 || a.status > CHILD_MAX_COUNT || b.status < 0 || b.status > CHILD_MAX_COUNT) {
-      bench_expect(ctx, false, "%s: a child failed (adr %d, %s %d)", group, a.status, base_name,
-                   b.status);
+      if (a.status == CHILD_LOADED_OTHER)
+        bench_expect(ctx, false, "%s: ADR_DEVICE=%s mapped a backend or vendor library it does "
+                     "not name (/proc/self/maps)", group, adr_device ? adr_device : "");
+      else
+        bench_expect(ctx, false, "%s: a child failed (adr %d, %s %d)", group, a.status, base_name,
+                     b.status);
       ok = false;
       break;
     }
@@ -326,9 +352,9 @@ void bench_run_startup(struct bench_ctx* ctx) {
   if (role != NULL) child_run(role);
   int runs = bench_quick(ctx) ? 3 : 9;
   double load[3] = {0, 0, 0};
-  if (getloadavg(load, 3) == 3)
-    printf("startup: load average %.2f %.2f %.2f; medians of %d fresh processes each\n", load[0],
-           load[1], load[2], runs);
+  /* Rows, not free text: --json output stays one JSON object. */
+  if (getloadavg(load, 3) == 3) bench_note(ctx, "startup", "load average (1 min)", load[0], "");
+  bench_note(ctx, "startup", "fresh processes per row", runs, "(medians)");
   /* adr-info enumerates every backend: the baseline inits every vendor
    * runtime that is installed (HIP's too). */
   compare(ctx, "startup adr-info", "adr-info", NULL, NULL, "vendor4", "cl+vk+cu+hip enum", runs);

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * adr's Python module (_adr): internal declarations shared by its files.
+ * One file per concept: errors.c (adr.Error), device.c (adr.Device),
+ * stream.c (adr.Stream, adr.Event), buffer.c (adr.Buffer), dlpack.c
+ * (__dlpack__, from_dlpack), cai.c (__cuda_array_interface__).
+ *
+ * Everything here runs with the GIL held unless a comment says otherwise;
+ * calls into adr that may wait (allocation, copies, synchronisation) release
+ * it. Only adr's public API is used.
+ */
+#ifndef ADRPY_H
+#define ADRPY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <adr/adr.h>
+#include <adr/memory.h>
+
+/* ---- errors.c ---------------------------------------------------------- */
+
+/* adr.Error: an OSError subclass; errno is adr's status, strerror adr's
+ * message. */
+extern PyObject* adrpy_Error;
+int adrpy_errors_init(PyObject* module);
+/* Raises adr.Error(status, message) from a failed adr call; returns NULL so
+ * callers write `return adrpy_raise(rc, &err)`. */
+PyObject* adrpy_raise(int status, const struct adr_error* error);
+
+/* ---- device.c ---------------------------------------------------------- */
+
+typedef struct {
+  PyObject_HEAD struct adr_device* dev; /* owned by adr, never freed */
+  uint64_t caps;                        /* adr_device_info.caps, read at creation */
+} AdrDeviceObject;
+
+extern PyTypeObject AdrDevice_Type;
+int adrpy_device_init(PyObject* module);
+/* The one Python object of an adr device (cached: adr devices live for the
+ * whole process). New reference, or NULL with an exception set. */
+PyObject* adrpy_device_wrap(struct adr_device* dev);
+/* adr_device_get(type, id) wrapped; new reference or NULL. */
+PyObject* adrpy_device_get(ArrowDeviceType type, int64_t id);
+PyObject* adrpy_devices(PyObject* self, PyObject* args, PyObject* kwds);
+PyObject* adrpy_default_device(PyObject* self, PyObject* unused);
+
+/* ---- stream.c ---------------------------------------------------------- */
+
+typedef struct {
+  PyObject_HEAD AdrDeviceObject* device; /* strong reference */
+  struct adr_stream* stream;             /* NULL once destroyed */
+  int is_default;                        /* the device's default stream: never destroyed */
+} AdrStreamObject;
+
+typedef struct {
+  PyObject_HEAD AdrDeviceObject* device;
+  struct adr_event* event; /* NULL once destroyed */
+} AdrEventObject;
+
+extern PyTypeObject AdrStream_Type;
+extern PyTypeObject AdrEvent_Type;
+int adrpy_stream_init(PyObject* module);
+PyObject* adrpy_stream_create(AdrDeviceObject* device);
+PyObject* adrpy_stream_default(AdrDeviceObject* device);
+PyObject* adrpy_event_create(AdrDeviceObject* device);
+
+/* ---- buffer.c ---------------------------------------------------------- */
+
+enum adrpy_buffer_kind {
+  ADRPY_BUFFER_FREED = 0,
+  ADRPY_BUFFER_OWNED = 1,     /* adr_alloc'd; adr_free'd by free()/dealloc */
+  ADRPY_BUFFER_DLPACK = 2,    /* borrowed from a DLManagedTensor */
+  ADRPY_BUFFER_DLPACK_V1 = 3, /* borrowed from a DLManagedTensorVersioned */
+  ADRPY_BUFFER_FOREIGN = 4,   /* borrowed from a Python object (`managed` is its reference) */
+};
+
+typedef struct {
+  PyObject_HEAD AdrDeviceObject* device; /* strong reference */
+  void* ptr;
+  size_t nbytes;
+  int kind;           /* enum adrpy_buffer_kind */
+  int readonly;       /* a read-only DLPack producer */
+  void* managed;      /* the DLPack managed tensor of a borrowed buffer */
+  Py_ssize_t exports; /* memoryviews, DLPack capsules and calls in flight */
+  PyObject* weakreflist;
+} AdrBufferObject;
+
+extern PyTypeObject AdrBuffer_Type;
+int adrpy_buffer_init(PyObject* module);
+PyObject* adrpy_buffer_alloc(AdrDeviceObject* device, Py_ssize_t nbytes, Py_ssize_t alignment);
+/* A new buffer on `device` with a copy of `src`'s bytes. */
+PyObject* adrpy_buffer_copy(AdrBufferObject* src, AdrDeviceObject* device);
+/* 0 when the buffer can be used; -1 with ValueError when it was freed. */
+int adrpy_buffer_check(AdrBufferObject* self);
+/* Wraps borrowed memory of a DLPack managed tensor (kind DLPACK or
+ * DLPACK_V1); takes the managed tensor over on success only. */
+PyObject* adrpy_buffer_borrow(AdrDeviceObject* device, void* ptr, size_t nbytes, int kind,
+                              void* managed, int readonly);
+
+/* ---- dlpack.c ---------------------------------------------------------- */
+
+PyObject* adrpy_buffer_dlpack(PyObject* self, PyObject* args, PyObject* kwds);
+PyObject* adrpy_buffer_dlpack_device(PyObject* self, PyObject* unused);
+PyObject* adrpy_from_dlpack(PyObject* module, PyObject* args, PyObject* kwds);
+/* Calls the deleter of a borrowed buffer's managed tensor. */
+void adrpy_dlpack_release(int kind, void* managed);
+
+/* ---- cai.c ------------------------------------------------------------- */
+
+PyObject* adrpy_buffer_cai(PyObject* self, void* closure);
+PyObject* adrpy_asarray(PyObject* module, PyObject* args, PyObject* kwds);
+
+/* ---- array.c ------------------------------------------------------------ */
+
+int adrpy_array_init(PyObject* module);
+
+/* ---- numpy_alloc.c ------------------------------------------------------ */
+
+PyObject* adrpy_numpy_allocator(PyObject* module, PyObject* args, PyObject* kwds);
+PyObject* adrpy_numpy_set_handler(PyObject* module, PyObject* handler);
+PyObject* adrpy_numpy_get_handler(PyObject* module, PyObject* unused);
+
+#endif /* ADRPY_H */

@@ -1,0 +1,49 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Objects still alive when the interpreter exits: module globals, cycles,
+unconsumed capsules, buffers borrowed from NumPy. Python frees what it frees
+before adr's exit-time teardown (an atexit handler, after Py_Finalize);
+whatever is left is abandoned. Either way: exit status 0, nothing printed."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import adr
+from conftest import ALL
+
+SCRIPT = textwrap.dedent("""
+    import adr, numpy as np, threading
+    keep = []
+    for name in {names!r}:
+        d = adr.Device(name)
+        b = d.alloc(4096)
+        b.fill(1)
+        s = d.stream()
+        e = d.event()
+        e.record(s)
+        keep += [b, s, e, b.__dlpack__(), adr.from_dlpack(d.alloc(64))]
+        cyc = [d.alloc(16)]
+        cyc.append(cyc)
+    a = np.arange(100)
+    keep.append(adr.from_dlpack(a))
+    host = adr.Device("cpu").alloc(64)
+    keep.append(np.from_dlpack(host))
+    keep.append(memoryview(host))
+    t = threading.Thread(target=lambda: [adr.Device("cpu").alloc(8) for _ in range(1000)],
+                         daemon=True)
+    t.start()
+    print("ready")
+""")
+
+
+def test_exit_with_live_objects():
+    env = dict(os.environ)
+    r = subprocess.run([sys.executable, "-c", SCRIPT.format(names=ALL)], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "ready\n"
+    assert r.stderr == ""
+
+
+def test_module_reports_version():
+    assert adr.__version__ == adr._adr.version() and adr.__version__.count(".") == 2
