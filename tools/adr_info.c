@@ -18,6 +18,7 @@
 
 #include "adr/adr.h"
 #include "adr/memory.h"
+#include "adr/spill.h"
 
 /* The version of the --json document (docs/adr-info-json.md). */
 #define ADR_INFO_JSON_SCHEMA 1
@@ -252,6 +253,16 @@ static void print_memory(struct adr_device* dev, const struct adr_device_info* i
     printf("      %-22s (this adr-info process only; statistics are per process)\n",
            "memory stats");
     printf("      %-22s %s\n", "", adr_memory_stats_format(&s, line, sizeof(line)));
+    /* ADR_SPILL: the global spill manager's settings (or why the variables
+     * are refused); its figures are this process's, so zero here. */
+    struct adr_spill_manager* sm = NULL;
+    if (adr_spill_manager_global(dev, &sm, &e) != 0)
+      printf("      %-22s %s\n", "spill", e.message);
+    else if (sm != NULL) {
+      uint64_t limit = adr_spill_manager_device_limit(sm);
+      if (limit) human_bytes(limit, line, sizeof(line));
+      printf("      %-22s on (ADR_SPILL), limit %s\n", "spill", limit ? line : "none");
+    }
   }
 }
 

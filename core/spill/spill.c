@@ -1,0 +1,925 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Spill managers and spillable buffers (public API: adr/spill.h; design and
+ * rules: docs/spill.md).
+ *
+ * Locks. One mutex per manager guards its buffer list (least recently used
+ * first), every buffer's state, holders, exposure and last-use events, and
+ * the byte counts. It is never held across an allocation, a copy or a wait:
+ * a buffer that moves is marked SPILLING or UNSPILLING under the lock, the
+ * move runs unlocked, and the end of the move is published under the lock
+ * with a broadcast on the manager's condition variable. A thread that needs
+ * a moving buffer (acquire, expose, free) waits on that variable. Victims
+ * are only ever buffers in state DEVICE with no holder and no exposure, so
+ * a held or exposed buffer is never touched by a spill, and a buffer is
+ * moved by one thread at a time. The out-of-memory callback takes the same
+ * mutex; since no thread holds it while allocating, the callback cannot
+ * deadlock with the allocation that triggered it. The one backend work
+ * done under the lock is a release's last-use event (create on first use,
+ * record; and, with more than four streams in flight on one buffer, a
+ * host wait for the oldest). Statistics are updated under the lock too
+ * (they are per move, not per acquire).
+ */
+#include <errno.h>
+#include <execinfo.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adr/memory.h"
+#include "internal.h"
+#include "spill_internal.h"
+
+#define LAST_USE_EVENTS 4
+#define EXPOSURE_FRAMES 16
+
+enum state { DEVICE, HOST, SPILLING, UNSPILLING };
+
+struct adr_spill_buffer {
+  struct adr_spill_manager* mgr;
+  size_t size;
+  enum state state;
+  void* dptr;       /* DEVICE, SPILLING */
+  void* hptr;       /* HOST, UNSPILLING */
+  bool host_pinned; /* hptr came from the pinned-host device */
+  bool exposed;
+  uint32_t holders;
+  struct adr_spill_buffer *prev, *next; /* LRU list: head is least recent */
+  struct adr_spill_buffer* victim_next; /* victims being spilled by one call */
+  struct adr_event* events[LAST_USE_EVENTS];
+  struct adr_stream* event_streams[LAST_USE_EVENTS];
+  bool event_pending[LAST_USE_EVENTS];
+  char reason[64];
+};
+
+struct exposure_record {
+  struct exposure_record* next;
+  char reason[64];
+  void* frames[EXPOSURE_FRAMES];
+  int nframes;
+  uint64_t count, bytes;
+  char* symbols; /* formatted lazily */
+};
+
+struct adr_spill_manager {
+  struct adr_device* device;
+  struct adr_device* host_device; /* where spilled bytes live: pinned or cpu */
+  bool host_pinned;
+  bool noop;      /* host-memory device: nothing to spill to */
+  bool on_demand; /* registered in the OOM chain */
+  bool global;
+  uint64_t limit;
+  uint32_t level;
+  pthread_mutex_t lock;
+  pthread_cond_t moved;
+  struct adr_spill_buffer *head, *tail;
+  uint64_t buffers, device_bytes, host_bytes, exposed_buffers, exposed_bytes, peak_device;
+  uint64_t limit_exceeded, spill_failures, unspill_failures;
+  bool limit_warned;
+  struct adr_spill_transfer spilled[ADR_SPILL_TRIGGER_COUNT];
+  struct adr_spill_transfer unspilled;
+  struct exposure_record* exposures;
+  size_t exposure_count;
+};
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static const char* backend_name(struct adr_spill_manager* m) {
+  static __thread char name[32];
+  struct adr_device_info info;
+  memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  if (adr_device_info_get(m->device, &info, NULL) != 0) return NULL;
+  snprintf(name, sizeof(name), "%s", info.backend);
+  return name;
+}
+
+static bool is_host_memory_device(struct adr_device* dev) {
+  ArrowDeviceType t = adr_device_type(dev);
+  return t == ARROW_DEVICE_CPU || t == ARROW_DEVICE_CUDA_HOST || t == ARROW_DEVICE_ROCM_HOST;
+}
+
+static void lru_remove(struct adr_spill_manager* m, struct adr_spill_buffer* b) {
+  if (b->prev)
+    b->prev->next = b->next;
+  else
+    m->head = b->next;
+  if (b->next)
+    b->next->prev = b->prev;
+  else
+    m->tail = b->prev;
+  b->prev = b->next = NULL;
+}
+
+static void lru_push(struct adr_spill_manager* m, struct adr_spill_buffer* b) {
+  b->prev = m->tail;
+  b->next = NULL;
+  if (m->tail)
+    m->tail->next = b;
+  else
+    m->head = b;
+  m->tail = b;
+}
+
+static void lru_touch(struct adr_spill_manager* m, struct adr_spill_buffer* b) {
+  if (m->tail == b) return;
+  lru_remove(m, b);
+  lru_push(m, b);
+}
+
+static bool spillable(const struct adr_spill_buffer* b) {
+  return b->state == DEVICE && b->holders == 0 && !b->exposed;
+}
+
+/* Device bytes are counted when a move or allocation starts (a
+ * reservation, so concurrent requests see each other under the limit); the
+ * peak is raised when one completes, after the spills it caused. */
+static void device_bytes_add(struct adr_spill_manager* m, uint64_t n) {
+  m->device_bytes += n;
+}
+
+static void raise_peak(struct adr_spill_manager* m) {
+  if (m->device_bytes > m->peak_device) m->peak_device = m->device_bytes;
+}
+
+/* Marks least recently used spillable buffers SPILLING until `need` bytes
+ * are covered; returns the list (victim_next) and their bytes. Lock held. */
+static struct adr_spill_buffer* pick_victims(struct adr_spill_manager* m, uint64_t need,
+                                             uint64_t* out_bytes) {
+  struct adr_spill_buffer *list = NULL, **tail = &list;
+  uint64_t got = 0;
+  for (struct adr_spill_buffer* b = m->head; b != NULL && got < need; b = b->next) {
+    if (!spillable(b)) continue;
+    b->state = SPILLING;
+    b->victim_next = NULL;
+    *tail = b;
+    tail = &b->victim_next;
+    got += b->size;
+  }
+  *out_bytes = got;
+  return list;
+}
+
+static uint64_t spillable_bytes_locked(struct adr_spill_manager* m) {
+  uint64_t n = 0;
+  for (struct adr_spill_buffer* b = m->head; b != NULL; b = b->next)
+    if (spillable(b)) n += b->size;
+  return n;
+}
+
+/* ---- moving bytes --------------------------------------------------------- */
+
+static int host_alloc(struct adr_spill_manager* m, size_t size, void** out, bool* out_pinned,
+                      struct adr_error* error) {
+  if (m->host_pinned) {
+    int st = adr_alloc(m->host_device, size, 0, NULL, out, error);
+    *out_pinned = st == 0;
+    return st;
+  }
+  size_t rounded = (size + 63) & ~(size_t)63;
+  *out = rounded >= size ? aligned_alloc(64, rounded) : NULL;
+  *out_pinned = false;
+  if (*out == NULL)
+    return adr__errorf(error, ENOMEM, "adr_spill", NULL,
+                       "ENOMEM: no host memory for %zu spilled bytes", size);
+  return 0;
+}
+
+static void host_free(struct adr_spill_manager* m, void* p, size_t size, bool pinned) {
+  if (pinned)
+    adr_free(m->host_device, p, size, NULL, NULL);
+  else
+    free(p);
+}
+
+/* Waits for the buffer's last-use events (the stream rule, docs/spill.md).
+ * The buffer is moving or being freed: no release can record meanwhile. */
+static int wait_last_use(struct adr_spill_buffer* b, struct adr_error* error) {
+  for (int i = 0; i < LAST_USE_EVENTS; i++) {
+    if (!b->event_pending[i]) continue;
+    int st = adr_event_synchronize(b->events[i], error);
+    if (st) return st;
+    b->event_pending[i] = false;
+    b->event_streams[i] = NULL;
+  }
+  return 0;
+}
+
+/* Spills one buffer marked SPILLING (lock not held). On failure the buffer
+ * goes back to DEVICE untouched. */
+static int spill_one(struct adr_spill_buffer* b, int trigger, struct adr_error* error) {
+  struct adr_spill_manager* m = b->mgr;
+  size_t size = b->size; /* b may be freed as soon as the move is published */
+  uint64_t t0 = adr__now_ns();
+  void* h = NULL;
+  bool pinned = false;
+  int st = wait_last_use(b, error);
+  if (st == 0) st = host_alloc(m, b->size, &h, &pinned, error);
+  if (st == 0) st = adr_copy(m->host_device, h, m->device, b->dptr, b->size, NULL, error);
+  if (st == 0) st = adr_free(m->device, b->dptr, b->size, NULL, error);
+  if (st != 0 && h != NULL) host_free(m, h, b->size, pinned);
+  uint64_t dt = adr__now_ns() - t0;
+  pthread_mutex_lock(&m->lock);
+  if (st == 0) {
+    b->state = HOST;
+    b->dptr = NULL;
+    b->hptr = h;
+    b->host_pinned = pinned;
+    m->device_bytes -= b->size;
+    m->host_bytes += b->size;
+    if (m->level >= 1) {
+      m->spilled[trigger].count++;
+      m->spilled[trigger].bytes += b->size;
+      m->spilled[trigger].nanoseconds += dt;
+    }
+  } else {
+    b->state = DEVICE;
+    m->spill_failures++;
+  }
+  pthread_cond_broadcast(&m->moved);
+  pthread_mutex_unlock(&m->lock);
+  if (st != 0)
+    adr__log(ADR_LOG_WARN, adr_device_name(m->device),
+             "spill of %zu bytes failed, kept on the device: %s", size,
+             error ? error->message : "");
+  return st;
+}
+
+/* Spills a victim list; returns the bytes moved and the first failure. */
+static int spill_list(struct adr_spill_buffer* list, int trigger, uint64_t* out_bytes,
+                      struct adr_error* error) {
+  int first = 0;
+  uint64_t moved = 0;
+  struct adr_error local;
+  while (list != NULL) {
+    struct adr_spill_buffer* b = list;
+    list = b->victim_next;
+    b->victim_next = NULL;
+    /* Once spill_one has published the move, another thread may free b. */
+    size_t size = b->size;
+    local.message[0] = '\0';
+    int st = spill_one(b, trigger, &local);
+    if (st == 0) {
+      moved += size;
+    } else if (first == 0) {
+      first = st;
+      if (error != NULL) *error = local;
+    }
+  }
+  if (out_bytes != NULL) *out_bytes = moved;
+  return first;
+}
+
+/* Makes room under the soft limit for `size` more device bytes, which the
+ * caller has already added to device_bytes. Lock held on entry and exit. */
+static void keep_limit(struct adr_spill_manager* m, size_t size) {
+  if (m->limit == 0 || m->noop || m->device_bytes <= m->limit) return;
+  uint64_t need = m->device_bytes - m->limit;
+  uint64_t got = 0;
+  struct adr_spill_buffer* list = pick_victims(m, need, &got);
+  if (got < need) {
+    m->limit_exceeded++;
+    if (!m->limit_warned) {
+      m->limit_warned = true;
+      char a[32], l[32], s[32];
+      adr__log(
+          ADR_LOG_WARN, adr_device_name(m->device),
+          "spill: soft limit %s exceeded: %s in device memory with a %zu-byte request, only %s "
+          "spillable (held or exposed buffers; logged once)",
+          adr__format_bytes(m->limit, l, sizeof(l)),
+          adr__format_bytes(m->device_bytes, a, sizeof(a)), size,
+          adr__format_bytes(got, s, sizeof(s)));
+    }
+  }
+  if (list == NULL) return;
+  pthread_mutex_unlock(&m->lock);
+  spill_list(list, ADR_SPILL_TRIGGER_LIMIT, NULL, NULL);
+  pthread_mutex_lock(&m->lock);
+}
+
+/* The out-of-memory callback: spill at least the failed request's size. */
+static int on_demand(void* ctx, struct adr_device* device, size_t size, uint32_t attempt) {
+  (void)device;
+  (void)attempt;
+  struct adr_spill_manager* m = ctx;
+  pthread_mutex_lock(&m->lock);
+  uint64_t got = 0;
+  struct adr_spill_buffer* list = pick_victims(m, size ? size : 1, &got);
+  pthread_mutex_unlock(&m->lock);
+  if (list == NULL) return 0;
+  uint64_t moved = 0;
+  spill_list(list, ADR_SPILL_TRIGGER_ON_DEMAND, &moved, NULL);
+  return moved != 0;
+}
+
+/* Allocates device memory for `size` bytes already counted in
+ * device_bytes; on ENOMEM the message says what was spillable. Lock not
+ * held. */
+static int device_alloc(struct adr_spill_manager* m, const char* op, size_t size, void** out,
+                        struct adr_error* error) {
+  pthread_mutex_lock(&m->lock);
+  uint64_t before = spillable_bytes_locked(m);
+  pthread_mutex_unlock(&m->lock);
+  struct adr_error local;
+  local.message[0] = '\0';
+  int st = adr_alloc(m->device, size, 0, NULL, out, &local);
+  if (st == 0) return 0;
+  if (st != ENOMEM || error == NULL) {
+    if (error != NULL) *error = local;
+    return st;
+  }
+  pthread_mutex_lock(&m->lock);
+  uint64_t after = spillable_bytes_locked(m);
+  uint64_t resident = m->device_bytes - size;
+  uint64_t exposed = m->exposed_bytes;
+  pthread_mutex_unlock(&m->lock);
+  char sz[32], b[32], a[32], r[32], x[32];
+  return adr__errorf(
+      error, ENOMEM, op, backend_name(m),
+      "ENOMEM: %s do not fit on %s even after spilling%s: %s of this manager's "
+      "buffers were spillable, %s still are; %s stay in device memory (%s exposed, "
+      "the rest held by acquires or moving); %.500s",
+      adr__format_bytes(size, sz, sizeof(sz)), adr_device_name(m->device),
+      m->on_demand ? "" : " (on-demand spilling is off)", adr__format_bytes(before, b, sizeof(b)),
+      adr__format_bytes(after, a, sizeof(a)), adr__format_bytes(resident, r, sizeof(r)),
+      adr__format_bytes(exposed, x, sizeof(x)), local.message);
+}
+
+/* Unspills a buffer the caller marked UNSPILLING and counted in
+ * device_bytes (lock not held). On failure it goes back to HOST. */
+static int unspill(struct adr_spill_buffer* b, const char* op, struct adr_error* error) {
+  struct adr_spill_manager* m = b->mgr;
+  uint64_t t0 = adr__now_ns();
+  void* d = NULL;
+  int st = device_alloc(m, op, b->size, &d, error);
+  if (st == 0) {
+    st = adr_copy(m->device, d, m->host_device, b->hptr, b->size, NULL, error);
+    if (st != 0) adr_free(m->device, d, b->size, NULL, NULL);
+  }
+  if (st == 0) host_free(m, b->hptr, b->size, b->host_pinned);
+  uint64_t dt = adr__now_ns() - t0;
+  pthread_mutex_lock(&m->lock);
+  if (st == 0) {
+    b->state = DEVICE;
+    b->holders++; /* for the acquire or expose that asked: no spill in between */
+    raise_peak(m);
+    b->dptr = d;
+    b->hptr = NULL;
+    b->host_pinned = false;
+    m->host_bytes -= b->size;
+    if (m->level >= 1) {
+      m->unspilled.count++;
+      m->unspilled.bytes += b->size;
+      m->unspilled.nanoseconds += dt;
+    }
+  } else {
+    b->state = HOST;
+    m->device_bytes -= b->size;
+    m->unspill_failures++;
+  }
+  pthread_cond_broadcast(&m->moved);
+  pthread_mutex_unlock(&m->lock);
+  return st;
+}
+
+/* Brings a buffer to DEVICE and takes one hold on it (an acquire, or an
+ * expose that drops it again), atomically with its arrival: no spill can
+ * slip in between. Lock held on entry and on return, whatever the status. */
+static int make_resident(struct adr_spill_buffer* b, const char* op, struct adr_error* error) {
+  struct adr_spill_manager* m = b->mgr;
+  while (b->state == SPILLING || b->state == UNSPILLING) pthread_cond_wait(&m->moved, &m->lock);
+  if (b->state == DEVICE) {
+    b->holders++;
+    lru_touch(m, b);
+    return 0;
+  }
+  b->state = UNSPILLING;
+  device_bytes_add(m, b->size);
+  keep_limit(m, b->size);
+  pthread_mutex_unlock(&m->lock);
+  int st = unspill(b, op, error);
+  pthread_mutex_lock(&m->lock);
+  if (st == 0) lru_touch(m, b);
+  return st;
+}
+
+/* ---- managers ------------------------------------------------------------ */
+
+void adr_spill_options_init(struct adr_spill_options* out) {
+  if (out == NULL) return;
+  memset(out, 0, sizeof(*out));
+  out->struct_size = sizeof(*out);
+  out->flags = ADR_SPILL_ON_DEMAND;
+}
+
+static int manager_create(struct adr_device* device, const struct adr_spill_options* o, bool global,
+                          struct adr_spill_manager** out, struct adr_error* error) {
+  static const char* op = "adr_spill_manager_create";
+  if (device == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL", device ? "out" : "device");
+  struct adr_spill_options opts;
+  adr_spill_options_init(&opts);
+  if (o != NULL) {
+    if (o->struct_size < offsetof(struct adr_spill_options, reserved))
+      return adr__errorf(error, EINVAL, op, NULL,
+                         "options->struct_size %u is too small (set it to sizeof(struct "
+                         "adr_spill_options))",
+                         o->struct_size);
+    memcpy(&opts, o, offsetof(struct adr_spill_options, reserved));
+  }
+  if (opts.device_limit_percent > 100)
+    return adr__errorf(error, EINVAL, op, NULL, "device_limit_percent %u is over 100",
+                       opts.device_limit_percent);
+  if (opts.stats_level > 2)
+    return adr__errorf(error, EINVAL, op, NULL, "stats_level %u is not 0, 1 or 2",
+                       opts.stats_level);
+  struct adr_device_info info;
+  memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  int st = adr_device_info_get(device, &info, error);
+  if (st) return st;
+
+  struct adr_spill_manager* m = calloc(1, sizeof(*m));
+  if (m == NULL) return adr__errorf(error, ENOMEM, op, info.backend, "ENOMEM: out of host memory");
+  m->device = device;
+  m->global = global;
+  m->level = opts.stats_level;
+  m->noop = is_host_memory_device(device);
+  m->limit = opts.device_limit;
+  if (m->limit == 0 && opts.device_limit_percent != 0) {
+    if (info.memory_total == 0)
+      adr__log(ADR_LOG_WARN, device->name,
+               "spill: a limit of %u%% of the device's memory, which the device does not report: "
+               "no limit",
+               opts.device_limit_percent);
+    else
+      m->limit = info.memory_total / 100 * opts.device_limit_percent +
+                 info.memory_total % 100 * opts.device_limit_percent / 100;
+  }
+  if (!m->noop) {
+    ArrowDeviceType t = adr_device_type(device);
+    ArrowDeviceType pinned = t == ARROW_DEVICE_CUDA || t == ARROW_DEVICE_CUDA_MANAGED
+                                 ? ARROW_DEVICE_CUDA_HOST
+                             : t == ARROW_DEVICE_ROCM ? ARROW_DEVICE_ROCM_HOST
+                                                      : ARROW_DEVICE_CPU;
+    if (pinned != ARROW_DEVICE_CPU && !(opts.flags & ADR_SPILL_PAGEABLE) &&
+        adr_device_get(pinned, adr_device_id(device), &m->host_device, NULL) == 0)
+      m->host_pinned = true;
+    if (!m->host_pinned) {
+      st = adr_device_get(ARROW_DEVICE_CPU, 0, &m->host_device, error);
+      if (st) {
+        free(m);
+        return st;
+      }
+    }
+  }
+  pthread_mutex_init(&m->lock, NULL);
+  pthread_cond_init(&m->moved, NULL);
+  if ((opts.flags & ADR_SPILL_ON_DEMAND) && !m->noop) {
+    st = adr_oom_callback_add(device, on_demand, m, error);
+    if (st) {
+      pthread_cond_destroy(&m->moved);
+      pthread_mutex_destroy(&m->lock);
+      free(m);
+      return st;
+    }
+    m->on_demand = true;
+  }
+  char l[32];
+  adr__log(ADR_LOG_DEBUG, device->name,
+           "spill manager: %s, on demand %s, limit %s, to %s memory, stats %u",
+           m->noop ? "no-op (host memory)" : "on", m->on_demand ? "on" : "off",
+           m->limit ? adr__format_bytes(m->limit, l, sizeof(l)) : "none",
+           m->host_pinned ? "pinned" : "pageable", m->level);
+  *out = m;
+  return 0;
+}
+
+int adr_spill_manager_create(struct adr_device* device, const struct adr_spill_options* options,
+                             struct adr_spill_manager** out, struct adr_error* error) {
+  return manager_create(device, options, false, out, error);
+}
+
+int adr_spill_manager_destroy(struct adr_spill_manager* m, struct adr_error* error) {
+  static const char* op = "adr_spill_manager_destroy";
+  if (m == NULL) return 0;
+  if (m->global)
+    return adr__errorf(error, EINVAL, op, NULL, "the global spill manager of %s is owned by adr",
+                       adr_device_name(m->device));
+  pthread_mutex_lock(&m->lock);
+  uint64_t n = m->buffers;
+  pthread_mutex_unlock(&m->lock);
+  if (n != 0)
+    return adr__errorf(error, EBUSY, op, NULL,
+                       "%" PRIu64 " buffer%s of the manager on %s not freed", n,
+                       n == 1 ? " is" : "s are", adr_device_name(m->device));
+  if (m->on_demand) adr_oom_callback_remove(m->device, on_demand, m, NULL);
+  while (m->exposures) {
+    struct exposure_record* r = m->exposures;
+    m->exposures = r->next;
+    free(r->symbols);
+    free(r);
+  }
+  pthread_cond_destroy(&m->moved);
+  pthread_mutex_destroy(&m->lock);
+  free(m);
+  return 0;
+}
+
+struct adr_device* adr_spill_manager_device(const struct adr_spill_manager* m) {
+  return m ? m->device : NULL;
+}
+
+uint64_t adr_spill_manager_device_limit(const struct adr_spill_manager* m) {
+  return m ? m->limit : 0;
+}
+
+/* The global managers: one per device, created at the first request, kept
+ * for the life of the process. A small table under its own mutex (taken
+ * only by adr_spill_manager_global). */
+#define GLOBAL_MAX 64
+static pthread_mutex_t global_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  struct adr_device* device;
+  struct adr_spill_manager* manager;
+} globals[GLOBAL_MAX];
+
+int adr_spill_manager_global(struct adr_device* device, struct adr_spill_manager** out,
+                             struct adr_error* error) {
+  static const char* op = "adr_spill_manager_global";
+  if (device == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL", device ? "out" : "device");
+  const struct adr__spill_config* c = adr__spill_config();
+  if (c->status != 0) return adr__errorf(error, c->status, op, NULL, "%s", c->error.message);
+  *out = NULL;
+  if (!c->enabled) return 0;
+  pthread_mutex_lock(&global_lock);
+  size_t i = 0;
+  for (; i < GLOBAL_MAX && globals[i].device != NULL; i++)
+    if (globals[i].device == device) {
+      *out = globals[i].manager;
+      pthread_mutex_unlock(&global_lock);
+      return 0;
+    }
+  if (i == GLOBAL_MAX) {
+    pthread_mutex_unlock(&global_lock);
+    return adr__errorf(error, ENOMEM, op, NULL, "more than %d devices with a global spill manager",
+                       GLOBAL_MAX);
+  }
+  struct adr_spill_options o;
+  adr_spill_options_init(&o);
+  o.flags = c->on_demand ? ADR_SPILL_ON_DEMAND : 0;
+  o.device_limit = c->limit;
+  o.device_limit_percent = c->limit_percent;
+  o.stats_level = c->stats_level;
+  int st = manager_create(device, &o, true, out, error);
+  if (st == 0) {
+    globals[i].device = device;
+    globals[i].manager = *out;
+  }
+  pthread_mutex_unlock(&global_lock);
+  return st;
+}
+
+int adr_spill_manager_spill(struct adr_spill_manager* m, uint64_t bytes, uint64_t* out_spilled,
+                            struct adr_error* error) {
+  if (out_spilled != NULL) *out_spilled = 0;
+  if (m == NULL)
+    return adr__errorf(error, EINVAL, "adr_spill_manager_spill", NULL, "manager is NULL");
+  if (m->noop || bytes == 0) return 0;
+  pthread_mutex_lock(&m->lock);
+  uint64_t got = 0;
+  struct adr_spill_buffer* list = pick_victims(m, bytes, &got);
+  pthread_mutex_unlock(&m->lock);
+  return spill_list(list, ADR_SPILL_TRIGGER_EXPLICIT, out_spilled, error);
+}
+
+/* ---- buffers ------------------------------------------------------------- */
+
+int adr_spill_buffer_alloc(struct adr_spill_manager* m, size_t size, struct adr_spill_buffer** out,
+                           struct adr_error* error) {
+  static const char* op = "adr_spill_buffer_alloc";
+  if (m == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL", m ? "out" : "manager");
+  if (size == 0) return adr__errorf(error, EINVAL, op, NULL, "size is 0");
+  struct adr_spill_buffer* b = calloc(1, sizeof(*b));
+  if (b == NULL) return adr__errorf(error, ENOMEM, op, NULL, "ENOMEM: out of host memory");
+  b->mgr = m;
+  b->size = size;
+  b->state = UNSPILLING; /* invisible to victim picking until allocated */
+  pthread_mutex_lock(&m->lock);
+  device_bytes_add(m, size);
+  m->buffers++;
+  lru_push(m, b);
+  keep_limit(m, size);
+  pthread_mutex_unlock(&m->lock);
+  void* d = NULL;
+  int st = device_alloc(m, op, size, &d, error);
+  pthread_mutex_lock(&m->lock);
+  if (st == 0) {
+    b->state = DEVICE;
+    b->dptr = d;
+    lru_touch(m, b);
+    raise_peak(m);
+  } else {
+    m->device_bytes -= size;
+    m->buffers--;
+    lru_remove(m, b);
+  }
+  pthread_mutex_unlock(&m->lock);
+  if (st) {
+    free(b);
+    return st;
+  }
+  *out = b;
+  return 0;
+}
+
+int adr_spill_buffer_free(struct adr_spill_buffer* b, struct adr_error* error) {
+  static const char* op = "adr_spill_buffer_free";
+  if (b == NULL) return 0;
+  struct adr_spill_manager* m = b->mgr;
+  pthread_mutex_lock(&m->lock);
+  while (b->state == SPILLING || b->state == UNSPILLING) pthread_cond_wait(&m->moved, &m->lock);
+  if (b->holders != 0) {
+    uint32_t n = b->holders;
+    pthread_mutex_unlock(&m->lock);
+    return adr__errorf(error, EBUSY, op, NULL, "the buffer is acquired (%u holder%s)", n,
+                       n == 1 ? "" : "s");
+  }
+  /* Out of the list: no spill can pick it any more. */
+  lru_remove(m, b);
+  m->buffers--;
+  if (b->state == DEVICE)
+    m->device_bytes -= b->size;
+  else
+    m->host_bytes -= b->size;
+  if (b->exposed) {
+    m->exposed_buffers--;
+    m->exposed_bytes -= b->size;
+  }
+  pthread_mutex_unlock(&m->lock);
+  int st = wait_last_use(b, error);
+  int st2 = 0;
+  if (b->state == DEVICE)
+    st2 = adr_free(m->device, b->dptr, b->size, NULL, st ? NULL : error);
+  else
+    host_free(m, b->hptr, b->size, b->host_pinned);
+  for (int i = 0; i < LAST_USE_EVENTS; i++)
+    if (b->events[i] != NULL) adr_event_destroy(b->events[i], NULL);
+  free(b);
+  return st ? st : st2;
+}
+
+size_t adr_spill_buffer_size(const struct adr_spill_buffer* b) {
+  return b ? b->size : 0;
+}
+
+int adr_spill_buffer_location(struct adr_spill_buffer* b) {
+  if (b == NULL) return 0;
+  pthread_mutex_lock(&b->mgr->lock);
+  int loc = b->state == DEVICE || b->state == SPILLING ? ADR_SPILL_LOCATION_DEVICE
+                                                       : ADR_SPILL_LOCATION_HOST;
+  pthread_mutex_unlock(&b->mgr->lock);
+  return loc;
+}
+
+int adr_spill_buffer_exposed(struct adr_spill_buffer* b) {
+  if (b == NULL) return 0;
+  pthread_mutex_lock(&b->mgr->lock);
+  int e = b->exposed;
+  pthread_mutex_unlock(&b->mgr->lock);
+  return e;
+}
+
+int adr_spill_buffer_acquire(struct adr_spill_buffer* b, int mode, void** out_ptr,
+                             struct adr_error* error) {
+  static const char* op = "adr_spill_buffer_acquire";
+  if (b == NULL || out_ptr == NULL)
+    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL", b ? "out_ptr" : "buffer");
+  if (mode != ADR_SPILL_ACCESS_READ && mode != ADR_SPILL_ACCESS_WRITE)
+    return adr__errorf(error, EINVAL, op, NULL,
+                       "mode %d is not ADR_SPILL_ACCESS_READ (1) or ADR_SPILL_ACCESS_WRITE (2)",
+                       mode);
+  struct adr_spill_manager* m = b->mgr;
+  pthread_mutex_lock(&m->lock);
+  if (b->holders == UINT32_MAX) {
+    pthread_mutex_unlock(&m->lock);
+    return adr__errorf(error, EOVERFLOW, op, NULL, "too many holders");
+  }
+  int st = make_resident(b, op, error);
+  if (st == 0) *out_ptr = b->dptr;
+  pthread_mutex_unlock(&m->lock);
+  return st;
+}
+
+/* Records the last-use event of `stream`; lock held. */
+static int record_last_use(struct adr_spill_buffer* b, struct adr_stream* stream,
+                           struct adr_error* error) {
+  int slot = -1;
+  for (int i = 0; i < LAST_USE_EVENTS && slot < 0; i++)
+    if (b->event_pending[i] && b->event_streams[i] == stream) slot = i;
+  for (int i = 0; i < LAST_USE_EVENTS && slot < 0; i++)
+    if (!b->event_pending[i]) slot = i;
+  if (slot < 0) {
+    /* Four streams in flight: wait for the oldest slot's work and reuse it. */
+    int st = adr_event_synchronize(b->events[0], error);
+    if (st) return st;
+    b->event_pending[0] = false;
+    slot = 0;
+  }
+  if (b->events[slot] == NULL) {
+    int st = adr_event_create(b->mgr->device, &b->events[slot], error);
+    if (st) return st;
+  }
+  int st = adr_event_record(b->events[slot], stream, error);
+  if (st) return st;
+  b->event_pending[slot] = true;
+  b->event_streams[slot] = stream;
+  return 0;
+}
+
+int adr_spill_buffer_release(struct adr_spill_buffer* b, struct adr_stream* stream,
+                             struct adr_error* error) {
+  static const char* op = "adr_spill_buffer_release";
+  if (b == NULL) return adr__errorf(error, EINVAL, op, NULL, "buffer is NULL");
+  struct adr_spill_manager* m = b->mgr;
+  if (stream != NULL && adr_stream_device(stream) != m->device)
+    return adr__errorf(error, EINVAL, op, NULL, "the stream belongs to %s, the buffer to %s",
+                       adr_device_name(adr_stream_device(stream)), adr_device_name(m->device));
+  pthread_mutex_lock(&m->lock);
+  if (b->holders == 0) {
+    pthread_mutex_unlock(&m->lock);
+    return adr__errorf(error, EINVAL, op, NULL, "the buffer is not acquired");
+  }
+  int st = 0;
+  /* A failed record leaves no event: the spill would not wait, so make the
+   * queued work finish now instead. */
+  if (stream != NULL && record_last_use(b, stream, error) != 0)
+    st = adr_stream_synchronize(stream, error);
+  b->holders--;
+  pthread_mutex_unlock(&m->lock);
+  return st;
+}
+
+/* Not inlined, so that the frames to drop are known: this one and
+ * adr_spill_buffer_expose. */
+__attribute__((noinline)) static void record_exposure(struct adr_spill_manager* m,
+                                                      struct adr_spill_buffer* b) {
+  void* frames[EXPOSURE_FRAMES + 2];
+  int n = backtrace(frames, EXPOSURE_FRAMES + 2);
+  /* Drop this function and adr_spill_buffer_expose. */
+  int skip = n > 2 ? 2 : 0;
+  n -= skip;
+  for (struct exposure_record* r = m->exposures; r != NULL; r = r->next)
+    if (r->nframes == n && strcmp(r->reason, b->reason) == 0 &&
+        memcmp(r->frames, frames + skip, (size_t)n * sizeof(void*)) == 0) {
+      r->count++;
+      r->bytes += b->size;
+      return;
+    }
+  struct exposure_record* r = calloc(1, sizeof(*r));
+  if (r == NULL) return; /* statistics only */
+  snprintf(r->reason, sizeof(r->reason), "%s", b->reason);
+  memcpy(r->frames, frames + skip, (size_t)n * sizeof(void*));
+  r->nframes = n;
+  r->count = 1;
+  r->bytes = b->size;
+  r->next = m->exposures;
+  m->exposures = r;
+  m->exposure_count++;
+}
+
+int adr_spill_buffer_expose(struct adr_spill_buffer* b, const char* reason, void** out_ptr,
+                            struct adr_error* error) {
+  static const char* op = "adr_spill_buffer_expose";
+  if (b == NULL) return adr__errorf(error, EINVAL, op, NULL, "buffer is NULL");
+  struct adr_spill_manager* m = b->mgr;
+  pthread_mutex_lock(&m->lock);
+  int st = make_resident(b, op, error);
+  if (st == 0) {
+    b->holders--;
+    if (!b->exposed) {
+      b->exposed = true;
+      snprintf(b->reason, sizeof(b->reason), "%s", reason ? reason : "");
+      m->exposed_buffers++;
+      m->exposed_bytes += b->size;
+      if (m->level >= 2) record_exposure(m, b);
+    }
+    if (out_ptr != NULL) *out_ptr = b->dptr;
+  }
+  pthread_mutex_unlock(&m->lock);
+  return st;
+}
+
+/* ---- statistics ---------------------------------------------------------- */
+
+int adr_spill_stats_get(struct adr_spill_manager* m, struct adr_spill_stats* out,
+                        struct adr_error* error) {
+  static const char* op = "adr_spill_stats_get";
+  if (m == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL", m ? "out" : "manager");
+  if (out->struct_size < offsetof(struct adr_spill_stats, reserved))
+    return adr__errorf(error, EINVAL, op, NULL,
+                       "out->struct_size %u is too small (set it to sizeof(struct "
+                       "adr_spill_stats))",
+                       out->struct_size);
+  struct adr_spill_stats s;
+  memset(&s, 0, sizeof(s));
+  s.struct_size = out->struct_size < sizeof(s) ? out->struct_size : (uint32_t)sizeof(s);
+  pthread_mutex_lock(&m->lock);
+  s.level = m->level;
+  memcpy(s.spilled, m->spilled, sizeof(s.spilled));
+  s.unspilled = m->unspilled;
+  s.buffers = m->buffers;
+  s.device_bytes = m->device_bytes;
+  s.host_bytes = m->host_bytes;
+  s.spillable_bytes = spillable_bytes_locked(m);
+  s.exposed_buffers = m->exposed_buffers;
+  s.exposed_bytes = m->exposed_bytes;
+  s.device_limit = m->limit;
+  s.peak_device_bytes = m->peak_device;
+  s.limit_exceeded = m->limit_exceeded;
+  s.spill_failures = m->spill_failures;
+  s.unspill_failures = m->unspill_failures;
+  pthread_mutex_unlock(&m->lock);
+  memcpy(out, &s, s.struct_size);
+  return 0;
+}
+
+const char* adr_spill_stats_format(const struct adr_spill_stats* s, char* buf, size_t size) {
+  if (buf == NULL || size == 0) return buf;
+  if (s == NULL) {
+    snprintf(buf, size, "(no statistics)");
+    return buf;
+  }
+  struct adr_spill_transfer d2h = {0, 0, 0};
+  for (int i = 0; i < ADR_SPILL_TRIGGER_COUNT; i++) {
+    d2h.count += s->spilled[i].count;
+    d2h.bytes += s->spilled[i].bytes;
+    d2h.nanoseconds += s->spilled[i].nanoseconds;
+  }
+  char a[32], b[32], c[32], d[32], e[32], f[32], g[32], l[32];
+  int n = snprintf(buf, size,
+                   "Spill Statistics (level=%u):\n"
+                   " Buffers: %" PRIu64
+                   ", %s in device memory (peak %s, limit %s), %s spilled, %" PRIu64 " exposed\n",
+                   s->level, s->buffers, adr__format_bytes(s->device_bytes, a, sizeof(a)),
+                   adr__format_bytes(s->peak_device_bytes, b, sizeof(b)),
+                   s->device_limit ? adr__format_bytes(s->device_limit, l, sizeof(l)) : "none",
+                   adr__format_bytes(s->host_bytes, c, sizeof(c)), s->exposed_buffers);
+  if (n < 0 || (size_t)n >= size) return buf;
+  if (s->level >= 1) {
+    snprintf(
+        buf + n, size - (size_t)n,
+        " Spilling (level >= 1):\n"
+        "  gpu => cpu: %s in %.4fs (on demand %s, limit %s, explicit %s)\n"
+        "  cpu => gpu: %s in %.4fs\n"
+        "  failures: %" PRIu64 " spills, %" PRIu64 " unspills; limit exceeded %" PRIu64 " times\n",
+        adr__format_bytes(d2h.bytes, d, sizeof(d)), (double)d2h.nanoseconds / 1e9,
+        adr__format_bytes(s->spilled[0].bytes, e, sizeof(e)),
+        adr__format_bytes(s->spilled[1].bytes, f, sizeof(f)),
+        adr__format_bytes(s->spilled[2].bytes, g, sizeof(g)),
+        adr__format_bytes(s->unspilled.bytes, a, sizeof(a)), (double)s->unspilled.nanoseconds / 1e9,
+        s->spill_failures, s->unspill_failures, s->limit_exceeded);
+  }
+  return buf;
+}
+
+int adr_spill_exposures_list(struct adr_spill_manager* m, adr_spill_exposure_fn fn, void* ctx,
+                             size_t* out_count, struct adr_error* error) {
+  static const char* op = "adr_spill_exposures_list";
+  if (m == NULL) return adr__errorf(error, EINVAL, op, NULL, "manager is NULL");
+  if (m->level < 2)
+    return adr__errorf(error, ENOTSUP, op, NULL,
+                       "the manager of %s collects statistics at level %u; exposures need 2 "
+                       "(ADR_SPILL_STATS=2 or stats_level)",
+                       adr_device_name(m->device), m->level);
+  pthread_mutex_lock(&m->lock);
+  for (struct exposure_record* r = m->exposures; r != NULL; r = r->next) {
+    if (r->symbols == NULL && r->nframes > 0) {
+      char** sym = backtrace_symbols(r->frames, r->nframes);
+      if (sym != NULL) {
+        size_t len = 1;
+        for (int i = 0; i < r->nframes; i++) len += strlen(sym[i]) + 3;
+        r->symbols = malloc(len);
+        if (r->symbols != NULL) {
+          size_t at = 0;
+          for (int i = 0; i < r->nframes; i++)
+            at += (size_t)snprintf(r->symbols + at, len - at, "  %s\n", sym[i]);
+        }
+        free(sym);
+      }
+    }
+    if (fn != NULL) {
+      struct adr_spill_exposure e = {r->reason, r->count, r->bytes, r->symbols ? r->symbols : ""};
+      fn(ctx, &e);
+    }
+  }
+  if (out_count != NULL) *out_count = m->exposure_count;
+  pthread_mutex_unlock(&m->lock);
+  return 0;
+}

@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * adr spilling: device memory beyond the device's size (docs/spill.md).
+ *
+ * The design is cuDF's (its "Spilling to host memory" section): a *spill
+ * manager* per device tracks *spillable buffers*, whose bytes move in place
+ * between device memory and host memory. A buffer is spilled (copied to
+ * host memory, its device memory freed) when the manager needs room: on
+ * demand, when an allocation on the device fails (the manager sits in the
+ * device's out-of-memory chain, adr/memory.h), under a soft device limit,
+ * or when the application asks. It is unspilled (device memory allocated,
+ * bytes copied back) by the next acquire.
+ *
+ *   - acquire/release is the *spill lock*: the device pointer acquire
+ *     returns is valid until the matching release; acquires nest and may
+ *     come from many threads (counted); no spill while one is held.
+ *   - expose makes a buffer permanently unspillable (its pointer has left
+ *     adr's control) and records why.
+ *   - Victims are chosen least recently used first (acquire, expose,
+ *     allocation and unspill count as uses), skipping held and exposed
+ *     buffers.
+ *
+ * Ordering with streams (the rule): work that uses an acquired pointer may
+ * be queued on streams; pass the stream it was queued on to
+ * adr_spill_buffer_release (NULL: nothing is queued any more, as after a
+ * blocking call). The release records the buffer's *last-use event* on
+ * that stream, and a spill or a free of the buffer first waits for every
+ * last-use event on the host. So a spill never copies bytes that queued
+ * work has yet to write, nor frees memory queued work still reads.
+ * Unspilling is a blocking copy: the bytes are in place, for every stream,
+ * when acquire returns.
+ *
+ * Host-memory devices (cpu, cuda_host, hip_host): their memory is the
+ * host's already, so spilling is a no-op there: managers and buffers work,
+ * buffers always stay on the device, nothing is ever copied, the limit is
+ * not enforced and no out-of-memory callback is registered.
+ *
+ * Thread safety: every function may be called from any thread at any time,
+ * on the same manager and the same buffers (docs/spill.md, "Locks").
+ * Destroying a manager or freeing a buffer while another thread still uses
+ * it is undefined, like destroying any adr object in use.
+ *
+ * Errors: as everywhere in adr, an errno value and a message in the
+ * optional struct adr_error.
+ */
+#ifndef ADR_SPILL_H
+#define ADR_SPILL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "adr/adr.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct adr_spill_manager;
+struct adr_spill_buffer;
+
+/* Where a buffer's bytes are (adr_spill_buffer_location). */
+enum adr_spill_location {
+  ADR_SPILL_LOCATION_DEVICE = 1, /* in device memory */
+  ADR_SPILL_LOCATION_HOST = 2,   /* spilled to host memory */
+};
+
+/* How an acquire will use the bytes (adr_spill_buffer_acquire). Both modes
+ * behave the same today; the distinction is kept for copy-on-write. */
+enum adr_spill_access {
+  ADR_SPILL_ACCESS_READ = 1,
+  ADR_SPILL_ACCESS_WRITE = 2, /* read and write */
+};
+
+/* Why a spill happened (statistics). */
+enum adr_spill_trigger {
+  ADR_SPILL_TRIGGER_ON_DEMAND = 0, /* an allocation on the device failed */
+  ADR_SPILL_TRIGGER_LIMIT = 1,     /* to stay under the soft device limit */
+  ADR_SPILL_TRIGGER_EXPLICIT = 2,  /* adr_spill_manager_spill */
+  ADR_SPILL_TRIGGER_COUNT = 3,
+};
+
+/* Bits of adr_spill_options.flags. */
+enum adr_spill_flags {
+  /* Register in the device's out-of-memory chain: a failing allocation on
+   * the device (adr_alloc or a buffer's) spills until it fits. */
+  ADR_SPILL_ON_DEMAND = 1u << 0,
+  /* Spill to pageable host memory even where the backend offers pinned
+   * memory (cuda_host, hip_host). */
+  ADR_SPILL_PAGEABLE = 1u << 1,
+};
+
+/* Options of adr_spill_manager_create. The caller sets struct_size to
+ * sizeof(struct adr_spill_options); later fields are appended. */
+struct adr_spill_options {
+  uint32_t struct_size;
+  uint32_t flags; /* enum adr_spill_flags */
+  /* Soft limit on the manager's bytes in device memory; 0: none. Exceeded
+   * only when too few buffers can spill (counted in limit_exceeded and
+   * logged once at ADR_LOG=warn). */
+  uint64_t device_limit;
+  /* The same as a percentage (1 to 100) of the device's memory_total;
+   * used when device_limit is 0. 0: none. */
+  uint32_t device_limit_percent;
+  uint32_t stats_level; /* 0: none, 1: bytes and times, 2: and exposures */
+  uint64_t reserved[4]; /* 0 */
+};
+
+/* Defaults: on demand, no limit, statistics level 0. */
+ADR_API void adr_spill_options_init(struct adr_spill_options* out);
+
+/* Creates a spill manager for `device` (owned by the caller: destroy it with
+ * adr_spill_manager_destroy). `options` may be NULL (the defaults). With
+ * ADR_SPILL_ON_DEMAND it registers an out-of-memory callback on the
+ * device. EINVAL for bad arguments (NULL device, struct_size too small, a
+ * percentage over 100, a level over 2). */
+ADR_API int adr_spill_manager_create(struct adr_device* device,
+                                     const struct adr_spill_options* options,
+                                     struct adr_spill_manager** out, struct adr_error* error);
+
+/* Removes the out-of-memory callback (waiting for running calls of it) and
+ * destroys the manager. EBUSY (nothing destroyed) while buffers of it are
+ * not freed. NULL is a no-op. Not for the global managers (EINVAL). */
+ADR_API int adr_spill_manager_destroy(struct adr_spill_manager* manager, struct adr_error* error);
+
+/* The process-wide manager of `device` configured by the environment:
+ * ADR_SPILL=on|off (default off), ADR_SPILL_ON_DEMAND=on|off (default on),
+ * ADR_SPILL_DEVICE_LIMIT=<size|N%> (default none), ADR_SPILL_STATS=0|1|2
+ * (default 0); docs/environment.md. Read once. With spilling off, *out is
+ * NULL and the call returns 0. Created at the first call for a device and
+ * owned by adr (never destroyed). EINVAL with a message naming the
+ * variable and the column for a malformed value, at every call. */
+ADR_API int adr_spill_manager_global(struct adr_device* device, struct adr_spill_manager** out,
+                                     struct adr_error* error);
+
+/* The manager's device. */
+ADR_API struct adr_device* adr_spill_manager_device(const struct adr_spill_manager* manager);
+
+/* The soft limit in force, in bytes (0: none). */
+ADR_API uint64_t adr_spill_manager_device_limit(const struct adr_spill_manager* manager);
+
+/* Spills least recently used buffers until at least `bytes` were moved to
+ * host memory or nothing else can spill (UINT64_MAX: everything that
+ * can). *out_spilled (may be NULL) receives the bytes moved. A spill that
+ * fails leaves its buffer on the device, usable, and the call returns the
+ * failure after trying the others. Trigger "explicit". */
+ADR_API int adr_spill_manager_spill(struct adr_spill_manager* manager, uint64_t bytes,
+                                    uint64_t* out_spilled, struct adr_error* error);
+
+/* ------------------------------------------------------------------------ */
+/* Spillable buffers                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Allocates a spillable buffer of `size` (> 0) bytes in device memory
+ * (uninitialised, 64-byte aligned), spilling others first when the soft
+ * limit requires it. The caller owns it: adr_spill_buffer_free. ENOMEM
+ * when it does not fit even after spilling every spillable buffer, with a
+ * message that says how much was spillable. */
+ADR_API int adr_spill_buffer_alloc(struct adr_spill_manager* manager, size_t size,
+                                   struct adr_spill_buffer** out, struct adr_error* error);
+
+/* Waits for the buffer's last-use events, frees its device or host memory
+ * and the buffer. EBUSY (nothing freed) while it is acquired. NULL is a
+ * no-op. */
+ADR_API int adr_spill_buffer_free(struct adr_spill_buffer* buffer, struct adr_error* error);
+
+ADR_API size_t adr_spill_buffer_size(const struct adr_spill_buffer* buffer);
+
+/* enum adr_spill_location, read now (another thread may move it unless the
+ * caller holds an acquire). */
+ADR_API int adr_spill_buffer_location(struct adr_spill_buffer* buffer);
+
+/* Whether the buffer was exposed (1) or not (0). */
+ADR_API int adr_spill_buffer_exposed(struct adr_spill_buffer* buffer);
+
+/* Takes the spill lock and stores the device address in *out_ptr (valid
+ * until the matching release; the same address for as long as the buffer
+ * stays on the device). A spilled buffer is unspilled first (which may
+ * spill others). `mode` is an enum adr_spill_access. Every successful
+ * acquire needs one release. */
+ADR_API int adr_spill_buffer_acquire(struct adr_spill_buffer* buffer, int mode, void** out_ptr,
+                                     struct adr_error* error);
+
+/* Drops one spill lock. `stream` (may be NULL) is the stream on which work
+ * using the pointer was queued: a last-use event is recorded on it, which
+ * spills and the free wait for. EINVAL when the buffer is not acquired or
+ * the stream belongs to another device. */
+ADR_API int adr_spill_buffer_release(struct adr_spill_buffer* buffer, struct adr_stream* stream,
+                                     struct adr_error* error);
+
+/* Makes the buffer permanently unspillable (unspilling it first when it is
+ * on the host) and stores its device address, valid until the buffer is
+ * freed, in *out_ptr (may be NULL). `reason` (may be NULL; copied, at most
+ * 63 bytes kept) says why, for statistics level 2. Idempotent; the first
+ * reason is kept. */
+ADR_API int adr_spill_buffer_expose(struct adr_spill_buffer* buffer, const char* reason,
+                                    void** out_ptr, struct adr_error* error);
+
+/* ------------------------------------------------------------------------ */
+/* Statistics                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Moves of one kind: how many, bytes, and wall time of the copies and the
+ * host waits they needed, in nanoseconds. */
+struct adr_spill_transfer {
+  uint64_t count;
+  uint64_t bytes;
+  uint64_t nanoseconds;
+};
+
+/* The caller sets struct_size. Transfer figures are counted from level 1
+ * on; the state figures (buffers, bytes, failures) always. */
+struct adr_spill_stats {
+  uint32_t struct_size;
+  uint32_t level;
+  struct adr_spill_transfer spilled[ADR_SPILL_TRIGGER_COUNT]; /* device -> host, by trigger */
+  struct adr_spill_transfer unspilled;                        /* host -> device */
+  uint64_t buffers;                                           /* live buffers */
+  uint64_t device_bytes;    /* of them in device memory (including moving ones) */
+  uint64_t host_bytes;      /* spilled */
+  uint64_t spillable_bytes; /* in device memory, neither acquired nor exposed */
+  uint64_t exposed_buffers;
+  uint64_t exposed_bytes;
+  uint64_t device_limit; /* the soft limit (0: none) */
+  uint64_t peak_device_bytes;
+  uint64_t limit_exceeded;   /* times the limit could not be kept */
+  uint64_t spill_failures;   /* spills that failed (the buffer stayed) */
+  uint64_t unspill_failures; /* unspills that failed (the buffer stayed) */
+  uint64_t reserved[8];
+};
+
+ADR_API int adr_spill_stats_get(struct adr_spill_manager* manager, struct adr_spill_stats* out,
+                                struct adr_error* error);
+
+/* Renders statistics as cuDF prints them, several lines:
+ *   Spill Statistics (level=1):
+ *    Buffers: 8, 512 KiB in device memory (peak 2 MiB, limit 2 MiB), 0 B spilled, 0 exposed
+ *    Spilling (level >= 1):
+ *     gpu => cpu: 24 MiB in 0.0033s (on demand 16 MiB, limit 8 MiB, explicit 0 B)
+ *     cpu => gpu: 16 MiB in 0.0020s
+ *     failures: 0 spills, 0 unspills; limit exceeded 0 times
+ * (the Spilling section from level 1 on; level 2's exposures are listed by
+ * adr_spill_exposures_list). Into buf (always NUL-terminated); returns
+ * buf, truncated if it is too small (1 KiB is enough). */
+ADR_API const char* adr_spill_stats_format(const struct adr_spill_stats* stats, char* buf,
+                                           size_t size);
+
+/* Statistics level 2: one record per distinct (reason, call stack) of
+ * adr_spill_buffer_expose, with how many buffers and bytes, as cuDF's
+ * "Exposed buffers" section. */
+struct adr_spill_exposure {
+  const char* reason;    /* "" when none was given */
+  uint64_t count;        /* exposures with this reason and stack */
+  uint64_t bytes;        /* their sizes */
+  const char* backtrace; /* symbolised frames, one per line (backtrace_symbols) */
+};
+typedef void (*adr_spill_exposure_fn)(void* ctx, const struct adr_spill_exposure* exposure);
+
+/* Calls fn once per record (under the manager's lock: fn must not call the
+ * manager). *out_count (may be NULL) receives the number of records.
+ * ENOTSUP below level 2. */
+ADR_API int adr_spill_exposures_list(struct adr_spill_manager* manager, adr_spill_exposure_fn fn,
+                                     void* ctx, size_t* out_count, struct adr_error* error);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ADR_SPILL_H */
