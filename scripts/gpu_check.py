@@ -12,7 +12,8 @@ and the checkout may live at another path. This script:
   * puts `<build>/gpu-libs` (a copy of libcmocka.so.0) on LD_LIBRARY_PATH,
   * runs every test of the `gpu` suite, then the conformance, array and
     memory tests again on the CUDA backend's other device types and
-    configurations (pinned host, managed, small staging chunks, no pool),
+    configurations (pinned host, managed, small staging chunks, no pool,
+    host memory as the NULL device without the cpu backend),
     each with ADR_CONFORMANCE_REQUIRE=1 / ADR_CUDA_TEST_REQUIRE=1 so that a
     missing device is a failure, not a skip,
   * prints one line per run and a summary; writes each log under $OUT (or
@@ -34,6 +35,9 @@ EXTRA = [
     ("managed", {"ADR_DEVICE": "cuda_managed:0"}),
     ("staged", {"ADR_CUDA_STAGING": "4K:8K"}),
     ("nopool", {"ADR_ALLOC": "backend"}),
+    # Host memory as the NULL device, with no cpu backend loaded.
+    ("hostnull", {"ADR_CONFORMANCE_HOST": "null", "ADR_ARRAY_HOST": "null",
+                  "ADR_BACKENDS": "cuda"}),
 ]
 
 
@@ -56,7 +60,7 @@ def export(build):
     print(f"gpu_check: {len(tests)} gpu tests written to {build}/gpu-tests.json")
 
 
-def runs(build, data):
+def runs(build, data, configs):
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     old = data["root"]
 
@@ -75,6 +79,8 @@ def runs(build, data):
         # take their device from ADR_DEVICE.
         if "ADR_DEVICE" in env and "peer" not in t["name"]:
             for suffix, extra in EXTRA:
+                if configs is not None and suffix not in configs:
+                    continue
                 e = dict(env)
                 e.update(extra)
                 yield f"{t['name']}-{suffix}", cmd, e, t["timeout"]
@@ -86,6 +92,10 @@ def main():
     ap.add_argument("--export", action="store_true", help="write the test list (build machine)")
     ap.add_argument("--out", default=os.environ.get("OUT"), help="directory for the logs")
     ap.add_argument("--timeout", type=float, default=None, help="seconds per run (default: meson's)")
+    ap.add_argument("--configs", default=None,
+                    help="comma-separated extra configurations to run (default: all of "
+                    + ", ".join(e[0] for e in EXTRA) + ")")
+    ap.add_argument("--match", default=None, help="run only tests whose name contains this")
     args = ap.parse_args()
     if args.export:
         export(args.build)
@@ -93,7 +103,10 @@ def main():
     with open(os.path.join(args.build, "gpu-tests.json")) as f:
         data = json.load(f)
     results = []
-    for name, cmd, env, timeout in runs(args.build, data):
+    configs = None if args.configs is None else set(args.configs.split(","))
+    for name, cmd, env, timeout in runs(args.build, data, configs):
+        if args.match is not None and args.match not in name:
+            continue
         full_env = dict(os.environ)
         full_env.update(env)
         start = time.monotonic()
