@@ -183,7 +183,12 @@ static bool fill(const struct arg* a, void* p, bool dev, int byte) {
     return true;
   }
   memset(a->scratch, byte, a->size);
-  return a->d->HtoD((CUdeviceptr)(uintptr_t)p, a->scratch, a->size) == CUDA_SUCCESS;
+  /* cuMemcpyHtoD from pageable memory may return before its DMA has
+   * landed, and the row's stream does not wait for the legacy stream it
+   * ran on: wait for it, or the row reads the old bytes (seen on an H200:
+   * a D2D check failed at byte 589824 of 1 MiB). */
+  return a->d->HtoD((CUdeviceptr)(uintptr_t)p, a->scratch, a->size) == CUDA_SUCCESS &&
+         a->d->StreamSynchronize(NULL) == CUDA_SUCCESS;
 }
 
 /* Runs `fn` once with `byte` in the source and its complement in the
