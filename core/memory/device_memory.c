@@ -305,10 +305,11 @@ int adr__memory_alloc(struct adr_device* dev, const struct adr_allocator* h, siz
     adr_memory_stats_get(dev, &stats, NULL);
     char line[512], sz[32];
     adr_memory_stats_format(&stats, line, sizeof(line));
-    adr__errorf(error, ENOMEM, "adr_alloc", dev->backend->name,
-                "ENOMEM: cannot allocate %s on %s through handler '%s' (%.400s); %s",
-                adr__format_bytes(size, sz, sizeof(sz)), dev->name, h->name ? h->name : "?", inner,
-                line);
+    /* No "[op][backend]" here: adr_alloc adds it (adr__error_context). */
+    snprintf(error->message, sizeof(error->message),
+             "ENOMEM: cannot allocate %s on %s through handler '%s' (%.400s); %s",
+             adr__format_bytes(size, sz, sizeof(sz)), dev->name, h->name ? h->name : "?", inner,
+             line);
   }
   return ENOMEM;
 }

@@ -115,6 +115,10 @@ static void test_enomem_message(void** state) {
   struct adr_memory_stats s0 = stats();
   assert_int_equal(adr_alloc(dev, 100 * MiB, 0, NULL, &p, &err), ENOMEM);
   assert_non_null(strstr(err.message, "ENOMEM: cannot allocate 100 MiB on"));
+  /* The operation and backend once, at the front (it used to be twice). */
+  assert_ptr_equal(strstr(err.message, "] ENOMEM: cannot allocate"),
+                   strchr(strchr(err.message, ']') + 1, ']'));
+  assert_int_equal(strncmp(err.message, "[adr_alloc][", 12), 0);
   assert_non_null(strstr(err.message, "through handler 'pool'"));
   assert_true(strstr(err.message, "OUT_OF_MEMORY") != NULL ||
               strstr(err.message, "OutOfMemory") != NULL);
