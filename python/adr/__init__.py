@@ -19,6 +19,7 @@ Stream = _adr.Stream
 Event = _adr.Event
 Buffer = _adr.Buffer
 Array = _adr.Array
+ArrayStream = _adr.ArrayStream
 devices = _adr.devices
 default_device = _adr.default_device
 from_dlpack = _adr.from_dlpack
@@ -28,6 +29,7 @@ __version__ = _adr.version()
 
 __all__ = [
     "Array",
+    "ArrayStream",
     "Buffer",
     "Device",
     "Error",

@@ -114,6 +114,18 @@ PyObject* adrpy_asarray(PyObject* module, PyObject* args, PyObject* kwds);
 /* ---- array.c ------------------------------------------------------------ */
 
 int adrpy_array_init(PyObject* module);
+int adrpy_array_check(PyObject* obj);
+const struct ArrowSchema* adrpy_array_schema(PyObject* arr);
+const struct ArrowDeviceArray* adrpy_array_device_array(PyObject* arr);
+/* *out becomes an export of arr sharing its buffers (its release drops a
+ * reference to arr, taking the GIL); 0 or -1 with an exception set. */
+int adrpy_array_export(PyObject* arr, struct ArrowDeviceArray* out);
+/* A new adr.Array taking over *schema and *array (released on failure). */
+PyObject* adrpy_array_wrap(struct ArrowSchema* schema, struct ArrowDeviceArray* array);
+
+/* ---- array_stream.c ----------------------------------------------------- */
+
+int adrpy_array_stream_init(PyObject* module);
 
 /* ---- numpy_alloc.c ------------------------------------------------------ */
 

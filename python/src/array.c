@@ -230,6 +230,36 @@ static PyObject* array_export_device_array(AdrArrayObject* self, PyObject* args,
 
 /* ---- construction ------------------------------------------------------- */
 
+static PyObject* array_wrap(struct ArrowSchema* schema, struct ArrowDeviceArray* array);
+
+/* ---- helpers for array_stream.c (adrpy.h) ------------------------------- */
+
+int adrpy_array_check(PyObject* obj) {
+  return PyObject_TypeCheck(obj, &AdrArray_Type);
+}
+
+const struct ArrowSchema* adrpy_array_schema(PyObject* arr) {
+  return &((AdrArrayObject*)arr)->schema;
+}
+
+const struct ArrowDeviceArray* adrpy_array_device_array(PyObject* arr) {
+  return &((AdrArrayObject*)arr)->array;
+}
+
+int adrpy_array_export(PyObject* arr, struct ArrowDeviceArray* out) {
+  AdrArrayObject* self = (AdrArrayObject*)arr;
+  memset(out, 0, sizeof(*out));
+  if (share_export(&self->array.array, arr, &out->array) < 0) return -1;
+  out->device_id = self->array.device_id;
+  out->device_type = self->array.device_type;
+  out->sync_event = self->array.sync_event; /* the export keeps the array alive */
+  return 0;
+}
+
+PyObject* adrpy_array_wrap(struct ArrowSchema* schema, struct ArrowDeviceArray* array) {
+  return array_wrap(schema, array);
+}
+
 /* Takes over *schema and *array (moved: both released in the caller). */
 static PyObject* array_wrap(struct ArrowSchema* schema, struct ArrowDeviceArray* array) {
   struct adr_device* dev = NULL;

@@ -50,7 +50,7 @@ PyMODINIT_FUNC PyInit__adr(void) {
   PyObject* m = PyModule_Create(&adrpy_module);
   if (m == NULL) return NULL;
   if (adrpy_errors_init(m) < 0 || adrpy_device_init(m) < 0 || adrpy_stream_init(m) < 0 ||
-      adrpy_buffer_init(m) < 0 || adrpy_array_init(m) < 0) {
+      adrpy_buffer_init(m) < 0 || adrpy_array_init(m) < 0 || adrpy_array_stream_init(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

@@ -20,6 +20,8 @@ EXPORT int adr_test_consume(PyObject* schema_cap, PyObject* array_cap, int devic
 EXPORT int adr_test_consume_children(PyObject* schema_cap, PyObject* array_cap, char* out,
                                      size_t n);
 EXPORT PyObject* adr_test_make_struct(int bad);
+EXPORT int adr_test_consume_stream(PyObject* cap, int device, char* out, size_t n);
+EXPORT PyObject* adr_test_make_stream(int device, int nbatches, int fail_at);
 
 /* Moves the structs out of the capsules (as a consumer does), describes
  * them, releases them, and checks each release marked itself released. */
@@ -185,4 +187,189 @@ PyObject* adr_test_make_struct(int bad) {
   a->release = release_array;
   return Py_BuildValue("(NN)", PyCapsule_New(s, "arrow_schema", capsule_schema_free),
                        PyCapsule_New(a, "arrow_array", capsule_array_free));
+}
+
+/* ---- streams ------------------------------------------------------------ */
+
+/* Moves the stream out of an "arrow_array_stream" / "arrow_device_array_stream"
+ * capsule, reads it to the end as a C consumer does, and describes it:
+ * "format=l batches=3 rows=9 device=1 sum=..." (sum of int64 CPU values),
+ * or "error N: <get_last_error>" when get_next fails (returns 1). */
+int adr_test_consume_stream(PyObject* cap, int device, char* out, size_t n) {
+  void* p = PyCapsule_GetPointer(cap, device ? "arrow_device_array_stream" : "arrow_array_stream");
+  if (p == NULL) {
+    PyErr_Clear();
+    snprintf(out, n, "bad capsule name");
+    return -1;
+  }
+  struct ArrowDeviceArrayStream ds;
+  struct ArrowArrayStream cs;
+  if (device) {
+    if (((struct ArrowDeviceArrayStream*)p)->release == NULL) goto released;
+    ds = *(struct ArrowDeviceArrayStream*)p;
+    ((struct ArrowDeviceArrayStream*)p)->release = NULL;
+  } else {
+    if (((struct ArrowArrayStream*)p)->release == NULL) goto released;
+    cs = *(struct ArrowArrayStream*)p;
+    ((struct ArrowArrayStream*)p)->release = NULL;
+  }
+  struct ArrowSchema schema;
+  memset(&schema, 0, sizeof(schema));
+  int rc = device ? ds.get_schema(&ds, &schema) : cs.get_schema(&cs, &schema);
+  int ret = 0;
+  if (rc != 0 || schema.release == NULL) {
+    snprintf(out, n, "get_schema failed %d", rc);
+    ret = -1;
+    goto done;
+  }
+  long long batches = 0, rows = 0, sum = 0;
+  int dev_type = device ? (int)ds.device_type : ARROW_DEVICE_CPU;
+  for (;;) {
+    struct ArrowDeviceArray d;
+    memset(&d, 0, sizeof(d));
+    if (device) {
+      rc = ds.get_next(&ds, &d);
+    } else {
+      rc = cs.get_next(&cs, &d.array);
+      d.device_type = ARROW_DEVICE_CPU;
+    }
+    if (rc != 0) {
+      const char* m = device ? ds.get_last_error(&ds) : cs.get_last_error(&cs);
+      snprintf(out, n, "error %d: %s", rc, m != NULL ? m : "(null)");
+      ret = 1;
+      goto done_schema;
+    }
+    if (d.array.release == NULL) break;
+    if (d.device_type != dev_type) {
+      snprintf(out, n, "array on device type %d in a stream of %d", (int)d.device_type, dev_type);
+      d.array.release(&d.array);
+      ret = -1;
+      goto done_schema;
+    }
+    batches++;
+    rows += d.array.length;
+    if (d.device_type == ARROW_DEVICE_CPU && strcmp(schema.format, "l") == 0 &&
+        d.array.n_buffers == 2 && d.array.buffers[1] != NULL) {
+      const int64_t* v = d.array.buffers[1];
+      for (int64_t i = 0; i < d.array.length; i++) sum += v[d.array.offset + i];
+    }
+    d.array.release(&d.array);
+    if (d.array.release != NULL) {
+      snprintf(out, n, "array release did not mark it released");
+      ret = -1;
+      goto done_schema;
+    }
+  }
+  snprintf(out, n, "format=%s batches=%lld rows=%lld device=%d sum=%lld", schema.format, batches,
+           rows, dev_type, sum);
+done_schema:
+  schema.release(&schema);
+done:
+  if (device) {
+    ds.release(&ds);
+    if (ds.release != NULL) ret = -1;
+  } else {
+    cs.release(&cs);
+    if (cs.release != NULL) ret = -1;
+  }
+  return ret;
+released:
+  snprintf(out, n, "released stream in the capsule");
+  return -1;
+}
+
+/* A producer: nbatches int64 arrays, batch i holding 3 values 10*i, 10*i+1,
+ * 10*i+2; with fail_at >= 0, get_next for batch fail_at fails with EIO and
+ * get_last_error "producer failed at batch N". */
+struct test_stream {
+  int nbatches, fail_at, next;
+  char error[128];
+};
+
+static int ts_schema(struct test_stream* t, struct ArrowSchema* out) {
+  (void)t;
+  memset(out, 0, sizeof(*out));
+  out->format = "l";
+  out->name = "";
+  out->flags = ARROW_FLAG_NULLABLE;
+  out->release = release_leaf_schema;
+  return 0;
+}
+
+static int ts_next(struct test_stream* t, struct ArrowArray* out) {
+  memset(out, 0, sizeof(*out));
+  if (t->next == t->fail_at) {
+    snprintf(t->error, sizeof(t->error), "producer failed at batch %d", t->next);
+    return 5; /* EIO */
+  }
+  if (t->next >= t->nbatches) return 0;
+  leaf(out, 3, 8, 10 * t->next);
+  t->next++;
+  return 0;
+}
+
+static int cts_schema(struct ArrowArrayStream* s, struct ArrowSchema* out) {
+  return ts_schema(s->private_data, out);
+}
+static int cts_next(struct ArrowArrayStream* s, struct ArrowArray* out) {
+  return ts_next(s->private_data, out);
+}
+static const char* cts_error(struct ArrowArrayStream* s) {
+  struct test_stream* t = s->private_data;
+  return t->error[0] ? t->error : NULL;
+}
+static void cts_release(struct ArrowArrayStream* s) {
+  free(s->private_data);
+  s->release = NULL;
+}
+static int dts_schema(struct ArrowDeviceArrayStream* s, struct ArrowSchema* out) {
+  return ts_schema(s->private_data, out);
+}
+static int dts_next(struct ArrowDeviceArrayStream* s, struct ArrowDeviceArray* out) {
+  memset(out, 0, sizeof(*out));
+  out->device_type = ARROW_DEVICE_CPU;
+  out->device_id = -1;
+  return ts_next(s->private_data, &out->array);
+}
+static const char* dts_error(struct ArrowDeviceArrayStream* s) {
+  struct test_stream* t = s->private_data;
+  return t->error[0] ? t->error : NULL;
+}
+static void dts_release(struct ArrowDeviceArrayStream* s) {
+  free(s->private_data);
+  s->release = NULL;
+}
+
+static void capsule_cstream_free(PyObject* cap) {
+  struct ArrowArrayStream* s = PyCapsule_GetPointer(cap, "arrow_array_stream");
+  if (s != NULL && s->release != NULL) s->release(s);
+  free(s);
+}
+static void capsule_dstream_free(PyObject* cap) {
+  struct ArrowDeviceArrayStream* s = PyCapsule_GetPointer(cap, "arrow_device_array_stream");
+  if (s != NULL && s->release != NULL) s->release(s);
+  free(s);
+}
+
+PyObject* adr_test_make_stream(int device, int nbatches, int fail_at) {
+  struct test_stream* t = calloc(1, sizeof(*t));
+  t->nbatches = nbatches;
+  t->fail_at = fail_at;
+  if (device) {
+    struct ArrowDeviceArrayStream* s = calloc(1, sizeof(*s));
+    s->device_type = ARROW_DEVICE_CPU;
+    s->get_schema = dts_schema;
+    s->get_next = dts_next;
+    s->get_last_error = dts_error;
+    s->release = dts_release;
+    s->private_data = t;
+    return PyCapsule_New(s, "arrow_device_array_stream", capsule_dstream_free);
+  }
+  struct ArrowArrayStream* s = calloc(1, sizeof(*s));
+  s->get_schema = cts_schema;
+  s->get_next = cts_next;
+  s->get_last_error = cts_error;
+  s->release = cts_release;
+  s->private_data = t;
+  return PyCapsule_New(s, "arrow_array_stream", capsule_cstream_free);
 }

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Objects still alive when the interpreter exits: module globals, cycles,
-unconsumed capsules, buffers borrowed from NumPy. Python frees what it frees
+unconsumed capsules (arrays and streams), buffers borrowed from NumPy. Python frees what it frees
 before adr's exit-time teardown (an atexit handler, after Py_Finalize);
 whatever is left is abandoned. Either way: exit status 0, nothing printed."""
 import os
@@ -24,6 +24,9 @@ SCRIPT = textwrap.dedent("""
         keep += [b, s, e, b.__dlpack__(), adr.from_dlpack(d.alloc(64))]
         cyc = [d.alloc(16)]
         cyc.append(cyc)
+        arr = adr.Array.from_numpy(np.arange(8, dtype=np.int64)).to_device(d)
+        st = adr.ArrayStream.from_arrays([arr, arr])
+        keep += [st.__arrow_c_device_stream__(), adr.ArrayStream.from_arrays([arr])]
     a = np.arange(100)
     keep.append(adr.from_dlpack(a))
     host = adr.Device("cpu").alloc(64)
