@@ -3,7 +3,8 @@
  * adr's Python module (_adr): internal declarations shared by its files.
  * One file per concept: errors.c (adr.Error), device.c (adr.Device),
  * stream.c (adr.Stream, adr.Event), buffer.c (adr.Buffer), dlpack.c
- * (__dlpack__, from_dlpack), cai.c (__cuda_array_interface__).
+ * (__dlpack__, from_dlpack), cai.c (__cuda_array_interface__), array.c
+ * (adr.Array), array_stream.c (adr.ArrayStream), numpy_alloc.c (NEP 49).
  *
  * Everything here runs with the GIL held unless a comment says otherwise;
  * calls into adr that may wait (allocation, copies, synchronisation) release
