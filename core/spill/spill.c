@@ -597,6 +597,22 @@ int adr_spill_manager_spill(struct adr_spill_manager* m, uint64_t bytes, uint64_
   return spill_list(list, ADR_SPILL_TRIGGER_EXPLICIT, out_spilled, error);
 }
 
+int adr__spill_buffer_spill(struct adr_spill_buffer* b, uint64_t* out_bytes,
+                            struct adr_error* error) {
+  *out_bytes = 0;
+  struct adr_spill_manager* m = b->mgr;
+  if (m->noop) return 0;
+  pthread_mutex_lock(&m->lock);
+  bool can = spillable(b);
+  if (can) {
+    b->state = SPILLING;
+    b->victim_next = NULL;
+  }
+  pthread_mutex_unlock(&m->lock);
+  if (!can) return 0;
+  return spill_list(b, ADR_SPILL_TRIGGER_EXPLICIT, out_bytes, error);
+}
+
 /* ---- buffers ------------------------------------------------------------- */
 
 int adr_spill_buffer_alloc(struct adr_spill_manager* m, size_t size, struct adr_spill_buffer** out,

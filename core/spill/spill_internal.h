@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * Internals of core/spill/: the environment's spill configuration
- * (config.c), parsed once, and its parser for unit tests.
+ * (config.c), parsed once, and its parser for unit tests; the one-buffer
+ * spill that spill arrays (array.c) use.
  */
 #ifndef ADR_CORE_SPILL_INTERNAL_H
 #define ADR_CORE_SPILL_INTERNAL_H
@@ -29,5 +30,12 @@ int adr__spill_config_parse(const char* spill, const char* on_demand, const char
 
 /* The environment's configuration, read once. */
 const struct adr__spill_config* adr__spill_config(void);
+
+/* Spills one buffer now (trigger "explicit") when it can spill: on the
+ * device, not acquired, not exposed; otherwise, and on host-memory devices,
+ * 0 with nothing moved. *out_bytes: the bytes moved. A failed spill leaves
+ * the buffer on the device, usable (spill.c). For adr_spill_array_spill. */
+int adr__spill_buffer_spill(struct adr_spill_buffer* b, uint64_t* out_bytes,
+                            struct adr_error* error);
 
 #endif /* ADR_CORE_SPILL_INTERNAL_H */

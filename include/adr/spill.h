@@ -196,6 +196,70 @@ ADR_API int adr_spill_buffer_expose(struct adr_spill_buffer* buffer, const char*
                                     void** out_ptr, struct adr_error* error);
 
 /* ------------------------------------------------------------------------ */
+/* Arrays on spillable buffers                                              */
+/* ------------------------------------------------------------------------ */
+
+/* An Arrow array tree (a table) whose every buffer is a spillable buffer of
+ * one manager; docs/spill.md, "Arrays on spillable buffers". */
+struct adr_spill_array;
+
+/* Deep-copies `src` (not consumed; described by `schema`; on any device)
+ * into spillable buffers of `manager`, on its device, as
+ * adr_device_array_deep_copy does (a slice holds only what it uses; waits
+ * for src's sync_event), staged through host memory. The caller owns *out:
+ * adr_spill_array_destroy. Errors: those of the deep copy, and ENOMEM when
+ * a buffer does not fit even after spilling (nothing is left allocated). */
+ADR_API int adr_spill_array_deep_copy(struct adr_spill_manager* manager,
+                                      const struct ArrowSchema* schema,
+                                      const struct ArrowDeviceArray* src,
+                                      struct adr_spill_array** out, struct adr_error* error);
+
+/* Drops the caller's reference. The buffers are freed (once) when the
+ * arrays handed out by acquire and export are released too; the status of
+ * those frees is returned when this is the last reference. NULL is a
+ * no-op. */
+ADR_API int adr_spill_array_destroy(struct adr_spill_array* array, struct adr_error* error);
+
+/* Spills every buffer of the table that can spill now (on the device, not
+ * acquired, not exposed); *out_spilled (may be NULL) receives the bytes
+ * moved. Trigger "explicit". A failed spill leaves its buffer on the
+ * device, usable; the first failure is returned after trying the rest.
+ * A no-op on host-memory devices. */
+ADR_API int adr_spill_array_spill(struct adr_spill_array* array, uint64_t* out_spilled,
+                                  struct adr_error* error);
+
+/* Moves every spilled buffer of the table back to the device (which may
+ * spill other buffers); stops at the first failure. */
+ADR_API int adr_spill_array_unspill(struct adr_spill_array* array, struct adr_error* error);
+
+/* Takes the spill lock of every buffer (unspilling them as needed; `mode`
+ * is an enum adr_spill_access) and initialises *out as a standard
+ * ArrowDeviceArray over the device addresses (sync_event NULL: the bytes
+ * are in place). The caller owns *out; out->array.release drops the locks,
+ * as adr_spill_buffer_release with a NULL stream: release it only when no
+ * queued work uses the buffers any more. *out holds a reference to the
+ * table. On failure no lock is held. */
+ADR_API int adr_spill_array_acquire(struct adr_spill_array* array, int mode,
+                                    struct ArrowDeviceArray* out, struct adr_error* error);
+
+/* Exposes every buffer (adr_spill_buffer_expose with `reason`, NULL:
+ * "adr_spill_array_export"): they never spill again, whatever asks. Then
+ * initialises *out as a standard ArrowDeviceArray over them, for any
+ * consumer. The caller owns *out; its release frees only the tree's own
+ * nodes, never a spillable buffer; *out holds a reference to the table,
+ * so the buffers stay valid until both it is released and the table
+ * destroyed. On failure the buffers exposed so far stay exposed. */
+ADR_API int adr_spill_array_export(struct adr_spill_array* array, const char* reason,
+                                   struct ArrowDeviceArray* out, struct adr_error* error);
+
+/* The table's spillable buffers, in tree order (a node's buffers, then its
+ * children, then its dictionary), for inspection (location, exposed). Owned
+ * by the table; NULL past the end. */
+ADR_API size_t adr_spill_array_buffer_count(const struct adr_spill_array* array);
+ADR_API struct adr_spill_buffer* adr_spill_array_buffer(const struct adr_spill_array* array,
+                                                        size_t i);
+
+/* ------------------------------------------------------------------------ */
 /* Statistics                                                               */
 /* ------------------------------------------------------------------------ */
 
