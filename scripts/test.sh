@@ -46,7 +46,7 @@ SECONDS=0
 # spread point; the plain and ASan builds take four): each sweep point is a
 # whole conformance run, about 25 s under TSan, and the error paths' races
 # are what this build adds.
-ADR_FAULT_SWEEP=1 run build-tsan core cpu memory opencl vulkan array conformance cuda-sim hip-sim
+ADR_FAULT_SWEEP=1 run build-tsan core cpu memory opencl vulkan array conformance cuda-sim hip-sim spill
 echo "test.sh: ThreadSanitizer suites took ${SECONDS} s"
 # The libFuzzer targets, linked against a core instrumented for coverage
 # (-Dfuzzing=true, clang, ASan/UBSan), 3 s each from tests/fuzz/corpus.
