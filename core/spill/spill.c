@@ -83,7 +83,20 @@ struct adr_spill_manager {
   struct adr_spill_transfer unspilled;
   struct exposure_record* exposures;
   size_t exposure_count;
+  /* Pageable host buffers of past spills, kept for the next ones (behind
+   * `lock`): a fresh buffer pays a page fault per 4 KiB on the spill's
+   * copy, which made a spill several times slower than adr_copy into warm
+   * memory. At most HOST_CACHE_MAX bytes; freed with the manager. */
+  struct host_block* host_cache;
+  uint64_t host_cache_bytes;
 };
+
+struct host_block {
+  struct host_block* next;
+  size_t size; /* usable bytes */
+};
+
+#define HOST_CACHE_MAX ((uint64_t)256 << 20)
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -172,6 +185,42 @@ static uint64_t spillable_bytes_locked(struct adr_spill_manager* m) {
 
 /* ---- moving bytes --------------------------------------------------------- */
 
+/* Pageable host memory for a spill: a cached block whose size is between
+ * `size` and twice it, else a new one. The block header sits in the first
+ * 64 bytes, so the bytes handed out stay 64-byte aligned. */
+static void* pageable_alloc(struct adr_spill_manager* m, size_t size) {
+  pthread_mutex_lock(&m->lock);
+  for (struct host_block** p = &m->host_cache; *p != NULL; p = &(*p)->next) {
+    struct host_block* blk = *p;
+    if (blk->size >= size && blk->size / 2 <= size) {
+      *p = blk->next;
+      m->host_cache_bytes -= blk->size;
+      pthread_mutex_unlock(&m->lock);
+      return (char*)blk + 64;
+    }
+  }
+  pthread_mutex_unlock(&m->lock);
+  size_t rounded = (size + 63) & ~(size_t)63;
+  if (rounded < size || rounded > SIZE_MAX - 64) return NULL;
+  struct host_block* blk = aligned_alloc(64, rounded + 64);
+  if (blk == NULL) return NULL;
+  blk->size = rounded;
+  return (char*)blk + 64;
+}
+
+static void pageable_free(struct adr_spill_manager* m, void* p) {
+  struct host_block* blk = (struct host_block*)((char*)p - 64);
+  pthread_mutex_lock(&m->lock);
+  if (m->host_cache_bytes + blk->size <= HOST_CACHE_MAX) {
+    blk->next = m->host_cache;
+    m->host_cache = blk;
+    m->host_cache_bytes += blk->size;
+    blk = NULL;
+  }
+  pthread_mutex_unlock(&m->lock);
+  free(blk);
+}
+
 static int host_alloc(struct adr_spill_manager* m, size_t size, void** out, bool* out_pinned,
                       struct adr_error* error) {
   if (m->host_pinned) {
@@ -179,8 +228,7 @@ static int host_alloc(struct adr_spill_manager* m, size_t size, void** out, bool
     *out_pinned = st == 0;
     return st;
   }
-  size_t rounded = (size + 63) & ~(size_t)63;
-  *out = rounded >= size ? aligned_alloc(64, rounded) : NULL;
+  *out = pageable_alloc(m, size);
   *out_pinned = false;
   if (*out == NULL)
     return adr__errorf(error, ENOMEM, "adr_spill", NULL,
@@ -192,7 +240,7 @@ static void host_free(struct adr_spill_manager* m, void* p, size_t size, bool pi
   if (pinned)
     adr_free(m->host_device, p, size, NULL, NULL);
   else
-    free(p);
+    pageable_free(m, p);
 }
 
 /* Waits for the buffer's last-use events (the stream rule, docs/spill.md).
@@ -522,6 +570,11 @@ int adr_spill_manager_destroy(struct adr_spill_manager* m, struct adr_error* err
     m->exposures = r->next;
     free(r->symbols);
     free(r);
+  }
+  while (m->host_cache) {
+    struct host_block* blk = m->host_cache;
+    m->host_cache = blk->next;
+    free(blk);
   }
   pthread_cond_destroy(&m->moved);
   pthread_mutex_destroy(&m->lock);
