@@ -63,10 +63,51 @@ void vkb_staging_release(struct adr_backend_device* dev) {
   dev->staging = NULL;
 }
 
+/* A small upload whose staging chunk is still in use by queued work: its
+ * bytes go into the command buffer (vkCmdUpdateBuffer, which copies them
+ * when recorded) and from a temporary range to the destination, so the
+ * caller does not wait for that work (a call with a stream never blocks;
+ * five small uploads on streams held back by one event used to wait for
+ * the fifth chunk). The temporary range is freed once the copy ran. */
+#define VKB_INLINE_UPLOAD_MAX 65536u
+
+static int inline_upload(struct adr_backend_device* dev, struct vkb_loc dst, const uint8_t* src,
+                         size_t size, struct adr_backend_stream* s, struct adr_error* error) {
+  VkDeviceSize padded = ((VkDeviceSize)size + 3) & ~(VkDeviceSize)3;
+  const void* data = src;
+  uint8_t* pad = NULL;
+  if (padded != size) {
+    pad = calloc(1, (size_t)padded);
+    if (pad == NULL) return vkb_errorf(error, ENOMEM, "out of host memory");
+    memcpy(pad, src, size);
+    data = pad;
+  }
+  struct vkb_range* tmp = NULL;
+  int st = vkb_range_alloc(dev, padded, 64, &tmp, error);
+  struct vkb_cmd c;
+  if (st == 0) st = vkb_cmd_begin(s, &c, error);
+  uint64_t done = 0;
+  if (st == 0) {
+    dev->fn.vkCmdUpdateBuffer(c.cb, tmp->block->buffer, tmp->offset, padded, data);
+    vkb_barrier_all(dev, c.cb);
+    VkBufferCopy region = {.srcOffset = tmp->offset, .dstOffset = dst.offset, .size = size};
+    dev->fn.vkCmdCopyBuffer(c.cb, tmp->block->buffer, dst.block->buffer, 1, &region);
+    st = vkb_cmd_submit(&c, &done, error);
+  }
+  vkb_range_free(dev, tmp, st == 0 ? done : 0);
+  free(pad);
+  return st;
+}
+
 static int staged_upload(struct adr_backend_device* dev, struct vkb_loc dst, const uint8_t* src,
                          size_t size, struct adr_backend_stream* s, struct adr_error* error) {
   pthread_mutex_lock(&dev->staging_lock);
   int st = staging_ensure(dev, error);
+  if (st == 0 && size <= VKB_INLINE_UPLOAD_MAX &&
+      dev->chunks[dev->chunk_next].busy_until > vkb_timeline_value(dev)) {
+    pthread_mutex_unlock(&dev->staging_lock);
+    return inline_upload(dev, dst, src, size, s, error);
+  }
   for (size_t off = 0; st == 0 && off < size;) {
     size_t n = size - off < dev->chunk_size ? size - off : dev->chunk_size;
     uint32_t k = dev->chunk_next;

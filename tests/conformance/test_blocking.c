@@ -278,13 +278,15 @@ void test_blocking_after_application_work(void** state) {
   conf_dev_free(g_conf.dev, a, n, NULL);
 }
 
-/* A created stream held back by a foreign event: small uploads, device
+/* Created streams held back by one foreign event: small uploads, device
  * copies, fills (and downloads, where they follow the stream) queued on
- * it return before the gate opens, and are right afterwards. */
+ * them return before the gate opens, and are right afterwards. One gate
+ * holds every size's stream, so the case waits for it once. */
 void test_async_small_copy_busy_stream(void** state) {
   (void)state;
   const struct conf_native* h = helper();
-  const size_t sizes[] = {1, 63, 64, 65, 4097};
+  enum { NS = 5 };
+  const size_t sizes[NS] = {1, 63, 64, 65, 4097};
   const size_t n = 8192;
   /* Downloads into pageable host memory are synchronous on Vulkan
    * (ADR_CAP_SYNC_DOWNLOADS) and on CUDA/HIP, whose drivers block on a
@@ -293,62 +295,80 @@ void test_async_small_copy_busy_stream(void** state) {
   bool async_downloads = !(g_conf.info.caps & ADR_CAP_SYNC_DOWNLOADS) &&
                          strcmp(g_conf.info.backend, "cuda") != 0 &&
                          strcmp(g_conf.info.backend, "hip") != 0;
-  void* a = conf_dev_alloc(g_conf.dev, n, 0, NULL);
-  void* b = conf_dev_alloc(g_conf.dev, n, 0, NULL);
-  uint8_t* host = conf_host_alloc(n);
+  void *a[NS], *b[NS];
+  uint8_t *host[NS], *early[NS];
+  struct adr_stream* s[NS];
   uint8_t* out = conf_host_alloc(n);
-  uint8_t* early = conf_host_alloc(n);
-  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+  for (size_t i = 0; i < NS; i++) {
+    a[i] = conf_dev_alloc(g_conf.dev, n, 0, NULL);
+    b[i] = conf_dev_alloc(g_conf.dev, n, 0, NULL);
+    host[i] = conf_host_alloc(n);
+    early[i] = conf_host_alloc(n);
+    conf_fill(host[i], n, 3000 + (uint32_t)i);
+    memset(early[i], 0xEE, n);
+    ASSERT_OK(adr_memset(g_conf.dev, a[i], 0x12, n, NULL, CONF_ERR));
+    ASSERT_OK(adr_memset(g_conf.dev, b[i], 0x34, n, NULL, CONF_ERR));
+  }
+  void* se = NULL;
+  struct conf_gate* gate = gate_new(h, &se);
+  struct adr_event* imported = import_gate(se);
+  for (size_t i = 0; i < NS; i++) {
+    s[i] = conf_stream_create(g_conf.dev);
+    ASSERT_OK(adr_stream_wait_event(s[i], imported, CONF_ERR));
+  }
+  struct opener o;
+  opener_start(&o, h, gate, GATE_CLOSED_MS);
+  double t[NS][5];
+  for (size_t i = 0; i < NS; i++) {
+    size_t size = sizes[i];
+    t[i][0] = now_ms();
+    ASSERT_OK(adr_copy(g_conf.dev, (uint8_t*)a[i] + 1, g_conf.host, host[i], size, s[i], CONF_ERR));
+    t[i][1] = now_ms();
+    ASSERT_OK(adr_copy(g_conf.dev, (uint8_t*)b[i] + 2, g_conf.dev, (uint8_t*)a[i] + 1, size, s[i],
+                       CONF_ERR));
+    t[i][2] = now_ms();
+    ASSERT_OK(adr_memset(g_conf.dev, (uint8_t*)a[i] + 5000, 0x56, size < 3000 ? size : 3000, s[i],
+                         CONF_ERR));
+    t[i][3] = now_ms();
+    if (async_downloads)
+      ASSERT_OK(
+          adr_copy(g_conf.host, early[i], g_conf.dev, (uint8_t*)b[i] + 2, size, s[i], CONF_ERR));
+    t[i][4] = now_ms();
+  }
+  /* A blocked call waits for the gate: the calls together take longer
+   * than RETURNS_WITHIN_MS. */
+  if (t[NS - 1][4] - t[0][0] > RETURNS_WITHIN_MS) {
+    size_t w = 0;
+    for (size_t i = 1; i < NS; i++)
+      if (t[i][4] - t[i][0] > t[w][4] - t[w][0]) w = i;
+    fail_msg(
+        "asynchronous calls on streams held back by a foreign event took %.0f ms; the slowest, "
+        "%zu bytes: upload %.0f, device copy %.0f, fill %.0f, download %s %.0f ms (the gate "
+        "stays closed %d ms): the host was blocked",
+        t[NS - 1][4] - t[0][0], sizes[w], t[w][1] - t[w][0], t[w][2] - t[w][1],
+        t[w][3] - t[w][2], async_downloads ? "" : "(not run)", t[w][4] - t[w][3],
+        GATE_CLOSED_MS);
+  }
+  for (size_t i = 0; i < NS; i++) ASSERT_OK(adr_stream_synchronize(s[i], CONF_ERR));
+  pthread_join(o.thread, NULL);
+  for (size_t i = 0; i < NS; i++) conf_stream_destroy(s[i]);
+  h->gate_destroy(gate);
+  for (size_t i = 0; i < NS; i++) {
     size_t size = sizes[i];
     uint32_t seed = 3000 + (uint32_t)i;
-    conf_fill(host, n, seed);
-    memset(early, 0xEE, n);
-    ASSERT_OK(adr_memset(g_conf.dev, a, 0x12, n, NULL, CONF_ERR));
-    ASSERT_OK(adr_memset(g_conf.dev, b, 0x34, n, NULL, CONF_ERR));
-    void* se = NULL;
-    struct conf_gate* gate = gate_new(h, &se);
-    struct adr_event* imported = import_gate(se);
-    struct adr_stream* s = conf_stream_create(g_conf.dev);
-    ASSERT_OK(adr_stream_wait_event(s, imported, CONF_ERR));
-    struct opener o;
-    opener_start(&o, h, gate, GATE_CLOSED_MS);
-    double t[5];
-    t[0] = now_ms();
-    ASSERT_OK(adr_copy(g_conf.dev, (uint8_t*)a + 1, g_conf.host, host, size, s, CONF_ERR));
-    t[1] = now_ms();
-    ASSERT_OK(
-        adr_copy(g_conf.dev, (uint8_t*)b + 2, g_conf.dev, (uint8_t*)a + 1, size, s, CONF_ERR));
-    t[2] = now_ms();
-    ASSERT_OK(
-        adr_memset(g_conf.dev, (uint8_t*)a + 5000, 0x56, size < 3000 ? size : 3000, s, CONF_ERR));
-    t[3] = now_ms();
-    if (async_downloads)
-      ASSERT_OK(adr_copy(g_conf.host, early, g_conf.dev, (uint8_t*)b + 2, size, s, CONF_ERR));
-    t[4] = now_ms();
-    if (t[4] - t[0] > RETURNS_WITHIN_MS)
-      fail_msg(
-          "asynchronous %zu-byte calls on a stream held back by a foreign event took %.0f ms "
-          "(upload %.0f, device copy %.0f, fill %.0f, download %s %.0f; the gate stays "
-          "closed %d ms): the host was blocked",
-          size, t[4] - t[0], t[1] - t[0], t[2] - t[1], t[3] - t[2],
-          async_downloads ? "" : "(not run)", t[4] - t[3], GATE_CLOSED_MS);
-    ASSERT_OK(adr_stream_synchronize(s, CONF_ERR));
-    pthread_join(o.thread, NULL);
-    conf_stream_destroy(s);
-    h->gate_destroy(gate);
-    conf_download(g_conf.dev, out, b, n);
+    conf_download(g_conf.dev, out, b[i], n);
     conf_expect_bytes(out, 2, 0x34, "before the queued device copy");
     conf_expect_pattern(out + 2, size, seed, "queued upload then device copy");
     conf_expect_bytes(out + 2 + size, n - 2 - size, 0x34, "after the queued device copy");
-    conf_download(g_conf.dev, out, a, n);
+    conf_download(g_conf.dev, out, a[i], n);
     size_t f = size < 3000 ? size : 3000;
     conf_expect_bytes(out + 5000, f, 0x56, "queued fill");
     conf_expect_bytes(out + 5000 + f, n - 5000 - f, 0x12, "after the queued fill");
-    if (async_downloads) conf_expect_pattern(early, size, seed, "queued download");
+    if (async_downloads) conf_expect_pattern(early[i], size, seed, "queued download");
+    conf_host_free(early[i]);
+    conf_host_free(host[i]);
+    conf_dev_free(g_conf.dev, a[i], n, NULL);
+    conf_dev_free(g_conf.dev, b[i], n, NULL);
   }
-  conf_host_free(early);
   conf_host_free(out);
-  conf_host_free(host);
-  conf_dev_free(g_conf.dev, a, n, NULL);
-  conf_dev_free(g_conf.dev, b, n, NULL);
 }
