@@ -103,8 +103,12 @@ static int staged_upload(struct adr_backend_device* dev, struct vkb_loc dst, con
                          size_t size, struct adr_backend_stream* s, struct adr_error* error) {
   pthread_mutex_lock(&dev->staging_lock);
   int st = staging_ensure(dev, error);
+  /* The cached completed value first: the driver is asked only when the
+   * chunk looks busy. */
+  uint64_t busy_until = dev->chunks[dev->chunk_next].busy_until;
   if (st == 0 && size <= VKB_INLINE_UPLOAD_MAX &&
-      dev->chunks[dev->chunk_next].busy_until > vkb_timeline_value(dev)) {
+      busy_until > atomic_load_explicit(&dev->completed, memory_order_relaxed) &&
+      busy_until > vkb_timeline_value(dev)) {
     pthread_mutex_unlock(&dev->staging_lock);
     return inline_upload(dev, dst, src, size, s, error);
   }
