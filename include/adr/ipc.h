@@ -364,7 +364,7 @@ ADR_API int adr_ipc_write_stream(int fd, struct ArrowDeviceArrayStream* stream,
  * message index and field path. The stream owns nothing of fd (close it
  * after releasing the stream); it reads no further than the end-of-stream
  * marker (or EOF, which is accepted as the end at a message boundary).
- * `out_stats` is not used here (reserved) and may be NULL. */
+ * A CPU `device` is treated as host memory. */
 ADR_API int adr_ipc_read_stream(int fd, struct adr_device* device,
                                 struct ArrowDeviceArrayStream* out, struct adr_error* error);
 

@@ -158,3 +158,47 @@ struct adr_device* ipc_test_device(void) {
   }
   return dev;
 }
+
+void ipc_test_build(const struct test_case* c, struct ArrowSchema* schema,
+                    struct ArrowDeviceArray* owner, bool* wrapped) {
+  c->build(schema, owner);
+  *wrapped = strcmp(schema->format, "+s") != 0;
+  if (*wrapped) {
+    struct ArrowSchema col = *schema;
+    struct adr_error err;
+    ASSERT_OK(adr_schema_init(schema, "+s", "", 0, 1, &err), &err);
+    *schema->children[0] = col;
+  }
+}
+
+struct view {
+  const void* buffers[1];
+  struct ArrowArray* children[1];
+};
+
+static void view_release(struct ArrowArray* a) {
+  free(a->private_data);
+  a->release = NULL;
+}
+
+void ipc_test_view(const struct ArrowDeviceArray* owner, bool wrapped, int64_t cut_front,
+                   int64_t cut_back, struct ArrowDeviceArray* out) {
+  struct view* v = calloc(1, sizeof(*v));
+  assert_non_null(v);
+  *out = *owner;
+  out->sync_event = owner->sync_event;
+  out->array.buffers = v->buffers;
+  out->array.null_count = 0;
+  out->array.release = view_release;
+  out->array.private_data = v;
+  if (wrapped) {
+    v->children[0] = (struct ArrowArray*)&owner->array;
+    out->array.n_children = 1;
+    out->array.n_buffers = 1;
+    out->array.children = v->children;
+    out->array.offset = 0;
+    out->array.dictionary = NULL;
+  }
+  out->array.offset += cut_front;
+  out->array.length -= cut_front + cut_back;
+}

@@ -33,6 +33,18 @@ int ipc_test_read_all(const struct bytes* b, struct adr_device* device,
                       struct ArrowSchema* out_schema, struct ArrowDeviceArray* out,
                       struct adr_error* err);
 
+/* Builds test case c as the material of record batches: *schema is a
+ * struct (a case whose root is not a struct becomes its only column,
+ * *wrapped true), *owner the case's array (release it last). */
+void ipc_test_build(const struct test_case* c, struct ArrowSchema* schema,
+                    struct ArrowDeviceArray* owner, bool* wrapped);
+
+/* A record batch viewing owner (which must outlive it): the root's own
+ * validity dropped (a record batch has none), wrapped as built, the root
+ * sliced by cut_front / cut_back rows. Its release frees the view only. */
+void ipc_test_view(const struct ArrowDeviceArray* owner, bool wrapped, int64_t cut_front,
+                   int64_t cut_back, struct ArrowDeviceArray* out);
+
 /* The device under test (ADR_DEVICE; NULL for cpu). Exits 77 when it is
  * missing and ADR_IPC_REQUIRE is not set. */
 struct adr_device* ipc_test_device(void);

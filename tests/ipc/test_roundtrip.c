@@ -35,41 +35,17 @@ static void roundtrip(const char* name, const struct ArrowSchema* schema,
   bytes_free(&b);
 }
 
-static void noop_release(struct ArrowArray* a) {
-  (void)a;
-}
-
 static void run_case(const struct test_case* c, int64_t cut_front, int64_t cut_back) {
   struct ArrowSchema schema;
-  struct ArrowDeviceArray a;
-  c->build(&schema, &a);
-  if (a.array.length < cut_front + cut_back) {
-    adr_device_array_release(&a);
+  struct ArrowDeviceArray owner, a;
+  bool wrapped;
+  ipc_test_build(c, &schema, &owner, &wrapped);
+  if (owner.array.length < cut_front + cut_back) {
+    adr_device_array_release(&owner);
     schema.release(&schema);
     return;
   }
-  /* A view of the batch without the root's own validity (a record batch
-   * has none): the columns keep theirs. A root that is not a struct
-   * becomes the one column of a struct. */
-  struct ArrowDeviceArray owner = a;
-  struct ArrowArray* column[1] = {&owner.array};
-  if (strcmp(schema.format, "+s") != 0) {
-    struct ArrowSchema col = schema;
-    struct adr_error err;
-    ASSERT_OK(adr_schema_init(&schema, "+s", "", 0, 1, &err), &err);
-    *schema.children[0] = col;
-    a.array.n_children = 1;
-    a.array.n_buffers = 1;
-    a.array.children = column;
-    a.array.offset = 0;
-    a.array.dictionary = NULL;
-  }
-  static const void* no_validity[1] = {NULL};
-  a.array.buffers = no_validity;
-  a.array.null_count = 0;
-  a.array.release = noop_release;
-  a.array.offset += cut_front;
-  a.array.length -= cut_front + cut_back;
+  ipc_test_view(&owner, wrapped, cut_front, cut_back, &a);
   char name[96];
   snprintf(name, sizeof(name), "%s[+%lld,-%lld]", c->name, (long long)cut_front,
            (long long)cut_back);
@@ -83,6 +59,7 @@ static void run_case(const struct test_case* c, int64_t cut_front, int64_t cut_b
     roundtrip(name, &schema, &d, g_dev);
     adr_device_array_release(&d);
   }
+  adr_device_array_release(&a);
   adr_device_array_release(&owner);
   schema.release(&schema);
 }
