@@ -231,6 +231,7 @@ int adr_ipc_reader_set_schema(struct adr_ipc_reader* reader, const struct adr_ip
     reader->dicts[i].id = ids[i];
     for (int64_t j = 0; j < i; j++)
       if (ids[j] == ids[i]) {
+        int64_t dup = ids[i];
         free(ids);
         free(reader->dict_fields);
         free(reader->dicts);
@@ -239,7 +240,7 @@ int adr_ipc_reader_set_schema(struct adr_ipc_reader* reader, const struct adr_ip
         reader->schema.release(&reader->schema);
         return adr__errorf(error, EINVAL, op, NULL,
                            "message %lld (schema): dictionary id %lld used by two fields",
-                           (long long)message->message_index, (long long)ids[i]);
+                           (long long)message->message_index, (long long)dup);
       }
   }
   reader->dict_ids = ids;
@@ -303,6 +304,38 @@ static int dict_index(struct adr_ipc_reader* r, const struct ArrowSchema* s) {
 
 static int build(struct asmb* A, const struct ArrowSchema* s, struct ArrowArray* out,
                  bool dict_values, int depth);
+
+/* The data validation knows no buffer sizes: the last offset of a
+ * var-binary node must be within its data buffer before anything reads
+ * the strings (the validator then checks the offsets are monotonic from a
+ * non-negative first one). Read from the device only when the batch is to
+ * be validated fully. */
+static int check_last_offset(struct asmb* A, const void* offsets, int w, int64_t len,
+                             int64_t data_len) {
+  struct adr_device* dev = A->reader->device;
+  if (dev != NULL && !A->reader->validate_full) return 0;
+  const uint8_t* at = (const uint8_t*)offsets + (size_t)len * (size_t)w;
+  uint8_t raw[8] = {0};
+  if (dev == NULL) {
+    memcpy(raw, at, (size_t)w);
+  } else {
+    struct adr_error err;
+    int st = adr_copy(NULL, raw, dev, at, (size_t)w, NULL, &err);
+    if (st) return AFAIL(A, st, "reading the last offset: %s", err.message);
+  }
+  int64_t last;
+  if (w == 4) {
+    int32_t v;
+    memcpy(&v, raw, 4);
+    last = v;
+  } else {
+    memcpy(&last, raw, 8);
+  }
+  if (last < 0 || last > data_len)
+    return AFAIL(A, EINVAL, "last offset %lld outside the data buffer of %lld bytes",
+                 (long long)last, (long long)data_len);
+  return 0;
+}
 
 static int build_dictionary(struct asmb* A, const struct ArrowSchema* s, struct ArrowArray* out,
                             int depth) {
@@ -370,10 +403,13 @@ static int build(struct asmb* A, const struct ArrowSchema* s, struct ArrowArray*
     case ADR_LAYOUT_FIXED:
       st = take_buffer(A, "data", bytes_for(len, f.bit_width), &bufs[1], NULL);
       break;
-    case ADR_LAYOUT_VAR_BINARY:
+    case ADR_LAYOUT_VAR_BINARY: {
+      int64_t data_len = 0;
       st = take_buffer(A, "offsets", len ? bytes_for(len + 1, 8 * w) : 0, &bufs[1], NULL);
-      if (st == 0) st = take_buffer(A, "data", 0, &bufs[2], NULL);
+      if (st == 0) st = take_buffer(A, "data", 0, &bufs[2], &data_len);
+      if (st == 0 && len > 0) st = check_last_offset(A, bufs[1], w, len, data_len);
       break;
+    }
     case ADR_LAYOUT_BINARY_VIEW: {
       st = take_buffer(A, "views", bytes_for(len, 128), &bufs[1], NULL);
       int64_t* sizes = NULL;
@@ -598,9 +634,12 @@ int adr_ipc_reader_consume(struct adr_ipc_reader* reader, const struct adr_ipc_d
         body_unref(b);
         return AFAIL(&A, ENOMEM, "out of memory");
       }
-      memcpy(lay.nodes, src->nodes, (size_t)src->n_nodes * sizeof(*lay.nodes));
-      memcpy(lay.buffers, src->buffers, (size_t)message->n_buffers * sizeof(*lay.buffers));
-      memcpy(lay.variadic, src->variadic, (size_t)src->n_variadic * sizeof(*lay.variadic));
+      if (src->n_nodes > 0)
+        memcpy(lay.nodes, src->nodes, (size_t)src->n_nodes * sizeof(*lay.nodes));
+      if (message->n_buffers > 0)
+        memcpy(lay.buffers, src->buffers, (size_t)message->n_buffers * sizeof(*lay.buffers));
+      if (src->n_variadic > 0)
+        memcpy(lay.variadic, src->variadic, (size_t)src->n_variadic * sizeof(*lay.variadic));
       dict_clear(d);
       d->layout = lay;
       d->n_buffers = message->n_buffers;

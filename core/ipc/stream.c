@@ -18,6 +18,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -267,6 +268,17 @@ static int next_message(struct rstate* s, const char* op, struct adr_ipc_decoded
   if (st) return st;
   w.type = out->type;
   if (out->type != ADR_IPC_MESSAGE_SCHEMA) {
+    /* A regular file tells how much is left: a body longer than that is a
+     * truncated (or lying) stream, found before allocating for it. */
+    struct stat sb;
+    off_t here = lseek(s->fd, 0, SEEK_CUR);
+    if (here >= 0 && fstat(s->fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+        out->body_size > (int64_t)(sb.st_size - here)) {
+      int64_t left = (int64_t)(sb.st_size - here);
+      adr_ipc_decoded_release(out);
+      return adr__ipc_fail(error, EINVAL, &w, "truncated stream: %lld of %lld body bytes",
+                           (long long)left, (long long)out->body_size);
+    }
     void* body = NULL;
     if (posix_memalign(&body, 64, (size_t)out->body_alloc_size) != 0) {
       adr_ipc_decoded_release(out);
