@@ -16,9 +16,12 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -35,13 +38,48 @@ struct wout {
   int64_t bytes;
 };
 
+/* A library must not kill its process with SIGPIPE when the reader of a
+ * pipe goes away: the signal is blocked in this thread around the write,
+ * and one it raised is consumed before the mask is restored (unless one
+ * was already pending), so the caller sees EPIPE. */
+struct sigpipe_guard {
+  sigset_t old;
+  bool was_pending;
+};
+
+static void sigpipe_block(struct sigpipe_guard* g) {
+  sigset_t pending, block;
+  sigemptyset(&pending);
+  sigpending(&pending);
+  g->was_pending = sigismember(&pending, SIGPIPE);
+  sigemptyset(&block);
+  sigaddset(&block, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &block, &g->old);
+}
+
+static void sigpipe_restore(struct sigpipe_guard* g, bool raised) {
+  if (raised && !g->was_pending) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    struct timespec zero = {0, 0};
+    while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
 static int wflush(struct wout* o) {
   int i = 0;
   while (i < o->n) {
+    struct sigpipe_guard g;
+    sigpipe_block(&g);
     ssize_t w = writev(o->fd, o->iov + i, o->n - i);
+    int e = errno;
+    sigpipe_restore(&g, w < 0 && e == EPIPE);
     if (w < 0) {
-      if (errno == EINTR) continue;
-      return errno;
+      if (e == EINTR) continue;
+      return e;
     }
     o->bytes += w;
     while (i < o->n && (size_t)w >= o->iov[i].iov_len) {
@@ -274,16 +312,17 @@ static int next_message(struct rstate* s, const char* op, struct adr_ipc_decoded
     off_t here = lseek(s->fd, 0, SEEK_CUR);
     if (here >= 0 && fstat(s->fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
         out->body_size > (int64_t)(sb.st_size - here)) {
-      int64_t left = (int64_t)(sb.st_size - here);
+      int64_t left = (int64_t)(sb.st_size - here), want = out->body_size;
       adr_ipc_decoded_release(out);
       return adr__ipc_fail(error, EINVAL, &w, "truncated stream: %lld of %lld body bytes",
-                           (long long)left, (long long)out->body_size);
+                           (long long)left, (long long)want);
     }
     void* body = NULL;
     if (posix_memalign(&body, 64, (size_t)out->body_alloc_size) != 0) {
+      int64_t want = out->body_size;
       adr_ipc_decoded_release(out);
       return adr__ipc_fail(error, ENOMEM, &w, "out of memory for a body of %lld bytes",
-                           (long long)out->body_size);
+                           (long long)want);
     }
     st = read_full(s->fd, body, (size_t)out->body_size, &got);
     if (st == 0 && got < (size_t)out->body_size)
