@@ -314,8 +314,9 @@ int cuda_device_properties(struct adr_backend_device* dev, adr_property_fn emit,
     adr_property_emitf(emit, ctx, "pageable_staging", "off");
   else
     adr_property_emitf(emit, ctx, "pageable_staging",
-                       "from %zu bytes, %zu-byte chunks, double-buffered",
-                       cuda_config.staging.threshold, cuda_config.staging.chunk);
+                       "from %zu bytes, %zu-byte chunks, double-buffered, %u memcpy threads",
+                       cuda_config.staging.threshold, cuda_config.staging.chunk,
+                       adr_staging_threads(&cuda_config.staging));
   return 0;
 }
 
