@@ -134,6 +134,11 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
                   cuda_api.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
                                                 dev->cuda_dev) == CUDA_SUCCESS &&
                   v != 0;
+  v = 0;
+  dev->concurrent_managed =
+      cuda_api.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
+                                    dev->cuda_dev) == CUDA_SUCCESS &&
+      v != 0;
   dev->default_stream.dev = dev;
   dev->default_stream.is_default = true;
   *out = dev;
