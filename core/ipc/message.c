@@ -261,6 +261,7 @@ int adr_ipc_decode_message(const void* metadata, size_t metadata_size, int64_t m
     st = adr__ipc_fail(error, EINVAL, &w, "body length %lld out of range", (long long)body);
     goto done;
   }
+  p->version = (int)version;
   out->body_size = body;
   out->body_alloc_size = (body + 63) / 64 * 64 + 64;
   if (hdr == IPC_HDR_TENSOR || hdr == IPC_HDR_SPARSE_TENSOR) {

@@ -397,6 +397,10 @@ static int build(struct asmb* A, const struct ArrowSchema* s, struct ArrowArray*
     return AFAIL(A, EINVAL, "null count %lld for a %s field (must be 0)", (long long)n.null_count,
                  adr_type_name(f.type));
   }
+  if (A->lay->version == IPC_VERSION_V4 &&
+      (f.layout == ADR_LAYOUT_SPARSE_UNION || f.layout == ADR_LAYOUT_DENSE_UNION))
+    return AFAIL(A, ENOTSUP, "unions of metadata version V4 (with a validity buffer) are not "
+                             "supported");
   int w = f.offset_bytes;
   switch (f.layout) {
     case ADR_LAYOUT_NULL: break;
@@ -622,6 +626,7 @@ int adr_ipc_reader_consume(struct adr_ipc_reader* reader, const struct adr_ipc_d
       struct dict_entry* d = &reader->dicts[k];
       struct ipc_decoded_priv lay = {0};
       const struct ipc_decoded_priv* src = message->private_data;
+      lay.version = src->version;
       lay.n_nodes = src->n_nodes;
       lay.n_variadic = src->n_variadic;
       lay.nodes = malloc((size_t)(src->n_nodes + 1) * sizeof(*lay.nodes));
