@@ -124,8 +124,8 @@ static int write_message(struct wout* o, const struct adr_ipc_message* m) {
     at += b->size;
   }
   while (st == 0 && at < m->body_size) {
-    size_t n = (size_t)(m->body_size - at) < sizeof(k_pad) ? (size_t)(m->body_size - at)
-                                                           : sizeof(k_pad);
+    size_t n =
+        (size_t)(m->body_size - at) < sizeof(k_pad) ? (size_t)(m->body_size - at) : sizeof(k_pad);
     st = wadd(o, k_pad, n);
     at += (int64_t)n;
   }
@@ -149,7 +149,8 @@ int adr_ipc_write_stream(int fd, struct ArrowDeviceArrayStream* stream,
     return adr__ipc_fail(error, EINVAL, &w, "options->struct_size %u too small",
                          (unsigned)options->struct_size);
   }
-  if (out_stats != NULL && out_stats->struct_size < offsetof(struct adr_ipc_stream_stats, reserved)) {
+  if (out_stats != NULL &&
+      out_stats->struct_size < offsetof(struct adr_ipc_stream_stats, reserved)) {
     stream->release(stream);
     return adr__ipc_fail(error, EINVAL, &w, "out_stats->struct_size %u too small",
                          (unsigned)out_stats->struct_size);
@@ -234,8 +235,7 @@ int adr_ipc_write_stream(int fd, struct ArrowDeviceArrayStream* stream,
   if (out_stats != NULL) {
     uint32_t size = out_stats->struct_size;
     stats.struct_size = size;
-    memcpy(out_stats, &stats,
-           size < sizeof(stats) ? size : sizeof(stats));
+    memcpy(out_stats, &stats, size < sizeof(stats) ? size : sizeof(stats));
   }
   return st;
 }
@@ -351,8 +351,8 @@ static int to_device(struct rstate* s, const struct adr_ipc_decoded* m, const vo
     st = adr_copy(s->device, body, NULL, host_body, (size_t)m->body_size, NULL, &err);
   if (st) {
     if (body) adr_free(s->device, body, (size_t)m->body_alloc_size, NULL, NULL);
-    struct ipc_where w = {.op = "adr_ipc_read_stream", .message = m->message_index,
-                          .type = m->type};
+    struct ipc_where w = {
+        .op = "adr_ipc_read_stream", .message = m->message_index, .type = m->type};
     adr__path_root(&w.path);
     return adr__ipc_fail(error, st, &w, "upload to %s: %s", adr_device_name(s->device),
                          err.message);
@@ -370,8 +370,8 @@ static int read_next(void* ctx, struct ArrowDeviceArray* out, struct adr_error* 
     if (st) return st;
     if (s->done) break;
     if (m.type == ADR_IPC_MESSAGE_SCHEMA) {
-      struct ipc_where w = {.op = "adr_ipc_read_stream", .message = m.message_index,
-                            .type = m.type};
+      struct ipc_where w = {
+          .op = "adr_ipc_read_stream", .message = m.message_index, .type = m.type};
       adr__path_root(&w.path);
       adr_ipc_decoded_release(&m);
       return adr__ipc_fail(error, EINVAL, &w, "a second schema message");
@@ -430,9 +430,9 @@ int adr_ipc_read_stream(int fd, struct adr_device* device, struct ArrowDeviceArr
   if (st == 0) st = next_message(s, op, &m, &body, error);
   if (st == 0 && (s->done || m.type != ADR_IPC_MESSAGE_SCHEMA)) {
     free(body);
-    st = adr__errorf(error, EINVAL, op, NULL, "message 0: %s",
-                     s->done ? "the stream is empty (no schema message)"
-                             : "the first message is not a schema");
+    st = adr__errorf(
+        error, EINVAL, op, NULL, "message 0: %s",
+        s->done ? "the stream is empty (no schema message)" : "the first message is not a schema");
   }
   if (st == 0) st = adr_ipc_reader_set_schema(s->host, &m, error);
   if (st == 0 && s->dev != NULL) st = adr_ipc_reader_set_schema(s->dev, &m, error);
@@ -442,8 +442,8 @@ int adr_ipc_read_stream(int fd, struct adr_device* device, struct ArrowDeviceArr
   if (st == 0) st = adr_schema_copy(adr_ipc_reader_schema(s->host), &schema, error);
   ArrowDeviceType type = device != NULL ? adr_device_type(device) : ARROW_DEVICE_CPU;
   if (st == 0)
-    st = adr_device_array_stream_from_callback(&schema, type, read_next, rstate_free, s, out,
-                                               error);
+    st =
+        adr_device_array_stream_from_callback(&schema, type, read_next, rstate_free, s, out, error);
   if (st) {
     if (schema.release) schema.release(&schema);
     rstate_free(s);

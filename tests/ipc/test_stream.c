@@ -40,9 +40,9 @@ static void file_roundtrip(const struct test_case* c, struct adr_device* src_dev
     if (owner.array.length < k_cuts[i][0] + k_cuts[i][1]) continue;
     ipc_test_view(&owner, wrapped, k_cuts[i][0], k_cuts[i][1], &expect[n]);
     if (src_dev != NULL)
-      ASSERT_OK(adr_device_array_deep_copy(&schema, &expect[n], src_dev, NULL, &batches[n], NULL,
-                                           &err),
-                &err);
+      ASSERT_OK(
+          adr_device_array_deep_copy(&schema, &expect[n], src_dev, NULL, &batches[n], NULL, &err),
+          &err);
     else
       ipc_test_view(&owner, wrapped, k_cuts[i][0], k_cuts[i][1], &batches[n]);
     n++;
