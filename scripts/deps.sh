@@ -30,3 +30,23 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# Node.js and npm, and the Apache Arrow JavaScript implementation pinned in
+# tests/ipc/interop/package-lock.json (the IPC interoperability test; its
+# node_modules is git-ignored). A node that came with its own npm (as from
+# NodeSource) is kept.
+node_pkgs=()
+command -v node >/dev/null 2>&1 || node_pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || node_pkgs+=(npm)
+if ((${#node_pkgs[@]})); then
+  echo "deps: installing ${node_pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${node_pkgs[@]}" >/dev/null
+fi
+interop="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/ipc/interop"
+if ! cmp -s "$interop/package-lock.json" "$interop/node_modules/.adr-installed-lock" 2>/dev/null; then
+  echo "deps: npm ci in tests/ipc/interop"
+  (cd "$interop" && npm ci --no-audit --no-fund --loglevel=error >/dev/null &&
+    cp package-lock.json node_modules/.adr-installed-lock)
+fi
