@@ -89,4 +89,9 @@ size_t adr__ipc_message_begin(struct fbb* b, uint8_t hdr, int64_t body_length,
 const struct ArrowSchema* adr__ipc_dictionary_field(const struct ArrowSchema* schema, int64_t k,
                                                     int64_t* count);
 
+/* The dictionary array of the k-th dictionary-encoded field of a batch
+ * (adr__ipc_dictionary_field's order); NULL when there is none. */
+const struct ArrowArray* adr__ipc_dictionary_array(const struct ArrowSchema* schema,
+                                                   const struct ArrowArray* array, int64_t k);
+
 #endif /* ADR_CORE_IPC_INTERNAL_H */

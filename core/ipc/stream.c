@@ -133,6 +133,25 @@ static int write_message(struct wout* o, const struct adr_ipc_message* m) {
   return st;
 }
 
+/* Whether two dictionary arrays are the same memory: same shape and the
+ * same buffer pointers at every level (the dictionary memo of Arrow C++:
+ * an unchanged dictionary is not sent again). The previous batch is kept
+ * alive while the next one is compared, so equal pointers cannot be a
+ * freed and reused allocation. */
+static bool same_array(const struct ArrowArray* a, const struct ArrowArray* b, int depth) {
+  if (a == b) return true;
+  if (a == NULL || b == NULL || depth > ADR_IPC_MAX_DEPTH) return false;
+  if (a->length != b->length || a->offset != b->offset || a->null_count != b->null_count ||
+      a->n_buffers != b->n_buffers || a->n_children != b->n_children)
+    return false;
+  for (int64_t i = 0; i < a->n_buffers; i++)
+    if (a->buffers[i] != b->buffers[i]) return false;
+  for (int64_t i = 0; i < a->n_children; i++)
+    if (!same_array(a->children[i], b->children[i], depth + 1)) return false;
+  return (a->dictionary == NULL && b->dictionary == NULL) ||
+         same_array(a->dictionary, b->dictionary, depth + 1);
+}
+
 int adr_ipc_write_stream(int fd, struct ArrowDeviceArrayStream* stream,
                          const struct adr_ipc_write_options* options,
                          struct adr_ipc_stream_stats* out_stats, struct adr_error* error) {
@@ -187,11 +206,18 @@ int adr_ipc_write_stream(int fd, struct ArrowDeviceArrayStream* stream,
     index++;
     stats.messages++;
   }
+  /* The previous batch, kept while dictionaries are compared. */
+  struct ArrowDeviceArray prev;
+  memset(&prev, 0, sizeof(prev));
   while (st == 0) {
     struct ArrowDeviceArray batch;
     st = adr_device_array_stream_next(&host, &batch, error);
     if (st || batch.array.release == NULL) break;
     for (int64_t k = 0; st == 0 && k < n_dicts; k++) {
+      if (prev.array.release != NULL &&
+          same_array(adr__ipc_dictionary_array(&schema, &prev.array, k),
+                     adr__ipc_dictionary_array(&schema, &batch.array, k), 0))
+        continue;
       st = adr_ipc_encode_dictionary_batch(&schema, &batch, k, &m, error);
       if (st) break;
       w.message = index;
@@ -216,8 +242,13 @@ int adr_ipc_write_stream(int fd, struct ArrowDeviceArrayStream* stream,
       stats.messages++;
       stats.batches++;
     }
-    adr_device_array_release(&batch);
+    if (prev.array.release != NULL) adr_device_array_release(&prev);
+    if (n_dicts > 0)
+      adr_device_array_move(&batch, &prev);
+    else
+      adr_device_array_release(&batch);
   }
+  if (prev.array.release != NULL) adr_device_array_release(&prev);
   if (st == 0) {
     uint8_t eos[ADR_IPC_PREFIX_SIZE];
     adr_ipc_end_of_stream(eos);

@@ -277,6 +277,56 @@ static void test_dictionary_replacement(void** state) {
   schema.release(&schema);
 }
 
+static void keep_release(struct ArrowArray* a) { a->release = NULL; }
+
+/* Batches that share one dictionary (slices of one CPU table): it is sent
+ * once, before the first batch (the dictionary memo), and every batch
+ * still decodes with it. A device source is staged batch by batch (fresh
+ * copies), so there each batch brings its dictionary again. */
+static void test_dictionary_sent_once(void** state) {
+  (void)state;
+  static const char* const w[] = {"alpha", "beta", "gamma", "delta"};
+  struct ArrowSchema schema, copy;
+  test_schema(&schema, "+s", "", 0, 1);
+  test_schema(schema.children[0], "c", "d", ARROW_FLAG_NULLABLE, 0);
+  struct adr_error err;
+  ASSERT_OK(adr_schema_alloc_dictionary(schema.children[0], &err), &err);
+  test_schema(schema.children[0]->dictionary, "u", NULL, 0, 0);
+  struct ArrowDeviceArray table, views[3];
+  dict_batch(w, 4, &table);
+  for (int i = 0; i < 3; i++) {
+    views[i] = table;
+    views[i].array.offset = 2 * i;
+    views[i].array.length = 2;
+    views[i].array.release = keep_release; /* table keeps the data */
+  }
+  ASSERT_OK(adr_schema_copy(&schema, &copy, &err), &err);
+  struct ArrowDeviceArrayStream in, out;
+  ASSERT_OK(adr_device_array_stream_from_arrays(&copy, views, 3, ARROW_DEVICE_CPU, &in, &err), &err);
+  int fd = memfd();
+  struct adr_ipc_stream_stats stats = {.struct_size = sizeof(stats)};
+  ASSERT_OK(adr_ipc_write_stream(fd, &in, NULL, &stats, &err), &err);
+  assert_int_equal(stats.messages, 1 + 1 + 3); /* schema, dictionary, three batches */
+  lseek(fd, 0, SEEK_SET);
+  ASSERT_OK(adr_ipc_read_stream(fd, g_dev, &out, &err), &err);
+  for (int i = 0; i < 3; i++) {
+    struct ArrowDeviceArray b, want = table;
+    want.array.offset = 2 * i;
+    want.array.length = 2;
+    ASSERT_OK(adr_device_array_stream_next(&out, &b, &err), &err);
+    assert_non_null(b.array.release);
+    bool eq = false;
+    struct adr_error diff;
+    ASSERT_OK(adr_device_array_equal(&schema, &want, &b, &eq, &diff, &err), &err);
+    if (!eq) fail_msg("batch %d: %s", i, diff.message);
+    adr_device_array_release(&b);
+  }
+  out.release(&out);
+  close(fd);
+  adr_device_array_release(&table);
+  schema.release(&schema);
+}
+
 /* The reader of the pipe is gone: EPIPE with the message index, and the
  * process lives on (no SIGPIPE). */
 static void test_broken_pipe(void** state) {
@@ -308,6 +358,7 @@ int main(void) {
       cmocka_unit_test(test_empty),
       cmocka_unit_test(test_broken_pipe),
       cmocka_unit_test(test_dictionary_replacement),
+      cmocka_unit_test(test_dictionary_sent_once),
   };
   return cmocka_run_group_tests_name("ipc-stream", tests, NULL, NULL);
 }
