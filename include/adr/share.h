@@ -242,7 +242,8 @@ ADR_API int adr_share_array_recv(struct adr_share_channel* channel, int timeout_
 /* Number of arrays this side sent that the peer still holds. */
 ADR_API size_t adr_share_channel_outstanding(struct adr_share_channel* channel);
 
-/* The peer's process id (SO_PEERCRED), or 0 when unknown. */
+/* The peer's process id (SO_PEERCRED: for connect/accept the peer; for a
+ * socketpair the process that created the pair), or 0 when unknown. */
 ADR_API int adr_share_channel_peer_pid(const struct adr_share_channel* channel);
 
 #ifdef __cplusplus
