@@ -87,7 +87,20 @@ static const struct adr_allocator share_handler = {
 
 int adr_share_alloc(struct adr_device* device, size_t size, size_t alignment, void** out,
                     struct adr_error* error) {
-  return adr_alloc_with(device, &share_handler, size, alignment, NULL, out, error);
+  if (device != NULL && out != NULL && !adr__shut_down()) {
+    uint32_t caps = 0;
+    int st = adr__dispatch_share_caps(device, "adr_share_alloc", &caps, error);
+    if (st) return st;
+    if (!(caps & ADR_SHARE_CAP_EXPORT_MEMORY))
+      return adr__errorf(error, ENOTSUP, "adr_share_alloc", device->backend->name,
+                         "ENOTSUP: %s has no memory shareable with other processes%s", device->name,
+                         device->type == ARROW_DEVICE_OPENCL
+                             ? " (OpenCL defines no handle for it; adr_share_array_send stages "
+                               "arrays through shareable CPU memory)"
+                             : "");
+  }
+  return adr__alloc_common("adr_share_alloc", device, &share_handler, size, alignment, NULL,
+                           __builtin_return_address(0), out, error);
 }
 
 /* ---- export / import ----------------------------------------------------- */

@@ -307,7 +307,9 @@ static int child(const char* scenario, int sock, int prog) {
     struct ArrowSchema s;
     struct ArrowDeviceArray a;
     void* values;
-    make_array(d, true, &s, &a, &values);
+    uint32_t caps = 0;
+    adr_share_caps(d, &caps, NULL);
+    make_array(d, (caps & ADR_SHARE_CAP_EXPORT_MEMORY) != 0, &s, &a, &values);
     if (adr_share_array_send(ch, &s, &a, &e) != 0) {
       fprintf(stderr, "child: %s\n", e.message);
       rc = 40;
@@ -422,11 +424,7 @@ static void run_array(bool shareable) {
   struct ArrowSchema s;
   struct ArrowDeviceArray a;
   void* values = NULL;
-  if (shareable && !zero_copy) {
-    make_array(d, false, &s, &a, &values);
-  } else {
-    make_array(d, shareable, &s, &a, &values);
-  }
+  make_array(d, zero_copy, &s, &a, &values);
   if (adr_share_array_send(ch, &s, &a, &e) != 0) fail_msg("send: %s", e.message);
   assert_null(a.array.release); /* moved */
   assert_int_equal(wait_progress(&peer), 0);
@@ -440,7 +438,7 @@ static void run_array(bool shareable) {
   struct ArrowSchema s2;
   struct ArrowDeviceArray a2;
   void* v2;
-  make_array(d, shareable, &s2, &a2, &v2);
+  make_array(d, zero_copy, &s2, &a2, &v2);
   assert_int_equal(adr_share_array_send(ch, &s2, &a2, &e), 0);
   s2.release(&s2);
   s.release(&s);
