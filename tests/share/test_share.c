@@ -200,7 +200,9 @@ static void make_array(struct adr_device* d, bool shareable, struct ArrowSchema*
   free(hb);
   a.length = N_VALUES;
   a.null_count = nulls;
-  assert_int_equal(adr_device_array_init(d, &a, NULL, out, &e), 0);
+  /* On the default stream: CUDA and HIP arrays carry a sync event, which
+   * travels as an IPC event handle. */
+  assert_int_equal(adr_device_array_init(d, &a, adr_stream_default(d), out, &e), 0);
   *out_values = values;
 }
 
@@ -210,6 +212,14 @@ static int check_array(const struct ArrowSchema* schema, const struct ArrowDevic
   struct ArrowDeviceArray host;
   if (strcmp(schema->format, "l") != 0 || strcmp(schema->name, "x") != 0) return 1;
   if (a->array.length != N_VALUES) return 2;
+  struct adr_device* dev = NULL;
+  if (adr_device_array_device(a, &dev, &e) != 0) return 6;
+  uint32_t caps = 0;
+  adr_share_caps(dev, &caps, NULL);
+  /* The sender's event came along where the backend shares events. */
+  if ((caps & ADR_SHARE_CAP_IMPORT_EVENT) && a->device_type != ARROW_DEVICE_CPU &&
+      a->sync_event == NULL)
+    return 7;
   if (adr_device_array_deep_copy(schema, a, NULL, NULL, &host, NULL, &e) != 0) {
     fprintf(stderr, "child: deep copy: %s\n", e.message);
     return 3;
