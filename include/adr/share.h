@@ -109,9 +109,9 @@ enum adr_share_caps {
   ADR_SHARE_CAP_STAGED = 1u << 4,
 };
 
-/* What `device` can share: enum adr_share_caps bits (0 when nothing).
- * Opens the device (Vulkan: the check needs the logical device's
- * extensions). ENODEV/ESHUTDOWN as every device call. */
+/* What `device` can share: enum adr_share_caps bits (every device can at
+ * least send arrays staged). From the backend's enumeration queries only:
+ * opens no context. ESHUTDOWN after exit. */
 ADR_API int adr_share_caps(struct adr_device* device, uint32_t* out_caps, struct adr_error* error);
 
 /* "memory export/import, events export/import" style text of caps bits
