@@ -33,6 +33,7 @@
 #include "adr/array.h"
 #include "adr/memory.h"
 #include "adr/share.h"
+#include "sample_table.h"
 
 #define WAIT_MS 20000
 #define BUF_SIZE ((size_t)(1u << 20) + 4160)
@@ -313,6 +314,37 @@ static int child(const char* scenario, int sock, int prog) {
       adr_device_array_release(&a);
       s.release(&s);
     }
+  } else if (strcmp(scenario, "table") == 0) {
+    /* Every column type of the sample table, sliced, staged by the sender. */
+    struct ArrowSchema s, ws;
+    struct ArrowDeviceArray a, want;
+    if (adr_share_array_recv(ch, WAIT_MS, &s, &a, &e) != 0) {
+      fprintf(stderr, "child: %s\n", e.message);
+      rc = 50;
+    } else {
+      bool equal = false;
+      struct adr_error diff = {{0}};
+      rc = fixture_sample_table(1000, &ws, &want, &e) != 0 ? 51 : 0;
+      if (rc == 0) {
+        want.array.offset = 13; /* the sender's slice */
+        want.array.length = 1000 - 13 - 5;
+      }
+      if (rc == 0 && (strcmp(s.format, "+s") != 0 || s.n_children != ws.n_children ||
+                      strcmp(s.children[1]->name, "name") != 0))
+        rc = 52;
+      if (rc == 0 && adr_device_array_equal(&s, &a, &want, &equal, &diff, &e) != 0) {
+        fprintf(stderr, "child: %s\n", e.message);
+        rc = 53;
+      }
+      if (rc == 0 && !equal) {
+        fprintf(stderr, "child: the table differs: %s\n", diff.message);
+        rc = 54;
+      }
+      if (ws.release) ws.release(&ws);
+      adr_device_array_release(&want);
+      adr_device_array_release(&a);
+      s.release(&s);
+    }
   } else if (strcmp(scenario, "kill-exporter") == 0) {
     struct ArrowSchema s;
     struct ArrowDeviceArray a;
@@ -487,6 +519,35 @@ static void test_array_staged(void** state) {
   run_array(false);
 }
 
+/* The sample table (every column type), sliced, on the device: staged. */
+static void test_table(void** state) {
+  (void)state;
+  struct adr_device* d = device();
+  struct adr_error e;
+  struct baseline b;
+  baseline_take(&b);
+  struct peer peer;
+  spawn("table", &peer);
+  struct adr_share_channel* ch = NULL;
+  assert_int_equal(adr_share_channel_create(peer.sock, &ch, &e), 0);
+  struct ArrowSchema s;
+  struct ArrowDeviceArray host, dev_array;
+  assert_int_equal(fixture_sample_table(1000, &s, &host, &e), 0);
+  assert_int_equal(adr_device_array_deep_copy(&s, &host, d, NULL, &dev_array, NULL, &e), 0);
+  adr_device_array_release(&host);
+  /* A slice of the whole table: [13, 995). */
+  dev_array.array.offset = 13;
+  dev_array.array.length = 1000 - 13 - 5;
+  dev_array.array.null_count = 0;
+  if (adr_share_array_send(ch, &s, &dev_array, &e) != 0) fail_msg("send: %s", e.message);
+  s.release(&s);
+  assert_int_equal(reap(&peer), 0);
+  for (int i = 0; i < WAIT_MS / 10 && adr_share_channel_outstanding(ch) != 0; i++) sleep_ms(10);
+  assert_int_equal(adr_share_channel_outstanding(ch), 0);
+  adr_share_channel_destroy(ch);
+  baseline_check(&b);
+}
+
 /* The importer dies holding the array: the sender releases it. */
 static void test_kill_importer(void** state) {
   (void)state;
@@ -585,6 +646,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_buffer),
       cmocka_unit_test(test_array_zero_copy),
       cmocka_unit_test(test_array_staged),
+      cmocka_unit_test(test_table),
       cmocka_unit_test(test_kill_importer),
       cmocka_unit_test(test_kill_before_receive),
       cmocka_unit_test(test_kill_exporter),
