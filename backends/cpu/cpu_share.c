@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -26,6 +27,8 @@ struct mapping {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mapping* mappings;
+/* Shareable allocations alive, so that free skips the lock when none. */
+static _Atomic size_t shareable_count;
 
 static size_t page_size(void) {
   long p = sysconf(_SC_PAGESIZE);
@@ -103,13 +106,16 @@ int cpu_share_alloc(struct adr_backend_device* dev, size_t size, size_t alignmen
     return adr_backend_error_set(error, ENOMEM, "ENOMEM: cannot record the allocation's range");
   }
   link_mapping(m);
+  atomic_fetch_add(&shareable_count, 1);
   *out = m->user;
   return 0;
 }
 
 bool cpu_share_forget(void* ptr, void** out_base, size_t* out_size) {
+  if (atomic_load_explicit(&shareable_count, memory_order_relaxed) == 0) return false;
   struct mapping* m = unlink_mapping(ptr, false);
   if (m == NULL) return false;
+  atomic_fetch_sub(&shareable_count, 1);
   close(m->fd);
   *out_base = m->base;
   *out_size = m->size;

@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,7 @@ struct shared_alloc {
 static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shared_alloc* shared;
 static size_t n_shared, cap_shared;
+static _Atomic size_t n_live; /* n_shared, read without the lock */
 
 static bool ipc_available(void) {
   return cuda_api.cuIpcGetMemHandle && cuda_api.cuIpcOpenMemHandle &&
@@ -91,17 +93,21 @@ int cuda_share_alloc(struct adr_backend_device* dev, size_t size, size_t alignme
                       dev->ordinal);
   pthread_mutex_lock(&shared_lock);
   shared[n_shared++] = (struct shared_alloc){(uintptr_t)p, size};
+  atomic_fetch_add(&n_live, 1);
   pthread_mutex_unlock(&shared_lock);
   *out = (void*)(uintptr_t)p;
   return 0;
 }
 
 bool cuda_share_forget(const void* ptr) {
+  /* On every free: no lock while nothing is shareable. */
+  if (atomic_load_explicit(&n_live, memory_order_relaxed) == 0) return false;
   bool found = false;
   pthread_mutex_lock(&shared_lock);
   for (size_t i = 0; i < n_shared; i++) {
     if (shared[i].base == (uintptr_t)ptr) {
       shared[i] = shared[--n_shared];
+      atomic_fetch_sub(&n_live, 1);
       found = true;
       break;
     }

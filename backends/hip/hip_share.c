@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +37,7 @@ struct span_list {
 
 static pthread_mutex_t share_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct span_list shared, opened;
+static _Atomic size_t n_shared; /* shared.n, read without the lock */
 
 static int list_add(struct span_list* l, struct span s) {
   pthread_mutex_lock(&share_lock);
@@ -125,11 +127,14 @@ int hip_share_alloc(struct adr_backend_device* dev, size_t size, size_t alignmen
     }
     return hip_errorf(error, ENOMEM, "out of host memory for bookkeeping");
   }
+  atomic_fetch_add(&n_shared, 1);
   return 0;
 }
 
 void hip_share_forget(const void* ptr) {
-  list_take(&shared, (uintptr_t)ptr, false, NULL);
+  /* On every free: no lock while nothing is shareable. */
+  if (atomic_load_explicit(&n_shared, memory_order_relaxed) == 0) return;
+  if (list_take(&shared, (uintptr_t)ptr, false, NULL)) atomic_fetch_sub(&n_shared, 1);
 }
 
 int hip_share_export(struct adr_backend_device* dev, const void* ptr, struct adr_share_handle* out,

@@ -762,7 +762,6 @@ static int import_array(struct adr_share_channel* ch, struct queued* q,
   const uint8_t* schema_at = r.p;
   r.p += w.schema_length;
   r.left -= w.schema_length;
-  const struct adr_share_handle* hs = (const void*)r.p;
   struct adr_share_handle* handles = NULL;
   struct adr_share_handle eh;
   if (w.n_handles) {
@@ -770,7 +769,6 @@ static int import_array(struct adr_share_channel* ch, struct queued* q,
     if (handles == NULL) return adr__errorf(error, ENOMEM, OP_RECV, NULL, "out of memory");
     take(&r, handles, w.n_handles * sizeof(*handles));
   }
-  (void)hs;
   int st = 0;
   if (w.has_event && !take(&r, &eh, sizeof(eh)))
     st = adr__errorf(error, EPROTO, OP_RECV, NULL, "malformed array message");
