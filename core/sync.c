@@ -142,6 +142,17 @@ void* adr_stream_native(struct adr_stream* stream) {
   return adr__dispatch_stream_native(dev, stream->handle);
 }
 
+/* The end of every call that makes an event: the object is live. */
+static int event_publish(bool validating, struct adr_device* dev, struct adr_event* e,
+                         uint32_t flags, struct adr_event** out) {
+  e->device = dev;
+  e->flags = flags;
+  atomic_fetch_add_explicit(&dev->live_objects, 1, memory_order_relaxed);
+  if (validating) adr__validate_obj_live(e);
+  *out = e;
+  return 0;
+}
+
 int adr_event_create(struct adr_device* device, struct adr_event** out, struct adr_error* error) {
   if (device == NULL || out == NULL)
     return adr__errorf(error, EINVAL, "adr_event_create", NULL, "%s is NULL",
@@ -155,11 +166,7 @@ int adr_event_create(struct adr_device* device, struct adr_event** out, struct a
     obj_discard(v, e);
     return st;
   }
-  e->device = device;
-  atomic_fetch_add_explicit(&device->live_objects, 1, memory_order_relaxed);
-  if (v) adr__validate_obj_live(e);
-  *out = e;
-  return 0;
+  return event_publish(v, device, e, 0, out);
 }
 
 int adr_event_destroy(struct adr_event* event, struct adr_error* error) {
@@ -246,12 +253,7 @@ int adr_event_import(struct adr_device* device, void* sync_event, struct adr_eve
     obj_discard(v, e);
     return st;
   }
-  e->device = device;
-  e->flags = ADR__EVENT_IMPORTED;
-  atomic_fetch_add_explicit(&device->live_objects, 1, memory_order_relaxed);
-  if (v) adr__validate_obj_live(e);
-  *out = e;
-  return 0;
+  return event_publish(v, device, e, ADR__EVENT_IMPORTED, out);
 }
 
 struct adr_device* adr_event_device(const struct adr_event* event) {
@@ -283,13 +285,9 @@ int adr_share_event_export(struct adr_stream* stream, struct adr_event** out_eve
   }
   adr__share_fill_common(dev, &h, ADR_SHARE_OBJECT_EVENT);
   h.fd_count = fd >= 0 ? 1 : 0;
-  e->device = dev;
-  atomic_fetch_add_explicit(&dev->live_objects, 1, memory_order_relaxed);
-  if (v) adr__validate_obj_live(e);
-  *out_event = e;
   *out = h;
   *out_fd = fd;
-  return 0;
+  return event_publish(v, dev, e, 0, out_event);
 }
 
 int adr_share_event_import(struct adr_device* device, const struct adr_share_handle* handle,
@@ -311,11 +309,6 @@ int adr_share_event_import(struct adr_device* device, const struct adr_share_han
     obj_discard(v, e);
     return st;
   }
-  e->device = device;
   /* Its producer is the other process: it cannot be re-recorded here. */
-  e->flags = ADR__EVENT_IMPORTED;
-  atomic_fetch_add_explicit(&device->live_objects, 1, memory_order_relaxed);
-  if (v) adr__validate_obj_live(e);
-  *out = e;
-  return 0;
+  return event_publish(v, device, e, ADR__EVENT_IMPORTED, out);
 }

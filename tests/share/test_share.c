@@ -468,17 +468,46 @@ static void test_buffer(void** state) {
   baseline_check(&b);
 }
 
+/* A peer running `scenario` with a channel to it, after the baseline. */
+static struct adr_share_channel* connect_peer(const char* scenario, struct peer* p,
+                                              struct baseline* b) {
+  struct adr_error e;
+  baseline_take(b);
+  spawn(scenario, p);
+  struct adr_share_channel* ch = NULL;
+  if (adr_share_channel_create(p->sock, &ch, &e) != 0) fail_msg("channel: %s", e.message);
+  return ch;
+}
+
+/* Sends the int64 column, in shareable memory where the device has it. */
+static void send_column(struct adr_share_channel* ch) {
+  struct adr_device* d = device();
+  struct adr_error e;
+  struct ArrowSchema s;
+  struct ArrowDeviceArray a;
+  void* values;
+  make_array(d, (caps_of(d) & ADR_SHARE_CAP_EXPORT_MEMORY) != 0, &s, &a, &values);
+  if (adr_share_array_send(ch, &s, &a, &e) != 0) fail_msg("send: %s", e.message);
+  s.release(&s);
+}
+
+/* Waits until the peer released everything, then closes the channel and
+ * checks for leaks. */
+static void finish(struct adr_share_channel* ch, const struct baseline* b) {
+  for (int i = 0; i < WAIT_MS / 10 && adr_share_channel_outstanding(ch) != 0; i++) sleep_ms(10);
+  assert_int_equal(adr_share_channel_outstanding(ch), 0);
+  adr_share_channel_destroy(ch);
+  baseline_check(b);
+}
+
 /* Sends an array, the child checks it, writes into it and releases it. */
 static void run_array(bool shareable) {
   struct adr_device* d = device();
   struct adr_error e;
   bool zero_copy = shareable && (caps_of(d) & ADR_SHARE_CAP_EXPORT_MEMORY);
   struct baseline b;
-  baseline_take(&b);
   struct peer peer;
-  spawn("array", &peer);
-  struct adr_share_channel* ch = NULL;
-  assert_int_equal(adr_share_channel_create(peer.sock, &ch, &e), 0);
+  struct adr_share_channel* ch = connect_peer("array", &peer, &b);
   /* SO_PEERCRED of a socketpair names the process that made it. */
   assert_int_equal(adr_share_channel_peer_pid(ch), getpid());
   struct ArrowSchema s;
@@ -503,10 +532,7 @@ static void run_array(bool shareable) {
   s2.release(&s2);
   s.release(&s);
   assert_int_equal(reap(&peer), 0);
-  for (int i = 0; i < WAIT_MS / 10 && adr_share_channel_outstanding(ch) != 0; i++) sleep_ms(10);
-  assert_int_equal(adr_share_channel_outstanding(ch), 0);
-  adr_share_channel_destroy(ch);
-  baseline_check(&b);
+  finish(ch, &b);
 }
 
 static void test_array_zero_copy(void** state) {
@@ -525,11 +551,8 @@ static void test_table(void** state) {
   struct adr_device* d = device();
   struct adr_error e;
   struct baseline b;
-  baseline_take(&b);
   struct peer peer;
-  spawn("table", &peer);
-  struct adr_share_channel* ch = NULL;
-  assert_int_equal(adr_share_channel_create(peer.sock, &ch, &e), 0);
+  struct adr_share_channel* ch = connect_peer("table", &peer, &b);
   struct ArrowSchema s;
   struct ArrowDeviceArray host, dev_array;
   assert_int_equal(fixture_sample_table(1000, &s, &host, &e), 0);
@@ -542,10 +565,7 @@ static void test_table(void** state) {
   if (adr_share_array_send(ch, &s, &dev_array, &e) != 0) fail_msg("send: %s", e.message);
   s.release(&s);
   assert_int_equal(reap(&peer), 0);
-  for (int i = 0; i < WAIT_MS / 10 && adr_share_channel_outstanding(ch) != 0; i++) sleep_ms(10);
-  assert_int_equal(adr_share_channel_outstanding(ch), 0);
-  adr_share_channel_destroy(ch);
-  baseline_check(&b);
+  finish(ch, &b);
 }
 
 /* The importer dies holding the array: the sender releases it. */
@@ -554,17 +574,9 @@ static void test_kill_importer(void** state) {
   struct adr_device* d = device();
   struct adr_error e;
   struct baseline b;
-  baseline_take(&b);
   struct peer peer;
-  spawn("kill-importer", &peer);
-  struct adr_share_channel* ch = NULL;
-  assert_int_equal(adr_share_channel_create(peer.sock, &ch, &e), 0);
-  struct ArrowSchema s;
-  struct ArrowDeviceArray a;
-  void* values;
-  make_array(d, (caps_of(d) & ADR_SHARE_CAP_EXPORT_MEMORY) != 0, &s, &a, &values);
-  assert_int_equal(adr_share_array_send(ch, &s, &a, &e), 0);
-  s.release(&s);
+  struct adr_share_channel* ch = connect_peer("kill-importer", &peer, &b);
+  send_column(ch);
   assert_int_equal(wait_progress(&peer), 0);
   assert_int_equal(adr_share_channel_outstanding(ch), 1);
   kill_peer(&peer);
@@ -572,39 +584,28 @@ static void test_kill_importer(void** state) {
   for (int i = 0; i < WAIT_MS / 10 && adr_share_channel_outstanding(ch) != 0; i++) sleep_ms(10);
   assert_int_equal(adr_share_channel_outstanding(ch), 0);
   /* Sending now is a clean EPIPE, and the caller keeps the array. */
+  struct ArrowSchema s;
+  struct ArrowDeviceArray a;
+  void* values;
   make_array(d, false, &s, &a, &values);
   assert_int_equal(adr_share_array_send(ch, &s, &a, &e), EPIPE);
   assert_non_null(a.array.release);
   adr_device_array_release(&a);
   s.release(&s);
-  adr_share_channel_destroy(ch);
-  baseline_check(&b);
+  finish(ch, &b);
 }
 
 /* The importer dies before it received anything. */
 static void test_kill_before_receive(void** state) {
   (void)state;
-  struct adr_device* d = device();
-  struct adr_error e;
   struct baseline b;
-  baseline_take(&b);
   struct peer peer;
-  spawn("idle", &peer);
-  struct adr_share_channel* ch = NULL;
-  assert_int_equal(adr_share_channel_create(peer.sock, &ch, &e), 0);
+  struct adr_share_channel* ch = connect_peer("idle", &peer, &b);
   assert_int_equal(wait_progress(&peer), 0);
-  struct ArrowSchema s;
-  struct ArrowDeviceArray a;
-  void* values;
-  make_array(d, (caps_of(d) & ADR_SHARE_CAP_EXPORT_MEMORY) != 0, &s, &a, &values);
-  assert_int_equal(adr_share_array_send(ch, &s, &a, &e), 0);
-  s.release(&s);
+  send_column(ch);
   kill_peer(&peer);
   reap(&peer);
-  for (int i = 0; i < WAIT_MS / 10 && adr_share_channel_outstanding(ch) != 0; i++) sleep_ms(10);
-  assert_int_equal(adr_share_channel_outstanding(ch), 0);
-  adr_share_channel_destroy(ch);
-  baseline_check(&b);
+  finish(ch, &b);
 }
 
 /* The exporter dies while this side holds its array: it stays readable
@@ -612,15 +613,10 @@ static void test_kill_before_receive(void** state) {
  * leaks nothing. */
 static void test_kill_exporter(void** state) {
   (void)state;
-  struct adr_device* d = device();
   struct adr_error e;
-  (void)d;
   struct baseline b;
-  baseline_take(&b);
   struct peer peer;
-  spawn("kill-exporter", &peer);
-  struct adr_share_channel* ch = NULL;
-  assert_int_equal(adr_share_channel_create(peer.sock, &ch, &e), 0);
+  struct adr_share_channel* ch = connect_peer("kill-exporter", &peer, &b);
   struct ArrowSchema s;
   struct ArrowDeviceArray a;
   if (adr_share_array_recv(ch, WAIT_MS, &s, &a, &e) != 0) fail_msg("recv: %s", e.message);
