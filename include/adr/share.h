@@ -148,8 +148,9 @@ ADR_API int adr_share_export(struct adr_device* device, const void* ptr,
  * taken: the caller closes it after the call. Unmap with adr_share_close.
  * The mapping is not an adr allocation: do not adr_free it. EINVAL for a
  * malformed handle or one of another kind/device type, EBADF for a
- * missing descriptor, ENOTSUP when the backend cannot import, ESRCH
- * (CUDA/HIP) when the exporter is gone. */
+ * missing descriptor, ENOTSUP when the backend cannot import; CUDA/HIP:
+ * the driver's error when the exporter is gone or the handle was made in
+ * this very process (which the drivers refuse). */
 ADR_API int adr_share_import(struct adr_device* device, const struct adr_share_handle* handle,
                              int fd, void** out, struct adr_error* error);
 
