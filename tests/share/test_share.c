@@ -468,6 +468,52 @@ static void test_buffer(void** state) {
   baseline_check(&b);
 }
 
+/* Handles that cannot be imported are refused with a message, nothing
+ * mapped; a process cannot open its own CUDA/HIP handle (the drivers'
+ * rule, kept by the simulators). */
+static void test_bad_handles(void** state) {
+  (void)state;
+  struct adr_device* d = device();
+  struct adr_error e;
+  if (!(caps_of(d) & ADR_SHARE_CAP_EXPORT_MEMORY)) {
+    struct adr_share_handle h;
+    int fd;
+    assert_int_equal(adr_share_export(d, &e, &h, &fd, &e), ENOTSUP);
+    return;
+  }
+  struct baseline b;
+  baseline_take(&b);
+  void* p = NULL;
+  assert_int_equal(adr_share_alloc(d, 4096, 0, &p, &e), 0);
+  struct adr_share_handle h, bad;
+  int fd = -1;
+  void* q = NULL;
+  assert_int_equal(adr_share_export(d, p, &h, &fd, &e), 0);
+  bad = h;
+  bad.magic ^= 1;
+  assert_int_equal(adr_share_import(d, &bad, fd, &q, &e), EINVAL);
+  assert_non_null(strstr(e.message, "magic"));
+  bad = h;
+  bad.version = 99;
+  assert_int_equal(adr_share_import(d, &bad, fd, &q, &e), EINVAL);
+  bad = h;
+  bad.device_type = 999;
+  assert_int_equal(adr_share_import(d, &bad, fd, &q, &e), EINVAL);
+  bad = h;
+  bad.object = ADR_SHARE_OBJECT_EVENT;
+  assert_int_equal(adr_share_import(d, &bad, fd, &q, &e), EINVAL);
+  if (h.fd_count == 1) {
+    assert_int_equal(adr_share_import(d, &h, -1, &q, &e), EBADF);
+  } else {
+    /* CUDA/HIP: not in the exporting process. */
+    assert_int_not_equal(adr_share_import(d, &h, -1, &q, &e), 0);
+  }
+  assert_int_equal(adr_share_close(d, p, &e), EINVAL); /* not an import */
+  if (fd >= 0) close(fd);
+  assert_int_equal(adr_free(d, p, 4096, NULL, &e), 0);
+  baseline_check(&b);
+}
+
 /* A peer running `scenario` with a channel to it, after the baseline. */
 static struct adr_share_channel* connect_peer(const char* scenario, struct peer* p,
                                               struct baseline* b) {
@@ -640,6 +686,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_buffer),
+      cmocka_unit_test(test_bad_handles),
       cmocka_unit_test(test_array_zero_copy),
       cmocka_unit_test(test_array_staged),
       cmocka_unit_test(test_table),
