@@ -600,7 +600,13 @@ int adr_share_array_send(struct adr_share_channel* ch, const struct ArrowSchema*
   }
   bool release_now = false;
   if (e != NULL) {
+    /* The entry takes the array before the reader may see it done. */
     pthread_mutex_lock(&ch->lock);
+    if (st == 0) {
+      adr_device_array_move(send, &e->array);
+      e->event = event;
+      event = NULL;
+    }
     e->sending = false;
     if (st != 0 || e->done) {
       struct exported** at = &ch->exported;
@@ -611,10 +617,7 @@ int adr_share_array_send(struct adr_share_channel* ch, const struct ArrowSchema*
     }
     pthread_mutex_unlock(&ch->lock);
     if (st == 0) {
-      adr_device_array_move(send, &e->array);
       if (send == &staged) adr_device_array_release(array); /* the copy is complete */
-      e->event = event;
-      event = NULL;
       if (release_now) exported_release(e);
     } else {
       free(e);
