@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -359,6 +360,21 @@ static int child(const char* scenario, int sock, int prog) {
     s.release(&s);
     progress(prog);
     park();
+  } else if (strcmp(scenario, "garbage") == 0) {
+    /* Not an array message, with a descriptor, then a torn message. */
+    int fd = memfd_create("garbage", MFD_CLOEXEC);
+    struct adr_share_handle h;
+    memset(&h, 0, sizeof(h));
+    h.fd_count = 1;
+    adr_share_handle_send(sock, &h, fd, NULL);
+    close(fd);
+    progress(prog);
+    park();
+  } else if (strcmp(scenario, "torn") == 0) {
+    /* Half a message header, then the end. */
+    char junk[12] = "ADRM-torn...";
+    if (write(sock, junk, sizeof(junk)) != (ssize_t)sizeof(junk)) rc = 60;
+    _exit(rc);
   } else if (strcmp(scenario, "idle") == 0) {
     progress(prog);
     park();
@@ -654,6 +670,28 @@ static void test_kill_before_receive(void** state) {
   finish(ch, &b);
 }
 
+/* A peer that breaks the protocol is treated as gone: recv says why,
+ * the descriptors that came with the bad message are closed. */
+static void test_bad_peer(void** state) {
+  (void)state;
+  const char* scenarios[] = {"garbage", "torn"};
+  for (int i = 0; i < 2; i++) {
+    struct adr_error e;
+    struct baseline b;
+    struct peer peer;
+    struct adr_share_channel* ch = connect_peer(scenarios[i], &peer, &b);
+    struct ArrowSchema s;
+    struct ArrowDeviceArray a;
+    assert_int_equal(adr_share_array_recv(ch, WAIT_MS, &s, &a, &e), EPIPE);
+    if (i == 0) {
+      assert_non_null(strstr(e.message, "EPROTO"));
+      kill_peer(&peer);
+    }
+    reap(&peer);
+    finish(ch, &b);
+  }
+}
+
 /* The exporter dies while this side holds its array: it stays readable
  * where the kernel keeps the pages (fd-based kinds), and releasing it
  * leaks nothing. */
@@ -693,6 +731,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_kill_importer),
       cmocka_unit_test(test_kill_before_receive),
       cmocka_unit_test(test_kill_exporter),
+      cmocka_unit_test(test_bad_peer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
