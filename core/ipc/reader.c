@@ -231,6 +231,7 @@ int adr_ipc_reader_set_schema(struct adr_ipc_reader* reader, const struct adr_ip
     reader->dicts[i].id = ids[i];
     for (int64_t j = 0; j < i; j++)
       if (ids[j] == ids[i]) {
+        int64_t dup = ids[i];
         free(ids);
         free(reader->dict_fields);
         free(reader->dicts);
@@ -239,7 +240,7 @@ int adr_ipc_reader_set_schema(struct adr_ipc_reader* reader, const struct adr_ip
         reader->schema.release(&reader->schema);
         return adr__errorf(error, EINVAL, op, NULL,
                            "message %lld (schema): dictionary id %lld used by two fields",
-                           (long long)message->message_index, (long long)ids[i]);
+                           (long long)message->message_index, (long long)dup);
       }
   }
   reader->dict_ids = ids;
@@ -304,13 +305,44 @@ static int dict_index(struct adr_ipc_reader* r, const struct ArrowSchema* s) {
 static int build(struct asmb* A, const struct ArrowSchema* s, struct ArrowArray* out,
                  bool dict_values, int depth);
 
+/* The data validation knows no buffer sizes: the last offset of a
+ * var-binary node must be within its data buffer before anything reads
+ * the strings (the validator then checks the offsets are monotonic from a
+ * non-negative first one). Read from the device only when the batch is to
+ * be validated fully. */
+static int check_last_offset(struct asmb* A, const void* offsets, int w, int64_t len,
+                             int64_t data_len) {
+  struct adr_device* dev = A->reader->device;
+  if (dev != NULL && !A->reader->validate_full) return 0;
+  const uint8_t* at = (const uint8_t*)offsets + (size_t)len * (size_t)w;
+  uint8_t raw[8] = {0};
+  if (dev == NULL) {
+    memcpy(raw, at, (size_t)w);
+  } else {
+    struct adr_error err;
+    int st = adr_copy(NULL, raw, dev, at, (size_t)w, NULL, &err);
+    if (st) return AFAIL(A, st, "reading the last offset: %s", err.message);
+  }
+  int64_t last;
+  if (w == 4) {
+    int32_t v;
+    memcpy(&v, raw, 4);
+    last = v;
+  } else {
+    memcpy(&last, raw, 8);
+  }
+  if (last < 0 || last > data_len)
+    return AFAIL(A, EINVAL, "last offset %lld outside the data buffer of %lld bytes",
+                 (long long)last, (long long)data_len);
+  return 0;
+}
+
 static int build_dictionary(struct asmb* A, const struct ArrowSchema* s, struct ArrowArray* out,
                             int depth) {
   int k = dict_index(A->reader, s);
   struct dict_entry* d = k >= 0 ? &A->reader->dicts[k] : NULL;
   if (d == NULL || !d->present)
-    return AFAIL(A, EINVAL, "dictionary id %lld has not been sent",
-                 d ? (long long)d->id : -1LL);
+    return AFAIL(A, EINVAL, "dictionary id %lld has not been sent", d ? (long long)d->id : -1LL);
   struct asmb B = *A;
   B.lay = &d->layout;
   B.n_buffers = d->n_buffers;
@@ -364,16 +396,25 @@ static int build(struct asmb* A, const struct ArrowSchema* s, struct ArrowArray*
     return AFAIL(A, EINVAL, "null count %lld for a %s field (must be 0)", (long long)n.null_count,
                  adr_type_name(f.type));
   }
+  if (A->lay->version == IPC_VERSION_V4 &&
+      (f.layout == ADR_LAYOUT_SPARSE_UNION || f.layout == ADR_LAYOUT_DENSE_UNION))
+    return AFAIL(A, ENOTSUP,
+                 "unions of metadata version V4 (with a validity buffer) are not "
+                 "supported");
   int w = f.offset_bytes;
   switch (f.layout) {
-    case ADR_LAYOUT_NULL: break;
+    case ADR_LAYOUT_NULL:
+      break;
     case ADR_LAYOUT_FIXED:
       st = take_buffer(A, "data", bytes_for(len, f.bit_width), &bufs[1], NULL);
       break;
-    case ADR_LAYOUT_VAR_BINARY:
+    case ADR_LAYOUT_VAR_BINARY: {
+      int64_t data_len = 0;
       st = take_buffer(A, "offsets", len ? bytes_for(len + 1, 8 * w) : 0, &bufs[1], NULL);
-      if (st == 0) st = take_buffer(A, "data", 0, &bufs[2], NULL);
+      if (st == 0) st = take_buffer(A, "data", 0, &bufs[2], &data_len);
+      if (st == 0 && len > 0) st = check_last_offset(A, bufs[1], w, len, data_len);
       break;
+    }
     case ADR_LAYOUT_BINARY_VIEW: {
       st = take_buffer(A, "views", bytes_for(len, 128), &bufs[1], NULL);
       int64_t* sizes = NULL;
@@ -391,8 +432,10 @@ static int build(struct asmb* A, const struct ArrowSchema* s, struct ArrowArray*
         struct adr_error err;
         if (dev == NULL) {
           mem = malloc(sz);
-          if (mem == NULL) st = AFAIL(A, ENOMEM, "out of memory");
-          else if (nv) memcpy(mem, sizes, (size_t)nv * 8);
+          if (mem == NULL)
+            st = AFAIL(A, ENOMEM, "out of memory");
+          else if (nv)
+            memcpy(mem, sizes, (size_t)nv * 8);
         } else {
           st = adr_alloc(dev, sz, 64, NULL, &mem, &err);
           if (st == 0 && nv) st = adr_copy(dev, mem, NULL, sizes, (size_t)nv * 8, NULL, &err);
@@ -426,14 +469,17 @@ static int build(struct asmb* A, const struct ArrowSchema* s, struct ArrowArray*
       st = take_buffer(A, "offsets", bytes_for(len, 8 * w), &bufs[1], NULL);
       if (st == 0) st = take_buffer(A, "sizes", bytes_for(len, 8 * w), &bufs[2], NULL);
       break;
-    case ADR_LAYOUT_SPARSE_UNION: st = take_buffer(A, "type ids", len, &bufs[0], NULL); break;
+    case ADR_LAYOUT_SPARSE_UNION:
+      st = take_buffer(A, "type ids", len, &bufs[0], NULL);
+      break;
     case ADR_LAYOUT_DENSE_UNION:
       st = take_buffer(A, "type ids", len, &bufs[0], NULL);
       if (st == 0) st = take_buffer(A, "offsets", bytes_for(len, 32), &bufs[1], NULL);
       break;
     case ADR_LAYOUT_FIXED_LIST:
     case ADR_LAYOUT_STRUCT:
-    case ADR_LAYOUT_RUN_END: break;
+    case ADR_LAYOUT_RUN_END:
+      break;
   }
   for (int64_t i = 0; st == 0 && i < nc; i++) {
     size_t mark = adr__ipc_path_push(&A->w.path, vs->children[i]->name, i);
@@ -489,9 +535,8 @@ static int finish_check(struct asmb* A) {
     return AFAIL(A, EINVAL,
                  "the batch has %lld field nodes, %lld buffers and %lld variadic counts; the "
                  "schema uses %lld, %lld and %lld",
-                 (long long)A->lay->n_nodes, (long long)A->n_buffers,
-                 (long long)A->lay->n_variadic, (long long)A->ni, (long long)A->bi,
-                 (long long)A->vi);
+                 (long long)A->lay->n_nodes, (long long)A->n_buffers, (long long)A->lay->n_variadic,
+                 (long long)A->ni, (long long)A->bi, (long long)A->vi);
   return 0;
 }
 
@@ -586,6 +631,7 @@ int adr_ipc_reader_consume(struct adr_ipc_reader* reader, const struct adr_ipc_d
       struct dict_entry* d = &reader->dicts[k];
       struct ipc_decoded_priv lay = {0};
       const struct ipc_decoded_priv* src = message->private_data;
+      lay.version = src->version;
       lay.n_nodes = src->n_nodes;
       lay.n_variadic = src->n_variadic;
       lay.nodes = malloc((size_t)(src->n_nodes + 1) * sizeof(*lay.nodes));
@@ -598,9 +644,12 @@ int adr_ipc_reader_consume(struct adr_ipc_reader* reader, const struct adr_ipc_d
         body_unref(b);
         return AFAIL(&A, ENOMEM, "out of memory");
       }
-      memcpy(lay.nodes, src->nodes, (size_t)src->n_nodes * sizeof(*lay.nodes));
-      memcpy(lay.buffers, src->buffers, (size_t)message->n_buffers * sizeof(*lay.buffers));
-      memcpy(lay.variadic, src->variadic, (size_t)src->n_variadic * sizeof(*lay.variadic));
+      if (src->n_nodes > 0)
+        memcpy(lay.nodes, src->nodes, (size_t)src->n_nodes * sizeof(*lay.nodes));
+      if (message->n_buffers > 0)
+        memcpy(lay.buffers, src->buffers, (size_t)message->n_buffers * sizeof(*lay.buffers));
+      if (src->n_variadic > 0)
+        memcpy(lay.variadic, src->variadic, (size_t)src->n_variadic * sizeof(*lay.variadic));
       dict_clear(d);
       d->layout = lay;
       d->n_buffers = message->n_buffers;

@@ -40,9 +40,9 @@ static void file_roundtrip(const struct test_case* c, struct adr_device* src_dev
     if (owner.array.length < k_cuts[i][0] + k_cuts[i][1]) continue;
     ipc_test_view(&owner, wrapped, k_cuts[i][0], k_cuts[i][1], &expect[n]);
     if (src_dev != NULL)
-      ASSERT_OK(adr_device_array_deep_copy(&schema, &expect[n], src_dev, NULL, &batches[n], NULL,
-                                           &err),
-                &err);
+      ASSERT_OK(
+          adr_device_array_deep_copy(&schema, &expect[n], src_dev, NULL, &batches[n], NULL, &err),
+          &err);
     else
       ipc_test_view(&owner, wrapped, k_cuts[i][0], k_cuts[i][1], &batches[n]);
     n++;
@@ -209,12 +209,36 @@ static void test_empty(void** state) {
   schema.release(&schema);
 }
 
+/* The reader of the pipe is gone: EPIPE with the message index, and the
+ * process lives on (no SIGPIPE). */
+static void test_broken_pipe(void** state) {
+  (void)state;
+  struct adr_error err;
+  struct ArrowSchema schema, s_copy;
+  struct ArrowDeviceArray table;
+  ASSERT_OK(fixture_sample_table(1000, &schema, &table, &err), &err);
+  ASSERT_OK(adr_schema_copy(&schema, &s_copy, &err), &err);
+  struct ArrowDeviceArrayStream in;
+  ASSERT_OK(adr_device_array_stream_from_arrays(&s_copy, &table, 1, ARROW_DEVICE_CPU, &in, &err),
+            &err);
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  close(p[0]);
+  int st = adr_ipc_write_stream(p[1], &in, NULL, NULL, &err);
+  assert_int_equal(st, EPIPE);
+  assert_non_null(strstr(err.message, "message 0 (schema)"));
+  assert_null(in.release);
+  close(p[1]);
+  schema.release(&schema);
+}
+
 int main(void) {
   g_dev = ipc_test_device();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_file_every_layout),
       cmocka_unit_test(test_pipe),
       cmocka_unit_test(test_empty),
+      cmocka_unit_test(test_broken_pipe),
   };
   return cmocka_run_group_tests_name("ipc-stream", tests, NULL, NULL);
 }
