@@ -18,10 +18,10 @@
 
 struct mapping {
   struct mapping* next;
-  void* base;     /* the whole mapping */
-  size_t size;    /* its length */
-  void* user;     /* what alloc / import returned */
-  int fd;         /* the memfd (shareable allocations), -1 for imports */
+  void* base;  /* the whole mapping */
+  size_t size; /* its length */
+  void* user;  /* what alloc / import returned */
+  int fd;      /* the memfd (shareable allocations), -1 for imports */
   bool imported;
 };
 
@@ -76,8 +76,8 @@ int cpu_share_alloc(struct adr_backend_device* dev, size_t size, size_t alignmen
     int e = errno;
     free(m);
     return adr_backend_error_set(error, e == EMFILE || e == ENFILE ? EMFILE : ENOMEM,
-                                 "%s: memfd_create failed: %s",
-                                 e == EMFILE ? "EMFILE" : "ENOMEM", strerror(e));
+                                 "%s: memfd_create failed: %s", e == EMFILE ? "EMFILE" : "ENOMEM",
+                                 strerror(e));
   }
   if (ftruncate(m->fd, (off_t)map_size) != 0) {
     int e = errno;
@@ -130,7 +130,8 @@ int cpu_share_export(struct adr_backend_device* dev, const void* ptr, struct adr
   int fd = -1;
   pthread_mutex_lock(&lock);
   struct mapping* m = mappings;
-  while (m != NULL && !(!m->imported && p >= (uintptr_t)m->base && p < (uintptr_t)m->base + m->size))
+  while (m != NULL &&
+         !(!m->imported && p >= (uintptr_t)m->base && p < (uintptr_t)m->base + m->size))
     m = m->next;
   if (m != NULL) {
     fd = fcntl(m->fd, F_DUPFD_CLOEXEC, 0);
@@ -160,15 +161,14 @@ int cpu_share_import(struct adr_backend_device* dev, const struct adr_share_hand
                                  (unsigned)h->kind);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0)
-    return adr_backend_error_set(error, EBADF, "EBADF: the handle's descriptor %d is not open",
-                                 fd);
+    return adr_backend_error_set(error, EBADF, "EBADF: the handle's descriptor %d is not open", fd);
   if (h->object_size == 0 || h->object_size > (uint64_t)st.st_size || h->offset >= h->object_size ||
       h->object_size > SIZE_MAX)
     return adr_backend_error_set(error, EINVAL,
                                  "EINVAL: the handle says %llu bytes at offset %llu, the memfd "
                                  "holds %lld",
-                                 (unsigned long long)h->object_size,
-                                 (unsigned long long)h->offset, (long long)st.st_size);
+                                 (unsigned long long)h->object_size, (unsigned long long)h->offset,
+                                 (long long)st.st_size);
   struct mapping* m = calloc(1, sizeof(*m));
   if (m == NULL) return adr_backend_error_set(error, ENOMEM, "ENOMEM: out of host memory");
   void* p = mmap(NULL, (size_t)h->object_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -142,8 +142,8 @@ int hip_share_export(struct adr_backend_device* dev, const void* ptr, struct adr
   if (dev->type != ARROW_DEVICE_ROCM || !ipc_available()) return unsupported(dev, error);
   struct span s;
   if (!list_find(&shared, (uintptr_t)ptr, &s))
-    return hip_errorf(error, EINVAL, "%p is not shareable memory (allocate it with adr_share_alloc)",
-                      ptr);
+    return hip_errorf(error, EINVAL,
+                      "%p is not shareable memory (allocate it with adr_share_alloc)", ptr);
   struct hip_current_guard g;
   int st = hip_device_ensure(dev, error);
   if (st == 0) st = hip_current_enter(dev, &g, error);

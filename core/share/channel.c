@@ -332,7 +332,7 @@ static int export_tree(struct export_state* x, const struct ArrowArray* a, int d
   if (a->release == NULL || a->n_buffers < 0 || a->n_children < 0 ||
       (a->n_buffers > 0 && a->buffers == NULL) || (a->n_children > 0 && a->children == NULL))
     return adr__errorf(error, EINVAL, OP_SEND, NULL, "malformed array node");
-  struct wire_node n = {a->length,     a->null_count, a->offset, a->n_buffers,
+  struct wire_node n = {a->length,     a->null_count,         a->offset, a->n_buffers,
                         a->n_children, a->dictionary != NULL, 0};
   adr__share_buf_put(&x->tree, &n, sizeof(n));
   for (int64_t i = 0; i < a->n_buffers; i++) {
@@ -389,7 +389,8 @@ static int stage_size(const struct ArrowSchema* s, const struct ArrowArray* a, i
   free(sizes);
   for (int64_t i = 0; st == 0 && i < a->n_children; i++)
     st = stage_size(s->children[i], a->children[i], depth + 1, total, error);
-  if (st == 0 && a->dictionary) st = stage_size(s->dictionary, a->dictionary, depth + 1, total, error);
+  if (st == 0 && a->dictionary)
+    st = stage_size(s->dictionary, a->dictionary, depth + 1, total, error);
   return st;
 }
 
@@ -495,7 +496,7 @@ int adr_share_array_send(struct adr_share_channel* ch, const struct ArrowSchema*
                          struct ArrowDeviceArray* array, struct adr_error* error) {
   if (ch == NULL || schema == NULL || array == NULL || array->array.release == NULL)
     return adr__errorf(error, EINVAL, OP_SEND, NULL, "%s",
-                       ch == NULL ? "channel is NULL"
+                       ch == NULL       ? "channel is NULL"
                        : schema == NULL ? "schema is NULL"
                        : array == NULL  ? "array is NULL"
                                         : "the array is released");
@@ -555,7 +556,8 @@ int adr_share_array_send(struct adr_share_channel* ch, const struct ArrowSchema*
     adr__share_buf_put(&msg, x.handles, x.n * sizeof(*x.handles));
     if (event) adr__share_buf_put(&msg, &eh, sizeof(eh));
     adr__share_buf_put(&msg, x.tree.data, x.tree.len);
-    if (msg.status || x.tree.status) st = adr__errorf(error, ENOMEM, OP_SEND, NULL, "out of memory");
+    if (msg.status || x.tree.status)
+      st = adr__errorf(error, ENOMEM, OP_SEND, NULL, "out of memory");
   }
   if (st == 0) {
     fds = calloc(x.n + 1, sizeof(int));
@@ -591,8 +593,8 @@ int adr_share_array_send(struct adr_share_channel* ch, const struct ArrowSchema*
     }
   }
   if (st == 0) {
-    struct adr__share_msg_header h = {ADR__SHARE_MSG_MAGIC, ADR__SHARE_MSG_ARRAY, e->id, msg.len,
-                                      (uint32_t)nfds, 0};
+    struct adr__share_msg_header h = {
+        ADR__SHARE_MSG_MAGIC, ADR__SHARE_MSG_ARRAY, e->id, msg.len, (uint32_t)nfds, 0};
     st = channel_send(ch, &h, msg.data, fds, nfds);
     if (st)
       adr__errorf(error, st, OP_SEND, NULL, "%s: cannot send the array%s", adr_status_name(st),
@@ -636,7 +638,7 @@ int adr_share_array_send(struct adr_share_channel* ch, const struct ArrowSchema*
 /* ---- receiving ---------------------------------------------------------------- */
 
 struct mapping {
-  void* ptr;    /* what adr_share_import returned */
+  void* ptr;     /* what adr_share_import returned */
   uint8_t* base; /* ptr - handle offset */
 };
 
@@ -664,8 +666,8 @@ static void imported_unref(struct imported* imp) {
     if (imp->maps[i].ptr) adr_share_close(imp->dev, imp->maps[i].ptr, NULL);
   if (imp->event) adr_event_destroy(imp->event, NULL);
   if (imp->ch != NULL) {
-    struct adr__share_msg_header h = {ADR__SHARE_MSG_MAGIC, ADR__SHARE_MSG_RELEASE, imp->id, 0, 0,
-                                      0};
+    struct adr__share_msg_header h = {
+        ADR__SHARE_MSG_MAGIC, ADR__SHARE_MSG_RELEASE, imp->id, 0, 0, 0};
     (void)channel_send(imp->ch, &h, NULL, NULL, 0); /* a gone peer needs no release */
     channel_unref(imp->ch);
   }
@@ -722,7 +724,8 @@ static int import_tree(struct reader* r, struct imported* imp, const struct adr_
     st = adr__errorf(error, ENOMEM, OP_RECV, NULL, "out of memory");
   for (int64_t i = 0; st == 0 && i < w.n_buffers; i++) {
     struct wire_buffer b;
-    if (!take(r, &b, sizeof(b)) || b.handle < -1 || (b.handle >= 0 && (size_t)b.handle >= imp->n_maps) ||
+    if (!take(r, &b, sizeof(b)) || b.handle < -1 ||
+        (b.handle >= 0 && (size_t)b.handle >= imp->n_maps) ||
         (b.handle >= 0 && b.offset >= hs[b.handle].object_size)) {
       st = adr__errorf(error, EPROTO, OP_RECV, NULL, "malformed buffer on the wire");
       break;
@@ -822,8 +825,8 @@ static int import_array(struct adr_share_channel* ch, struct queued* q,
     imported_unref(imp);
   } else {
     /* Nothing imported: tell the sender at once. */
-    struct adr__share_msg_header h = {ADR__SHARE_MSG_MAGIC, ADR__SHARE_MSG_RELEASE, q->header.id,
-                                      0, 0, 0};
+    struct adr__share_msg_header h = {
+        ADR__SHARE_MSG_MAGIC, ADR__SHARE_MSG_RELEASE, q->header.id, 0, 0, 0};
     (void)channel_send(ch, &h, NULL, NULL, 0);
   }
   if (st) return st;

@@ -39,19 +39,15 @@ static void wrapper_release(struct ArrowSchema* s) {
 int adr__share_schema_encode(const struct ArrowSchema* schema, struct adr__share_buf* out,
                              struct adr_error* error) {
   struct ArrowSchema* child = (struct ArrowSchema*)schema;
-  struct ArrowSchema wrapper = {.format = "+s",
-                                .name = "",
-                                .n_children = 1,
-                                .children = &child,
-                                .release = wrapper_release};
+  struct ArrowSchema wrapper = {
+      .format = "+s", .name = "", .n_children = 1, .children = &child, .release = wrapper_release};
   struct adr_ipc_message m;
   memset(&m, 0, sizeof(m));
   int st = adr_ipc_encode_schema(&wrapper, &m, error);
   if (st) return st;
   adr__share_buf_put(out, m.metadata, (size_t)m.metadata_size);
   adr_ipc_message_release(&m);
-  if (out->status)
-    return adr__errorf(error, ENOMEM, "adr_share_array_send", NULL, "out of memory");
+  if (out->status) return adr__errorf(error, ENOMEM, "adr_share_array_send", NULL, "out of memory");
   return 0;
 }
 
@@ -65,8 +61,8 @@ int adr__share_schema_decode(const uint8_t* data, size_t size, struct ArrowSchem
   if (st) return st;
   if (meta <= 0 || (uint64_t)meta > size - ADR_IPC_PREFIX_SIZE)
     return adr__errorf(error, EPROTO, "adr_share_array_recv", NULL,
-                       "the schema message says %lld bytes of metadata, %zu came",
-                       (long long)meta, size - ADR_IPC_PREFIX_SIZE);
+                       "the schema message says %lld bytes of metadata, %zu came", (long long)meta,
+                       size - ADR_IPC_PREFIX_SIZE);
   struct adr_ipc_decoded d;
   memset(&d, 0, sizeof(d));
   st = adr_ipc_decode_message(data + ADR_IPC_PREFIX_SIZE, (size_t)meta, 0, &d, error);

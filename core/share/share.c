@@ -46,8 +46,10 @@ void adr_share_caps_text(uint32_t caps, char* out, size_t capacity) {
     uint32_t bit;
     const char* name;
   } names[] = {
-      {ADR_SHARE_CAP_EXPORT_MEMORY, "memory-export"}, {ADR_SHARE_CAP_IMPORT_MEMORY, "memory-import"},
-      {ADR_SHARE_CAP_EXPORT_EVENT, "event-export"},   {ADR_SHARE_CAP_IMPORT_EVENT, "event-import"},
+      {ADR_SHARE_CAP_EXPORT_MEMORY, "memory-export"},
+      {ADR_SHARE_CAP_IMPORT_MEMORY, "memory-import"},
+      {ADR_SHARE_CAP_EXPORT_EVENT, "event-export"},
+      {ADR_SHARE_CAP_IMPORT_EVENT, "event-import"},
       {ADR_SHARE_CAP_STAGED, "staged"},
   };
   size_t len = 0;
@@ -176,13 +178,15 @@ int adr_share_import(struct adr_device* device, const struct adr_share_handle* h
                      void** out, struct adr_error* error) {
   if (device == NULL || handle == NULL || out == NULL)
     return adr__errorf(error, EINVAL, "adr_share_import", NULL, "%s is NULL",
-                       device == NULL ? "device" : handle == NULL ? "handle" : "out");
+                       device == NULL   ? "device"
+                       : handle == NULL ? "handle"
+                                        : "out");
   if (adr__shut_down()) return adr__shutdown_error(error, "adr_share_import", device);
   int st = adr__share_check_handle("adr_share_import", device, handle, ADR_SHARE_OBJECT_MEMORY, fd,
                                    error);
   if (st) return st;
-  return adr__dispatch_share_import(device, "adr_share_import", handle,
-                                    handle->fd_count ? fd : -1, out, error);
+  return adr__dispatch_share_import(device, "adr_share_import", handle, handle->fd_count ? fd : -1,
+                                    out, error);
 }
 
 int adr_share_close(struct adr_device* device, void* ptr, struct adr_error* error) {
@@ -339,8 +343,8 @@ int adr_share_handle_send(int socket_fd, const struct adr_share_handle* handle, 
   return 0;
 }
 
-int adr_share_handle_recv(int socket_fd, int timeout_ms, struct adr_share_handle* out,
-                          int* out_fd, struct adr_error* error) {
+int adr_share_handle_recv(int socket_fd, int timeout_ms, struct adr_share_handle* out, int* out_fd,
+                          struct adr_error* error) {
   if (socket_fd < 0 || out == NULL || out_fd == NULL)
     return adr__errorf(error, EINVAL, "adr_share_handle_recv", NULL, "%s",
                        socket_fd < 0 ? "socket_fd is negative" : "an output is NULL");

@@ -39,8 +39,7 @@ int adr__share_check_handle(const char* op, struct adr_device* device,
                             const struct adr_share_handle* h, uint16_t object, int fd,
                             struct adr_error* error);
 /* Fills magic, version, object, device type/id, pid, uuid. */
-void adr__share_fill_common(struct adr_device* device, struct adr_share_handle* h,
-                            uint16_t object);
+void adr__share_fill_common(struct adr_device* device, struct adr_share_handle* h, uint16_t object);
 
 /* Sends header + payload with `nfds` descriptors (SCM_RIGHTS) in full;
  * errno-style status (EPIPE when the peer is gone). */

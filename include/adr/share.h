@@ -57,10 +57,10 @@ extern "C" {
 /* What a handle names (struct adr_share_handle.kind). */
 enum adr_share_kind {
   ADR_SHARE_KIND_NONE = 0,
-  ADR_SHARE_KIND_MEMFD = 1,        /* cpu memory: a memfd, one descriptor */
-  ADR_SHARE_KIND_CUDA_IPC = 2,     /* native: CUipcMemHandle / CUipcEventHandle */
-  ADR_SHARE_KIND_HIP_IPC = 3,      /* native: hipIpcMemHandle_t / hipIpcEventHandle_t */
-  ADR_SHARE_KIND_VULKAN_FD = 4,    /* VK_KHR_external_memory_fd opaque fd, one descriptor */
+  ADR_SHARE_KIND_MEMFD = 1,     /* cpu memory: a memfd, one descriptor */
+  ADR_SHARE_KIND_CUDA_IPC = 2,  /* native: CUipcMemHandle / CUipcEventHandle */
+  ADR_SHARE_KIND_HIP_IPC = 3,   /* native: hipIpcMemHandle_t / hipIpcEventHandle_t */
+  ADR_SHARE_KIND_VULKAN_FD = 4, /* VK_KHR_external_memory_fd opaque fd, one descriptor */
 };
 
 /* What a handle is of (struct adr_share_handle.object). */
@@ -90,7 +90,7 @@ struct adr_share_handle {
   uint32_t flags;       /* reserved, 0 */
   uint8_t uuid[16];     /* exporting device's UUID when it has one (else zero) */
   uint8_t native[ADR_SHARE_NATIVE_SIZE]; /* backend data (the IPC handle ...) */
-  uint64_t value;       /* event: the payload a wait waits for (backend-defined) */
+  uint64_t value;                        /* event: the payload a wait waits for (backend-defined) */
   uint64_t reserved[3];
 };
 
@@ -174,9 +174,8 @@ ADR_API int adr_share_event_export(struct adr_stream* stream, struct adr_event**
  * it completes when the exporter's recording does) and whose
  * adr_event_native is the native event (for ArrowDeviceArray.sync_event).
  * Destroy it with adr_event_destroy. `fd` is not taken. */
-ADR_API int adr_share_event_import(struct adr_device* device,
-                                   const struct adr_share_handle* handle, int fd,
-                                   struct adr_event** out, struct adr_error* error);
+ADR_API int adr_share_event_import(struct adr_device* device, const struct adr_share_handle* handle,
+                                   int fd, struct adr_event** out, struct adr_error* error);
 
 /* Sends one handle and its descriptor (`fd`, -1 for none; not closed) over
  * a connected Unix socket; blocks until written. EPIPE when the peer is

@@ -93,7 +93,7 @@ static void sleep_ms(int ms) {
 
 struct peer {
   pid_t pid;
-  int sock; /* the parent's end */
+  int sock;     /* the parent's end */
   int progress; /* read end of the child's progress pipe */
 };
 

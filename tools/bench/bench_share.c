@@ -128,7 +128,8 @@ static int peer_loop(int sock, int pipe_rd, int chan_sock) {
       }
       const struct ArrowArray* col = a.array.children[0];
       const int64_t* v = (const int64_t*)col->buffers[1] + col->offset;
-      if (adr_device_array_device(&a, &ad, NULL) == 0 && adr_device_array_wait(&a, NULL, NULL) == 0) {
+      if (adr_device_array_device(&a, &ad, NULL) == 0 &&
+          adr_device_array_wait(&a, NULL, NULL) == 0) {
         adr_copy(NULL, &reply[0], ad, v, 8, NULL, NULL);
         adr_copy(NULL, &reply[1], ad, v + col->length - 1, 8, NULL, NULL);
       }
