@@ -186,7 +186,15 @@ static void make_array(struct adr_device* d, bool shareable, struct ArrowSchema*
     assert_int_equal(adr_array_alloc_buffer(&a, 1, vsize, NULL, &values, &e), 0);
     assert_int_equal(adr_array_alloc_buffer(&a, 0, bsize, NULL, &bits, &e), 0);
   }
-  int64_t* hv = malloc(vsize);
+  /* The values are queued on the default stream (the host source must
+   * outlive the copy: static) over stale bytes written first, so a reader
+   * that does not wait for the array's event sees the stale ones
+   * (ADR_SIM_DELAY_US holds the simulators' copies back). */
+  static int64_t hv[N_VALUES];
+  int64_t* stale = malloc(vsize);
+  memset(stale, 0x11, vsize);
+  put(d, values, stale, vsize);
+  free(stale);
   uint8_t* hb = calloc(1, bsize);
   int64_t nulls = 0;
   for (int64_t i = 0; i < N_VALUES; i++) {
@@ -196,10 +204,10 @@ static void make_array(struct adr_device* d, bool shareable, struct ArrowSchema*
     else
       hb[i / 8] |= (uint8_t)(1u << (i % 8));
   }
-  put(d, values, hv, vsize);
   put(d, bits, hb, bsize);
-  free(hv);
   free(hb);
+  if (adr_copy(d, values, NULL, hv, vsize, adr_stream_default(d), &e) != 0)
+    fail_msg("adr_copy on the stream: %s", e.message);
   a.length = N_VALUES;
   a.null_count = nulls;
   /* On the default stream: CUDA and HIP arrays carry a sync event, which
