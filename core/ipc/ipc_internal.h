@@ -94,4 +94,20 @@ const struct ArrowSchema* adr__ipc_dictionary_field(const struct ArrowSchema* sc
 const struct ArrowArray* adr__ipc_dictionary_array(const struct ArrowSchema* schema,
                                                    const struct ArrowArray* array, int64_t k);
 
+/* A one-slot cache of host bodies for adr_ipc_read_stream: the body of a
+ * batch the application has released is kept for the next message of a
+ * similar size (no fresh pages, no page faults). Bodies from
+ * adr__ipc_recycler_get are 64-byte aligned and must go back through
+ * adr__ipc_recycler_put (never free()). Reference-counted: the stream, the
+ * reader and each live body hold one. Thread-safe. */
+struct adr__ipc_recycler;
+int adr__ipc_recycler_new(struct adr__ipc_recycler** out);
+void adr__ipc_recycler_unref(struct adr__ipc_recycler* r);
+/* At least `size` bytes; NULL when out of memory. */
+void* adr__ipc_recycler_get(struct adr__ipc_recycler* r, size_t size);
+void adr__ipc_recycler_put(struct adr__ipc_recycler* r, void* body);
+/* A host reader (device NULL) takes its bodies from rec and gives them
+ * back there (the reader takes a reference). */
+void adr__ipc_reader_set_recycler(struct adr_ipc_reader* reader, struct adr__ipc_recycler* rec);
+
 #endif /* ADR_CORE_IPC_INTERNAL_H */

@@ -278,6 +278,7 @@ struct rstate {
   struct adr_device* device;
   struct adr_ipc_reader* host;
   struct adr_ipc_reader* dev; /* NULL for a host target */
+  struct adr__ipc_recycler* rec; /* the host bodies */
   int64_t index;
   bool done;
 };
@@ -348,8 +349,8 @@ static int next_message(struct rstate* s, const char* op, struct adr_ipc_decoded
       return adr__ipc_fail(error, EINVAL, &w, "truncated stream: %lld of %lld body bytes",
                            (long long)left, (long long)want);
     }
-    void* body = NULL;
-    if (posix_memalign(&body, 64, (size_t)out->body_alloc_size) != 0) {
+    void* body = adr__ipc_recycler_get(s->rec, (size_t)out->body_alloc_size);
+    if (body == NULL) {
       int64_t want = out->body_size;
       adr_ipc_decoded_release(out);
       return adr__ipc_fail(error, ENOMEM, &w, "out of memory for a body of %lld bytes",
@@ -362,7 +363,7 @@ static int next_message(struct rstate* s, const char* op, struct adr_ipc_decoded
     else if (st)
       st = adr__ipc_fail(error, st, &w, "read: %s", strerror(st));
     if (st) {
-      free(body);
+      adr__ipc_recycler_put(s->rec, body);
       adr_ipc_decoded_release(out);
       return st;
     }
@@ -433,6 +434,7 @@ static void rstate_free(void* ctx) {
   if (s == NULL) return;
   adr_ipc_reader_destroy(s->host);
   adr_ipc_reader_destroy(s->dev);
+  adr__ipc_recycler_unref(s->rec);
   free(s);
 }
 
@@ -447,7 +449,12 @@ int adr_ipc_read_stream(int fd, struct adr_device* device, struct ArrowDeviceArr
   /* A CPU device reads like host memory: the host batches are CPU arrays. */
   if (device != NULL && adr_device_type(device) == ARROW_DEVICE_CPU) device = NULL;
   s->device = device;
+  if (adr__ipc_recycler_new(&s->rec) != 0) {
+    free(s);
+    return adr__errorf(error, ENOMEM, op, NULL, "out of memory");
+  }
   int st = adr_ipc_reader_create(NULL, NULL, &s->host, error);
+  if (st == 0) adr__ipc_reader_set_recycler(s->host, s->rec);
   if (st == 0 && device != NULL) {
     struct adr_ipc_reader_options o;
     memset(&o, 0, sizeof(o));
@@ -460,7 +467,7 @@ int adr_ipc_read_stream(int fd, struct adr_device* device, struct ArrowDeviceArr
   memset(&m, 0, sizeof(m));
   if (st == 0) st = next_message(s, op, &m, &body, error);
   if (st == 0 && (s->done || m.type != ADR_IPC_MESSAGE_SCHEMA)) {
-    free(body);
+    adr__ipc_recycler_put(s->rec, body);
     st = adr__errorf(
         error, EINVAL, op, NULL, "message 0: %s",
         s->done ? "the stream is empty (no schema message)" : "the first message is not a schema");

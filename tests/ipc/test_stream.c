@@ -327,6 +327,80 @@ static void test_dictionary_sent_once(void** state) {
   schema.release(&schema);
 }
 
+struct held {
+  struct ArrowDeviceArray* b;
+  int n;
+};
+
+static void* release_held(void* p) {
+  struct held* h = p;
+  for (int i = h->n - 1; i >= 0; i--) adr_device_array_release(&h->b[i]);
+  return NULL;
+}
+
+/* Bodies of batches the application keeps: the reader recycles the body
+ * of a released batch for the next message, so batches held while more
+ * are read must keep their own, also after the stream is released, and
+ * may be released on another thread (clean under ASan and TSan). Then
+ * batches released one by one (each body reused for the next) of
+ * different sizes. */
+static void test_held_batches(void** state) {
+  (void)state;
+  struct adr_error err;
+  struct ArrowSchema schema, copy;
+  struct ArrowDeviceArray table;
+  ASSERT_OK(fixture_sample_table(4000, &schema, &table, &err), &err);
+  enum { N = 4 };
+  /* Growing then shrinking slices: bodies larger and smaller than the
+   * cached one. */
+  const int64_t cut[N][2] = {{0, 100}, {100, 3000}, {3000, 3010}, {3010, 4000}};
+  for (int round = 0; round < 2; round++) {
+    struct ArrowDeviceArray views[N], want[N];
+    for (int i = 0; i < N; i++) {
+      views[i] = table;
+      views[i].array.offset = cut[i][0];
+      views[i].array.length = cut[i][1] - cut[i][0];
+      views[i].array.release = keep_release;
+      want[i] = views[i];
+    }
+    ASSERT_OK(adr_schema_copy(&schema, &copy, &err), &err);
+    struct ArrowDeviceArrayStream in, out;
+    ASSERT_OK(adr_device_array_stream_from_arrays(&copy, views, N, ARROW_DEVICE_CPU, &in, &err),
+              &err);
+    int fd = memfd();
+    ASSERT_OK(adr_ipc_write_stream(fd, &in, NULL, NULL, &err), &err);
+    lseek(fd, 0, SEEK_SET);
+    ASSERT_OK(adr_ipc_read_stream(fd, NULL, &out, &err), &err);
+    struct ArrowDeviceArray got[N];
+    for (int i = 0; i < N; i++) {
+      ASSERT_OK(adr_device_array_stream_next(&out, &got[i], &err), &err);
+      assert_non_null(got[i].array.release);
+      if (round == 1) {
+        /* Released at once: the next message reuses its body. */
+        bool eq = false;
+        ASSERT_OK(adr_device_array_equal(&schema, &want[i], &got[i], &eq, NULL, &err), &err);
+        assert_true(eq);
+        adr_device_array_release(&got[i]);
+      }
+    }
+    out.release(&out);
+    close(fd);
+    if (round == 0) {
+      for (int i = 0; i < N; i++) {
+        bool eq = false;
+        ASSERT_OK(adr_device_array_equal(&schema, &want[i], &got[i], &eq, NULL, &err), &err);
+        if (!eq) fail_msg("held batch %d differs", i);
+      }
+      struct held h = {got, N};
+      pthread_t th;
+      assert_int_equal(pthread_create(&th, NULL, release_held, &h), 0);
+      pthread_join(th, NULL);
+    }
+  }
+  adr_device_array_release(&table);
+  schema.release(&schema);
+}
+
 /* The reader of the pipe is gone: EPIPE with the message index, and the
  * process lives on (no SIGPIPE). */
 static void test_broken_pipe(void** state) {
@@ -359,6 +433,7 @@ int main(void) {
       cmocka_unit_test(test_broken_pipe),
       cmocka_unit_test(test_dictionary_replacement),
       cmocka_unit_test(test_dictionary_sent_once),
+      cmocka_unit_test(test_held_batches),
   };
   return cmocka_run_group_tests_name("ipc-stream", tests, NULL, NULL);
 }
