@@ -317,6 +317,23 @@ function dictionaries(seed) {
   };
 }
 
+// Two batches over one dictionary (the same arrow-js Data): arrow-js sends
+// it once, and adr must keep using it for the second batch.
+function sharedDictionary() {
+  const dv = vectorFromArray(['one', 'two', 'three', null, 'five'], new Utf8());
+  const type = new Dictionary(new Utf8(), new Int16(), null, false);
+  const batch = (seed) => ({
+    d: makeVector(makeData({ type, length: N, data: Int16Array.from({ length: N }, (_, k) => (k * 3 + seed) % 5), dictionary: dv })),
+  });
+  return [batch(0), batch(1)];
+}
+
+// Sliced columns: arrow-js writes what a slice holds.
+function sliced() {
+  const t = new Table({ ...primitives(), ...binaries(), ...nested() });
+  return t.slice(3, 9);
+}
+
 function nulls() {
   return { nothing: makeVector(makeData({ type: new Null(), length: N })), i: vec(new Int32(), (k) => k) };
 }
@@ -334,10 +351,14 @@ const TABLES = {
   dictionaries: () => [dictionaries(1), dictionaries(2)],
   nulls: () => [nulls()],
   empty: () => [{ i: vectorFromArray([], new Int32()), s: vectorFromArray([], new Utf8()) }],
+  dictionary_shared: sharedDictionary,
+  sliced,
 };
 
 function build(name) {
-  const tables = TABLES[name]().map((cols) => new Table(cols));
+  const made = TABLES[name]();
+  if (made instanceof Table) return made;
+  const tables = made.map((cols) => new Table(cols));
   return tables.slice(1).reduce((t, u) => t.concat(u), tables[0]);
 }
 
