@@ -87,6 +87,9 @@ enum adr_spill_flags {
   /* Spill to pageable host memory even where the backend offers pinned
    * memory (cuda_host, hip_host). */
   ADR_SPILL_PAGEABLE = 1u << 1,
+  /* Every spill blocks until its copy completed, also where the backend
+   * could spill in the background (docs/spill.md). */
+  ADR_SPILL_SYNCHRONOUS = 1u << 2,
 };
 
 /* Options of adr_spill_manager_create. The caller sets struct_size to
@@ -289,7 +292,14 @@ struct adr_spill_stats {
   uint64_t limit_exceeded;   /* times the limit could not be kept */
   uint64_t spill_failures;   /* spills that failed (the buffer stayed) */
   uint64_t unspill_failures; /* unspills that failed (the buffer stayed) */
-  uint64_t reserved[8];
+  /* Spills queued on the spill stream (in the background) rather than
+   * blocking; counted in spilled[] too. */
+  uint64_t queued_spills;
+  /* Copy-on-write: private copies made by a write acquire or an expose of a
+   * shared slice, or by a view of an exposed one, and their bytes. */
+  uint64_t cow_copies;
+  uint64_t cow_bytes;
+  uint64_t reserved[5];
 };
 
 ADR_API int adr_spill_stats_get(struct adr_spill_manager* manager, struct adr_spill_stats* out,
