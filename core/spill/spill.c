@@ -987,13 +987,15 @@ const char* adr_spill_stats_format(const struct adr_spill_stats* s, char* buf, s
         " Spilling (level >= 1):\n"
         "  gpu => cpu: %s in %.4fs (on demand %s, limit %s, explicit %s)\n"
         "  cpu => gpu: %s in %.4fs\n"
-        "  failures: %" PRIu64 " spills, %" PRIu64 " unspills; limit exceeded %" PRIu64 " times\n",
+        "  failures: %" PRIu64 " spills, %" PRIu64 " unspills; limit exceeded %" PRIu64 " times\n"
+        "  background: %" PRIu64 " spills queued; copy-on-write: %" PRIu64 " copies, %s\n",
         adr__format_bytes(d2h.bytes, d, sizeof(d)), (double)d2h.nanoseconds / 1e9,
         adr__format_bytes(s->spilled[0].bytes, e, sizeof(e)),
         adr__format_bytes(s->spilled[1].bytes, f, sizeof(f)),
         adr__format_bytes(s->spilled[2].bytes, g, sizeof(g)),
         adr__format_bytes(s->unspilled.bytes, a, sizeof(a)), (double)s->unspilled.nanoseconds / 1e9,
-        s->spill_failures, s->unspill_failures, s->limit_exceeded);
+        s->spill_failures, s->unspill_failures, s->limit_exceeded, s->queued_spills, s->cow_copies,
+        adr__format_bytes(s->cow_bytes, b, sizeof(b)));
   }
   return buf;
 }
