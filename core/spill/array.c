@@ -12,11 +12,12 @@
  * freed once, when the last reference to the table goes (the caller's,
  * dropped by adr_spill_array_destroy, and one per array handed out).
  *
- * The copy is staged through host memory: adr_device_array_deep_copy to
- * host memory narrows slices and rebases offsets, and on the host the
- * data-dependent buffer sizes (var-binary data, view data) can be read
- * without another round of device reads. Each buffer is then uploaded into
- * its spillable buffer.
+ * The copy: adr_device_array_deep_copy narrows slices and rebases offsets,
+ * into host memory for a host source (the data-dependent buffer sizes,
+ * var-binary and view data, are then read in place) and onto the manager's
+ * device for a device source (the sizes read with 4- or 8-byte downloads),
+ * so a device source never goes through host memory. Each buffer is then
+ * copied into its spillable buffer (an upload, or a device copy).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -86,9 +87,10 @@ static int table_unref(struct adr_spill_array* t, struct adr_error* error) {
 
 /* ---- building ------------------------------------------------------------ */
 
-/* Uploads one host buffer into a new spillable buffer of the table. */
-static int add_buffer(struct adr_spill_array* t, const void* host, size_t size, int64_t* out_index,
-                      struct adr_error* error) {
+/* Copies one buffer (in host memory, where == NULL, or on the manager's
+ * device) into a new spillable buffer of the table. */
+static int add_buffer(struct adr_spill_array* t, struct adr_device* where, const void* src,
+                      size_t size, int64_t* out_index, struct adr_error* error) {
   static const char* op = "adr_spill_array_deep_copy";
   if (t->n_bufs == t->cap) {
     size_t cap = t->cap ? 2 * t->cap : 16;
@@ -105,7 +107,7 @@ static int add_buffer(struct adr_spill_array* t, const void* host, size_t size, 
   void* d = NULL;
   st = adr_spill_slice_acquire(b, ADR_SPILL_ACCESS_WRITE, NULL, &d, error);
   if (st == 0) {
-    if (size > 0) st = adr_copy(adr_spill_manager_device(t->mgr), d, NULL, host, size, NULL, error);
+    if (size > 0) st = adr_copy(adr_spill_manager_device(t->mgr), d, where, src, size, NULL, error);
     int st2 = adr_spill_slice_release(b, NULL, st ? NULL : error);
     if (st == 0) st = st2;
   }
@@ -118,10 +120,22 @@ static int add_buffer(struct adr_spill_array* t, const void* host, size_t size, 
   return 0;
 }
 
-/* Copies the shape of a host-memory node (from the host deep copy) into n
- * and its buffers into spillable buffers. */
-static int build(struct adr_spill_array* t, const struct ArrowSchema* schema,
-                 const struct ArrowArray* a, struct node* n, int depth, struct adr_error* error) {
+/* Reads n bytes at src (host memory, or `where`'s memory) into dst. */
+static int read_at(struct adr_device* where, void* dst, const void* src, size_t n,
+                   struct adr_error* error) {
+  if (where == NULL) {
+    memcpy(dst, src, n);
+    return 0;
+  }
+  return adr_copy(NULL, dst, where, src, n, NULL, error);
+}
+
+/* Copies the shape of a node of the narrowed deep copy (in host memory,
+ * where == NULL, or on the manager's device) into n and its buffers into
+ * spillable buffers. */
+static int build(struct adr_spill_array* t, struct adr_device* where,
+                 const struct ArrowSchema* schema, const struct ArrowArray* a, struct node* n,
+                 int depth, struct adr_error* error) {
   static const char* op = "adr_spill_array_deep_copy";
   if (depth > 64) return adr__errorf(error, EINVAL, op, NULL, "nesting deeper than 64");
   struct adr_format f;
@@ -145,31 +159,38 @@ static int build(struct adr_spill_array* t, const struct ArrowSchema* schema,
     if (a->buffers[i] == NULL) continue;
     int64_t size = sizes[i];
     if (size == ADR_BUFFER_SIZE_DATA_DEPENDENT) {
+      size = 0;
       if (f.layout == ADR_LAYOUT_VAR_BINARY) {
-        const void* offs = a->buffers[1];
+        const char* offs = a->buffers[1];
         int64_t end = a->offset + a->length;
-        size = offs == NULL          ? 0
-               : f.offset_bytes == 4 ? ((const int32_t*)offs)[end]
-                                     : ((const int64_t*)offs)[end];
+        if (offs != NULL && f.offset_bytes == 4) {
+          int32_t v = 0;
+          st = read_at(where, &v, offs + 4 * end, 4, error);
+          size = v;
+        } else if (offs != NULL) {
+          st = read_at(where, &size, offs + 8 * end, 8, error);
+        }
       } else {
         /* A view's variadic data buffer: its size is in the last buffer. */
         const int64_t* vs = (const int64_t*)a->buffers[a->n_buffers - 1];
-        size = vs == NULL ? 0 : vs[i - 2];
+        if (vs != NULL) st = read_at(where, &size, vs + (i - 2), 8, error);
       }
     }
-    if (size < 0)
+    if (st != 0)
+      break;
+    else if (size < 0)
       st = adr__errorf(error, EINVAL, op, NULL, "buffer %" PRId64 " has a negative size", i);
     else
-      st = add_buffer(t, a->buffers[i], (size_t)size, &n->index[i], error);
+      st = add_buffer(t, where, a->buffers[i], (size_t)size, &n->index[i], error);
   }
   free(sizes);
   for (int64_t i = 0; st == 0 && i < a->n_children; i++)
-    st = build(t, schema->children[i], a->children[i], &n->children[i], depth + 1, error);
+    st = build(t, where, schema->children[i], a->children[i], &n->children[i], depth + 1, error);
   if (st == 0 && a->dictionary != NULL) {
     n->dictionary = calloc(1, sizeof(struct node));
     if (n->dictionary == NULL)
       return adr__errorf(error, ENOMEM, op, NULL, "ENOMEM: out of host memory");
-    st = build(t, schema->dictionary, a->dictionary, n->dictionary, depth + 1, error);
+    st = build(t, where, schema->dictionary, a->dictionary, n->dictionary, depth + 1, error);
   }
   return st;
 }
@@ -184,9 +205,15 @@ int adr_spill_array_deep_copy(struct adr_spill_manager* manager, const struct Ar
                        : !schema ? "schema"
                        : !src    ? "src"
                                  : "out");
+  /* A host source is narrowed in host memory and uploaded; a device
+   * source is narrowed onto the manager's device (device to device, peer
+   * copies between devices) and copied from there on the device, never
+   * through host memory. */
+  struct adr_device* where =
+      src->device_type == ARROW_DEVICE_CPU ? NULL : adr_spill_manager_device(manager);
   struct ArrowDeviceArray host;
   memset(&host, 0, sizeof(host));
-  int st = adr_device_array_deep_copy(schema, src, NULL, NULL, &host, NULL, error);
+  int st = adr_device_array_deep_copy(schema, src, where, NULL, &host, NULL, error);
   if (st) return st;
   struct adr_spill_array* t = calloc(1, sizeof(*t));
   if (t == NULL) {
@@ -195,7 +222,7 @@ int adr_spill_array_deep_copy(struct adr_spill_manager* manager, const struct Ar
   }
   atomic_init(&t->refs, 1);
   t->mgr = manager;
-  st = build(t, schema, &host.array, &t->root, 0, error);
+  st = build(t, where, schema, &host.array, &t->root, 0, error);
   adr_device_array_release(&host);
   if (st) {
     table_free(t, NULL);

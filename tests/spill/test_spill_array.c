@@ -233,6 +233,45 @@ static void test_copy_from_device(void** state) {
   destroy(m, t);
 }
 
+/* A table moves to a manager of another device straight from its acquired
+ * device tree (device to device; between backends the core routes it):
+ * the CPU, and ADR_SPILL_TEST_PEER where the run names one. */
+static void test_copy_to_other_device(void** state) {
+  (void)state;
+  const char* peer_name = getenv("ADR_SPILL_TEST_PEER");
+  struct adr_device* peers[2];
+  size_t np = 0;
+  struct adr_error e;
+  if (adr_device_get(ARROW_DEVICE_CPU, 0, &peers[np], &e) == 0 && peers[np] != dev) np++;
+  if (peer_name != NULL && adr_device_select(peer_name, &peers[np], &e) == 0) np++;
+  struct adr_spill_manager* m = manager(0);
+  struct adr_spill_array* t = copy(m, &source);
+  assert_int_equal(adr_spill_array_spill(t, NULL, NULL), 0);
+  struct ArrowDeviceArray a;
+  assert_int_equal(adr_spill_array_acquire(t, ADR_SPILL_ACCESS_READ, &a, NULL), 0);
+  for (size_t k = 0; k < np; k++) {
+    struct adr_spill_manager* pm = NULL;
+    if (adr_spill_manager_create(peers[k], NULL, &pm, &e) != 0) fail_msg("peer: %s", e.message);
+    struct adr_spill_array* pt = NULL;
+    if (adr_spill_array_deep_copy(pm, &schema, &a, &pt, &e) != 0)
+      fail_msg("copy to %s: %s", adr_device_name(peers[k]), e.message);
+    print_message("  copied from %s to %s\n", adr_device_name(dev), adr_device_name(peers[k]));
+    struct ArrowDeviceArray b;
+    assert_int_equal(adr_spill_array_acquire(pt, ADR_SPILL_ACCESS_READ, &b, NULL), 0);
+    assert_int_equal(b.device_type, adr_device_type(peers[k]));
+    bool eq = false;
+    struct adr_error diff;
+    if (adr_device_array_equal(&schema, &source, &b, &eq, &diff, &e) != 0)
+      fail_msg("equal: %s", e.message);
+    if (!eq) fail_msg("differs on %s: %s", adr_device_name(peers[k]), diff.message);
+    adr_device_array_release(&b);
+    assert_int_equal(adr_spill_array_destroy(pt, NULL), 0);
+    assert_int_equal(adr_spill_manager_destroy(pm, NULL), 0);
+  }
+  adr_device_array_release(&a);
+  destroy(m, t);
+}
+
 static bool same_buffers(struct adr_spill_array* a, struct adr_spill_array* b) {
   assert_int_equal(adr_spill_array_buffer_count(a), adr_spill_array_buffer_count(b));
   for (size_t i = 0; i < adr_spill_array_buffer_count(a); i++)
@@ -391,7 +430,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_spill_unspill),    cmocka_unit_test(test_acquired_stays),
       cmocka_unit_test(test_slices),           cmocka_unit_test(test_export),
-      cmocka_unit_test(test_copy_from_device), cmocka_unit_test(test_cow_slices),
+      cmocka_unit_test(test_copy_from_device), cmocka_unit_test(test_copy_to_other_device),
+      cmocka_unit_test(test_cow_slices),
       cmocka_unit_test(test_errors),
   };
   int rc = cmocka_run_group_tests_name(adr_device_name(dev), tests, NULL, NULL);
