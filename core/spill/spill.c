@@ -233,10 +233,30 @@ static int wait_spilled(struct adr_spill_buffer* b, struct adr_error* error) {
   return st;
 }
 
+/* Whether queued work may still use the buffer: a last-use event that has
+ * not completed (an error counts as busy: the queued path reports it).
+ * Completed events are retired. The caller owns the buffer's move. */
+static bool last_use_busy(struct adr_spill_buffer* b) {
+  bool busy = false;
+  for (int i = 0; i < LAST_USE_EVENTS; i++) {
+    if (!b->event_pending[i]) continue;
+    if (adr_event_query(b->events[i], NULL) == 0) {
+      b->event_pending[i] = false;
+      b->event_streams[i] = NULL;
+    } else {
+      busy = true;
+    }
+  }
+  return busy;
+}
+
 /* Spills one buffer marked ST_SPILLING (lock not held): in the background
- * on the spill stream when the manager has one and `background` (the
- * explicit and limit triggers), else blocking. On failure the buffer goes
- * back to ST_DEVICE untouched. */
+ * on the spill stream when the manager has one, `background` (the explicit
+ * and limit triggers) and the buffer's last use is still queued work, so
+ * the caller does not wait for that work; else blocking (an idle buffer's
+ * blocking copy costs less than a queued one's hand-offs and
+ * stream-ordered free). On failure the buffer goes back to ST_DEVICE
+ * untouched. */
 static int spill_one(struct adr_spill_buffer* b, int trigger, bool background,
                      struct adr_error* error) {
   struct adr_spill_manager* m = b->mgr;
@@ -244,7 +264,7 @@ static int spill_one(struct adr_spill_buffer* b, int trigger, bool background,
   uint64_t t0 = adr__now_ns();
   void* h = NULL;
   bool pinned = false;
-  bool queued = background && m->spill_stream != NULL;
+  bool queued = background && m->spill_stream != NULL && last_use_busy(b);
   int st = queued ? 0 : wait_last_use(b, error);
   if (st == 0) st = host_alloc(m, b->size, &h, &pinned, error);
   if (st == 0 && queued) {
@@ -663,6 +683,13 @@ int adr_spill_manager_spill(struct adr_spill_manager* m, uint64_t bytes, uint64_
   struct adr_spill_buffer* list = pick_victims(m, bytes, &got);
   pthread_mutex_unlock(&m->lock);
   return spill_list(list, ADR_SPILL_TRIGGER_EXPLICIT, out_spilled, error);
+}
+
+int adr_spill_manager_synchronize(struct adr_spill_manager* m, struct adr_error* error) {
+  if (m == NULL)
+    return adr__errorf(error, EINVAL, "adr_spill_manager_synchronize", NULL, "manager is NULL");
+  if (m->spill_stream == NULL) return 0;
+  return adr_stream_synchronize(m->spill_stream, error);
 }
 
 int adr__spill_buffer_spill(struct adr_spill_buffer* b, uint64_t* out_bytes,

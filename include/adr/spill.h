@@ -150,6 +150,13 @@ ADR_API uint64_t adr_spill_manager_device_limit(const struct adr_spill_manager* 
 ADR_API int adr_spill_manager_spill(struct adr_spill_manager* manager, uint64_t bytes,
                                     uint64_t* out_spilled, struct adr_error* error);
 
+/* Waits until every spill queued in the background so far has completed
+ * (its copy in host memory, its device memory freed): a host wait on the
+ * manager's spill stream. A no-op where spills block (docs/spill.md,
+ * "Spilling in the background"). */
+ADR_API int adr_spill_manager_synchronize(struct adr_spill_manager* manager,
+                                          struct adr_error* error);
+
 /* ------------------------------------------------------------------------ */
 /* Spillable buffers                                                        */
 /* ------------------------------------------------------------------------ */

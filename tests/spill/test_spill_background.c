@@ -213,7 +213,11 @@ static void test_queued_then_free(void** state) {
   /* Where nothing spilled (cpu), reads are ordered by the application. */
   if (host_memory) assert_int_equal(adr_stream_synchronize(s, NULL), 0);
   /* Freed at once: waits for the copy, returns the host memory. */
-  for (int i = 0; i < 8; i += 2) assert_int_equal(adr_spill_buffer_free(b[i], NULL), 0);
+  for (int i = 0; i < 8; i += 4) assert_int_equal(adr_spill_buffer_free(b[i], NULL), 0);
+  /* Or after every queued spill completed. */
+  assert_int_equal(adr_spill_manager_synchronize(m, NULL), 0);
+  for (int i = 2; i < 8; i += 4) assert_int_equal(adr_spill_buffer_free(b[i], NULL), 0);
+  assert_int_equal(adr_spill_manager_synchronize(NULL, NULL), EINVAL);
   uint8_t* h = malloc(size);
   for (int i = 1; i < 8; i += 2) {
     void* d = NULL;
@@ -229,7 +233,9 @@ static void test_queued_then_free(void** state) {
     assert_int_equal(ss.spilled[ADR_SPILL_TRIGGER_EXPLICIT].bytes, 0);
   else
     assert_int_equal(ss.spilled[ADR_SPILL_TRIGGER_EXPLICIT].bytes, 8 * size);
-  assert_int_equal(ss.queued_spills, host_memory || sync_downloads ? 0 : 8);
+  /* Queued only those whose memset had not run yet: an idle buffer's
+   * spill blocks (cheaper). */
+  assert_true(ss.queued_spills <= (host_memory || sync_downloads ? 0 : 8));
   /* The flag turns background spills off. */
   struct adr_spill_manager* m2 = NULL;
   o.flags |= ADR_SPILL_SYNCHRONOUS;
