@@ -24,11 +24,15 @@
  * be queued on streams; pass the stream it was queued on to
  * adr_spill_buffer_release (NULL: nothing is queued any more, as after a
  * blocking call). The release records the buffer's *last-use event* on
- * that stream, and a spill or a free of the buffer first waits for every
- * last-use event on the host. So a spill never copies bytes that queued
- * work has yet to write, nor frees memory queued work still reads.
- * Unspilling is a blocking copy: the bytes are in place, for every stream,
- * when acquire returns.
+ * that stream. A free of the buffer first waits for every last-use event
+ * on the host; a spill either does the same (blocking) or, where the
+ * backend's downloads are asynchronous and a last-use event has not
+ * completed, queues its copy on the manager's spill stream behind those
+ * events and returns at once (a background spill: the device memory is
+ * freed on that stream, and whoever needs the host bytes waits for the
+ * copy). So a spill never copies bytes that queued work has yet to write,
+ * nor frees memory queued work still reads. Unspilling is a blocking
+ * copy: the bytes are in place, for every stream, when acquire returns.
  *
  * Host-memory devices (cpu, cuda_host, hip_host): their memory is the
  * host's already, so spilling is a no-op there: managers and buffers work,
@@ -296,7 +300,10 @@ struct adr_spill_array;
 /* Deep-copies `src` (not consumed; described by `schema`; on any device)
  * into spillable buffers of `manager`, on its device, as
  * adr_device_array_deep_copy does (a slice holds only what it uses; waits
- * for src's sync_event), staged through host memory. The caller owns *out:
+ * for src's sync_event): a host source is narrowed in host memory and
+ * uploaded, a device source is narrowed onto the manager's device and
+ * copied from there on the device (never through host memory; the device
+ * holds the table twice meanwhile). The caller owns *out:
  * adr_spill_array_destroy. Errors: those of the deep copy, and ENOMEM when
  * a buffer does not fit even after spilling (nothing is left allocated). */
 ADR_API int adr_spill_array_deep_copy(struct adr_spill_manager* manager,
