@@ -19,6 +19,12 @@
  * record; and, with more than four streams in flight on one buffer, a
  * host wait for the oldest). Statistics are updated under the lock too
  * (they are per move, not per acquire).
+ *
+ * Background spills (docs/spill.md): a spill whose buffer's last use is
+ * still queued is queued on the manager's spill stream instead of waited
+ * for; the buffer is published ST_HOST with spill_pending set, and the
+ * thread that next owns its move (an unspill) or frees it waits for the
+ * spill event on the host, without the lock, before touching hptr.
  */
 #include <errno.h>
 #include <execinfo.h>

@@ -302,8 +302,8 @@ struct adr_spill_array;
  * adr_device_array_deep_copy does (a slice holds only what it uses; waits
  * for src's sync_event): a host source is narrowed in host memory and
  * uploaded, a device source is narrowed onto the manager's device and
- * copied from there on the device (never through host memory; the device
- * holds the table twice meanwhile). The caller owns *out:
+ * copied from there on the device (device to device wherever the backends
+ * copy directly; the device holds the table twice meanwhile). The caller owns *out:
  * adr_spill_array_destroy. Errors: those of the deep copy, and ENOMEM when
  * a buffer does not fit even after spilling (nothing is left allocated). */
 ADR_API int adr_spill_array_deep_copy(struct adr_spill_manager* manager,
