@@ -295,6 +295,45 @@ int adr_spill_array_slice(struct adr_spill_array* array, int64_t offset, int64_t
   return 0;
 }
 
+int adr_spill_array_copy(struct adr_spill_array* array, struct adr_spill_manager* manager,
+                         struct adr_spill_array** out, struct adr_error* error) {
+  static const char* op = "adr_spill_array_copy";
+  if (array == NULL || manager == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, op, NULL, "%s is NULL",
+                       !array ? "array" : !manager ? "manager" : "out");
+  *out = NULL;
+  struct adr_spill_array* t = calloc(1, sizeof(*t));
+  if (t == NULL) return adr__errorf(error, ENOMEM, op, NULL, "ENOMEM: out of host memory");
+  atomic_init(&t->refs, 1);
+  t->mgr = manager;
+  t->bufs = calloc(array->n_bufs + 1, sizeof(*t->bufs));
+  t->cap = array->n_bufs + 1;
+  int st = t->bufs == NULL || node_clone(&array->root, &t->root) != 0
+               ? adr__errorf(error, ENOMEM, op, NULL, "ENOMEM: out of host memory")
+               : 0;
+  struct adr_device* dev = adr_spill_manager_device(manager);
+  for (size_t i = 0; st == 0 && i < array->n_bufs; i++) {
+    struct adr_spill_slice* b = NULL;
+    st = adr_spill_slice_alloc(manager, adr_spill_slice_size(array->bufs[i]), &b, error);
+    if (st) break;
+    t->bufs[t->n_bufs++] = b;
+    void* d = NULL;
+    st = adr_spill_slice_acquire(b, ADR_SPILL_ACCESS_WRITE, NULL, &d, error);
+    if (st) break;
+    /* From where the bytes are: the device, or the host copy of a spilled
+     * buffer (uploaded straight to the target, never unspilled first). */
+    st = adr__spill_slice_copy_out(array->bufs[i], dev, d, error);
+    int st2 = adr_spill_slice_release(b, NULL, st ? NULL : error);
+    if (st == 0) st = st2;
+  }
+  if (st) {
+    table_free(t, NULL);
+    return st;
+  }
+  *out = t;
+  return 0;
+}
+
 /* ---- moving -------------------------------------------------------------- */
 
 int adr_spill_array_spill(struct adr_spill_array* array, uint64_t* out_spilled,

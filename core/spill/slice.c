@@ -351,3 +351,19 @@ int adr_spill_slice_expose(struct adr_spill_slice* s, const char* reason, void**
   if (st == 0 && out_ptr != NULL) *out_ptr = (char*)p + off;
   return st;
 }
+
+int adr__spill_slice_copy_out(struct adr_spill_slice* s, struct adr_device* dst_device, void* dst,
+                              struct adr_error* error) {
+  struct adr_spill_manager* m = s->mgr;
+  pthread_mutex_lock(&m->lock);
+  while (s->unsharing) pthread_cond_wait(&m->moved, &m->lock);
+  s->holders++; /* not re-pointed while the copy reads its owner */
+  struct adr_spill_buffer* owner = s->owner;
+  size_t off = s->offset;
+  pthread_mutex_unlock(&m->lock);
+  int st = adr__spill_buffer_copy_out(owner, off, s->size, dst_device, dst, error);
+  pthread_mutex_lock(&m->lock);
+  s->holders--;
+  pthread_mutex_unlock(&m->lock);
+  return st;
+}

@@ -86,6 +86,10 @@ static void lru_touch(struct adr_spill_manager* m, struct adr_spill_buffer* b) {
   lru_push(m, b);
 }
 
+static bool moving(const struct adr_spill_buffer* b) {
+  return b->state == ST_SPILLING || b->state == ST_UNSPILLING || b->state == ST_COPYING;
+}
+
 static bool spillable(const struct adr_spill_buffer* b) {
   return b->state == ST_DEVICE && b->holders == 0 && !b->exposed;
 }
@@ -464,7 +468,7 @@ static int unspill(struct adr_spill_buffer* b, const char* op, struct adr_error*
  * slip in between. Lock held on entry and on return, whatever the status. */
 static int make_resident(struct adr_spill_buffer* b, const char* op, struct adr_error* error) {
   struct adr_spill_manager* m = b->mgr;
-  while (b->state == ST_SPILLING || b->state == ST_UNSPILLING) pthread_cond_wait(&m->moved, &m->lock);
+  while (moving(b)) pthread_cond_wait(&m->moved, &m->lock);
   if (b->state == ST_DEVICE) {
     b->holders++;
     lru_touch(m, b);
@@ -714,6 +718,36 @@ int adr__spill_buffer_spill(struct adr_spill_buffer* b, uint64_t* out_bytes,
   return spill_list(b, ADR_SPILL_TRIGGER_EXPLICIT, out_bytes, error);
 }
 
+int adr__spill_buffer_copy_out(struct adr_spill_buffer* b, size_t offset, size_t size,
+                               struct adr_device* dst_device, void* dst, struct adr_error* error) {
+  struct adr_spill_manager* m = b->mgr;
+  pthread_mutex_lock(&m->lock);
+  while (moving(b)) pthread_cond_wait(&m->moved, &m->lock);
+  bool spilled = b->state == ST_HOST;
+  if (spilled)
+    b->state = ST_COPYING; /* no unspill, spill or free until the copy is done */
+  else
+    b->holders++; /* on the device: held, so it does not spill meanwhile */
+  pthread_mutex_unlock(&m->lock);
+  int st = 0;
+  if (spilled) {
+    st = wait_spilled(b, error);
+    if (st == 0)
+      st = adr_copy(dst_device, dst, m->host_device, (char*)b->hptr + offset, size, NULL, error);
+  } else {
+    st = adr_copy(dst_device, dst, m->device, (char*)b->dptr + offset, size, NULL, error);
+  }
+  pthread_mutex_lock(&m->lock);
+  if (spilled) {
+    b->state = ST_HOST;
+    pthread_cond_broadcast(&m->moved);
+  } else {
+    b->holders--;
+  }
+  pthread_mutex_unlock(&m->lock);
+  return st;
+}
+
 /* ---- buffers ------------------------------------------------------------- */
 
 int adr_spill_buffer_alloc(struct adr_spill_manager* m, size_t size, struct adr_spill_buffer** out,
@@ -760,7 +794,7 @@ static int buffer_free(struct adr_spill_buffer* b, bool owned, struct adr_error*
   if (b == NULL) return 0;
   struct adr_spill_manager* m = b->mgr;
   pthread_mutex_lock(&m->lock);
-  while (b->state == ST_SPILLING || b->state == ST_UNSPILLING) pthread_cond_wait(&m->moved, &m->lock);
+  while (moving(b)) pthread_cond_wait(&m->moved, &m->lock);
   if (b->slices != 0 && !owned) {
     uint32_t n = b->slices;
     pthread_mutex_unlock(&m->lock);

@@ -19,7 +19,9 @@
 #define LAST_USE_EVENTS 4
 #define EXPOSURE_FRAMES 16
 
-enum adr__spill_state { ST_DEVICE, ST_HOST, ST_SPILLING, ST_UNSPILLING };
+/* ST_COPYING: spilled, its host bytes being read by a copy to another
+ * device (adr__spill_buffer_copy_out); moves wait for it like for a move. */
+enum adr__spill_state { ST_DEVICE, ST_HOST, ST_SPILLING, ST_UNSPILLING, ST_COPYING };
 
 struct adr_spill_buffer {
   struct adr_spill_manager* mgr;
@@ -122,6 +124,16 @@ const struct adr__spill_config* adr__spill_config(void);
  * the buffer on the device, usable (spill.c). For adr_spill_array_spill. */
 int adr__spill_buffer_spill(struct adr_spill_buffer* b, uint64_t* out_bytes,
                             struct adr_error* error);
+
+/* Copies `size` bytes at `offset` of the buffer, wherever they are (its
+ * device memory, or its host copy when spilled: not unspilled), to dst on
+ * dst_device, blocking. The buffer cannot move or be freed meanwhile. */
+int adr__spill_buffer_copy_out(struct adr_spill_buffer* b, size_t offset, size_t size,
+                               struct adr_device* dst_device, void* dst, struct adr_error* error);
+
+/* The same for a slice's range (slice.c). */
+int adr__spill_slice_copy_out(struct adr_spill_slice* s, struct adr_device* dst_device, void* dst,
+                              struct adr_error* error);
 
 /* Frees a buffer whatever its slice count (slice.c frees an owner with its
  * last slice); as adr_spill_buffer_free otherwise. */

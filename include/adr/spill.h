@@ -322,6 +322,17 @@ ADR_API int adr_spill_array_deep_copy(struct adr_spill_manager* manager,
 ADR_API int adr_spill_array_slice(struct adr_spill_array* array, int64_t offset, int64_t length,
                                   struct adr_spill_array** out, struct adr_error* error);
 
+/* A deep copy of the table into spillable buffers of `manager` (any
+ * device, the table's own included), each buffer copied from where its
+ * bytes are now: device to device when it is in device memory (a peer
+ * copy, or the core's routing between backends), straight from its host
+ * copy when it is spilled (uploaded to the target, never unspilled onto
+ * its own device first). Nothing is shared with `array`; its buffers are
+ * not moved. The caller owns *out (adr_spill_array_destroy). */
+ADR_API int adr_spill_array_copy(struct adr_spill_array* array,
+                                 struct adr_spill_manager* manager,
+                                 struct adr_spill_array** out, struct adr_error* error);
+
 /* Drops the caller's reference. The buffers are freed (once) when the
  * arrays handed out by acquire and export are released too; the status of
  * those frees is returned when this is the last reference. NULL is a

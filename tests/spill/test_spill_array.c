@@ -233,42 +233,70 @@ static void test_copy_from_device(void** state) {
   destroy(m, t);
 }
 
-/* A table moves to a manager of another device straight from its acquired
- * device tree (device to device; between backends the core routes it):
- * the CPU, and ADR_SPILL_TEST_PEER where the run names one. */
+static bool no_buffer_shared(struct adr_spill_array* a, struct adr_spill_array* b);
+static struct adr_spill_stats spill_stats(struct adr_spill_manager* m);
+
+static void expect_equal_on(struct adr_spill_array* t, struct adr_device* d) {
+  struct ArrowDeviceArray b;
+  assert_int_equal(adr_spill_array_acquire(t, ADR_SPILL_ACCESS_READ, &b, NULL), 0);
+  assert_int_equal(b.device_type, adr_device_type(d));
+  bool eq = false;
+  struct adr_error diff, e;
+  if (adr_device_array_equal(&schema, &source, &b, &eq, &diff, &e) != 0)
+    fail_msg("equal: %s", e.message);
+  if (!eq) fail_msg("differs on %s: %s", adr_device_name(d), diff.message);
+  adr_device_array_release(&b);
+}
+
+/* A table moves to a manager of another device (the CPU, and
+ * ADR_SPILL_TEST_PEER where the run names one) without a detour: spilled,
+ * its host copies are uploaded straight to the target (it is not
+ * unspilled); resident, device to device; from its acquired tree too. */
 static void test_copy_to_other_device(void** state) {
   (void)state;
   const char* peer_name = getenv("ADR_SPILL_TEST_PEER");
-  struct adr_device* peers[2];
+  struct adr_device* peers[3];
   size_t np = 0;
   struct adr_error e;
+  peers[np++] = dev; /* the same device, another table */
   if (adr_device_get(ARROW_DEVICE_CPU, 0, &peers[np], &e) == 0 && peers[np] != dev) np++;
   if (peer_name != NULL && adr_device_select(peer_name, &peers[np], &e) == 0) np++;
-  struct adr_spill_manager* m = manager(0);
+  struct adr_spill_manager* m = manager(1);
   struct adr_spill_array* t = copy(m, &source);
-  assert_int_equal(adr_spill_array_spill(t, NULL, NULL), 0);
-  struct ArrowDeviceArray a;
-  assert_int_equal(adr_spill_array_acquire(t, ADR_SPILL_ACCESS_READ, &a, NULL), 0);
   for (size_t k = 0; k < np; k++) {
     struct adr_spill_manager* pm = NULL;
     if (adr_spill_manager_create(peers[k], NULL, &pm, &e) != 0) fail_msg("peer: %s", e.message);
+    /* Spilled: copied from the host copies. */
+    assert_int_equal(adr_spill_array_spill(t, NULL, NULL), 0);
+    uint64_t unspilled = spill_stats(m).unspilled.bytes;
     struct adr_spill_array* pt = NULL;
+    if (adr_spill_array_copy(t, pm, &pt, &e) != 0)
+      fail_msg("copy of the spilled table to %s: %s", adr_device_name(peers[k]), e.message);
+    if (!host_memory) expect_location(t, ADR_SPILL_LOCATION_HOST);
+    assert_int_equal(spill_stats(m).unspilled.bytes, unspilled);
+    expect_equal_on(pt, peers[k]);
+    assert_true(no_buffer_shared(t, pt));
+    assert_int_equal(adr_spill_array_destroy(pt, NULL), 0);
+    /* Resident: device to device. */
+    assert_int_equal(adr_spill_array_unspill(t, NULL), 0);
+    if (adr_spill_array_copy(t, pm, &pt, &e) != 0)
+      fail_msg("copy of the resident table to %s: %s", adr_device_name(peers[k]), e.message);
+    expect_equal_on(pt, peers[k]);
+    assert_int_equal(adr_spill_array_destroy(pt, NULL), 0);
+    /* From the acquired tree, as any device array. */
+    struct ArrowDeviceArray a;
+    assert_int_equal(adr_spill_array_acquire(t, ADR_SPILL_ACCESS_READ, &a, NULL), 0);
     if (adr_spill_array_deep_copy(pm, &schema, &a, &pt, &e) != 0)
-      fail_msg("copy to %s: %s", adr_device_name(peers[k]), e.message);
+      fail_msg("deep copy to %s: %s", adr_device_name(peers[k]), e.message);
+    adr_device_array_release(&a);
     print_message("  copied from %s to %s\n", adr_device_name(dev), adr_device_name(peers[k]));
-    struct ArrowDeviceArray b;
-    assert_int_equal(adr_spill_array_acquire(pt, ADR_SPILL_ACCESS_READ, &b, NULL), 0);
-    assert_int_equal(b.device_type, adr_device_type(peers[k]));
-    bool eq = false;
-    struct adr_error diff;
-    if (adr_device_array_equal(&schema, &source, &b, &eq, &diff, &e) != 0)
-      fail_msg("equal: %s", e.message);
-    if (!eq) fail_msg("differs on %s: %s", adr_device_name(peers[k]), diff.message);
-    adr_device_array_release(&b);
+    expect_equal_on(pt, peers[k]);
     assert_int_equal(adr_spill_array_destroy(pt, NULL), 0);
     assert_int_equal(adr_spill_manager_destroy(pm, NULL), 0);
   }
-  adr_device_array_release(&a);
+  struct adr_spill_array* bad = NULL;
+  assert_int_equal(adr_spill_array_copy(t, NULL, &bad, &e), EINVAL);
+  assert_null(bad);
   destroy(m, t);
 }
 
