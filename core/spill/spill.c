@@ -316,6 +316,63 @@ static int spill_one(struct adr_spill_buffer* b, int trigger, bool background,
   return st;
 }
 
+/* The spill thread: runs queued blocking spills one after the other. */
+static void* worker_main(void* arg) {
+  struct adr_spill_manager* m = arg;
+  pthread_mutex_lock(&m->lock);
+  for (;;) {
+    while (m->jobs_head == NULL && !m->worker_stop) pthread_cond_wait(&m->work, &m->lock);
+    struct adr_spill_buffer* b = m->jobs_head;
+    if (b == NULL) break; /* stopping, nothing left */
+    m->jobs_head = b->job_next;
+    if (m->jobs_head == NULL) m->jobs_tail = NULL;
+    b->job_next = NULL;
+    int trigger = b->job_trigger;
+    pthread_mutex_unlock(&m->lock);
+    struct adr_error e;
+    e.message[0] = '\0';
+    spill_one(b, trigger, false, &e); /* a failure is logged and counted there */
+    pthread_mutex_lock(&m->lock);
+    m->worker_pending--;
+    pthread_cond_broadcast(&m->moved);
+  }
+  pthread_mutex_unlock(&m->lock);
+  return NULL;
+}
+
+/* Hands a buffer marked ST_SPILLING to the spill thread (starting it);
+ * false when the thread cannot start (the caller spills it itself). */
+static bool worker_enqueue(struct adr_spill_buffer* b, int trigger) {
+  struct adr_spill_manager* m = b->mgr;
+  pthread_mutex_lock(&m->lock);
+  if (!m->worker_started) {
+    if (pthread_create(&m->worker, NULL, worker_main, m) != 0) {
+      pthread_mutex_unlock(&m->lock);
+      return false;
+    }
+    m->worker_started = true;
+  }
+  b->job_next = NULL;
+  b->job_trigger = trigger;
+  if (m->jobs_tail != NULL)
+    m->jobs_tail->job_next = b;
+  else
+    m->jobs_head = b;
+  m->jobs_tail = b;
+  m->worker_pending++;
+  m->queued_spills++;
+  pthread_cond_signal(&m->work);
+  pthread_mutex_unlock(&m->lock);
+  return true;
+}
+
+/* Waits until the spill thread has run every spill queued so far. */
+static void worker_drain(struct adr_spill_manager* m) {
+  pthread_mutex_lock(&m->lock);
+  while (m->worker_pending != 0) pthread_cond_wait(&m->moved, &m->lock);
+  pthread_mutex_unlock(&m->lock);
+}
+
 /* Spills a victim list; returns the bytes moved and the first failure. */
 static int spill_list(struct adr_spill_buffer* list, int trigger, uint64_t* out_bytes,
                       struct adr_error* error) {
@@ -329,7 +386,15 @@ static int spill_list(struct adr_spill_buffer* list, int trigger, uint64_t* out_
     /* Once spill_one has published the move, another thread may free b. */
     size_t size = b->size;
     local.message[0] = '\0';
-    int st = spill_one(b, trigger, trigger != ADR_SPILL_TRIGGER_ON_DEMAND, &local);
+    int st;
+    /* Without a spill stream, an explicit spill of a buffer whose last use
+     * is still queued goes to the spill thread: the caller does not wait
+     * for that work (counted as moved; a failure stays the thread's). */
+    if (trigger == ADR_SPILL_TRIGGER_EXPLICIT && b->mgr->worker_allowed && last_use_busy(b) &&
+        worker_enqueue(b, trigger))
+      st = 0;
+    else
+      st = spill_one(b, trigger, trigger != ADR_SPILL_TRIGGER_ON_DEMAND, &local);
     if (st == 0) {
       moved += size;
     } else if (first == 0) {
@@ -381,6 +446,15 @@ static int on_demand(void* ctx, struct adr_device* device, size_t size, uint32_t
   m->unsettled = 0;
   pthread_mutex_unlock(&m->lock);
   bool settled = unsettled != 0 && adr_stream_synchronize(m->spill_stream, NULL) == 0;
+  if (m->worker_started) {
+    pthread_mutex_lock(&m->lock);
+    bool pending = m->worker_pending != 0;
+    pthread_mutex_unlock(&m->lock);
+    if (pending) {
+      worker_drain(m);
+      settled = true;
+    }
+  }
   pthread_mutex_lock(&m->lock);
   uint64_t got = 0;
   struct adr_spill_buffer* list = pick_victims(m, size ? size : 1, &got);
@@ -566,12 +640,15 @@ static int manager_create(struct adr_device* device, const struct adr_spill_opti
                local.message);
     }
   }
+  m->worker_allowed = !m->noop && !(opts.flags & ADR_SPILL_SYNCHRONOUS) && m->spill_stream == NULL;
   pthread_mutex_init(&m->lock, NULL);
   pthread_cond_init(&m->moved, NULL);
+  pthread_cond_init(&m->work, NULL);
   if ((opts.flags & ADR_SPILL_ON_DEMAND) && !m->noop) {
     st = adr_oom_callback_add(device, on_demand, m, error);
     if (st) {
       if (m->spill_stream != NULL) adr_stream_destroy(m->spill_stream, NULL);
+      pthread_cond_destroy(&m->work);
       pthread_cond_destroy(&m->moved);
       pthread_mutex_destroy(&m->lock);
       free(m);
@@ -584,7 +661,10 @@ static int manager_create(struct adr_device* device, const struct adr_spill_opti
            "spill manager: %s, on demand %s, limit %s, to %s memory, %s spills, stats %u",
            m->noop ? "no-op (host memory)" : "on", m->on_demand ? "on" : "off",
            m->limit ? adr__format_bytes(m->limit, l, sizeof(l)) : "none",
-           m->host_pinned ? "pinned" : "pageable", m->spill_stream ? "background" : "blocking",
+           m->host_pinned ? "pinned" : "pageable",
+           m->spill_stream     ? "background (stream)"
+           : m->worker_allowed ? "background (thread)"
+                               : "blocking",
            m->level);
   *out = m;
   return 0;
@@ -610,6 +690,13 @@ int adr_spill_manager_destroy(struct adr_spill_manager* m, struct adr_error* err
                        n == 1 ? " is" : "s are", adr_device_name(m->device));
   if (m->on_demand) adr_oom_callback_remove(m->device, on_demand, m, NULL);
   if (m->spill_stream != NULL) adr_stream_destroy(m->spill_stream, NULL);
+  if (m->worker_started) {
+    pthread_mutex_lock(&m->lock);
+    m->worker_stop = true;
+    pthread_cond_signal(&m->work);
+    pthread_mutex_unlock(&m->lock);
+    pthread_join(m->worker, NULL);
+  }
   while (m->exposures) {
     struct exposure_record* r = m->exposures;
     m->exposures = r->next;
@@ -621,6 +708,7 @@ int adr_spill_manager_destroy(struct adr_spill_manager* m, struct adr_error* err
     m->host_cache = blk->next;
     free(blk);
   }
+  pthread_cond_destroy(&m->work);
   pthread_cond_destroy(&m->moved);
   pthread_mutex_destroy(&m->lock);
   free(m);
@@ -698,6 +786,7 @@ int adr_spill_manager_spill(struct adr_spill_manager* m, uint64_t bytes, uint64_
 int adr_spill_manager_synchronize(struct adr_spill_manager* m, struct adr_error* error) {
   if (m == NULL)
     return adr__errorf(error, EINVAL, "adr_spill_manager_synchronize", NULL, "manager is NULL");
+  if (m->worker_started) worker_drain(m);
   if (m->spill_stream == NULL) return 0;
   return adr_stream_synchronize(m->spill_stream, error);
 }

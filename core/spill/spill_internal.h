@@ -46,6 +46,9 @@ struct adr_spill_buffer {
    * must not be read or freed (unspill and free wait for it on the host). */
   bool spill_pending;
   struct adr_event* spill_event;
+  /* The spill thread's queue (spilling, owned by the thread once queued). */
+  struct adr_spill_buffer* job_next;
+  int job_trigger;
 };
 
 struct exposure_record {
@@ -90,6 +93,15 @@ struct adr_spill_manager {
   struct adr_stream* spill_stream;
   uint64_t queued_spills; /* statistics: spills that were queued */
   uint64_t unsettled;     /* queued since the OOM callback last waited for them */
+  /* Where there is no spill stream (Vulkan: downloads complete in the
+   * call), explicit spills of busy buffers go to a spill thread instead,
+   * started at the first such spill, which runs the blocking spill while
+   * the buffer stays in ST_SPILLING (behind `lock`). */
+  bool worker_allowed, worker_started, worker_stop;
+  pthread_t worker;
+  pthread_cond_t work; /* jobs queued, or stop */
+  struct adr_spill_buffer *jobs_head, *jobs_tail;
+  uint64_t worker_pending; /* queued or running */
   uint64_t cow_copies, cow_bytes;
 };
 

@@ -30,7 +30,8 @@
  * completed, queues its copy on the manager's spill stream behind those
  * events and returns at once (a background spill: the device memory is
  * freed on that stream, and whoever needs the host bytes waits for the
- * copy). So a spill never copies bytes that queued work has yet to write,
+ * copy; on Vulkan an explicit spill of such a buffer is run by the
+ * manager's spill thread instead). So a spill never copies bytes that queued work has yet to write,
  * nor frees memory queued work still reads. Unspilling is a blocking
  * copy: the bytes are in place, for every stream, when acquire returns.
  *
