@@ -16,6 +16,7 @@
  * (cpu) the gated case is not run.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -255,6 +256,98 @@ static void test_queued_then_free(void** state) {
   assert_int_equal(adr_spill_manager_destroy(m, NULL), 0);
 }
 
+/* Many threads, one manager: each writes its buffer with memsets queued
+ * on its own stream, releases it on that stream and spills everything that
+ * can spill (other threads' busy buffers included: background spills
+ * behind their last use, or the spill thread's); the next acquire waits
+ * for whichever spill has its buffer and must read the last value. */
+#define BG_THREADS 4
+#define BG_ROUNDS 25
+#define BG_SIZE ((size_t)256 << 10)
+
+struct bg_worker {
+  struct adr_spill_manager* m;
+  int id;
+  char failure[600];
+};
+
+static void* bg_work(void* arg) {
+  struct bg_worker* w = arg;
+  struct adr_error e;
+  struct adr_spill_buffer* b = NULL;
+  struct adr_stream* s = NULL;
+  uint8_t* h = malloc(BG_SIZE);
+  int value = -1;
+  if (adr_spill_buffer_alloc(w->m, BG_SIZE, &b, &e) != 0 ||
+      adr_stream_create(dev, &s, &e) != 0) {
+    snprintf(w->failure, sizeof(w->failure), "setup: %.500s", e.message);
+    goto out;
+  }
+  for (int r = 0; r < BG_ROUNDS; r++) {
+    void* d = NULL;
+    if (adr_spill_buffer_acquire(b, ADR_SPILL_ACCESS_WRITE, &d, &e) != 0) {
+      snprintf(w->failure, sizeof(w->failure), "acquire: %.500s", e.message);
+      goto out;
+    }
+    if (value >= 0) {
+      if (adr_copy(NULL, h, dev, d, BG_SIZE, NULL, &e) != 0) {
+        snprintf(w->failure, sizeof(w->failure), "read: %.500s", e.message);
+        goto out;
+      }
+      for (size_t i = 0; i < BG_SIZE; i++)
+        if (h[i] != (uint8_t)value) {
+          snprintf(w->failure, sizeof(w->failure), "round %d byte %zu: 0x%02x, expected 0x%02x",
+                   r, i, h[i], value);
+          goto out;
+        }
+    }
+    value = (w->id * 50 + r) & 0xff;
+    for (int k = 0; k < 4; k++)
+      if (adr_memset(dev, d, k == 3 ? value : 0x99, BG_SIZE, s, &e) != 0) {
+        snprintf(w->failure, sizeof(w->failure), "memset: %.500s", e.message);
+        goto out;
+      }
+    if (adr_spill_buffer_release(b, s, &e) != 0 ||
+        adr_spill_manager_spill(w->m, UINT64_MAX, NULL, &e) != 0) {
+      snprintf(w->failure, sizeof(w->failure), "release/spill: %.500s", e.message);
+      goto out;
+    }
+  }
+out:
+  if (b != NULL) adr_spill_buffer_free(b, NULL);
+  if (s != NULL) adr_stream_destroy(s, NULL);
+  free(h);
+  return NULL;
+}
+
+static void test_threads_background(void** state) {
+  (void)state;
+  if (host_memory) {
+    print_message("  (%s is host memory: nothing to spill)\n", adr_device_name(dev));
+    return;
+  }
+  struct adr_spill_options o;
+  adr_spill_options_init(&o);
+  o.stats_level = 1;
+  struct adr_spill_manager* m = NULL;
+  assert_int_equal(adr_spill_manager_create(dev, &o, &m, NULL), 0);
+  pthread_t t[BG_THREADS];
+  struct bg_worker w[BG_THREADS];
+  for (int i = 0; i < BG_THREADS; i++) {
+    w[i] = (struct bg_worker){m, i, ""};
+    assert_int_equal(pthread_create(&t[i], NULL, bg_work, &w[i]), 0);
+  }
+  for (int i = 0; i < BG_THREADS; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < BG_THREADS; i++)
+    if (w[i].failure[0] != '\0') fail_msg("thread %d: %s", i, w[i].failure);
+  struct adr_spill_stats ss = stats(m);
+  print_message("  %" PRIu64 " spills, %" PRIu64 " of them queued\n",
+                ss.spilled[ADR_SPILL_TRIGGER_EXPLICIT].count, ss.queued_spills);
+  assert_int_equal(ss.buffers, 0);
+  assert_int_equal(ss.spill_failures, 0);
+  assert_int_equal(adr_spill_manager_destroy(m, NULL), 0);
+}
+
 int main(void) {
   struct adr_error e;
   const char* require = getenv("ADR_SPILL_REQUIRE");
@@ -275,6 +368,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_spill_behind_gate),
       cmocka_unit_test(test_queued_then_free),
+      cmocka_unit_test(test_threads_background),
   };
   return cmocka_run_group_tests_name(adr_device_name(dev), tests, NULL, NULL);
 }
