@@ -38,10 +38,11 @@ struct adr_spill_slice {
 
 /* A new owner holding a copy of `size` bytes at `src` (a held device
  * pointer of m's device), returned held once with its pointer in *out_ptr.
- * The copy is queued on `stream` (NULL: completed on return). */
+ * The copy is queued on `stream` (NULL: completed on return). `cow`: a
+ * copy-on-write copy, counted in the statistics (not a requested one). */
 static int copy_into_new(struct adr_spill_manager* m, const void* src, size_t size,
-                         struct adr_stream* stream, struct adr_spill_buffer** out, void** out_ptr,
-                         struct adr_error* error) {
+                         struct adr_stream* stream, bool cow, struct adr_spill_buffer** out,
+                         void** out_ptr, struct adr_error* error) {
   struct adr_spill_buffer* nb = NULL;
   void* dp = NULL;
   int st = adr_spill_buffer_alloc(m, size, &nb, error);
@@ -52,10 +53,12 @@ static int copy_into_new(struct adr_spill_manager* m, const void* src, size_t si
     if (nb != NULL) adr__spill_buffer_free_owned(nb, NULL);
     return st;
   }
-  pthread_mutex_lock(&m->lock);
-  m->cow_copies++;
-  m->cow_bytes += size;
-  pthread_mutex_unlock(&m->lock);
+  if (cow) {
+    pthread_mutex_lock(&m->lock);
+    m->cow_copies++;
+    m->cow_bytes += size;
+    pthread_mutex_unlock(&m->lock);
+  }
   *out = nb;
   *out_ptr = dp;
   return 0;
@@ -75,7 +78,7 @@ static int make_private(struct adr_spill_slice* s, struct adr_stream* stream, vo
   struct adr_spill_buffer* nb = NULL;
   int st = adr_spill_buffer_acquire(old, ADR_SPILL_ACCESS_READ, &sp, error);
   if (st == 0) {
-    st = copy_into_new(m, (char*)sp + off, s->size, stream, &nb, out_ptr, error);
+    st = copy_into_new(m, (char*)sp + off, s->size, stream, true, &nb, out_ptr, error);
     /* The old owner's last use by this slice is the copy. */
     adr_spill_buffer_release(old, st == 0 ? stream : NULL, NULL);
   }
@@ -137,14 +140,14 @@ int adr_spill_slice_alloc(struct adr_spill_manager* manager, size_t size,
 
 /* A physical copy of [offset, offset + size) of s into a new slice. */
 static int deep_copy(struct adr_spill_slice* s, size_t offset, size_t size,
-                     struct adr_stream* stream, const char* op, struct adr_spill_slice** out,
-                     struct adr_error* error) {
+                     struct adr_stream* stream, bool cow, const char* op,
+                     struct adr_spill_slice** out, struct adr_error* error) {
   void* sp = NULL;
   int st = adr_spill_slice_acquire(s, ADR_SPILL_ACCESS_READ, stream, &sp, error);
   if (st) return st;
   struct adr_spill_buffer* nb = NULL;
   void* dp = NULL;
-  st = copy_into_new(s->mgr, (char*)sp + offset, size, stream, &nb, &dp, error);
+  st = copy_into_new(s->mgr, (char*)sp + offset, size, stream, cow, &nb, &dp, error);
   adr_spill_slice_release(s, st == 0 ? stream : NULL, NULL);
   if (st) return st;
   /* The copy is the new owner's last use so far: a spill waits for it. */
@@ -195,7 +198,7 @@ int adr_spill_slice_view(struct adr_spill_slice* s, size_t offset, size_t size,
   /* Exposed: someone outside adr may write it at any time, so sharing
    * could not be tracked; a view is a real copy. */
   free(v);
-  return deep_copy(s, offset, size, stream, op, out, error);
+  return deep_copy(s, offset, size, stream, true, op, out, error);
 }
 
 int adr_spill_slice_copy(struct adr_spill_slice* s, struct adr_stream* stream,
@@ -204,7 +207,7 @@ int adr_spill_slice_copy(struct adr_spill_slice* s, struct adr_stream* stream,
   if (s == NULL || out == NULL)
     return adr__errorf(error, EINVAL, op, NULL, "%s is NULL", s ? "out" : "slice");
   *out = NULL;
-  return deep_copy(s, 0, s->size, stream, op, out, error);
+  return deep_copy(s, 0, s->size, stream, false, op, out, error);
 }
 
 int adr_spill_slice_free(struct adr_spill_slice* s, struct adr_error* error) {

@@ -304,6 +304,7 @@ static void test_exposure(void** state) {
   assert_int_equal(adr_spill_slice_copy(a, NULL, &dc, NULL), 0);
   assert_ptr_not_equal(adr_spill_slice_buffer(dc), adr_spill_slice_buffer(a));
   expect(dc, 71, 0);
+  assert_int_equal(stats(m).cow_copies, 2); /* a requested copy is not copy-on-write's */
   /* The exposed one never spills; the others do. */
   spill_all(m);
   assert_int_equal(adr_spill_buffer_location(adr_spill_slice_buffer(b)),
