@@ -197,8 +197,7 @@ static void print_exposure_json(void* ctx, const struct adr_spill_exposure* x) {
   bool* first = ctx;
   printf("%s{\"reason\": ", *first ? "" : ", ");
   json_string(x->reason);
-  printf(", \"count\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"backtrace\": ", x->count,
-         x->bytes);
+  printf(", \"count\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"backtrace\": ", x->count, x->bytes);
   json_string(x->backtrace);
   printf("}");
   *first = false;
@@ -238,13 +237,12 @@ static void print_spill(struct adr_device* dev) {
       printf("null");
       return;
     }
-    static const char* const triggers[ADR_SPILL_TRIGGER_COUNT] = {"on_demand", "limit",
-                                                                   "explicit"};
+    static const char* const triggers[ADR_SPILL_TRIGGER_COUNT] = {"on_demand", "limit", "explicit"};
     printf("{\"level\": %u, \"device_limit\": %" PRIu64 ", \"spilled\": {", s.level,
            s.device_limit);
     for (int i = 0; i < ADR_SPILL_TRIGGER_COUNT; i++)
-      printf("%s\"%s\": {\"count\": %" PRIu64 ", \"bytes\": %" PRIu64
-             ", \"nanoseconds\": %" PRIu64 "}",
+      printf("%s\"%s\": {\"count\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"nanoseconds\": %" PRIu64
+             "}",
              i ? ", " : "", triggers[i], s.spilled[i].count, s.spilled[i].bytes,
              s.spilled[i].nanoseconds);
     printf("}, \"unspilled\": {\"count\": %" PRIu64 ", \"bytes\": %" PRIu64
@@ -278,9 +276,10 @@ static void print_spill(struct adr_device* dev) {
   if (sm == NULL) return;
   char line[1024];
   if (s.device_limit) human_bytes(s.device_limit, line, sizeof(line));
-  printf("      %-22s on (ADR_SPILL), limit %s (this adr-info process's manager; an application "
-         "prints its own with adr_spill_stats_format)\n",
-         "spill", s.device_limit ? line : "none");
+  printf(
+      "      %-22s on (ADR_SPILL), limit %s (this adr-info process's manager; an application "
+      "prints its own with adr_spill_stats_format)\n",
+      "spill", s.device_limit ? line : "none");
   adr_spill_stats_format(&s, line, sizeof(line));
   for (char* p = line; *p != '\0';) {
     char* nl = strchr(p, '\n');

@@ -252,8 +252,7 @@ static int node_clone(const struct node* src, struct node* dst) {
     if (node_clone(&src->children[i], &dst->children[i]) != 0) return ENOMEM;
   if (src->dictionary != NULL) {
     dst->dictionary = calloc(1, sizeof(struct node));
-    if (dst->dictionary == NULL || node_clone(src->dictionary, dst->dictionary) != 0)
-      return ENOMEM;
+    if (dst->dictionary == NULL || node_clone(src->dictionary, dst->dictionary) != 0) return ENOMEM;
   }
   return 0;
 }
@@ -267,8 +266,8 @@ int adr_spill_array_slice(struct adr_spill_array* array, int64_t offset, int64_t
   if (offset < 0 || length < 0 || offset > array->root.length ||
       length > array->root.length - offset)
     return adr__errorf(error, EINVAL, op, NULL,
-                       "rows [%" PRId64 ", +%" PRId64 ") are outside the table's %" PRId64,
-                       offset, length, array->root.length);
+                       "rows [%" PRId64 ", +%" PRId64 ") are outside the table's %" PRId64, offset,
+                       length, array->root.length);
   struct adr_spill_array* t = calloc(1, sizeof(*t));
   if (t == NULL) return adr__errorf(error, ENOMEM, op, NULL, "ENOMEM: out of host memory");
   atomic_init(&t->refs, 1);
@@ -300,7 +299,9 @@ int adr_spill_array_copy(struct adr_spill_array* array, struct adr_spill_manager
   static const char* op = "adr_spill_array_copy";
   if (array == NULL || manager == NULL || out == NULL)
     return adr__errorf(error, EINVAL, op, NULL, "%s is NULL",
-                       !array ? "array" : !manager ? "manager" : "out");
+                       !array     ? "array"
+                       : !manager ? "manager"
+                                  : "out");
   *out = NULL;
   struct adr_spill_array* t = calloc(1, sizeof(*t));
   if (t == NULL) return adr__errorf(error, ENOMEM, op, NULL, "ENOMEM: out of host memory");

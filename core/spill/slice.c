@@ -68,7 +68,7 @@ static int copy_into_new(struct adr_spill_manager* m, const void* src, size_t si
  * and return; s is shared and not held). On success the new owner is held
  * once for the caller and its device pointer is in *out_ptr. */
 static int make_private(struct adr_spill_slice* s, struct adr_stream* stream, void** out_ptr,
-                   struct adr_error* error) {
+                        struct adr_error* error) {
   struct adr_spill_buffer* old = s->owner;
   struct adr_spill_manager* m = old->mgr;
   size_t off = s->offset;
@@ -159,13 +159,12 @@ static int deep_copy(struct adr_spill_slice* s, size_t offset, size_t size,
   return wrap(nb, op, out, error);
 }
 
-static int check_range(const struct adr_spill_slice* s, size_t offset, size_t size,
-                       const char* op, struct adr_error* error) {
+static int check_range(const struct adr_spill_slice* s, size_t offset, size_t size, const char* op,
+                       struct adr_error* error) {
   if (size == 0) return adr__errorf(error, EINVAL, op, NULL, "size is 0");
   if (offset > s->size || size > s->size - offset)
     return adr__errorf(error, EINVAL, op, NULL,
-                       "range [%zu, +%zu) is outside the slice's %zu bytes", offset, size,
-                       s->size);
+                       "range [%zu, +%zu) is outside the slice's %zu bytes", offset, size, s->size);
   return 0;
 }
 

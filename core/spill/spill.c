@@ -944,7 +944,7 @@ int adr_spill_buffer_location(struct adr_spill_buffer* b) {
   if (b == NULL) return 0;
   pthread_mutex_lock(&b->mgr->lock);
   int loc = b->state == ST_DEVICE || b->state == ST_SPILLING ? ADR_SPILL_LOCATION_DEVICE
-                                                       : ADR_SPILL_LOCATION_HOST;
+                                                             : ADR_SPILL_LOCATION_HOST;
   pthread_mutex_unlock(&b->mgr->lock);
   return loc;
 }
@@ -1138,20 +1138,21 @@ const char* adr_spill_stats_format(const struct adr_spill_stats* s, char* buf, s
                    adr__format_bytes(s->host_bytes, c, sizeof(c)), s->exposed_buffers);
   if (n < 0 || (size_t)n >= size) return buf;
   if (s->level >= 1) {
-    snprintf(
-        buf + n, size - (size_t)n,
-        " Spilling (level >= 1):\n"
-        "  gpu => cpu: %s in %.4fs (on demand %s, limit %s, explicit %s)\n"
-        "  cpu => gpu: %s in %.4fs\n"
-        "  failures: %" PRIu64 " spills, %" PRIu64 " unspills; limit exceeded %" PRIu64 " times\n"
-        "  background: %" PRIu64 " spills queued; copy-on-write: %" PRIu64 " copies, %s\n",
-        adr__format_bytes(d2h.bytes, d, sizeof(d)), (double)d2h.nanoseconds / 1e9,
-        adr__format_bytes(s->spilled[0].bytes, e, sizeof(e)),
-        adr__format_bytes(s->spilled[1].bytes, f, sizeof(f)),
-        adr__format_bytes(s->spilled[2].bytes, g, sizeof(g)),
-        adr__format_bytes(s->unspilled.bytes, a, sizeof(a)), (double)s->unspilled.nanoseconds / 1e9,
-        s->spill_failures, s->unspill_failures, s->limit_exceeded, s->queued_spills, s->cow_copies,
-        adr__format_bytes(s->cow_bytes, b, sizeof(b)));
+    snprintf(buf + n, size - (size_t)n,
+             " Spilling (level >= 1):\n"
+             "  gpu => cpu: %s in %.4fs (on demand %s, limit %s, explicit %s)\n"
+             "  cpu => gpu: %s in %.4fs\n"
+             "  failures: %" PRIu64 " spills, %" PRIu64 " unspills; limit exceeded %" PRIu64
+             " times\n"
+             "  background: %" PRIu64 " spills queued; copy-on-write: %" PRIu64 " copies, %s\n",
+             adr__format_bytes(d2h.bytes, d, sizeof(d)), (double)d2h.nanoseconds / 1e9,
+             adr__format_bytes(s->spilled[0].bytes, e, sizeof(e)),
+             adr__format_bytes(s->spilled[1].bytes, f, sizeof(f)),
+             adr__format_bytes(s->spilled[2].bytes, g, sizeof(g)),
+             adr__format_bytes(s->unspilled.bytes, a, sizeof(a)),
+             (double)s->unspilled.nanoseconds / 1e9, s->spill_failures, s->unspill_failures,
+             s->limit_exceeded, s->queued_spills, s->cow_copies,
+             adr__format_bytes(s->cow_bytes, b, sizeof(b)));
   }
   return buf;
 }

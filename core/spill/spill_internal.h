@@ -110,7 +110,6 @@ struct host_block {
   size_t size; /* usable bytes */
 };
 
-
 struct adr__spill_config {
   int status; /* 0, or EINVAL for a malformed variable (every global call reports it) */
   struct adr_error error;

@@ -330,8 +330,7 @@ ADR_API int adr_spill_array_slice(struct adr_spill_array* array, int64_t offset,
  * copy when it is spilled (uploaded to the target, never unspilled onto
  * its own device first). Nothing is shared with `array`; its buffers are
  * not moved. The caller owns *out (adr_spill_array_destroy). */
-ADR_API int adr_spill_array_copy(struct adr_spill_array* array,
-                                 struct adr_spill_manager* manager,
+ADR_API int adr_spill_array_copy(struct adr_spill_array* array, struct adr_spill_manager* manager,
                                  struct adr_spill_array** out, struct adr_error* error);
 
 /* Drops the caller's reference. The buffers are freed (once) when the

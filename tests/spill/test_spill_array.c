@@ -459,8 +459,7 @@ int main(void) {
       cmocka_unit_test(test_spill_unspill),    cmocka_unit_test(test_acquired_stays),
       cmocka_unit_test(test_slices),           cmocka_unit_test(test_export),
       cmocka_unit_test(test_copy_from_device), cmocka_unit_test(test_copy_to_other_device),
-      cmocka_unit_test(test_cow_slices),
-      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_cow_slices),       cmocka_unit_test(test_errors),
   };
   int rc = cmocka_run_group_tests_name(adr_device_name(dev), tests, NULL, NULL);
   adr_device_array_release(&source);

@@ -44,8 +44,8 @@ static bool sync_downloads;
 struct watchdog {
   const struct conf_native* h;
   struct conf_gate* gate;
-  atomic_bool opened;   /* by anyone */
-  atomic_bool fired;    /* by the watchdog */
+  atomic_bool opened; /* by anyone */
+  atomic_bool fired;  /* by the watchdog */
   atomic_bool stop;
   pthread_t thread;
 };
@@ -278,8 +278,7 @@ static void* bg_work(void* arg) {
   struct adr_stream* s = NULL;
   uint8_t* h = malloc(BG_SIZE);
   int value = -1;
-  if (adr_spill_buffer_alloc(w->m, BG_SIZE, &b, &e) != 0 ||
-      adr_stream_create(dev, &s, &e) != 0) {
+  if (adr_spill_buffer_alloc(w->m, BG_SIZE, &b, &e) != 0 || adr_stream_create(dev, &s, &e) != 0) {
     snprintf(w->failure, sizeof(w->failure), "setup: %.500s", e.message);
     goto out;
   }
@@ -296,8 +295,8 @@ static void* bg_work(void* arg) {
       }
       for (size_t i = 0; i < BG_SIZE; i++)
         if (h[i] != (uint8_t)value) {
-          snprintf(w->failure, sizeof(w->failure), "round %d byte %zu: 0x%02x, expected 0x%02x",
-                   r, i, h[i], value);
+          snprintf(w->failure, sizeof(w->failure), "round %d byte %zu: 0x%02x, expected 0x%02x", r,
+                   i, h[i], value);
           goto out;
         }
     }

@@ -307,11 +307,9 @@ static void test_exposure(void** state) {
   assert_int_equal(stats(m).cow_copies, 2); /* a requested copy is not copy-on-write's */
   /* The exposed one never spills; the others do. */
   spill_all(m);
-  assert_int_equal(adr_spill_buffer_location(adr_spill_slice_buffer(b)),
-                   ADR_SPILL_LOCATION_DEVICE);
+  assert_int_equal(adr_spill_buffer_location(adr_spill_slice_buffer(b)), ADR_SPILL_LOCATION_DEVICE);
   if (!host_memory)
-    assert_int_equal(adr_spill_buffer_location(adr_spill_slice_buffer(a)),
-                     ADR_SPILL_LOCATION_HOST);
+    assert_int_equal(adr_spill_buffer_location(adr_spill_slice_buffer(a)), ADR_SPILL_LOCATION_HOST);
   expect(a, 71, 0);
   expect(dc, 71, 0);
   size_t records = 0;
