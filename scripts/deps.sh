@@ -17,7 +17,7 @@ packages=(
   libamdhip64-dev libamdhip64-5
   valgrind
   cmake groff-base
-  python3-dev python3-numpy python3-pytest python3-mesonpy patchelf
+  python3-dev python3-numpy python3-pytest python3-mesonpy python3-pip patchelf
 )
 missing=()
 for p in "${packages[@]}"; do
