@@ -165,5 +165,7 @@ int adrpy_array_stream_init(PyObject* module);
 PyObject* adrpy_numpy_allocator(PyObject* module, PyObject* args, PyObject* kwds);
 PyObject* adrpy_numpy_set_handler(PyObject* module, PyObject* handler);
 PyObject* adrpy_numpy_get_handler(PyObject* module, PyObject* unused);
+/* Gives the calling thread's cached blocks back to adr; the bytes freed. */
+PyObject* adrpy_numpy_trim(PyObject* module, PyObject* unused);
 
 #endif /* ADRPY_H */
