@@ -7,7 +7,9 @@
 # groff renders the man pages in tests/packaging. The Python module (python/)
 # builds against /usr/bin/python3's headers and numpy, and its tests run with
 # pytest; meson-python builds it as a wheel (pyproject.toml; it rewrites the
-# RUNPATHs with patchelf).
+# RUNPATHs with patchelf), which the python-wheel test installs with pip;
+# Numba's CUDA target is the independent CUDA Array Interface peer of
+# python/tests/test_numba_cai.py.
 set -euo pipefail
 packages=(
   build-essential meson ninja-build pkg-config libcmocka-dev clang
@@ -17,7 +19,7 @@ packages=(
   libamdhip64-dev libamdhip64-5
   valgrind
   cmake groff-base
-  python3-dev python3-numpy python3-pytest python3-mesonpy python3-pip patchelf
+  python3-dev python3-numpy python3-pytest python3-mesonpy python3-pip python3-numba patchelf
 )
 missing=()
 for p in "${packages[@]}"; do
