@@ -14,8 +14,9 @@ Rows:
                          for N = 1 KiB, 1 MiB, 64 MiB: allocation plus first touch, repeated,
                          so the pool's reuse (no fresh pages to fault in) shows.
 The issue's targets: >= 1.0x for every np.ones row, >= 2x at 64 MiB.
-The np.ones rows also count minor page faults per array (getrusage), which
-unlike the times do not depend on what else the machine is doing.
+The np.ones rows also count minor page faults per array (getrusage).
+Times are the process's CPU time (time.process_time), the best of several
+batches, adr's and NumPy's batches alternating.
 """
 import argparse
 import json
@@ -29,11 +30,17 @@ import adr
 import adr.numpy
 
 
+# CPU time of the process (all its threads, user and system: page faults
+# count), not wall-clock time: on a shared machine other jobs' time slices
+# would otherwise land in whichever batch they interrupt.
+clock = time.process_time
+
+
 def timed(fn, number):
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(number):
         fn()
-    return (time.perf_counter() - t0) / number
+    return (clock() - t0) / number
 
 
 def best_pair(adr_fn, np_fn, number, repeat, adr_context=None):

@@ -31,6 +31,7 @@
 #define NPY_NO_DEPRECATED_API NPY_1_22_API_VERSION
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "adrpy.h"
@@ -63,18 +64,20 @@ struct np_cached {
 };
 
 struct np_cache {
-  unsigned n;   /* entries [0, n): oldest first */
+  unsigned n;   /* entries [0, n) */
   size_t bytes; /* their total sizes */
-  int registered;
   struct np_cached e[NP_CACHE_SLOTS];
 };
 
-static _Thread_local struct np_cache np_tls;
+/* The calling thread's cache, found with pthread_getspecific (a few
+ * instructions; a _Thread_local in a dlopen'ed module costs a
+ * __tls_get_addr call per access), made on the thread's first free and
+ * given back to adr by the key's destructor when the thread exits. */
 static pthread_key_t np_key;
 static pthread_once_t np_key_once = PTHREAD_ONCE_INIT;
 static int np_key_ok;
 
-/* Gives every cached block of the calling thread back to adr; the bytes. */
+/* Gives every cached block back to adr; the bytes. */
 static size_t cache_trim(struct np_cache* c) {
   size_t bytes = c->bytes;
   for (unsigned i = 0; i < c->n; i++)
@@ -86,21 +89,35 @@ static size_t cache_trim(struct np_cache* c) {
 
 static void cache_thread_exit(void* p) {
   cache_trim(p);
+  free(p);
 }
 
 static void cache_key_create(void) {
   np_key_ok = pthread_key_create(&np_key, cache_thread_exit) == 0;
 }
 
+static struct np_cache* cache_get(int create) {
+  pthread_once(&np_key_once, cache_key_create);
+  if (!np_key_ok) return NULL;
+  struct np_cache* c = pthread_getspecific(np_key);
+  if (c == NULL && create && (c = calloc(1, sizeof(*c))) != NULL &&
+      pthread_setspecific(np_key, c) != 0) {
+    free(c);
+    c = NULL;
+  }
+  return c;
+}
+
 static void* cache_take(const struct np_ctx* ctx, size_t total) {
-  struct np_cache* c = &np_tls;
+  struct np_cache* c = cache_get(0);
+  if (c == NULL) return NULL;
   for (unsigned i = c->n; i-- > 0;) {
     struct np_cached* e = &c->e[i];
     if (e->total == total && e->dev == ctx->dev && e->allocator == ctx->allocator) {
       void* base = e->base;
       c->bytes -= total;
-      c->n--;
-      memmove(e, e + 1, (c->n - i) * sizeof(*e));
+      /* The newest entry takes the slot (the order is only roughly by age). */
+      *e = c->e[--c->n];
       return base;
     }
   }
@@ -110,13 +127,8 @@ static void* cache_take(const struct np_ctx* ctx, size_t total) {
 /* 1 when the cache took the block. */
 static int cache_put(const struct np_ctx* ctx, void* base, size_t total) {
   if (total > NP_CACHE_MAX_BLOCK) return 0;
-  struct np_cache* c = &np_tls;
-  if (!c->registered) {
-    /* The thread's blocks go back to adr when it exits. */
-    pthread_once(&np_key_once, cache_key_create);
-    if (!np_key_ok || pthread_setspecific(np_key, c) != 0) return 0;
-    c->registered = 1;
-  }
+  struct np_cache* c = cache_get(1);
+  if (c == NULL) return 0;
   while (c->n > 0 && (c->n == NP_CACHE_SLOTS || c->bytes + total > NP_CACHE_MAX_BYTES)) {
     struct np_cached old = c->e[0];
     c->n--;
@@ -157,7 +169,8 @@ static void np_free(void* ctx, void* ptr, size_t size) {
 }
 
 PyObject* adrpy_numpy_trim(PyObject* module, PyObject* unused) {
-  return PyLong_FromSize_t(cache_trim(&np_tls));
+  struct np_cache* c = cache_get(0);
+  return PyLong_FromSize_t(c != NULL ? cache_trim(c) : 0);
 }
 
 static void* np_calloc(void* ctx, size_t nelem, size_t elsize) {
