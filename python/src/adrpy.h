@@ -90,12 +90,14 @@ typedef struct {
    * recorded on `pending_stream` after the last one (an operation on
    * another stream first makes that stream wait on the previous event).
    * NULL when nothing is queued. `pending_keep` is a list of objects the
-   * queued work reads (host memory given to copy_from), dropped once the
-   * work is known complete. `cai_stream` keeps the stream last exported
-   * through __cuda_array_interface__ alive with the buffer. */
+   * queued work reads (host memory given to copy_from: `pending_host` is
+   * then 1) and of earlier events not complete when replaced, dropped once
+   * the work is known complete. `cai_stream` keeps the stream last
+   * exported through __cuda_array_interface__ alive with the buffer. */
   AdrStreamObject* pending_stream;
   AdrEventObject* pending;
   PyObject* pending_keep;
+  int pending_host;
   PyObject* cai_stream;
 } AdrBufferObject;
 

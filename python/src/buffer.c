@@ -67,6 +67,7 @@ static void pending_clear(AdrBufferObject* self) {
   self->pending = NULL;
   self->pending_stream = NULL;
   self->pending_keep = NULL;
+  self->pending_host = 0;
   Py_XDECREF(ev);
   Py_XDECREF(s);
   Py_XDECREF(keep);
@@ -133,6 +134,15 @@ int adrpy_buffer_set_pending(AdrBufferObject* self, AdrStreamObject* s, AdrEvent
   if (keep != NULL) {
     if (self->pending_keep == NULL && (self->pending_keep = PyList_New(0)) == NULL) return -1;
     if (PyList_Append(self->pending_keep, keep) < 0) return -1;
+    self->pending_host = 1;
+  }
+  /* The previous event, if not complete yet, is kept too: destroying an
+   * event may wait for it (Vulkan's vkDestroyEvent rule), which would turn
+   * the next queued operation into a blocking one. */
+  if (self->pending != NULL && self->pending != ev && self->pending->event != NULL &&
+      adr_event_query(self->pending->event, NULL) == EBUSY) {
+    if (self->pending_keep == NULL && (self->pending_keep = PyList_New(0)) == NULL) return -1;
+    if (PyList_Append(self->pending_keep, (PyObject*)self->pending) < 0) return -1;
   }
   Py_INCREF(ev);
   Py_XSETREF(self->pending, ev);
@@ -158,6 +168,7 @@ static AdrBufferObject* buffer_new_object(AdrDeviceObject* device) {
   self->pending_stream = NULL;
   self->pending = NULL;
   self->pending_keep = NULL;
+  self->pending_host = 0;
   self->cai_stream = NULL;
   return self;
 }
@@ -204,7 +215,7 @@ static int buffer_release(AdrBufferObject* self, struct adr_error* err) {
   struct adr_stream* free_on = NULL;
   if (self->pending != NULL) {
     AdrStreamObject* ps = self->pending_stream;
-    if (kind == ADRPY_BUFFER_OWNED && self->pending_keep == NULL && ps->stream != NULL &&
+    if (kind == ADRPY_BUFFER_OWNED && !self->pending_host && ps->stream != NULL &&
         adr_stream_device(ps->stream) == self->device->dev) {
       free_on = ps->stream;
     } else {
@@ -214,7 +225,7 @@ static int buffer_release(AdrBufferObject* self, struct adr_error* err) {
   }
   self->kind = ADRPY_BUFFER_FREED;
   if (rc != 0) {
-    self->pending_keep = NULL; /* leaked with the memory */
+    if (self->pending_host) self->pending_keep = NULL; /* leaked with the memory */
     self->managed = NULL;
     pending_clear(self);
     return rc;
