@@ -30,6 +30,7 @@
  */
 #define NPY_NO_DEPRECATED_API NPY_1_22_API_VERSION
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +76,7 @@ struct np_cache {
  * given back to adr by the key's destructor when the thread exits. */
 static pthread_key_t np_key;
 static pthread_once_t np_key_once = PTHREAD_ONCE_INIT;
-static int np_key_ok;
+static atomic_int np_key_ok; /* 1 once the key exists (release/acquire) */
 
 /* Gives every cached block back to adr; the bytes. */
 static size_t cache_trim(struct np_cache* c) {
@@ -93,12 +94,15 @@ static void cache_thread_exit(void* p) {
 }
 
 static void cache_key_create(void) {
-  np_key_ok = pthread_key_create(&np_key, cache_thread_exit) == 0;
+  atomic_store_explicit(&np_key_ok, pthread_key_create(&np_key, cache_thread_exit) == 0 ? 1 : -1,
+                        memory_order_release);
 }
 
 static struct np_cache* cache_get(int create) {
-  pthread_once(&np_key_once, cache_key_create);
-  if (!np_key_ok) return NULL;
+  if (__builtin_expect(atomic_load_explicit(&np_key_ok, memory_order_acquire) != 1, 0)) {
+    pthread_once(&np_key_once, cache_key_create);
+    if (atomic_load_explicit(&np_key_ok, memory_order_acquire) != 1) return NULL;
+  }
   struct np_cache* c = pthread_getspecific(np_key);
   if (c == NULL && create && (c = calloc(1, sizeof(*c))) != NULL &&
       pthread_setspecific(np_key, c) != 0) {
