@@ -9,7 +9,8 @@
 # pytest; meson-python builds it as a wheel (pyproject.toml; it rewrites the
 # RUNPATHs with patchelf), which the python-wheel test installs with pip;
 # Numba's CUDA target is the independent CUDA Array Interface peer of
-# python/tests/test_numba_cai.py.
+# python/tests/test_numba_cai.py. hypothesis is for NumPy's own test suite,
+# which python-numpy-suite runs with adr's NEP 49 handler set.
 set -euo pipefail
 packages=(
   build-essential meson ninja-build pkg-config libcmocka-dev clang
@@ -20,6 +21,7 @@ packages=(
   valgrind
   cmake groff-base
   python3-dev python3-numpy python3-pytest python3-mesonpy python3-pip python3-numba patchelf
+  python3-hypothesis
 )
 missing=()
 for p in "${packages[@]}"; do
