@@ -103,7 +103,10 @@ typedef struct {
 
 extern PyTypeObject AdrBuffer_Type;
 int adrpy_buffer_init(PyObject* module);
-PyObject* adrpy_buffer_alloc(AdrDeviceObject* device, Py_ssize_t nbytes, Py_ssize_t alignment);
+/* adr_alloc on `device`; with a stream `s` stream-ordered (the buffer then
+ * has `s` pending, so other uses wait for it). */
+PyObject* adrpy_buffer_alloc(AdrDeviceObject* device, Py_ssize_t nbytes, Py_ssize_t alignment,
+                             AdrStreamObject* s);
 /* A new buffer on `device` with a copy of `src`'s bytes: complete on return
  * when `s` is NULL, else queued on `s` (both buffers then have it pending). */
 PyObject* adrpy_buffer_copy(AdrBufferObject* src, AdrDeviceObject* device, AdrStreamObject* s);

@@ -173,14 +173,15 @@ static AdrBufferObject* buffer_new_object(AdrDeviceObject* device) {
   return self;
 }
 
-PyObject* adrpy_buffer_alloc(AdrDeviceObject* device, Py_ssize_t nbytes, Py_ssize_t alignment) {
+PyObject* adrpy_buffer_alloc(AdrDeviceObject* device, Py_ssize_t nbytes, Py_ssize_t alignment,
+                             AdrStreamObject* s) {
   AdrBufferObject* self = buffer_new_object(device);
   if (self == NULL) return NULL;
   void* p = NULL;
   struct adr_error err = {{0}};
   int rc;
-  Py_BEGIN_ALLOW_THREADS rc =
-      adr_alloc(device->dev, (size_t)nbytes, (size_t)alignment, NULL, &p, &err);
+  Py_BEGIN_ALLOW_THREADS rc = adr_alloc(device->dev, (size_t)nbytes, (size_t)alignment,
+                                        s != NULL ? s->stream : NULL, &p, &err);
   Py_END_ALLOW_THREADS if (rc != 0) {
     Py_DECREF(self);
     return adrpy_raise(rc, &err);
@@ -188,6 +189,22 @@ PyObject* adrpy_buffer_alloc(AdrDeviceObject* device, Py_ssize_t nbytes, Py_ssiz
   self->ptr = p;
   self->nbytes = (size_t)nbytes;
   self->kind = ADRPY_BUFFER_OWNED;
+  if (s != NULL) {
+    /* Stream-ordered: the memory is ready for work on `s`; everything else
+     * waits for the event (pending), and a failure frees it on `s`. */
+    AdrEventObject* ev = adrpy_stream_mark(s);
+    if (ev == NULL || adrpy_buffer_set_pending(self, s, ev, NULL) < 0) {
+      Py_XDECREF(ev);
+      PyObject *et, *evv, *etb;
+      PyErr_Fetch(&et, &evv, &etb);
+      Py_BEGIN_ALLOW_THREADS adr_free(device->dev, p, (size_t)nbytes, s->stream, NULL);
+      Py_END_ALLOW_THREADS self->kind = ADRPY_BUFFER_FREED;
+      PyErr_Restore(et, evv, etb);
+      Py_DECREF(self);
+      return NULL;
+    }
+    Py_DECREF(ev);
+  }
   return (PyObject*)self;
 }
 
@@ -296,7 +313,8 @@ static int queued(AdrStreamObject* s, AdrBufferObject* a, AdrBufferObject* b, Py
 PyObject* adrpy_buffer_copy(AdrBufferObject* src, AdrDeviceObject* device, AdrStreamObject* s) {
   if (adrpy_buffer_check(src) < 0) return NULL;
   if ((s == NULL ? adrpy_buffer_settle(src) : adrpy_buffer_order(src, s)) < 0) return NULL;
-  AdrBufferObject* dst = (AdrBufferObject*)adrpy_buffer_alloc(device, (Py_ssize_t)src->nbytes, 0);
+  AdrBufferObject* dst =
+      (AdrBufferObject*)adrpy_buffer_alloc(device, (Py_ssize_t)src->nbytes, 0, NULL);
   if (dst == NULL) return NULL;
   struct adr_error err = {{0}};
   struct adr_device* src_dev = src->device->dev;

@@ -223,6 +223,21 @@ def test_free_with_queued_work_is_stream_ordered(gated):
     assert gated.memory_info()["allocated_bytes"]["current"] == before
 
 
+def test_stream_ordered_alloc(gated):
+    s = gated.stream()
+    g = Gate(gated, s)
+    buf = gated.alloc(N, stream=s)  # ready for work on s
+    buf.fill(0x77, stream=s)
+    mark = gated.event()
+    mark.record(s)
+    assert g.holding()
+    assert mark.query() is False
+    opener = threading.Timer(0.2, g.open)
+    opener.start()
+    assert buf.to_bytes() == b"\x77" * N  # waits for s
+    opener.join()
+
+
 def test_array_to_device_is_queued(gated):
     s = gated.stream()
     arr = adr.Array.from_numpy(np.arange(10000, dtype=np.int64))
@@ -334,6 +349,9 @@ def test_async_round_trip_every_device(device, cpu):
         s.synchronize()
         assert bytes(memoryview(back)) == src.tobytes()
         assert part.to_bytes() == src.tobytes()
+        fresh = device.alloc(N, stream=s)
+        fresh.copy_from(buf, stream=s)
+        assert fresh.to_bytes() == src.tobytes()
         arr = adr.Array.from_numpy(np.arange(777, dtype=np.int32))
         copy = arr.to_device(device, stream=s)
         host = copy.to_host(stream=s)
@@ -365,5 +383,7 @@ def test_stream_of_another_device_is_refused(cpu):
         with pytest.raises(adr.Error) as e:
             a.copy_from(b, stream=s)
         assert e.value.errno != 0
+        with pytest.raises(adr.Error):
+            cpu.alloc(64, stream=s)
     a.fill(1)  # still usable
     assert a.to_bytes() == b"\x01" * 64
