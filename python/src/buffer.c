@@ -73,45 +73,58 @@ static void pending_clear(AdrBufferObject* self) {
   Py_XDECREF(keep);
 }
 
+/* Both wait with the GIL released: they hold a reference to the event
+ * meanwhile and count themselves in `exports` (free() refuses), and check
+ * afterwards that the buffer was not freed in between (ValueError), so a
+ * caller may use it until it next releases the GIL. */
 int adrpy_buffer_settle(AdrBufferObject* self) {
-  if (self->pending == NULL) return 0;
-  struct adr_event* ev = self->pending->event;
+  AdrEventObject* pe = self->pending;
+  if (pe == NULL) return adrpy_buffer_check(self);
+  Py_INCREF(pe);
   struct adr_error err = {{0}};
-  int rc = ev != NULL ? adr_event_query(ev, &err) : 0;
+  int rc = pe->event != NULL ? adr_event_query(pe->event, &err) : 0;
   if (rc == EBUSY) {
     memset(&err, 0, sizeof(err));
-    Py_BEGIN_ALLOW_THREADS rc = adr_event_synchronize(ev, &err);
-    Py_END_ALLOW_THREADS
+    self->exports++;
+    Py_BEGIN_ALLOW_THREADS rc = adr_event_synchronize(pe->event, &err);
+    Py_END_ALLOW_THREADS self->exports--;
   }
+  /* Work queued by another thread meanwhile stays pending. */
+  if (rc == 0 && self->pending == pe) pending_clear(self);
+  Py_DECREF(pe);
   if (rc != 0) {
     adrpy_raise(rc, &err);
     return -1;
   }
-  pending_clear(self);
-  return 0;
+  return adrpy_buffer_check(self);
 }
 
 int adrpy_buffer_order(AdrBufferObject* self, AdrStreamObject* s) {
-  if (self->pending == NULL || self->pending_stream == s) return 0;
-  struct adr_event* ev = self->pending->event;
+  AdrEventObject* pe = self->pending;
+  if (pe == NULL || self->pending_stream == s) return adrpy_buffer_check(self);
   struct adr_error err = {{0}};
-  int rc = ev != NULL ? adr_event_query(ev, &err) : 0;
+  int rc = pe->event != NULL ? adr_event_query(pe->event, &err) : 0;
   if (rc == 0) {
     pending_clear(self);
-    return 0;
+    return adrpy_buffer_check(self);
   }
   if (rc != EBUSY) {
     adrpy_raise(rc, &err);
     return -1;
   }
-  if (adr_event_device(ev) != adr_stream_device(s->stream)) return adrpy_buffer_settle(self);
+  if (adr_event_device(pe->event) != adr_stream_device(s->stream))
+    return adrpy_buffer_settle(self);
   memset(&err, 0, sizeof(err));
-  Py_BEGIN_ALLOW_THREADS rc = adr_stream_wait_event(s->stream, ev, &err);
-  Py_END_ALLOW_THREADS if (rc != 0) {
+  Py_INCREF(pe);
+  self->exports++;
+  Py_BEGIN_ALLOW_THREADS rc = adr_stream_wait_event(s->stream, pe->event, &err);
+  Py_END_ALLOW_THREADS self->exports--;
+  Py_DECREF(pe);
+  if (rc != 0) {
     adrpy_raise(rc, &err);
     return -1;
   }
-  return 0;
+  return adrpy_buffer_check(self);
 }
 
 AdrEventObject* adrpy_stream_mark(AdrStreamObject* s) {
@@ -228,6 +241,8 @@ PyObject* adrpy_buffer_borrow(AdrDeviceObject* device, void* ptr, size_t nbytes,
  * that is a status with `err` set and nothing raised, as adr_free's. */
 static int buffer_release(AdrBufferObject* self, struct adr_error* err) {
   int kind = self->kind;
+  /* FREED first: other threads see it while the GIL is released below. */
+  self->kind = ADRPY_BUFFER_FREED;
   int rc = 0;
   struct adr_stream* free_on = NULL;
   if (self->pending != NULL) {
@@ -236,11 +251,11 @@ static int buffer_release(AdrBufferObject* self, struct adr_error* err) {
         adr_stream_device(ps->stream) == self->device->dev) {
       free_on = ps->stream;
     } else {
-      Py_BEGIN_ALLOW_THREADS rc = adr_event_synchronize(self->pending->event, err);
+      AdrEventObject* pe = self->pending; /* pending_* stay put: FREED */
+      Py_BEGIN_ALLOW_THREADS rc = adr_event_synchronize(pe->event, err);
       Py_END_ALLOW_THREADS
     }
   }
-  self->kind = ADRPY_BUFFER_FREED;
   if (rc != 0) {
     if (self->pending_host) self->pending_keep = NULL; /* leaked with the memory */
     self->managed = NULL;
@@ -313,21 +328,27 @@ static int queued(AdrStreamObject* s, AdrBufferObject* a, AdrBufferObject* b, Py
 PyObject* adrpy_buffer_copy(AdrBufferObject* src, AdrDeviceObject* device, AdrStreamObject* s) {
   if (adrpy_buffer_check(src) < 0) return NULL;
   if ((s == NULL ? adrpy_buffer_settle(src) : adrpy_buffer_order(src, s)) < 0) return NULL;
+  src->exports++; /* from here: the allocation below releases the GIL */
   AdrBufferObject* dst =
       (AdrBufferObject*)adrpy_buffer_alloc(device, (Py_ssize_t)src->nbytes, 0, NULL);
-  if (dst == NULL) return NULL;
+  if (dst == NULL) {
+    src->exports--;
+    return NULL;
+  }
   struct adr_error err = {{0}};
   struct adr_device* src_dev = src->device->dev;
   int rc;
-  src->exports++;
   Py_BEGIN_ALLOW_THREADS rc = adr_copy(device->dev, dst->ptr, src_dev, src->ptr, src->nbytes,
                                        s != NULL ? s->stream : NULL, &err);
-  Py_END_ALLOW_THREADS src->exports--;
-  if (rc != 0) {
+  Py_END_ALLOW_THREADS if (rc != 0) {
+    src->exports--;
     Py_DECREF(dst);
     return adrpy_raise(rc, &err);
   }
-  if (s != NULL && src->nbytes > 0 && queued(s, src, dst, NULL) < 0) {
+  /* Still counted until the queued copy is recorded on both buffers. */
+  if (s != NULL && src->nbytes > 0 && queued(s, src, dst, NULL) < 0) rc = -1;
+  src->exports--;
+  if (rc != 0) {
     Py_DECREF(dst);
     return NULL;
   }
@@ -415,12 +436,10 @@ static PyObject* buffer_copy_from(AdrBufferObject* self, PyObject* args, PyObjec
       if (sb != NULL) sb->exports++;
       Py_BEGIN_ALLOW_THREADS rc = adr_copy(self->device->dev, (char*)self->ptr + offset, src_dev,
                                            src_ptr, n, s != NULL ? s->stream : NULL, &err);
-      Py_END_ALLOW_THREADS self->exports--;
+      Py_END_ALLOW_THREADS if (rc != 0) adrpy_raise(rc, &err);
+      else if (s != NULL) rc = queued(s, self, sb, keep);
+      self->exports--;
       if (sb != NULL) sb->exports--;
-      if (rc != 0)
-        adrpy_raise(rc, &err);
-      else if (s != NULL)
-        rc = queued(s, self, sb, keep);
     }
   }
   Py_XDECREF(keep);
@@ -477,9 +496,10 @@ static PyObject* buffer_fill(AdrBufferObject* self, PyObject* args, PyObject* kw
   self->exports++;
   Py_BEGIN_ALLOW_THREADS rc = adr_memset(self->device->dev, self->ptr, value, self->nbytes,
                                          s != NULL ? s->stream : NULL, &err);
-  Py_END_ALLOW_THREADS self->exports--;
-  if (rc != 0) return adrpy_raise(rc, &err);
-  if (s != NULL && self->nbytes > 0 && queued(s, self, NULL, NULL) < 0) return NULL;
+  Py_END_ALLOW_THREADS if (rc != 0) adrpy_raise(rc, &err);
+  else if (s != NULL && self->nbytes > 0) rc = queued(s, self, NULL, NULL);
+  self->exports--;
+  if (rc != 0) return NULL;
   Py_RETURN_NONE;
 }
 

@@ -208,13 +208,15 @@ static int check_stream(PyObject* stream, int type) {
  * event belongs to); None, ROCm's 0 and everything else wait on the host,
  * which makes the memory ready for any stream. */
 static int sync_for_consumer(AdrBufferObject* b, PyObject* stream) {
-  if (b->pending == NULL || (b->pending->event != NULL && adr_event_query(b->pending->event, NULL) == 0))
+  if (b->pending == NULL ||
+      (b->pending->event != NULL && adr_event_query(b->pending->event, NULL) == 0))
     return adrpy_buffer_settle(b);
   if (stream == Py_None) return adrpy_buffer_settle(b);
   long long v = PyLong_AsLongLong(stream);
   if (v == -1 && PyErr_Occurred()) return -1;
   if (v == -1) return 0;
-  struct adr_event* ev = b->pending->event;
+  AdrEventObject* pe = b->pending;
+  struct adr_event* ev = pe->event;
   struct adr_device* dev = adr_event_device(ev);
   ArrowDeviceType t = adr_device_type(dev);
   int streams = t == ARROW_DEVICE_CUDA || t == ARROW_DEVICE_CUDA_HOST ||
@@ -224,15 +226,19 @@ static int sync_for_consumer(AdrBufferObject* b, PyObject* stream) {
   struct adr_stream* imported = NULL;
   struct adr_error err = {{0}};
   int rc;
+  Py_INCREF(pe); /* another thread may settle the buffer meanwhile */
+  b->exports++;
   Py_BEGIN_ALLOW_THREADS rc = adr_stream_import(dev, (void*)(uintptr_t)v, &imported, &err);
   if (rc == 0) rc = adr_stream_wait_event(imported, ev, &err);
   /* The wrapper only: the consumer's stream is not touched. */
   if (imported != NULL) adr_stream_destroy(imported, NULL);
-  Py_END_ALLOW_THREADS if (rc != 0) {
+  Py_END_ALLOW_THREADS b->exports--;
+  Py_DECREF(pe);
+  if (rc != 0) {
     adrpy_raise(rc, &err);
     return -1;
   }
-  return 0;
+  return adrpy_buffer_check(b);
 }
 
 /* Parses an optional (int, int) tuple. */

@@ -387,3 +387,39 @@ def test_stream_of_another_device_is_refused(cpu):
             cpu.alloc(64, stream=s)
     a.fill(1)  # still usable
     assert a.to_bytes() == b"\x01" * 64
+
+
+def test_free_while_another_thread_waits(gated):
+    """A thread waiting for queued work (GIL released) and another freeing
+    the buffer: either free() refuses (the wait counts as a call in
+    progress) and the waiter reads the right bytes, or the free came first
+    and the waiter gets ValueError; never a read of freed memory."""
+    s = gated.stream()
+    buf = gated.alloc(N)
+    g = Gate(gated, s)
+    buf.fill(0x21, stream=s)
+    out = {}
+
+    def reader():
+        try:
+            out["bytes"] = buf.to_bytes()
+        except ValueError as e:
+            out["error"] = e
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        buf.free()  # the reader may or may not be waiting yet
+        freed = True
+    except BufferError:
+        freed = False
+    assert g.holding()
+    g.open()
+    t.join(30)
+    assert not t.is_alive()
+    if freed:
+        assert "error" in out or out.get("bytes") == b"\x21" * N
+    else:
+        assert out["bytes"] == b"\x21" * N
+        buf.free()
+    s.synchronize()
