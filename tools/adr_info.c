@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "adr/adr.h"
+#include "adr/share.h"
 #include "adr/memory.h"
 #include "adr/spill.h"
 
@@ -184,6 +185,27 @@ static void print_caps(uint64_t caps) {
       printf("%s\"%s\"", first ? "" : ", ", cap_names[i]);
     else
       printf("%s%s", first ? "" : " ", cap_names[i]);
+    first = false;
+  }
+}
+
+/* Sharing with other processes (adr/share.h): the adr_share_caps bits by
+ * name ("memory-export", ... "staged"). */
+static void print_sharing(struct adr_device* dev) {
+  uint32_t caps = 0;
+  if (adr_share_caps(dev, &caps, NULL) != 0) caps = 0;
+  char text[128];
+  adr_share_caps_text(caps, text, sizeof(text));
+  if (caps == 0) {
+    if (!json) printf("none");
+    return;
+  }
+  bool first = true;
+  for (char* tok = strtok(text, ","); tok != NULL; tok = strtok(NULL, ",")) {
+    if (json)
+      printf("%s\"%s\"", first ? "" : ", ", tok);
+    else
+      printf("%s%s", first ? "" : " ", tok);
     first = false;
   }
 }
@@ -395,6 +417,8 @@ static void print_device(size_t i, struct adr_device* dev, const struct adr_devi
     json_u64_or_null(info->alignment);
     printf(", \"capabilities\": [");
     print_caps(info->caps);
+    printf("], \"sharing\": [");
+    print_sharing(dev);
     printf("], \"properties\": {");
     struct prop_ctx pc = {0};
     adr_device_properties(dev, print_property, &pc, NULL);
@@ -420,6 +444,9 @@ static void print_device(size_t i, struct adr_device* dev, const struct adr_devi
          info->memory_free ? freeb : "unknown");
   printf("      %-22s ", "capabilities");
   print_caps(info->caps);
+  printf("\n");
+  printf("      %-22s ", "sharing");
+  print_sharing(dev);
   printf("\n");
   struct prop_ctx pc = {0};
   adr_device_properties(dev, print_property, &pc, NULL);
