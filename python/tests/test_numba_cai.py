@@ -7,14 +7,15 @@ arrays adr consumes (adr.asarray), streams included.
 
 Numba's simulator (NUMBA_ENABLE_CUDASIM=1) cannot serve: it has no device
 memory (its "device arrays" are NumPy arrays), no as_cuda_array and no
-__cuda_array_interface__. Numba's real target can, with one patch made
-here: at initialisation it binds cuIpcOpenMemHandle, which the driver
-simulator does not have, so its IPC set-up (unused here) is skipped.
-Nothing is compiled (no NVVM): only Numba's driver bindings and device
-arrays are used.
+__cuda_array_interface__. Numba's real target can. At initialisation it
+binds cuIpcOpenMemHandle, which the driver simulator has had since the
+sharing work; with a driver library without it, Numba's IPC set-up
+(unused here) is skipped. Nothing is compiled (no NVVM): only Numba's
+driver bindings and device arrays are used.
 
 Skips, with the reason, without numba or without a CUDA device.
 """
+import ctypes
 import os
 import threading
 
@@ -36,9 +37,11 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
 from numba import cuda  # noqa: E402
 from numba.cuda.cudadrv import driver as numba_driver  # noqa: E402
 
-# The driver simulator has no cuIpcOpenMemHandle, which Numba binds eagerly
-# for IPC (not used here).
-numba_driver.Driver._initialize_extras = lambda self: None
+# Numba binds cuIpcOpenMemHandle eagerly for IPC (not used here); a driver
+# library without it (older simulators) would fail its initialisation.
+_driver_path = os.environ.get("NUMBA_CUDA_DRIVER", "libcuda.so.1")
+if not hasattr(ctypes.CDLL(_driver_path), "cuIpcOpenMemHandle"):
+    numba_driver.Driver._initialize_extras = lambda self: None
 
 from test_stream_ops import Gate  # noqa: E402
 
