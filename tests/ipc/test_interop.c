@@ -278,6 +278,8 @@ static bool js_supported(const struct ArrowSchema* s) {
 
 static void noop_schema_release(struct ArrowSchema* s) { s->release = NULL; }
 
+static void noop_array_release(struct ArrowArray* a) { a->release = NULL; }
+
 /* ---- adr -> arrow-js ------------------------------------------------------ */
 
 static void adr_to_js(void** state) {
@@ -340,24 +342,27 @@ static void adr_to_js(void** state) {
     int64_t len = owner.array.length;
     int64_t cuts[2][2] = {{0, 0}, {1, 1}};
     int n_batches = len >= 3 ? 2 : 1;
+    struct ArrowDeviceArray views[2], batches[2];
+    struct ArrowArray* kids[2][64];
     for (int bi = 0; bi < n_batches; bi++) {
-      struct ArrowDeviceArray view;
-      ipc_test_view(&owner, wrapped, cuts[bi][0], cuts[bi][1], &view);
-      struct ArrowArray* kids[64];
-      for (int64_t k = 0; k < n_keep; k++) kids[k] = view.array.children[keep[k]];
-      struct ArrowDeviceArray batch = view;
-      batch.array.children = kids;
-      batch.array.n_children = n_keep;
+      ipc_test_view(&owner, wrapped, cuts[bi][0], cuts[bi][1], &views[bi]);
+      for (int64_t k = 0; k < n_keep; k++) kids[bi][k] = views[bi].array.children[keep[k]];
+      batches[bi] = views[bi];
+      batches[bi].array.children = kids[bi];
+      batches[bi].array.n_children = n_keep;
+      batches[bi].array.release = noop_array_release; /* views[bi] owns the view */
+    }
+    /* Message level: every dictionary before every batch. */
+    for (int bi = 0; bi < n_batches; bi++) {
       for (int64_t k = 0; k < nd; k++) {
-        ASSERT_OK(adr_ipc_encode_dictionary_batch(&sub, &batch, k, &m, &err), &err);
+        ASSERT_OK(adr_ipc_encode_dictionary_batch(&sub, &batches[bi], k, &m, &err), &err);
         ipc_test_append_message(&b, &m);
         adr_ipc_message_release(&m);
       }
-      ASSERT_OK(adr_ipc_encode_record_batch(&sub, &batch, &m, &err), &err);
+      ASSERT_OK(adr_ipc_encode_record_batch(&sub, &batches[bi], &m, &err), &err);
       ipc_test_append_message(&b, &m);
       adr_ipc_message_release(&m);
-      dump_batch(jf, &sub, &batch.array, bi == 0);
-      view.array.release(&view.array);
+      dump_batch(jf, &sub, &batches[bi].array, bi == 0);
     }
     uint8_t eos[ADR_IPC_PREFIX_SIZE];
     adr_ipc_end_of_stream(eos);
@@ -367,6 +372,26 @@ static void adr_to_js(void** state) {
     snprintf(path, sizeof(path), "%s/adr-%s.arrows", work_dir, c->name);
     write_file(path, &b);
     bytes_free(&b);
+    /* Stream level (adr_ipc_write_stream): the batches share their
+     * dictionaries, which are sent once; the same expected values. */
+    struct ArrowSchema sub_copy;
+    ASSERT_OK(adr_schema_copy(&sub, &sub_copy, &err), &err);
+    struct ArrowDeviceArrayStream st_in;
+    ASSERT_OK(adr_device_array_stream_from_arrays(&sub_copy, batches, (size_t)n_batches,
+                                                  ARROW_DEVICE_CPU, &st_in, &err),
+              &err);
+    snprintf(path, sizeof(path), "%s/adr-stream-%s.arrows", work_dir, c->name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    struct adr_ipc_stream_stats stats = {.struct_size = sizeof(stats)};
+    ASSERT_OK(adr_ipc_write_stream(fd, &st_in, NULL, &stats, &err), &err);
+    assert_int_equal(stats.messages, 1 + nd + n_batches);
+    assert_int_equal(close(fd), 0);
+    char from[512];
+    snprintf(from, sizeof(from), "%s/adr-%s.json", work_dir, c->name);
+    snprintf(path, sizeof(path), "%s/adr-stream-%s.json", work_dir, c->name);
+    assert_int_equal(link(from, path), 0);
+    for (int bi = 0; bi < n_batches; bi++) views[bi].array.release(&views[bi].array);
     owner.array.release(&owner.array);
     schema.release(&schema);
     n_streams++;
