@@ -107,7 +107,7 @@ void adr__ipc_recycler_put(struct adr__ipc_recycler* r, void* body) {
 
 struct ipc_body {
   atomic_long refs;
-  struct adr_device* dev; /* NULL: host memory, free() */
+  struct adr_device* dev;        /* NULL: host memory, free() */
   struct adr__ipc_recycler* rec; /* host body of a recycler: back to it */
   void* ptr;
   size_t size;

@@ -277,7 +277,7 @@ struct rstate {
   int fd;
   struct adr_device* device;
   struct adr_ipc_reader* host;
-  struct adr_ipc_reader* dev; /* NULL for a host target */
+  struct adr_ipc_reader* dev;    /* NULL for a host target */
   struct adr__ipc_recycler* rec; /* the host bodies */
   int64_t index;
   bool done;

@@ -561,8 +561,10 @@ static int utf8_through(const char* format, const char* const* values, int n, in
     const char* v = values[k] ? values[k] : null_bytes;
     memcpy(data + at, v, strlen(v));
     at += (int64_t)strlen(v);
-    if (values[k]) valid[k / 8] |= (uint8_t)(1u << (k % 8));
-    else if (k >= offset) nulls++;
+    if (values[k])
+      valid[k / 8] |= (uint8_t)(1u << (k % 8));
+    else if (k >= offset)
+      nulls++;
   }
   c->null_count = nulls;
   struct ArrowDeviceArray batch;
@@ -618,8 +620,7 @@ static void test_utf8_validation(void** state) {
                 "invalid UTF-8 in value 0 at byte 17");
     /* A null slot may hold anything. */
     const char* with_null[] = {"before", NULL, "after the null slot"};
-    expect_utf8(utf8_through(fmts[f], with_null, 3, 0, "\xff\xfe garbage \x80", &err), &err,
-                NULL);
+    expect_utf8(utf8_through(fmts[f], with_null, 3, 0, "\xff\xfe garbage \x80", &err), &err, NULL);
     /* A slice leaves a bad value out; the slice's own bad value counts
      * from the slice's start. */
     const char* sliced[] = {"\xff bad but outside", "good", "\xc3\xa9", "x\x80"};

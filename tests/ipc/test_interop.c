@@ -68,10 +68,14 @@ static bool bit(const void* bits, int64_t i) {
 
 static int64_t read_int(const void* p, int64_t i, int bytes, bool is_signed) {
   switch (bytes) {
-    case 1: return is_signed ? (int64_t)((const int8_t*)p)[i] : (int64_t)((const uint8_t*)p)[i];
-    case 2: return is_signed ? (int64_t)((const int16_t*)p)[i] : (int64_t)((const uint16_t*)p)[i];
-    case 4: return is_signed ? (int64_t)((const int32_t*)p)[i] : (int64_t)((const uint32_t*)p)[i];
-    default: return ((const int64_t*)p)[i];
+    case 1:
+      return is_signed ? (int64_t)((const int8_t*)p)[i] : (int64_t)((const uint8_t*)p)[i];
+    case 2:
+      return is_signed ? (int64_t)((const int16_t*)p)[i] : (int64_t)((const uint16_t*)p)[i];
+    case 4:
+      return is_signed ? (int64_t)((const int32_t*)p)[i] : (int64_t)((const uint32_t*)p)[i];
+    default:
+      return ((const int64_t*)p)[i];
   }
 }
 
@@ -80,8 +84,7 @@ static void parse(const struct ArrowSchema* s, struct adr_format* f) {
   ASSERT_OK(adr_format_parse(s->format, f, &err), &err);
 }
 
-static void dump_value(FILE* f, const struct ArrowSchema* s, const struct ArrowArray* a,
-                       int64_t i);
+static void dump_value(FILE* f, const struct ArrowSchema* s, const struct ArrowArray* a, int64_t i);
 
 static void dump_range(FILE* f, const struct ArrowSchema* child, const struct ArrowArray* a,
                        int64_t from, int64_t to) {
@@ -128,9 +131,9 @@ static void dump_value(FILE* f, const struct ArrowSchema* s, const struct ArrowA
     return;
   }
   if (s->dictionary != NULL) {
-    int64_t idx = read_int(a->buffers[1], j, fmt.bit_width / 8, fmt.type != ADR_TYPE_UINT8 &&
-                                                                 fmt.type != ADR_TYPE_UINT16 &&
-                                                                 fmt.type != ADR_TYPE_UINT32);
+    int64_t idx = read_int(
+        a->buffers[1], j, fmt.bit_width / 8,
+        fmt.type != ADR_TYPE_UINT8 && fmt.type != ADR_TYPE_UINT16 && fmt.type != ADR_TYPE_UINT32);
     dump_value(f, s->dictionary, a->dictionary, idx);
     return;
   }
@@ -183,7 +186,8 @@ static void dump_value(FILE* f, const struct ArrowSchema* s, const struct ArrowA
       }
       fputc(']', f);
       return;
-    default: fail_msg("dump: layout %d", (int)fmt.layout);
+    default:
+      fail_msg("dump: layout %d", (int)fmt.layout);
   }
 }
 
@@ -268,17 +272,23 @@ static bool js_supported(const struct ArrowSchema* s) {
   switch (fmt.type) {
     case ADR_TYPE_LIST_VIEW:
     case ADR_TYPE_LARGE_LIST_VIEW:
-    case ADR_TYPE_RUN_END_ENCODED: return false;
-    default: break;
+    case ADR_TYPE_RUN_END_ENCODED:
+      return false;
+    default:
+      break;
   }
   for (int64_t c = 0; c < s->n_children; c++)
     if (!js_supported(s->children[c])) return false;
   return s->dictionary == NULL || js_supported(s->dictionary);
 }
 
-static void noop_schema_release(struct ArrowSchema* s) { s->release = NULL; }
+static void noop_schema_release(struct ArrowSchema* s) {
+  s->release = NULL;
+}
 
-static void noop_array_release(struct ArrowArray* a) { a->release = NULL; }
+static void noop_array_release(struct ArrowArray* a) {
+  a->release = NULL;
+}
 
 /* ---- adr -> arrow-js ------------------------------------------------------ */
 
@@ -482,9 +492,10 @@ int main(void) {
   snprintf(probe, sizeof(probe), "%s/node_modules/apache-arrow/package.json", interop_dir);
   struct stat st;
   if (stat(probe, &st) != 0) {
-    printf("skip: apache-arrow is not installed in %s/node_modules (scripts/deps.sh runs npm ci "
-           "there)\n",
-           interop_dir);
+    printf(
+        "skip: apache-arrow is not installed in %s/node_modules (scripts/deps.sh runs npm ci "
+        "there)\n",
+        interop_dir);
     return 77;
   }
   const char* tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";

@@ -277,7 +277,9 @@ static void test_dictionary_replacement(void** state) {
   schema.release(&schema);
 }
 
-static void keep_release(struct ArrowArray* a) { a->release = NULL; }
+static void keep_release(struct ArrowArray* a) {
+  a->release = NULL;
+}
 
 /* Batches that share one dictionary (slices of one CPU table): it is sent
  * once, before the first batch (the dictionary memo), and every batch
@@ -302,7 +304,8 @@ static void test_dictionary_sent_once(void** state) {
   }
   ASSERT_OK(adr_schema_copy(&schema, &copy, &err), &err);
   struct ArrowDeviceArrayStream in, out;
-  ASSERT_OK(adr_device_array_stream_from_arrays(&copy, views, 3, ARROW_DEVICE_CPU, &in, &err), &err);
+  ASSERT_OK(adr_device_array_stream_from_arrays(&copy, views, 3, ARROW_DEVICE_CPU, &in, &err),
+            &err);
   int fd = memfd();
   struct adr_ipc_stream_stats stats = {.struct_size = sizeof(stats)};
   ASSERT_OK(adr_ipc_write_stream(fd, &in, NULL, &stats, &err), &err);
