@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The bounce pipeline: chunks of memory UCX cannot address (OpenCL
+ * buffers, Vulkan device-local memory, CUDA/HIP device memory) go through
+ * a few host slots registered with UCX (ucp_mem_map), and page-locked with
+ * the device's driver where it has such a notion (adr_host_register).
+ * Each slot cycles through a device copy and a transfer; with two or more
+ * slots the copy of one chunk overlaps the transfer of another. Copies run
+ * on a stream of the bounce's own and are tracked with one event per slot,
+ * so the loop never blocks on a copy: it polls the events between calls
+ * to ucp_worker_progress.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ucx_internal.h"
+
+bool ucx_device_direct(struct adr_device* device) {
+  if (device == NULL) return true;
+  static int force = -1;
+  if (force < 0) {
+    const char* v = getenv("ADR_UCX_FORCE_BOUNCE");
+    force = v != NULL && v[0] == '1';
+  }
+  if (force) return false;
+  struct adr_device_info info;
+  memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  if (adr_device_info_get(device, &info, NULL) != 0) return false;
+  return (info.caps & ADR_CAP_HOST_ACCESSIBLE) != 0;
+}
+
+int ucx_bounce_init(struct ucx_bounce* b, struct ucx_worker* w, struct adr_device* device,
+                    size_t slots, uint64_t chunk, struct adr_error* error) {
+  memset(b, 0, sizeof(*b));
+  b->device = device;
+  b->slots = slots;
+  b->chunk = chunk;
+  size_t bytes = slots * chunk;
+  b->base = aligned_alloc(4096, bytes);
+  b->events = calloc(slots, sizeof(*b->events));
+  if (b->base == NULL || b->events == NULL) {
+    free(b->base);
+    free(b->events);
+    return adr_error_set(error, ENOMEM, "[adr_ucx][ucx] out of memory for %zu bounce bytes",
+                         bytes);
+  }
+  int st = adr_stream_create(device, &b->stream, error);
+  for (size_t i = 0; !st && i < slots; i++) st = adr_event_create(device, &b->events[i], error);
+  if (!st) {
+    ucp_mem_map_params_t mp = {0};
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    mp.address = b->base;
+    mp.length = bytes;
+    ucs_status_t us = ucp_mem_map(w->context, &mp, &b->memh);
+    if (us != UCS_OK) {
+      b->memh = NULL;
+      st = ucx_status_error(error, "adr_ucx", us, "ucp_mem_map of the bounce buffer");
+    }
+  }
+  if (st) {
+    ucx_bounce_release(b, w);
+    return st;
+  }
+  /* Faster device copies where the driver can pin host memory; ENOTSUP
+   * (OpenCL, Vulkan) is fine. */
+  b->host_registered = adr_host_register(device, b->base, bytes, NULL) == 0;
+  return 0;
+}
+
+void ucx_bounce_release(struct ucx_bounce* b, struct ucx_worker* w) {
+  if (b->stream != NULL) {
+    (void)adr_stream_synchronize(b->stream, NULL);
+    (void)adr_stream_destroy(b->stream, NULL);
+  }
+  if (b->events != NULL)
+    for (size_t i = 0; i < b->slots; i++)
+      if (b->events[i] != NULL) (void)adr_event_destroy(b->events[i], NULL);
+  if (b->memh != NULL) ucp_mem_unmap(w->context, b->memh);
+  if (b->host_registered) (void)adr_host_unregister(b->device, b->base, NULL);
+  free(b->events);
+  free(b->base);
+  memset(b, 0, sizeof(*b));
+}
+
+int ucx_chunks_plan(const struct ucx_bodies* bodies, uint64_t chunk, struct ucx_chunk** out_direct,
+                    size_t* n_direct, struct ucx_chunk** out_bounced, size_t* n_bounced,
+                    struct adr_error* error) {
+  size_t total = 0;
+  for (size_t i = 0; i < bodies->n; i++) total += (size_t)((bodies->items[i].size + chunk - 1) / chunk);
+  if (total > UCX_MAX_BATCH_MESSAGES)
+    return adr_error_set(error, EOVERFLOW,
+                         "[adr_ucx] a batch of %zu body messages (at most %u: raise chunk_size)",
+                         total, UCX_MAX_BATCH_MESSAGES);
+  struct ucx_chunk* d = calloc(total + 1, sizeof(*d));
+  struct ucx_chunk* b = calloc(total + 1, sizeof(*b));
+  if (d == NULL || b == NULL) {
+    free(d);
+    free(b);
+    return adr_error_set(error, ENOMEM, "[adr_ucx] out of memory (chunk plan)");
+  }
+  size_t nd = 0, nb = 0;
+  uint32_t index = 0;
+  for (size_t i = 0; i < bodies->n; i++) {
+    const struct ucx_body* body = &bodies->items[i];
+    for (uint64_t off = 0; off < body->size; off += chunk) {
+      uint64_t size = body->size - off < chunk ? body->size - off : chunk;
+      struct ucx_chunk c = {index++, i, off, size};
+      if (body->direct) d[nd++] = c;
+      else b[nb++] = c;
+    }
+  }
+  *out_direct = d;
+  *n_direct = nd;
+  *out_bounced = b;
+  *n_bounced = nb;
+  return 0;
+}
+
+enum slot_state { SLOT_FREE, SLOT_COPYING, SLOT_TRANSFER };
+
+struct slot {
+  enum slot_state state;
+  void* req;
+  size_t chunk;
+};
+
+/* One pipeline for both directions: sending, a slot is filled by a device
+ * copy and then sent; receiving, it is received into and then copied to
+ * the device. */
+static int bounce_run(struct adr_ucx_conn* conn, struct ucx_bounce* b,
+                      const struct ucx_bodies* bodies, struct adr_device* device,
+                      const struct ucx_chunk* chunks, size_t n, uint64_t tag_base, bool sending,
+                      const char* op, struct adr_error* error) {
+  size_t ns = b->slots;
+  struct slot* slots = calloc(ns, sizeof(*slots));
+  if (slots == NULL) return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
+  size_t next = 0, done = 0;
+  int st = 0;
+  double last = ucx_now();
+  while (st == 0 && done < n) {
+    bool moved = false;
+    for (size_t s = 0; st == 0 && s < ns; s++) {
+      struct slot* sl = &slots[s];
+      uint8_t* buf = b->base + s * b->chunk;
+      if (sl->state == SLOT_FREE && next < n) {
+        sl->chunk = next++;
+        const struct ucx_chunk* c = &chunks[sl->chunk];
+        if (sending) {
+          const uint8_t* src = (const uint8_t*)bodies->items[c->body].ptr + c->offset;
+          st = adr_copy(NULL, buf, device, src, c->size, b->stream, error);
+          if (!st) st = adr_event_record(b->events[s], b->stream, error);
+          sl->state = SLOT_COPYING;
+        } else {
+          ucp_request_param_t p = {0};
+          p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
+          p.memh = b->memh;
+          ucs_status_ptr_t r = ucp_tag_recv_nbx(conn->w->worker, buf, c->size,
+                                                tag_base | c->index, UCX_TAG_MASK_ALL, &p);
+          if (UCS_PTR_IS_ERR(r)) st = ucx_status_error(error, op, UCS_PTR_STATUS(r), "ucp_tag_recv_nbx");
+          sl->req = r;
+          sl->state = SLOT_TRANSFER;
+        }
+        moved = true;
+        continue;
+      }
+      if (sl->state == SLOT_TRANSFER) {
+        ucs_status_t us = sl->req ? ucp_request_check_status(sl->req) : UCS_OK;
+        if (us == UCS_INPROGRESS) continue;
+        if (sl->req) ucp_request_free(sl->req);
+        sl->req = NULL;
+        moved = true;
+        if (us != UCS_OK) {
+          st = conn->ep_status != UCS_OK ? ucx_conn_check(conn, op, error)
+                                         : ucx_status_error(error, op, us, "a bounced chunk");
+          sl->state = SLOT_FREE;
+          break;
+        }
+        if (sending) {
+          sl->state = SLOT_FREE;
+          done++;
+        } else {
+          const struct ucx_chunk* c = &chunks[sl->chunk];
+          uint8_t* dst = (uint8_t*)bodies->items[c->body].ptr + c->offset;
+          st = adr_copy(device, dst, NULL, buf, c->size, b->stream, error);
+          if (!st) st = adr_event_record(b->events[s], b->stream, error);
+          sl->state = SLOT_COPYING;
+        }
+        continue;
+      }
+      if (sl->state == SLOT_COPYING) {
+        int q = adr_event_query(b->events[s], NULL);
+        if (q == EBUSY) continue;
+        if (q != 0) {
+          st = adr_event_synchronize(b->events[s], error);
+          if (st == 0) st = adr_error_set(error, q, "[%s][ucx] a bounce copy failed", op);
+          break;
+        }
+        moved = true;
+        if (sending) {
+          const struct ucx_chunk* c = &chunks[sl->chunk];
+          ucp_request_param_t p = {0};
+          p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
+          p.memh = b->memh;
+          ucs_status_ptr_t r =
+              ucp_tag_send_nbx(conn->ep, buf, c->size, tag_base | c->index, &p);
+          if (UCS_PTR_IS_ERR(r)) {
+            st = conn->ep_status != UCS_OK
+                     ? ucx_conn_check(conn, op, error)
+                     : ucx_status_error(error, op, UCS_PTR_STATUS(r), "ucp_tag_send_nbx");
+            sl->state = SLOT_FREE;
+            break;
+          }
+          sl->req = r;
+          sl->state = SLOT_TRANSFER;
+        } else {
+          sl->state = SLOT_FREE;
+          done++;
+        }
+      }
+    }
+    if (st) break;
+    st = ucx_conn_check(conn, op, error);
+    if (st) break;
+    double now = ucx_now();
+    if (moved) last = now;
+    else if (conn->opt.timeout_ms >= 0 && now - last > conn->opt.timeout_ms / 1000.0)
+      st = adr_error_set(error, ETIMEDOUT, "[%s][ucx] no progress for %d ms on bounced chunks",
+                         op, conn->opt.timeout_ms);
+    if (!st) ucx_progress(conn->w, !moved && now - last > 1e-4);
+  }
+  if (st) {
+    struct ucx_reqs left = {0};
+    for (size_t s = 0; s < ns; s++)
+      if (slots[s].state == SLOT_TRANSFER && slots[s].req != NULL &&
+          ucx_reqs_add(&left, slots[s].req, op, "", NULL) != 0)
+        ucp_request_free(slots[s].req);
+    ucx_conn_abort(conn, &left);
+    ucx_reqs_free(&left);
+    (void)adr_stream_synchronize(b->stream, NULL);
+  }
+  free(slots);
+  return st;
+}
+
+int ucx_bounce_send(struct adr_ucx_conn* conn, struct ucx_bounce* b, const struct ucx_bodies* bodies,
+                    struct adr_device* src_device, const struct ucx_chunk* chunks, size_t n,
+                    uint64_t tag_base, const char* op, struct adr_error* error) {
+  return bounce_run(conn, b, bodies, src_device, chunks, n, tag_base, true, op, error);
+}
+
+int ucx_bounce_recv(struct adr_ucx_conn* conn, struct ucx_bounce* b, const struct ucx_bodies* bodies,
+                    struct adr_device* dst_device, const struct ucx_chunk* chunks, size_t n,
+                    uint64_t tag_base, const char* op, struct adr_error* error) {
+  return bounce_run(conn, b, bodies, dst_device, chunks, n, tag_base, false, op, error);
+}

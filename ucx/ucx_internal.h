@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Internals of the UCX module (libadr_ucx.so): connections and their
+ * progress loop (ucx_conn.c), the metadata framing (ucx_meta.c), the
+ * sender (ucx_send.c) and the receiver (ucx_recv.c). docs/ucx.md describes
+ * the wire protocol.
+ */
+#ifndef ADR_UCX_INTERNAL_H
+#define ADR_UCX_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ucp/api/ucp.h>
+
+#include "adr/adr.h"
+#include "adr/ucx.h"
+
+/* ---- tags ---------------------------------------------------------------
+ * 64-bit UCX tags: | receiver's connection id:16 | kind:4 | stream:8 |
+ * batch:12 | index:24 |. The id tells apart the connections that share a
+ * listener's worker; stream and batch numbers wrap, which is safe because
+ * far fewer than 256 streams / 4096 batches are ever in flight at once. */
+enum ucx_kind {
+  UCX_KIND_HELLO = 1,  /* listener -> connector: the connector's id on the listener's side */
+  UCX_KIND_CTRL = 2,   /* sender -> receiver: schema, batch metadata, end, error */
+  UCX_KIND_BODY = 3,   /* sender -> receiver: one chunk of a batch's buffers */
+  UCX_KIND_CREDIT = 4, /* receiver -> sender: batches taken, or a cancel */
+};
+
+#define UCX_TAG_MASK_ALL UINT64_MAX
+#define UCX_TAG_MASK_NO_INDEX (~(uint64_t)0xffffff)
+#define UCX_TAG_MASK_NO_BATCH_INDEX (~(uint64_t)0xfffffffff)
+
+static inline uint64_t ucx_tag(uint16_t id, unsigned kind, uint32_t stream, uint32_t batch,
+                               uint32_t index) {
+  return ((uint64_t)id << 48) | ((uint64_t)(kind & 0xf) << 44) | ((uint64_t)(stream & 0xff) << 36) |
+         ((uint64_t)(batch & 0xfff) << 24) | (uint64_t)(index & 0xffffff);
+}
+
+/* The most body messages one batch may have (the index field). */
+#define UCX_MAX_BATCH_MESSAGES 0xffffffu
+
+#define UCX_PROTOCOL_MAGIC 0x55524441u /* "ADRU" little-endian */
+#define UCX_PROTOCOL_VERSION 1u
+
+/* Control message types (first word after the magic). */
+enum ucx_ctrl {
+  UCX_CTRL_SCHEMA = 1,
+  UCX_CTRL_BATCH = 2,
+  UCX_CTRL_END = 3,
+  UCX_CTRL_ERROR = 4,
+};
+
+/* Credit message values. */
+#define UCX_CREDIT_CANCEL UINT64_MAX
+
+/* ---- workers and connections -------------------------------------------- */
+
+/* A UCX context and worker, shared by a listener and the connections it
+ * accepted (reference-counted; one thread at a time, adr/ucx.h). */
+struct ucx_worker {
+  ucp_context_h context;
+  ucp_worker_h worker;
+  int efd; /* -1 without wakeup support */
+  int refs;
+};
+
+struct adr_ucx_conn {
+  atomic_int refs;
+  struct ucx_worker* w;
+  struct adr_ucx_listener* listener; /* NULL for a connector */
+  ucp_ep_h ep;
+  uint16_t local_id; /* in the tags this side receives */
+  uint16_t peer_id;  /* in the tags this side sends */
+  atomic_int cancelled;
+  ucs_status_t ep_status; /* set by the endpoint's error handler */
+  bool broken;            /* a failed transfer left it unusable */
+  bool ep_closed;
+  struct adr_ucx_options opt;
+  uint32_t send_stream; /* streams sent / received so far */
+  uint32_t recv_stream;
+  bool receiving; /* a receive stream is live */
+};
+
+struct adr_ucx_listener {
+  struct ucx_worker* w;
+  ucp_listener_h listener;
+  int port;
+  struct adr_ucx_options opt;
+  ucp_conn_request_h pending[16];
+  size_t n_pending;
+  uint16_t next_id;
+  int live_conns;
+};
+
+/* The options with defaults filled in (options may be NULL). */
+int ucx_options_resolve(const struct adr_ucx_options* options, struct adr_ucx_options* out,
+                        struct adr_error* error);
+
+/* A message "[op][ucx] UCS_NAME: description" for a UCX status; returns
+ * the errno value it maps to. */
+int ucx_status_error(struct adr_error* error, const char* op, ucs_status_t status,
+                     const char* what);
+
+/* One pass of progress; when `idle` is set and nothing happened, sleeps on
+ * the worker's event fd (or briefly) so a blocked call does not spin. */
+void ucx_progress(struct ucx_worker* w, bool idle);
+
+/* Why the connection cannot go on (cancelled, peer gone, broken): 0 when it
+ * can, otherwise the status with a message. */
+int ucx_conn_check(struct adr_ucx_conn* conn, const char* op, struct adr_error* error);
+
+/* A set of outstanding UCX requests that one operation waits for. */
+struct ucx_reqs {
+  void** reqs;
+  size_t n, cap;
+};
+
+/* Adds the result of a *_nbx call: NULL (done at once) is nothing to wait
+ * for; an error pointer becomes the status (and message). */
+int ucx_reqs_add(struct ucx_reqs* set, ucs_status_ptr_t p, const char* op, const char* what,
+                 struct adr_error* error);
+/* Frees the completed requests; *out_done counts them, *out_failed receives
+ * the first failure status (UCS_OK when none). */
+void ucx_reqs_reap(struct ucx_reqs* set, size_t* out_done, ucs_status_t* out_failed);
+
+/* Waits until every request of `set` completed, with the connection's
+ * timeout (reset by each completion), cancellation and peer checks. */
+int ucx_reqs_wait(struct adr_ucx_conn* conn, struct ucx_reqs* set, const char* op,
+                  const char* what, struct adr_error* error);
+
+/* On a failed or cancelled transfer: cancels what can be cancelled,
+ * force-closes the endpoint so every send completes, and frees every
+ * request of `set` (which is then empty). The connection is broken. */
+void ucx_conn_abort(struct adr_ucx_conn* conn, struct ucx_reqs* set);
+void ucx_reqs_free(struct ucx_reqs* set);
+
+/* Sends a contiguous message on the connection (eager for small ones);
+ * the request, if any, is added to `set` (NULL: waited for here). */
+int ucx_send(struct adr_ucx_conn* conn, uint64_t tag, const void* buf, size_t size, ucp_mem_h memh,
+             struct ucx_reqs* set, const char* op, struct adr_error* error);
+/* Posts a receive of exactly the message `tag` into buf. */
+int ucx_recv(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void* buf, size_t size,
+             ucp_mem_h memh, struct ucx_reqs* set, const char* op, struct adr_error* error);
+/* Receives the next message matching tag/mask whatever its size into a
+ * malloc'd buffer (*out, *out_size; the caller frees it). Waits with the
+ * connection's checks. */
+int ucx_recv_any(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void** out,
+                 size_t* out_size, uint64_t* out_tag, const char* op, struct adr_error* error);
+
+void ucx_conn_unref(struct adr_ucx_conn* conn);
+double ucx_now(void);
+
+/* ---- metadata (ucx_meta.c) -------------------------------------------- */
+
+/* A growable byte buffer. */
+struct ucx_bytes {
+  uint8_t* data;
+  size_t size, cap;
+};
+void ucx_bytes_free(struct ucx_bytes* b);
+
+/* One body buffer of a batch, in wire order: `ptr` on `device` (NULL: host
+ * memory), `size` bytes; `direct` when UCX can read or write it in place. */
+struct ucx_body {
+  void* ptr;
+  uint64_t size;
+  bool direct;
+};
+
+struct ucx_bodies {
+  struct ucx_body* items;
+  size_t n, cap;
+  uint64_t total;
+};
+void ucx_bodies_free(struct ucx_bodies* b);
+
+/* The metadata framing, behind these four functions only: a schema
+ * message, and a batch message describing the array tree and the sizes of
+ * its buffers in wire order (docs/ucx.md). */
+int ucx_meta_encode_schema(const struct ArrowSchema* schema, struct ucx_bytes* out,
+                           struct adr_error* error);
+int ucx_meta_decode_schema(const uint8_t* data, size_t size, struct ArrowSchema* out,
+                           struct adr_error* error);
+/* Sizes every buffer of `array` (reading the data-dependent ones from
+ * `device` when it is not host-readable), appends the batch description to
+ * *out and the buffers to *bodies. */
+int ucx_meta_encode_batch(const struct ArrowSchema* schema, const struct ArrowArray* array,
+                          struct adr_device* device, bool host_readable, struct ucx_bytes* out,
+                          struct ucx_bodies* bodies, struct adr_error* error);
+/* Builds *out (adr-owned, on `device`, NULL: host) from a batch
+ * description, allocating every buffer, and lists them in *bodies. */
+int ucx_meta_decode_batch(const uint8_t* data, size_t size, const struct ArrowSchema* schema,
+                          struct adr_device* device, bool direct, struct ArrowArray* out,
+                          struct ucx_bodies* bodies, struct adr_error* error);
+
+/* ---- the bounce pipeline (ucx_bounce.c) ------------------------------- */
+
+/* Host slots registered with UCX that chunks of unaddressable memory go
+ * through, and the stream and events that order the device copies. */
+struct ucx_bounce {
+  struct adr_device* device; /* the device copies run on */
+  struct adr_stream* stream;
+  size_t slots;
+  uint64_t chunk;
+  uint8_t* base;
+  ucp_mem_h memh;
+  bool host_registered; /* page-locked with the device's driver */
+  struct adr_event** events;
+};
+
+int ucx_bounce_init(struct ucx_bounce* b, struct ucx_worker* w, struct adr_device* device,
+                    size_t slots, uint64_t chunk, struct adr_error* error);
+void ucx_bounce_release(struct ucx_bounce* b, struct ucx_worker* w);
+
+/* One body chunk: message `index` covering [offset, offset + size) of body
+ * buffer `body`. */
+struct ucx_chunk {
+  uint32_t index;
+  size_t body;
+  uint64_t offset;
+  uint64_t size;
+};
+
+/* Cuts the bodies into chunks of at most `chunk` bytes (message indices
+ * in order); the direct ones and the bounced ones go to separate lists. */
+int ucx_chunks_plan(const struct ucx_bodies* bodies, uint64_t chunk, struct ucx_chunk** out_direct,
+                    size_t* n_direct, struct ucx_chunk** out_bounced, size_t* n_bounced,
+                    struct adr_error* error);
+
+/* Sends (device -> slot copy, then send) or receives (receive into slot,
+ * then slot -> device copy) the bounced chunks through the slots, copies
+ * overlapped with transfers; direct transfers already posted in `set`
+ * progress meanwhile. Waits for all of it. */
+int ucx_bounce_send(struct adr_ucx_conn* conn, struct ucx_bounce* b, const struct ucx_bodies* bodies,
+                    struct adr_device* src_device, const struct ucx_chunk* chunks, size_t n,
+                    uint64_t tag_base, const char* op, struct adr_error* error);
+int ucx_bounce_recv(struct adr_ucx_conn* conn, struct ucx_bounce* b, const struct ucx_bodies* bodies,
+                    struct adr_device* dst_device, const struct ucx_chunk* chunks, size_t n,
+                    uint64_t tag_base, const char* op, struct adr_error* error);
+
+/* Whether UCX can address `device`'s memory directly (host memory, pinned
+ * host, host-accessible SVM). NULL device: yes. */
+bool ucx_device_direct(struct adr_device* device);
+
+/* The table entries (ucx_send.c, ucx_recv.c). */
+int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* source,
+                    struct adr_ucx_send_stats* out_stats, struct adr_error* error);
+int ucx_receive_stream(struct adr_ucx_conn* conn, struct adr_device* device,
+                       struct ArrowDeviceArrayStream* out, struct adr_error* error);
+
+#endif
