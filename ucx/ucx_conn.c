@@ -17,6 +17,7 @@
  * posted receives, so all requests are freed before the call returns.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
@@ -152,7 +154,26 @@ void ucx_progress(struct ucx_worker* w, bool idle) {
 
 /* ---- requests ----------------------------------------------------------- */
 
+/* With the address exchange, the TCP connection it used stays open for
+ * the connection's life: its end is the peer's end, seen at once whatever
+ * the transport (UCX's own keepalive over shared memory takes seconds). */
+static void sock_liveness(struct adr_ucx_conn* conn) {
+  if (conn->sock < 0 || conn->ep_status != UCS_OK) return;
+  double now = ucx_now();
+  if (now - conn->sock_checked < 1e-3) return;
+  conn->sock_checked = now;
+  char c;
+  ssize_t n = recv(conn->sock, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    /* What the peer sent before it left may still be in a shared-memory
+     * queue: take it in before calling the peer gone. */
+    for (int i = 0; i < 256; i++) ucp_worker_progress(conn->w->worker);
+    conn->ep_status = UCS_ERR_CONNECTION_RESET;
+  }
+}
+
 int ucx_conn_check(struct adr_ucx_conn* conn, const char* op, struct adr_error* error) {
+  sock_liveness(conn);
   if (atomic_load(&conn->cancelled))
     return adr_error_set(error, ECANCELED, "[%s][ucx] the transfer was cancelled", op);
   if (conn->ep_status != UCS_OK)
@@ -224,7 +245,11 @@ int ucx_reqs_wait(struct adr_ucx_conn* conn, struct ucx_reqs* set, const char* o
     }
     if (set->n == 0) break;
     int st = ucx_conn_check(conn, op, error);
-    if (st != 0) return st;
+    if (st != 0) {
+      ucx_reqs_reap(set, NULL, &failed);
+      if (set->n == 0 && failed == UCS_OK) break;
+      return st;
+    }
     double now = ucx_now();
     if (done > 0) last = now;
     if (timed_out(conn, last))
@@ -309,6 +334,7 @@ int ucx_recv(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void* buf, 
 int ucx_recv_any(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void** out,
                  size_t* out_size, uint64_t* out_tag, const char* op, struct adr_error* error) {
   double last = ucx_now();
+  bool last_look = false;
   for (;;) {
     ucp_tag_recv_info_t info;
     ucp_tag_message_h msg = ucp_tag_probe_nb(conn->w->worker, tag, mask, 1, &info);
@@ -339,6 +365,11 @@ int ucx_recv_any(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void** 
       return 0;
     }
     int st = ucx_conn_check(conn, op, error);
+    if (st != 0 && conn->ep_status != UCS_OK && !last_look) {
+      /* One more look: the message may have come in with the news. */
+      last_look = true;
+      continue;
+    }
     if (st != 0) return st;
     double now = ucx_now();
     if (timed_out(conn, last))
@@ -402,6 +433,7 @@ static struct adr_ucx_conn* conn_new(struct ucx_worker* w, const struct adr_ucx_
   c->w = w;
   w->refs++;
   c->opt = *opt;
+  c->sock = -1;
   return c;
 }
 
@@ -419,6 +451,7 @@ static void conn_free(struct adr_ucx_conn* conn) {
     }
     ep_close(conn, conn->ep_status != UCS_OK);
   }
+  if (conn->sock >= 0) close(conn->sock);
   if (conn->listener != NULL) conn->listener->live_conns--;
   worker_unref(conn->w);
   free(conn);
@@ -435,10 +468,122 @@ static int conn_create_ep(struct adr_ucx_conn* conn, ucp_ep_params_t* params, co
   params->err_handler.cb = on_ep_error;
   params->err_handler.arg = conn;
   ucs_status_t st = ucp_ep_create(conn->w->worker, params, &conn->ep);
+  if (st == UCS_ERR_UNREACHABLE && conn->sock >= 0) {
+    /* UCX 1.13's shared-memory transports have no peer failure handling,
+     * so with UCX_TLS limited to them no endpoint exists in that mode.
+     * The handshake's TCP connection tells a dead peer instead
+     * (sock_liveness), and an abort closes the endpoint by force. */
+    params->err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    params->field_mask &= ~(uint64_t)UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    st = ucp_ep_create(conn->w->worker, params, &conn->ep);
+  }
   if (st != UCS_OK) {
     conn->ep = NULL;
     return ucx_status_error(error, op, st, "ucp_ep_create");
   }
+  return 0;
+}
+
+
+/* ---- the address exchange ------------------------------------------------
+ * The default wireup: the two sides exchange their UCX worker addresses
+ * over a TCP connection of their own and create endpoints to them. Unlike
+ * UCX 1.13's socket-address connection manager (ADR_UCX_WIREUP=sockaddr),
+ * whose endpoints only get TCP lanes, this lets UCX pick every transport
+ * the two workers share, shared memory (posix, sysv, cma) included. */
+
+static bool use_cm(void) {
+  const char* v = getenv("ADR_UCX_WIREUP");
+  return v != NULL && strcmp(v, "sockaddr") == 0;
+}
+
+struct wire_hello {
+  uint32_t magic, version, id, addr_len;
+};
+
+static int io_all(int fd, void* buf, size_t n, bool writing, double deadline, const char* op,
+                  struct adr_error* error) {
+  uint8_t* p = buf;
+  while (n > 0) {
+    ssize_t k = writing ? send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) : recv(fd, p, n, MSG_DONTWAIT);
+    if (k > 0) {
+      p += k;
+      n -= (size_t)k;
+      continue;
+    }
+    if (k == 0)
+      return adr_error_set(error, ECONNRESET, "[%s][ucx] the peer closed the connection during "
+                           "the handshake", op);
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+      return adr_error_set(error, ECONNRESET, "[%s][ucx] handshake: %s", op, strerror(errno));
+    double left = deadline - ucx_now();
+    if (left <= 0)
+      return adr_error_set(error, ETIMEDOUT, "[%s][ucx] the peer did not complete the handshake",
+                           op);
+    struct pollfd pf = {.fd = fd, .events = writing ? POLLOUT : POLLIN};
+    (void)poll(&pf, 1, left > 1.0 ? 1000 : (int)(left * 1000) + 1);
+  }
+  return 0;
+}
+
+static int exchange(struct adr_ucx_conn* conn, int fd, bool listener_side, const char* op,
+                    struct adr_error* error) {
+  double deadline = ucx_now() + (conn->opt.timeout_ms < 0 ? 1e9 : conn->opt.timeout_ms / 1000.0);
+  ucp_address_t* addr = NULL;
+  size_t len = 0;
+  ucs_status_t us = ucp_worker_get_address(conn->w->worker, &addr, &len);
+  if (us != UCS_OK) return ucx_status_error(error, op, us, "ucp_worker_get_address");
+  struct wire_hello mine = {UCX_PROTOCOL_MAGIC, UCX_PROTOCOL_VERSION,
+                            listener_side ? conn->local_id : 0, (uint32_t)len};
+  struct wire_hello peer = {0};
+  void* peer_addr = NULL;
+  int st = io_all(fd, &mine, sizeof(mine), true, deadline, op, error);
+  if (!st) st = io_all(fd, addr, len, true, deadline, op, error);
+  ucp_worker_release_address(conn->w->worker, addr);
+  if (!st) st = io_all(fd, &peer, sizeof(peer), false, deadline, op, error);
+  if (!st && (peer.magic != UCX_PROTOCOL_MAGIC || peer.version != UCX_PROTOCOL_VERSION ||
+              peer.addr_len == 0 || peer.addr_len > (1u << 20)))
+    st = adr_error_set(error, EPROTO,
+                       "[%s][ucx] the peer speaks another protocol (magic %08x version %u)", op,
+                       peer.magic, peer.version);
+  if (!st && (peer_addr = malloc(peer.addr_len)) == NULL)
+    st = adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
+  if (!st) st = io_all(fd, peer_addr, peer.addr_len, false, deadline, op, error);
+  if (!st) {
+    if (!listener_side) conn->peer_id = (uint16_t)peer.id;
+    ucp_ep_params_t ep = {0};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep.address = peer_addr;
+    st = conn_create_ep(conn, &ep, op, error);
+  }
+  free(peer_addr);
+  return st;
+}
+
+static int tcp_connect(const struct sockaddr_storage* sa, socklen_t salen, int timeout_ms,
+                       const char* op, const char* address, int* out, struct adr_error* error) {
+  int fd = socket(sa->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return adr_error_set(error, errno, "[%s][ucx] socket: %s", op, strerror(errno));
+  int st = 0;
+  if (connect(fd, (const struct sockaddr*)sa, salen) != 0) {
+    if (errno != EINPROGRESS) {
+      st = errno;
+    } else {
+      struct pollfd pf = {.fd = fd, .events = POLLOUT};
+      int r = poll(&pf, 1, timeout_ms < 0 ? -1 : timeout_ms);
+      int err = 0;
+      socklen_t el = sizeof(err);
+      if (r == 0) st = ETIMEDOUT;
+      else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) st = errno;
+      else st = err;
+    }
+  }
+  if (st) {
+    close(fd);
+    return adr_error_set(error, st, "[%s][ucx] no listener answered at %s: %s", op, address,
+                         strerror(st));
+  }
+  *out = fd;
   return 0;
 }
 
@@ -460,6 +605,16 @@ int ucx_connect(const char* address, const struct adr_ucx_options* options,
   struct adr_ucx_conn* conn = conn_new(w, &opt);
   worker_unref(w);
   if (conn == NULL) return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
+  if (!use_cm()) {
+    st = tcp_connect(&sa, salen, opt.timeout_ms, op, address, &conn->sock, error);
+    if (!st) st = exchange(conn, conn->sock, false, op, error);
+    if (st) {
+      ucx_conn_unref(conn);
+      return st;
+    }
+    *out = conn;
+    return 0;
+  }
   ucp_ep_params_t ep = {0};
   ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
   ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
@@ -518,6 +673,31 @@ int ucx_listen(const char* address, const struct adr_ucx_options* options,
     free(l);
     return st;
   }
+  l->sock = -1;
+  l->next_id = 1;
+  if (!use_cm()) {
+    int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int one = 1;
+    st = fd < 0 ? errno : 0;
+    if (!st) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (!st && bind(fd, (const struct sockaddr*)&sa, salen) != 0) st = errno;
+    if (!st && listen(fd, 16) != 0) st = errno;
+    struct sockaddr_storage bound;
+    socklen_t bl = sizeof(bound);
+    if (!st && getsockname(fd, (struct sockaddr*)&bound, &bl) != 0) st = errno;
+    if (st) {
+      if (fd >= 0) close(fd);
+      worker_unref(l->w);
+      free(l);
+      return adr_error_set(error, st, "[%s][ucx] cannot listen on %s: %s", op, address,
+                           strerror(st));
+    }
+    l->sock = fd;
+    l->port = ntohs(bound.ss_family == AF_INET ? ((struct sockaddr_in*)&bound)->sin_port
+                                               : ((struct sockaddr_in6*)&bound)->sin6_port);
+    *out = l;
+    return 0;
+  }
   ucp_listener_params_t lp = {0};
   lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
   lp.sockaddr.addr = (const struct sockaddr*)&sa;
@@ -559,6 +739,32 @@ int ucx_accept(struct adr_ucx_listener* l, int timeout_ms, struct adr_ucx_conn**
                struct adr_error* error) {
   const char* op = "adr_ucx_accept";
   if (timeout_ms == 0) timeout_ms = l->opt.timeout_ms;
+  if (l->sock >= 0) {
+    struct pollfd pf = {.fd = l->sock, .events = POLLIN};
+    int r = poll(&pf, 1, timeout_ms);
+    int fd = r > 0 ? accept4(l->sock, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK) : -1;
+    if (fd < 0)
+      return r == 0 ? adr_error_set(error, ETIMEDOUT, "[%s][ucx] no connection within %d ms", op,
+                                    timeout_ms)
+                    : adr_error_set(error, errno, "[%s][ucx] accept: %s", op, strerror(errno));
+    struct adr_ucx_conn* conn = conn_new(l->w, &l->opt);
+    if (conn == NULL) {
+      close(fd);
+      return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
+    }
+    conn->sock = fd;
+    conn->listener = l;
+    l->live_conns++;
+    conn->local_id = l->next_id++;
+    if (l->next_id == 0) l->next_id = 1;
+    int st = exchange(conn, fd, true, op, error);
+    if (st) {
+      ucx_conn_unref(conn);
+      return st;
+    }
+    *out = conn;
+    return 0;
+  }
   double start = ucx_now();
   while (l->n_pending == 0) {
     double now = ucx_now();
@@ -603,9 +809,10 @@ int ucx_listener_destroy(struct adr_ucx_listener* l, struct adr_error* error) {
     return adr_error_set(error, EBUSY,
                          "[adr_ucx_listener_destroy][ucx] %d accepted connection(s) still alive",
                          l->live_conns);
+  if (l->sock >= 0) close(l->sock);
   for (size_t i = 0; i < l->n_pending; i++) ucp_listener_reject(l->listener, l->pending[i]);
   l->n_pending = 0;
-  ucp_listener_destroy(l->listener);
+  if (l->listener != NULL) ucp_listener_destroy(l->listener);
   /* Let the rejections go out. */
   for (int i = 0; i < 100; i++) ucp_worker_progress(l->w->worker);
   worker_unref(l->w);

@@ -83,6 +83,8 @@ struct adr_ucx_conn {
   uint32_t send_stream; /* streams sent / received so far */
   uint32_t recv_stream;
   bool receiving; /* a receive stream is live */
+  int sock;       /* the TCP connection of the address exchange, -1 with the CM */
+  double sock_checked;
 };
 
 struct adr_ucx_listener {
@@ -94,6 +96,7 @@ struct adr_ucx_listener {
   size_t n_pending;
   uint16_t next_id;
   int live_conns;
+  int sock; /* listening socket of the address exchange, -1 with the CM */
 };
 
 /* The options with defaults filled in (options may be NULL). */

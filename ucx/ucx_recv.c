@@ -94,9 +94,15 @@ static int receive_batch(struct receiver* r, const uint8_t* meta, size_t size,
   if (!st) {
     r->batches++;
     uint64_t credit = r->batches;
-    st = ucx_send(conn, ucx_tag(conn->peer_id, UCX_KIND_CREDIT, r->stream, 0, 0), &credit,
-                  sizeof(credit), NULL, NULL, OP, error);
-    if (st) adr_device_array_release(out);
+    /* The batch is whole: a sender gone by now (it may leave once it has
+     * sent an error after this batch) shows at the next get_next. */
+    struct adr_error ignored;
+    if (ucx_send(conn, ucx_tag(conn->peer_id, UCX_KIND_CREDIT, r->stream, 0, 0), &credit,
+                 sizeof(credit), NULL, NULL, OP, &ignored) != 0 &&
+        conn->ep_status == UCS_OK && !atomic_load(&conn->cancelled)) {
+      st = adr_error_set(error, EIO, "%s", ignored.message);
+      adr_device_array_release(out);
+    }
   }
   return st;
 }

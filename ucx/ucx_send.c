@@ -191,6 +191,24 @@ static void cancel_credit_recv(struct sender* s) {
   s->credit_req = NULL;
 }
 
+/* Waits until the receiver has taken `sent` batches. */
+static int wait_taken(struct sender* s, uint64_t sent, const char* op, struct adr_error* error) {
+  struct adr_ucx_conn* conn = s->conn;
+  double since = ucx_now();
+  int st = 0;
+  while (!st && s->taken < sent) {
+    bool moved = false;
+    st = poll_credits(s, &moved, op, error);
+    if (!st) st = ucx_conn_check(conn, op, error);
+    if (moved) since = ucx_now();
+    if (!st && conn->opt.timeout_ms >= 0 && ucx_now() - since > conn->opt.timeout_ms / 1000.0)
+      st = adr_error_set(error, ETIMEDOUT, "[%s][ucx] the receiver did not take the last batch",
+                         op);
+    if (!st && s->taken < sent) ucx_progress(conn->w, ucx_now() - since > 1e-4);
+  }
+  return st;
+}
+
 int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* source,
                     struct adr_ucx_send_stats* out_stats, struct adr_error* error) {
   const char* op = "adr_ucx_send_stream";
@@ -326,17 +344,7 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
       st = ucx_reqs_wait(conn, &ring[i].reqs, op, "sending batch bodies", error);
       if (!st) inflight_retire(conn, &ring[i]);
     }
-    double since = ucx_now();
-    while (!st && s.taken < sent) {
-      bool moved = false;
-      st = poll_credits(&s, &moved, op, error);
-      if (!st) st = ucx_conn_check(conn, op, error);
-      if (moved) since = ucx_now();
-      if (!st && conn->opt.timeout_ms >= 0 && ucx_now() - since > conn->opt.timeout_ms / 1000.0)
-        st = adr_error_set(error, ETIMEDOUT, "[%s][ucx] the receiver did not take the last batch",
-                           op);
-      if (!st && s.taken < sent) ucx_progress(conn->w, ucx_now() - since > 1e-4);
-    }
+    if (!st) st = wait_taken(&s, sent, op, error);
   } else if (source_failed && conn->ep_status == UCS_OK && !atomic_load(&conn->cancelled)) {
     /* The receiver gets the source's error; batches already announced
      * still go out so that nothing is left half-sent. */
@@ -346,6 +354,9 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
       if (ucx_reqs_wait(conn, &ring[i].reqs, op, "sending batch bodies", NULL) != 0) break;
       inflight_retire(conn, &ring[i]);
     }
+    /* Leave only once the receiver has taken what was announced (it reads
+     * the error after them). */
+    (void)wait_taken(&s, sent, op, NULL);
   } else if (atomic_load(&conn->cancelled) && !s.cancelled_by_peer) {
     send_error_notice(conn, s.stream, s.ctrl_seq++, ECANCELED, "the sender cancelled the stream");
   }
