@@ -449,7 +449,10 @@ static void conn_free(struct adr_ucx_conn* conn) {
         ucx_progress(conn->w, ucx_now() - start > 1e-3);
       ucp_request_free(r);
     }
-    ep_close(conn, conn->ep_status != UCS_OK);
+    /* Flushed: with peer error handling the peer copes with a forced
+     * close (it sees the connection end), which does not wait for it. */
+    sock_liveness(conn);
+    ep_close(conn, conn->ep_status != UCS_OK || !conn->err_none);
   }
   if (conn->sock >= 0) close(conn->sock);
   if (conn->listener != NULL) conn->listener->live_conns--;
@@ -476,6 +479,7 @@ static int conn_create_ep(struct adr_ucx_conn* conn, ucp_ep_params_t* params, co
     params->err_mode = UCP_ERR_HANDLING_MODE_NONE;
     params->field_mask &= ~(uint64_t)UCP_EP_PARAM_FIELD_ERR_HANDLER;
     st = ucp_ep_create(conn->w->worker, params, &conn->ep);
+    conn->err_none = st == UCS_OK;
   }
   if (st != UCS_OK) {
     conn->ep = NULL;

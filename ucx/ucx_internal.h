@@ -84,6 +84,7 @@ struct adr_ucx_conn {
   uint32_t recv_stream;
   bool receiving; /* a receive stream is live */
   int sock;       /* the TCP connection of the address exchange, -1 with the CM */
+  bool err_none;  /* endpoint without peer error handling (shared memory only) */
   double sock_checked;
 };
 
