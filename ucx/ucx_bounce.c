@@ -228,7 +228,7 @@ static int bounce_run(struct adr_ucx_conn* conn, struct ucx_bounce* b,
     else if (conn->opt.timeout_ms >= 0 && now - last > conn->opt.timeout_ms / 1000.0)
       st = adr_error_set(error, ETIMEDOUT, "[%s][ucx] no progress for %d ms on bounced chunks",
                          op, conn->opt.timeout_ms);
-    if (!st) ucx_progress(conn->w, !moved && now - last > 1e-4);
+    if (!st) ucx_progress(conn->w, !moved && now - last > 2e-3);
   }
   if (st) {
     struct ucx_reqs left = {0};

@@ -255,7 +255,7 @@ int ucx_reqs_wait(struct adr_ucx_conn* conn, struct ucx_reqs* set, const char* o
     if (timed_out(conn, last))
       return adr_error_set(error, ETIMEDOUT, "[%s][ucx] no progress for %d ms while %s", op,
                            conn->opt.timeout_ms, what);
-    ucx_progress(conn->w, now - last > 1e-4);
+    ucx_progress(conn->w, now - last > 2e-3);
   }
   return 0;
 }
@@ -376,7 +376,7 @@ int ucx_recv_any(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void** 
       return adr_error_set(error, ETIMEDOUT, "[%s][ucx] no message from the peer for %d ms", op,
                            conn->opt.timeout_ms);
     if (ucp_worker_progress(conn->w->worker) != 0) continue;
-    if (now - last > 1e-4) ucx_progress(conn->w, true);
+    if (now - last > 2e-3) ucx_progress(conn->w, true);
   }
 }
 

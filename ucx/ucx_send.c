@@ -204,7 +204,7 @@ static int wait_taken(struct sender* s, uint64_t sent, const char* op, struct ad
     if (!st && conn->opt.timeout_ms >= 0 && ucx_now() - since > conn->opt.timeout_ms / 1000.0)
       st = adr_error_set(error, ETIMEDOUT, "[%s][ucx] the receiver did not take the last batch",
                          op);
-    if (!st && s->taken < sent) ucx_progress(conn->w, ucx_now() - since > 1e-4);
+    if (!st && s->taken < sent) ucx_progress(conn->w, ucx_now() - since > 2e-3);
   }
   return st;
 }
@@ -270,7 +270,7 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
                            (unsigned long long)s.taken);
         break;
       }
-      ucx_progress(conn->w, !moved && now - last > 1e-4);
+      ucx_progress(conn->w, !moved && now - last > 2e-3);
       continue;
     }
     last = ucx_now();
