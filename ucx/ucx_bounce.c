@@ -11,24 +11,57 @@
  * to ucp_worker_progress.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ucx_internal.h"
 
+/* ADR_UCX_FORCE_BOUNCE=1 sends every device's memory through the bounce
+ * buffer (tests and measurements of that path on any device). */
+static pthread_once_t force_once = PTHREAD_ONCE_INIT;
+static bool force_bounce;
+
+static void read_force(void) {
+  const char* v = getenv("ADR_UCX_FORCE_BOUNCE");
+  force_bounce = v != NULL && v[0] == '1';
+}
+
 bool ucx_device_direct(struct adr_device* device) {
   if (device == NULL) return true;
-  static int force = -1;
-  if (force < 0) {
-    const char* v = getenv("ADR_UCX_FORCE_BOUNCE");
-    force = v != NULL && v[0] == '1';
+  pthread_once(&force_once, read_force);
+  if (force_bounce) return false;
+  /* Device objects live as long as the process and their capabilities do
+   * not change, so the answer is kept (adr_device_info_get also reads the
+   * free memory, too slow for every batch). */
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static struct {
+    struct adr_device* device;
+    bool direct;
+  } cache[32];
+  static size_t cached;
+  pthread_mutex_lock(&lock);
+  for (size_t i = 0; i < cached; i++) {
+    if (cache[i].device == device) {
+      bool d = cache[i].direct;
+      pthread_mutex_unlock(&lock);
+      return d;
+    }
   }
-  if (force) return false;
+  pthread_mutex_unlock(&lock);
   struct adr_device_info info;
   memset(&info, 0, sizeof(info));
   info.struct_size = sizeof(info);
   if (adr_device_info_get(device, &info, NULL) != 0) return false;
-  return (info.caps & ADR_CAP_HOST_ACCESSIBLE) != 0;
+  bool direct = (info.caps & ADR_CAP_HOST_ACCESSIBLE) != 0;
+  pthread_mutex_lock(&lock);
+  if (cached < sizeof(cache) / sizeof(cache[0])) {
+    cache[cached].device = device;
+    cache[cached].direct = direct;
+    cached++;
+  }
+  pthread_mutex_unlock(&lock);
+  return direct;
 }
 
 int ucx_bounce_init(struct ucx_bounce* b, struct ucx_worker* w, struct adr_device* device,

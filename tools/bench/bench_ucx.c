@@ -77,8 +77,12 @@ static void* receiver(void* arg) {
   struct adr_ucx_conn* conn = NULL;
   struct ArrowDeviceArrayStream s = {0};
   r->ok = true;
-  int st = adr_ucx_accept(r->listener, 20000, &conn, &e);
-  if (!st) st = adr_ucx_receive_stream(conn, NULL, &s, &e);
+  /* The cpu device: its caching pool hands the same warm memory back
+   * batch after batch, as it would to an application. */
+  struct adr_device* cpu = NULL;
+  int st = adr_device_get(ARROW_DEVICE_CPU, 0, &cpu, &e);
+  if (!st) st = adr_ucx_accept(r->listener, 20000, &conn, &e);
+  if (!st) st = adr_ucx_receive_stream(conn, cpu, &s, &e);
   while (!st) {
     struct ArrowDeviceArray b;
     st = s.get_next(&s, &b);
@@ -137,7 +141,7 @@ static double transfer(struct run* r, struct adr_error* e) {
   }
   pthread_join(t, NULL);
   adr_ucx_listener_destroy(r->listener, NULL);
-  if (!st && r->status) {
+  if (r->status) {
     st = r->status;
     snprintf(e->message, sizeof(e->message), "receiver: %.900s", r->message);
   }
@@ -202,7 +206,12 @@ void bench_run_ucx(struct bench_ctx* ctx) {
   r.values = malloc(batch_bytes);
   if (r.values == NULL) return;
   for (int64_t i = 0; i < r.rows; i++) r.values[i] = i * 7 + 1;
-  double best = 1e30;
+  /* The machine may be shared: adr's transfer and ucx_perftest take
+   * turns, and each keeps its best round. */
+  double best = 1e30, pt_best = 0, pt[8];
+  size_t chunk = 8 * MiB;
+  int iters = (int)((size_t)r.batches * batch_bytes / chunk);
+  bool pt_ok = false;
   for (int rep = 0; rep < (quick ? 2 : 3); rep++) {
     double t = transfer(&r, &e);
     if (t < 0) {
@@ -213,17 +222,17 @@ void bench_run_ucx(struct bench_ctx* ctx) {
     bench_expect(ctx, r.ok && r.received == r.batches,
                  "ucx table: %d of %d batches arrived intact", r.received, r.batches);
     if (t < best) best = t;
+    if (perftest("tag_bw", chunk, iters < 16 ? 16 : iters, pt)) {
+      pt_ok = true;
+      if (pt[5] > pt_best) pt_best = pt[5];
+    }
   }
   double adr_gbs = (double)r.batches * (double)batch_bytes / best / 1e9;
-  double pt[8];
-  size_t chunk = 8 * MiB;
-  int iters = (int)((size_t)r.batches * batch_bytes / chunk);
-  if (perftest("tag_bw", chunk, iters < 16 ? 16 : iters, pt)) {
-    double pt_gbs = pt[5] * 1048576.0 / 1e9;
+  if (pt_ok) {
     snprintf(label, sizeof(label), "%s table (UCX_TLS=%s)", quick ? "64 MiB" : "1 GiB",
              tls ? tls : "default");
-    bench_report(ctx, "ucx", label, adr_gbs, pt_gbs, "GB/s", "ucx_perftest tag_bw 8 MiB",
-                 BENCH_HIGHER_IS_BETTER);
+    bench_report(ctx, "ucx", label, adr_gbs, pt_best * 1048576.0 / 1e9, "GB/s",
+                 "ucx_perftest tag_bw 8 MiB", BENCH_HIGHER_IS_BETTER);
   } else {
     bench_note(ctx, "ucx", "table (ucx_perftest failed)", adr_gbs, "GB/s");
   }
@@ -236,17 +245,22 @@ void bench_run_ucx(struct bench_ctx* ctx) {
   l.batches = quick ? 2000 : 20000;
   l.inflight = 1;
   l.values = &one;
-  double t = transfer(&l, &e);
-  if (t < 0) {
-    fprintf(stderr, "bench ucx: small batches failed: %s\n", e.message);
-    return;
+  double lat_best = 1e30, pt_lat = 1e30;
+  for (int rep = 0; rep < (quick ? 2 : 3); rep++) {
+    double t = transfer(&l, &e);
+    if (t < 0) {
+      fprintf(stderr, "bench ucx: small batches failed: %s\n", e.message);
+      return;
+    }
+    bench_expect(ctx, l.ok && l.received == l.batches, "ucx 1-row: %d of %d batches intact",
+                 l.received, l.batches);
+    if (t / l.batches < lat_best) lat_best = t / l.batches;
+    if (perftest("tag_lat", 8, l.batches, pt) && 2 * pt[3] < pt_lat) pt_lat = 2 * pt[3];
   }
-  bench_expect(ctx, l.ok && l.received == l.batches, "ucx 1-row: %d of %d batches intact",
-               l.received, l.batches);
-  double adr_us = t / l.batches * 1e6;
-  if (perftest("tag_lat", 8, quick ? 2000 : 20000, pt)) {
+  double adr_us = lat_best * 1e6;
+  if (pt_lat < 1e30) {
     snprintf(label, sizeof(label), "1-row batch (UCX_TLS=%s)", tls ? tls : "default");
-    bench_report(ctx, "ucx", label, adr_us, 2 * pt[3], "us/batch",
+    bench_report(ctx, "ucx", label, adr_us, pt_lat, "us/batch",
                  "ucx_perftest tag_lat 8 B round trip", BENCH_LOWER_IS_BETTER);
   } else {
     bench_note(ctx, "ucx", "1-row batch (ucx_perftest failed)", adr_us, "us/batch");
