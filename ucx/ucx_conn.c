@@ -274,9 +274,12 @@ static void ep_close(struct adr_ucx_conn* conn, bool force) {
   ucs_status_ptr_t r = ucp_ep_close_nbx(conn->ep, &p);
   if (r != NULL && !UCS_PTR_IS_ERR(r)) {
     double start = ucx_now();
+    /* A graceful close waits for the peer. A forced one completes at once
+     * with peer error handling; without it (shared memory only) a dead
+     * peer may never let it, so the wait is short. */
+    double limit = !force ? 1.0 : conn->err_none ? 0.5 : 2.0;
     while (ucp_request_check_status(r) == UCS_INPROGRESS) {
-      /* A graceful close waits for the peer; give up and force it. */
-      if (ucx_now() - start > (force ? 5.0 : 1.0)) break;
+      if (ucx_now() - start > limit) break;
       ucx_progress(conn->w, ucx_now() - start > 1e-3);
     }
     if (ucp_request_check_status(r) == UCS_INPROGRESS && !force) {
@@ -298,7 +301,7 @@ void ucx_conn_abort(struct adr_ucx_conn* conn, struct ucx_reqs* set) {
   ep_close(conn, true);
   if (set == NULL) return;
   double start = ucx_now();
-  while (set->n > 0 && ucx_now() - start < 5.0) {
+  while (set->n > 0 && ucx_now() - start < (conn->err_none ? 0.5 : 2.0)) {
     ucx_reqs_reap(set, NULL, NULL);
     if (set->n > 0) ucx_progress(conn->w, true);
   }
@@ -445,12 +448,14 @@ static struct adr_ucx_conn* conn_new(struct ucx_worker* w, const struct adr_ucx_
 
 static void conn_free(struct adr_ucx_conn* conn) {
   if (conn->ep != NULL) {
-    /* A clean close first, so the peer's last messages are delivered. */
+    /* A short flush: the protocol already waited for what matters (the
+     * sender for the last credit, the receiver for the end message), and a
+     * peer that is not progressing any more must not hold this up. */
     ucp_request_param_t fp = {0};
     ucs_status_ptr_t r = ucp_ep_flush_nbx(conn->ep, &fp);
     if (r != NULL && !UCS_PTR_IS_ERR(r)) {
       double start = ucx_now();
-      while (ucp_request_check_status(r) == UCS_INPROGRESS && ucx_now() - start < 1.0 &&
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && ucx_now() - start < 0.05 &&
              conn->ep_status == UCS_OK)
         ucx_progress(conn->w, ucx_now() - start > 1e-3);
       ucp_request_free(r);
