@@ -55,6 +55,6 @@ echo "test.sh: ThreadSanitizer suites took ${SECONDS} s"
   -Db_sanitize=address,undefined -Db_lundef=false -Dtools=false \
   -Dopencl=disabled -Dvulkan=disabled -Dcuda=disabled -Dhip=disabled >/dev/null
 meson compile -C build-fuzz adr_cpu fuzz_format_libfuzzer fuzz_validate_libfuzzer \
-  fuzz_validate_full_libfuzzer fuzz_env_libfuzzer >/dev/null
+  fuzz_validate_full_libfuzzer fuzz_env_libfuzzer fuzz_ipc_libfuzzer >/dev/null
 meson test -C build-fuzz --no-rebuild --num-processes "$jobs" --print-errorlogs --suite fuzz
 echo "test.sh: all suites passed in the plain, ASan/UBSan, TSan and libFuzzer builds"

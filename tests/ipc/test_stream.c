@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * adr_ipc_write_stream / adr_ipc_read_stream: every layout through a file,
+ * several batches (whole and sliced) per stream, from the CPU and from the
+ * device under test, read back onto the host and onto that device; a large
+ * table through a pipe with the writer on its own thread; empty streams.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ipc_test.h"
+
+static struct adr_device* g_dev;
+
+static int memfd(void) {
+  int fd = memfd_create("adr-ipc-test", 0);
+  assert_true(fd >= 0);
+  return fd;
+}
+
+#define N_SLICES 3
+static const int64_t k_cuts[N_SLICES][2] = {{0, 0}, {1, 0}, {2, 1}};
+
+/* Writes the slices of case c (from `src_dev`, NULL = CPU) to a file and
+ * reads them onto `dst`. */
+static void file_roundtrip(const struct test_case* c, struct adr_device* src_dev,
+                           struct adr_device* dst) {
+  struct adr_error err;
+  struct ArrowSchema schema;
+  struct ArrowDeviceArray owner;
+  bool wrapped;
+  ipc_test_build(c, &schema, &owner, &wrapped);
+  struct ArrowDeviceArray batches[N_SLICES], expect[N_SLICES];
+  int64_t n = 0;
+  for (int i = 0; i < N_SLICES; i++) {
+    if (owner.array.length < k_cuts[i][0] + k_cuts[i][1]) continue;
+    ipc_test_view(&owner, wrapped, k_cuts[i][0], k_cuts[i][1], &expect[n]);
+    if (src_dev != NULL)
+      ASSERT_OK(adr_device_array_deep_copy(&schema, &expect[n], src_dev, NULL, &batches[n], NULL,
+                                           &err),
+                &err);
+    else
+      ipc_test_view(&owner, wrapped, k_cuts[i][0], k_cuts[i][1], &batches[n]);
+    n++;
+  }
+  struct ArrowSchema s_copy;
+  ASSERT_OK(adr_schema_copy(&schema, &s_copy, &err), &err);
+  struct ArrowDeviceArrayStream in;
+  ArrowDeviceType t = src_dev ? adr_device_type(src_dev) : ARROW_DEVICE_CPU;
+  ASSERT_OK(adr_device_array_stream_from_arrays(&s_copy, batches, (size_t)n, t, &in, &err), &err);
+  int fd = memfd();
+  struct adr_ipc_stream_stats stats = {.struct_size = sizeof(stats)};
+  int st = adr_ipc_write_stream(fd, &in, NULL, &stats, &err);
+  if (st) fail_msg("%s: write: %s", c->name, err.message);
+  assert_null(in.release);
+  assert_int_equal(stats.batches, n);
+  assert_int_equal(lseek(fd, 0, SEEK_END), stats.bytes);
+  assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+
+  struct ArrowDeviceArrayStream out;
+  st = adr_ipc_read_stream(fd, dst, &out, &err);
+  if (st) fail_msg("%s: read: %s", c->name, err.message);
+  assert_int_equal(out.device_type, dst ? adr_device_type(dst) : ARROW_DEVICE_CPU);
+  struct ArrowSchema got_schema;
+  ASSERT_OK(adr_device_array_stream_get_schema(&out, &got_schema, &err), &err);
+  assert_int_equal(got_schema.n_children, schema.n_children);
+  for (int64_t i = 0;; i++) {
+    struct ArrowDeviceArray b;
+    st = adr_device_array_stream_next(&out, &b, &err);
+    if (st) fail_msg("%s: batch %lld: %s", c->name, (long long)i, err.message);
+    if (b.array.release == NULL) {
+      assert_int_equal(i, n);
+      break;
+    }
+    assert_true(i < n);
+    bool eq = false;
+    struct adr_error diff;
+    ASSERT_OK(adr_device_array_equal(&schema, &expect[i], &b, &eq, &diff, &err), &err);
+    if (!eq) fail_msg("%s: batch %lld differs: %s", c->name, (long long)i, diff.message);
+    adr_device_array_release(&b);
+  }
+  got_schema.release(&got_schema);
+  out.release(&out);
+  close(fd);
+  for (int64_t i = 0; i < n; i++) adr_device_array_release(&expect[i]);
+  adr_device_array_release(&owner);
+  schema.release(&schema);
+}
+
+static void test_file_every_layout(void** state) {
+  (void)state;
+  for (size_t i = 0; i < test_case_count; i++) {
+    file_roundtrip(&test_cases[i], NULL, NULL);
+    if (g_dev != NULL) {
+      file_roundtrip(&test_cases[i], NULL, g_dev);
+      file_roundtrip(&test_cases[i], g_dev, NULL);
+      file_roundtrip(&test_cases[i], g_dev, g_dev);
+    }
+  }
+}
+
+struct writer {
+  int fd;
+  struct ArrowDeviceArrayStream stream;
+  int status;
+  struct adr_error err;
+  struct adr_ipc_stream_stats stats;
+};
+
+static void* writer_main(void* arg) {
+  struct writer* w = arg;
+  w->stats.struct_size = sizeof(w->stats);
+  w->status = adr_ipc_write_stream(w->fd, &w->stream, NULL, &w->stats, &w->err);
+  close(w->fd);
+  return NULL;
+}
+
+/* The sample table in 4 batches through a pipe (the writer blocks on the
+ * pipe while the reader consumes). */
+static void test_pipe(void** state) {
+  (void)state;
+  struct adr_error err;
+  const int64_t rows = 20000;
+  struct ArrowSchema schema;
+  struct ArrowDeviceArray table;
+  ASSERT_OK(fixture_sample_table(rows, &schema, &table, &err), &err);
+  struct ArrowDeviceArray batches[4];
+  for (int i = 0; i < 4; i++) {
+    struct ArrowDeviceArray v;
+    ipc_test_view(&table, false, rows / 4 * i, rows - rows / 4 * (i + 1), &v);
+    if (g_dev != NULL) {
+      ASSERT_OK(adr_device_array_deep_copy(&schema, &v, g_dev, NULL, &batches[i], NULL, &err),
+                &err);
+      adr_device_array_release(&v);
+    } else {
+      batches[i] = v;
+    }
+  }
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  struct writer w = {.fd = p[1]};
+  struct ArrowSchema s_copy;
+  ASSERT_OK(adr_schema_copy(&schema, &s_copy, &err), &err);
+  ArrowDeviceType t = g_dev ? adr_device_type(g_dev) : ARROW_DEVICE_CPU;
+  ASSERT_OK(adr_device_array_stream_from_arrays(&s_copy, batches, 4, t, &w.stream, &err), &err);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, writer_main, &w), 0);
+  struct ArrowDeviceArrayStream out;
+  ASSERT_OK(adr_ipc_read_stream(p[0], g_dev, &out, &err), &err);
+  int64_t seen = 0;
+  for (int i = 0;; i++) {
+    struct ArrowDeviceArray b;
+    ASSERT_OK(adr_device_array_stream_next(&out, &b, &err), &err);
+    if (b.array.release == NULL) break;
+    struct ArrowDeviceArray v;
+    ipc_test_view(&table, false, seen, rows - seen - b.array.length, &v);
+    bool eq = false;
+    struct adr_error diff;
+    ASSERT_OK(adr_device_array_equal(&schema, &v, &b, &eq, &diff, &err), &err);
+    if (!eq) fail_msg("batch %d differs: %s", i, diff.message);
+    seen += b.array.length;
+    adr_device_array_release(&v);
+    adr_device_array_release(&b);
+  }
+  out.release(&out);
+  pthread_join(th, NULL);
+  close(p[0]);
+  if (w.status) fail_msg("writer: %s", w.err.message);
+  assert_int_equal(seen, rows);
+  assert_int_equal(w.stats.rows, rows);
+  assert_int_equal(w.stats.batches, 4);
+  adr_device_array_release(&table);
+  schema.release(&schema);
+}
+
+/* A stream with a schema and no batch; and a file holding nothing. */
+static void test_empty(void** state) {
+  (void)state;
+  struct adr_error err;
+  struct ArrowSchema schema, s_copy;
+  struct ArrowDeviceArray table;
+  ASSERT_OK(fixture_sample_table(3, &schema, &table, &err), &err);
+  ASSERT_OK(adr_schema_copy(&schema, &s_copy, &err), &err);
+  struct ArrowDeviceArrayStream in, out;
+  ASSERT_OK(adr_device_array_stream_from_arrays(&s_copy, NULL, 0, ARROW_DEVICE_CPU, &in, &err),
+            &err);
+  int fd = memfd();
+  ASSERT_OK(adr_ipc_write_stream(fd, &in, NULL, NULL, &err), &err);
+  lseek(fd, 0, SEEK_SET);
+  ASSERT_OK(adr_ipc_read_stream(fd, g_dev, &out, &err), &err);
+  struct ArrowDeviceArray b;
+  ASSERT_OK(adr_device_array_stream_next(&out, &b, &err), &err);
+  assert_null(b.array.release);
+  ASSERT_OK(adr_device_array_stream_next(&out, &b, &err), &err);
+  assert_null(b.array.release);
+  out.release(&out);
+  close(fd);
+
+  fd = memfd();
+  int st = adr_ipc_read_stream(fd, NULL, &out, &err);
+  assert_int_equal(st, EINVAL);
+  assert_non_null(strstr(err.message, "empty"));
+  close(fd);
+  adr_device_array_release(&table);
+  schema.release(&schema);
+}
+
+int main(void) {
+  g_dev = ipc_test_device();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_file_every_layout),
+      cmocka_unit_test(test_pipe),
+      cmocka_unit_test(test_empty),
+  };
+  return cmocka_run_group_tests_name("ipc-stream", tests, NULL, NULL);
+}
