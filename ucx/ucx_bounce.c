@@ -79,8 +79,10 @@ int ucx_bounce_init(struct ucx_bounce* b, struct ucx_worker* w, struct adr_devic
     return adr_error_set(error, ENOMEM, "[adr_ucx][ucx] out of memory for %zu bounce bytes",
                          bytes);
   }
-  int st = adr_stream_create(device, &b->stream, error);
-  for (size_t i = 0; !st && i < slots; i++) st = adr_event_create(device, &b->events[i], error);
+  /* No device: the slots only compose host pieces (no copies to order). */
+  int st = device != NULL ? adr_stream_create(device, &b->stream, error) : 0;
+  for (size_t i = 0; !st && device != NULL && i < slots; i++)
+    st = adr_event_create(device, &b->events[i], error);
   if (!st) {
     ucp_mem_map_params_t mp = {0};
     mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
@@ -98,7 +100,7 @@ int ucx_bounce_init(struct ucx_bounce* b, struct ucx_worker* w, struct adr_devic
   }
   /* Faster device copies where the driver can pin host memory; ENOTSUP
    * (OpenCL, Vulkan) is fine. */
-  b->host_registered = adr_host_register(device, b->base, bytes, NULL) == 0;
+  b->host_registered = device != NULL && adr_host_register(device, b->base, bytes, NULL) == 0;
   return 0;
 }
 
@@ -117,37 +119,63 @@ void ucx_bounce_release(struct ucx_bounce* b, struct ucx_worker* w) {
   memset(b, 0, sizeof(*b));
 }
 
-int ucx_chunks_plan(const struct ucx_bodies* bodies, uint64_t chunk, struct ucx_chunk** out_direct,
-                    size_t* n_direct, struct ucx_chunk** out_bounced, size_t* n_bounced,
-                    struct adr_error* error) {
-  size_t total = 0;
-  for (size_t i = 0; i < bodies->n; i++) total += (size_t)((bodies->items[i].size + chunk - 1) / chunk);
-  if (total > UCX_MAX_BATCH_MESSAGES)
+int ucx_chunks_plan(const struct ucx_body* body, bool sending, uint64_t chunk,
+                    struct ucx_chunk** out, size_t* out_n, struct adr_error* error) {
+  uint64_t size = body->size > 0 ? (uint64_t)body->size : 0;
+  size_t n = (size_t)((size + chunk - 1) / chunk);
+  *out = NULL;
+  *out_n = 0;
+  if (n > UCX_MAX_BATCH_MESSAGES)
     return adr_error_set(error, EOVERFLOW,
-                         "[adr_ucx] a batch of %zu body messages (at most %u: raise chunk_size)",
-                         total, UCX_MAX_BATCH_MESSAGES);
-  struct ucx_chunk* d = calloc(total + 1, sizeof(*d));
-  struct ucx_chunk* b = calloc(total + 1, sizeof(*b));
-  if (d == NULL || b == NULL) {
-    free(d);
-    free(b);
-    return adr_error_set(error, ENOMEM, "[adr_ucx] out of memory (chunk plan)");
-  }
-  size_t nd = 0, nb = 0;
-  uint32_t index = 0;
-  for (size_t i = 0; i < bodies->n; i++) {
-    const struct ucx_body* body = &bodies->items[i];
-    for (uint64_t off = 0; off < body->size; off += chunk) {
-      uint64_t size = body->size - off < chunk ? body->size - off : chunk;
-      struct ucx_chunk c = {index++, i, off, size};
-      if (body->direct) d[nd++] = c;
-      else b[nb++] = c;
+                         "[adr_ucx] a body of %zu messages (at most %u: raise chunk_size)", n,
+                         UCX_MAX_BATCH_MESSAGES);
+  struct ucx_chunk* c = calloc(n + 1, sizeof(*c));
+  if (c == NULL) return adr_error_set(error, ENOMEM, "[adr_ucx] out of memory (chunk plan)");
+  size_t p = 0; /* pieces are in body order */
+  for (size_t k = 0; k < n; k++) {
+    uint64_t off = (uint64_t)k * chunk;
+    uint64_t len = size - off < chunk ? size - off : chunk;
+    c[k] = (struct ucx_chunk){(uint32_t)k, off, len, NULL};
+    if (!sending) {
+      if (body->direct) c[k].direct = body->base + off;
+      continue;
+    }
+    while (p < body->n_pieces &&
+           (uint64_t)(body->pieces[p].body_offset + body->pieces[p].size) <= off)
+      p++;
+    if (p < body->n_pieces) {
+      const struct adr_ipc_body_buffer* piece = &body->pieces[p];
+      if ((uint64_t)piece->body_offset <= off &&
+          (uint64_t)(piece->body_offset + piece->size) >= off + len &&
+          ucx_device_direct(piece->device))
+        c[k].direct = (uint8_t*)piece->data + (off - (uint64_t)piece->body_offset);
     }
   }
-  *out_direct = d;
-  *n_direct = nd;
-  *out_bounced = b;
-  *n_bounced = nb;
+  *out = c;
+  *out_n = n;
+  return 0;
+}
+
+/* Sending: fills a slot with body bytes [c->offset, + c->size): zeros, then
+ * each piece's overlap, copied by the host or queued on the bounce's
+ * stream. */
+static int compose(struct ucx_bounce* b, const struct ucx_body* body, const struct ucx_chunk* c,
+                   uint8_t* slot, struct adr_error* error) {
+  memset(slot, 0, c->size);
+  uint64_t lo = c->offset, hi = c->offset + c->size;
+  for (size_t i = 0; i < body->n_pieces; i++) {
+    const struct adr_ipc_body_buffer* piece = &body->pieces[i];
+    uint64_t a = (uint64_t)piece->body_offset, z = a + (uint64_t)piece->size;
+    if (z <= lo || a >= hi || piece->size == 0) continue;
+    uint64_t from = a > lo ? a : lo, to = z < hi ? z : hi;
+    const uint8_t* src = (const uint8_t*)piece->data + (from - a);
+    if (ucx_device_direct(piece->device)) {
+      memcpy(slot + (from - lo), src, to - from);
+    } else {
+      int st = adr_copy(NULL, slot + (from - lo), piece->device, src, to - from, b->stream, error);
+      if (st) return st;
+    }
+  }
   return 0;
 }
 
@@ -159,16 +187,23 @@ struct slot {
   size_t chunk;
 };
 
-/* One pipeline for both directions: sending, a slot is filled by a device
- * copy and then sent; receiving, it is received into and then copied to
- * the device. */
-static int bounce_run(struct adr_ucx_conn* conn, struct ucx_bounce* b,
-                      const struct ucx_bodies* bodies, struct adr_device* device,
-                      const struct ucx_chunk* chunks, size_t n, uint64_t tag_base, bool sending,
-                      const char* op, struct adr_error* error) {
+int ucx_bounce_run(struct adr_ucx_conn* conn, struct ucx_bounce* b, const struct ucx_body* body,
+                   const struct ucx_chunk* all, size_t n_all, uint64_t tag_base, bool sending,
+                   const char* op, struct adr_error* error) {
+  size_t n = 0;
+  for (size_t i = 0; i < n_all; i++) n += all[i].direct == NULL;
+  if (n == 0) return 0;
   size_t ns = b->slots;
   struct slot* slots = calloc(ns, sizeof(*slots));
-  if (slots == NULL) return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
+  const struct ucx_chunk** chunks = calloc(n, sizeof(*chunks));
+  if (slots == NULL || chunks == NULL) {
+    free(slots);
+    free(chunks);
+    return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
+  }
+  n = 0;
+  for (size_t i = 0; i < n_all; i++)
+    if (all[i].direct == NULL) chunks[n++] = &all[i];
   size_t next = 0, done = 0;
   int st = 0;
   double last = ucx_now();
@@ -179,11 +214,10 @@ static int bounce_run(struct adr_ucx_conn* conn, struct ucx_bounce* b,
       uint8_t* buf = b->base + s * b->chunk;
       if (sl->state == SLOT_FREE && next < n) {
         sl->chunk = next++;
-        const struct ucx_chunk* c = &chunks[sl->chunk];
+        const struct ucx_chunk* c = chunks[sl->chunk];
         if (sending) {
-          const uint8_t* src = (const uint8_t*)bodies->items[c->body].ptr + c->offset;
-          st = adr_copy(NULL, buf, device, src, c->size, b->stream, error);
-          if (!st) st = adr_event_record(b->events[s], b->stream, error);
+          st = compose(b, body, c, buf, error);
+          if (!st && b->stream != NULL) st = adr_event_record(b->events[s], b->stream, error);
           sl->state = SLOT_COPYING;
         } else {
           ucp_request_param_t p = {0};
@@ -191,8 +225,9 @@ static int bounce_run(struct adr_ucx_conn* conn, struct ucx_bounce* b,
           p.memh = b->memh;
           ucs_status_ptr_t r = ucp_tag_recv_nbx(conn->w->worker, buf, c->size,
                                                 tag_base | c->index, UCX_TAG_MASK_ALL, &p);
-          if (UCS_PTR_IS_ERR(r)) st = ucx_status_error(error, op, UCS_PTR_STATUS(r), "ucp_tag_recv_nbx");
-          sl->req = r;
+          if (UCS_PTR_IS_ERR(r))
+            st = ucx_status_error(error, op, UCS_PTR_STATUS(r), "ucp_tag_recv_nbx");
+          sl->req = UCS_PTR_IS_ERR(r) ? NULL : r;
           sl->state = SLOT_TRANSFER;
         }
         moved = true;
@@ -214,30 +249,31 @@ static int bounce_run(struct adr_ucx_conn* conn, struct ucx_bounce* b,
           sl->state = SLOT_FREE;
           done++;
         } else {
-          const struct ucx_chunk* c = &chunks[sl->chunk];
-          uint8_t* dst = (uint8_t*)bodies->items[c->body].ptr + c->offset;
-          st = adr_copy(device, dst, NULL, buf, c->size, b->stream, error);
+          const struct ucx_chunk* c = chunks[sl->chunk];
+          st = adr_copy(body->device, body->base + c->offset, NULL, buf, c->size, b->stream,
+                        error);
           if (!st) st = adr_event_record(b->events[s], b->stream, error);
           sl->state = SLOT_COPYING;
         }
         continue;
       }
       if (sl->state == SLOT_COPYING) {
-        int q = adr_event_query(b->events[s], NULL);
-        if (q == EBUSY) continue;
-        if (q != 0) {
-          st = adr_event_synchronize(b->events[s], error);
-          if (st == 0) st = adr_error_set(error, q, "[%s][ucx] a bounce copy failed", op);
-          break;
+        if (b->stream != NULL) {
+          int q = adr_event_query(b->events[s], NULL);
+          if (q == EBUSY) continue;
+          if (q != 0) {
+            st = adr_event_synchronize(b->events[s], error);
+            if (st == 0) st = adr_error_set(error, q, "[%s][ucx] a bounce copy failed", op);
+            break;
+          }
         }
         moved = true;
         if (sending) {
-          const struct ucx_chunk* c = &chunks[sl->chunk];
+          const struct ucx_chunk* c = chunks[sl->chunk];
           ucp_request_param_t p = {0};
           p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
           p.memh = b->memh;
-          ucs_status_ptr_t r =
-              ucp_tag_send_nbx(conn->ep, buf, c->size, tag_base | c->index, &p);
+          ucs_status_ptr_t r = ucp_tag_send_nbx(conn->ep, buf, c->size, tag_base | c->index, &p);
           if (UCS_PTR_IS_ERR(r)) {
             st = conn->ep_status != UCS_OK
                      ? ucx_conn_check(conn, op, error)
@@ -271,20 +307,9 @@ static int bounce_run(struct adr_ucx_conn* conn, struct ucx_bounce* b,
         ucp_request_free(slots[s].req);
     ucx_conn_abort(conn, &left);
     ucx_reqs_free(&left);
-    (void)adr_stream_synchronize(b->stream, NULL);
+    if (b->stream != NULL) (void)adr_stream_synchronize(b->stream, NULL);
   }
   free(slots);
+  free(chunks);
   return st;
-}
-
-int ucx_bounce_send(struct adr_ucx_conn* conn, struct ucx_bounce* b, const struct ucx_bodies* bodies,
-                    struct adr_device* src_device, const struct ucx_chunk* chunks, size_t n,
-                    uint64_t tag_base, const char* op, struct adr_error* error) {
-  return bounce_run(conn, b, bodies, src_device, chunks, n, tag_base, true, op, error);
-}
-
-int ucx_bounce_recv(struct adr_ucx_conn* conn, struct ucx_bounce* b, const struct ucx_bodies* bodies,
-                    struct adr_device* dst_device, const struct ucx_chunk* chunks, size_t n,
-                    uint64_t tag_base, const char* op, struct adr_error* error) {
-  return bounce_run(conn, b, bodies, dst_device, chunks, n, tag_base, false, op, error);
 }

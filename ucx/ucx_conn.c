@@ -50,6 +50,8 @@ int ucx_options_resolve(const struct adr_ucx_options* options, struct adr_ucx_op
     out->chunk_size = options->chunk_size;
     out->bounce_slots = options->bounce_slots;
     out->timeout_ms = options->timeout_ms;
+    if (options->struct_size >= offsetof(struct adr_ucx_options, reserved32))
+      out->flags = options->flags;
   }
   if (out->max_inflight_batches == 0) out->max_inflight_batches = 2;
   if (out->max_inflight_batches > 1024)
@@ -845,4 +847,52 @@ int ucx_conn_destroy(struct adr_ucx_conn* conn, struct adr_error* error) {
   (void)error;
   ucx_conn_unref(conn);
   return 0;
+}
+
+/* ---- control messages --------------------------------------------------- */
+
+void ucx_bytes_free(struct ucx_bytes* b) {
+  free(b->data);
+  b->data = NULL;
+  b->size = b->cap = 0;
+}
+
+int ucx_bytes_put(struct ucx_bytes* b, const void* p, size_t n, struct adr_error* error) {
+  if (b->size + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->size + n) cap *= 2;
+    uint8_t* d = realloc(b->data, cap);
+    if (d == NULL) return adr_error_set(error, ENOMEM, "[adr_ucx] out of memory");
+    b->data = d;
+    b->cap = cap;
+  }
+  if (n) memcpy(b->data + b->size, p, n);
+  b->size += n;
+  return 0;
+}
+
+int ucx_ctrl_header(struct ucx_bytes* b, uint32_t type, uint32_t a, uint32_t c,
+                    struct adr_error* error) {
+  uint32_t h[4] = {UCX_PROTOCOL_MAGIC, type, a, c};
+  b->size = 0;
+  return ucx_bytes_put(b, h, sizeof(h), error);
+}
+
+uint64_t ucx_ctrl_tag(uint16_t id, uint32_t stream, uint64_t seq) {
+  return ucx_tag(id, UCX_KIND_CTRL, stream, (uint32_t)(seq >> 24), (uint32_t)seq);
+}
+
+/* Best effort, past cancellation: a short message the peer should see
+ * before this side closes. */
+void ucx_send_notice(struct adr_ucx_conn* conn, uint64_t tag, const void* buf, size_t size) {
+  if (conn->ep == NULL || conn->ep_status != UCS_OK) return;
+  ucp_request_param_t p = {0};
+  ucs_status_ptr_t r = ucp_tag_send_nbx(conn->ep, buf, size, tag, &p);
+  if (r == NULL || UCS_PTR_IS_ERR(r)) return;
+  double start = ucx_now();
+  while (ucp_request_check_status(r) == UCS_INPROGRESS && ucx_now() - start < 0.5 &&
+         conn->ep_status == UCS_OK)
+    ucx_progress(conn->w, ucx_now() - start > 1e-3);
+  if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(conn->w->worker, r);
+  ucp_request_free(r);
 }

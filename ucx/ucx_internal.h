@@ -16,6 +16,7 @@
 #include <ucp/api/ucp.h>
 
 #include "adr/adr.h"
+#include "adr/ipc.h"
 #include "adr/ucx.h"
 
 /* ---- tags ---------------------------------------------------------------
@@ -40,7 +41,8 @@ static inline uint64_t ucx_tag(uint16_t id, unsigned kind, uint32_t stream, uint
          ((uint64_t)(batch & 0xfff) << 24) | (uint64_t)(index & 0xffffff);
 }
 
-/* The most body messages one batch may have (the index field). */
+/* The most body messages one IPC message's body may have (the index
+ * field). */
 #define UCX_MAX_BATCH_MESSAGES 0xffffffu
 
 #define UCX_PROTOCOL_MAGIC 0x55524441u /* "ADRU" little-endian */
@@ -48,10 +50,10 @@ static inline uint64_t ucx_tag(uint16_t id, unsigned kind, uint32_t stream, uint
 
 /* Control message types (first word after the magic). */
 enum ucx_ctrl {
-  UCX_CTRL_SCHEMA = 1,
-  UCX_CTRL_BATCH = 2,
-  UCX_CTRL_END = 3,
-  UCX_CTRL_ERROR = 4,
+  UCX_CTRL_SCHEMA = 1,  /* words: chunk size (low, high); payload: IPC Schema message */
+  UCX_CTRL_MESSAGE = 2, /* words: body tag number, 0; payload: IPC batch message metadata */
+  UCX_CTRL_END = 3,     /* words: record batches sent */
+  UCX_CTRL_ERROR = 4,   /* words: errno value; payload: message text */
 };
 
 /* Credit message values. */
@@ -158,8 +160,6 @@ int ucx_recv_any(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void** 
 void ucx_conn_unref(struct adr_ucx_conn* conn);
 double ucx_now(void);
 
-/* ---- metadata (ucx_meta.c) -------------------------------------------- */
-
 /* A growable byte buffer. */
 struct ucx_bytes {
   uint8_t* data;
@@ -167,46 +167,45 @@ struct ucx_bytes {
 };
 void ucx_bytes_free(struct ucx_bytes* b);
 
-/* One body buffer of a batch, in wire order: `ptr` on `device` (NULL: host
- * memory), `size` bytes; `direct` when UCX can read or write it in place. */
+/* ---- message bodies (ucx_bounce.c) -------------------------------------
+ * Metadata travels as Arrow IPC messages (adr/ipc.h): a control message
+ * carries one encapsulated Schema, DictionaryBatch or RecordBatch
+ * metadata, and the message's body (bodyLength bytes, buffers at their
+ * IPC body offsets, zero padding between them) follows as body messages
+ * of at most chunk_size bytes, message k holding body bytes
+ * [k * chunk, (k + 1) * chunk). */
+
+/* A body on one side: the receiver's allocation (`base` on `device`), or
+ * the sender's buffers left in place (`pieces`, from the IPC encoder). */
 struct ucx_body {
-  void* ptr;
+  uint8_t* base;
+  struct adr_device* device;
+  bool direct; /* base is addressable by UCX */
+  const struct adr_ipc_body_buffer* pieces;
+  size_t n_pieces;
+  int64_t size;
+};
+
+/* One body message: bytes [offset, offset + size) of the body; `direct`
+ * is where UCX sends them from or receives them into in place, NULL when
+ * they go through the bounce buffer. */
+struct ucx_chunk {
+  uint32_t index;
+  uint64_t offset;
   uint64_t size;
-  bool direct;
+  uint8_t* direct;
 };
 
-struct ucx_bodies {
-  struct ucx_body* items;
-  size_t n, cap;
-  uint64_t total;
-};
-void ucx_bodies_free(struct ucx_bodies* b);
-
-/* The metadata framing, behind these four functions only: a schema
- * message, and a batch message describing the array tree and the sizes of
- * its buffers in wire order (docs/ucx.md). */
-int ucx_meta_encode_schema(const struct ArrowSchema* schema, struct ucx_bytes* out,
-                           struct adr_error* error);
-int ucx_meta_decode_schema(const uint8_t* data, size_t size, struct ArrowSchema* out,
-                           struct adr_error* error);
-/* Sizes every buffer of `array` (reading the data-dependent ones from
- * `device` when it is not host-readable), appends the batch description to
- * *out and the buffers to *bodies. */
-int ucx_meta_encode_batch(const struct ArrowSchema* schema, const struct ArrowArray* array,
-                          struct adr_device* device, bool host_readable, struct ucx_bytes* out,
-                          struct ucx_bodies* bodies, struct adr_error* error);
-/* Builds *out (adr-owned, on `device`, NULL: host) from a batch
- * description, allocating every buffer, and lists them in *bodies. */
-int ucx_meta_decode_batch(const uint8_t* data, size_t size, const struct ArrowSchema* schema,
-                          struct adr_device* device, bool direct, struct ArrowArray* out,
-                          struct ucx_bodies* bodies, struct adr_error* error);
-
-/* ---- the bounce pipeline (ucx_bounce.c) ------------------------------- */
+/* Cuts a body into chunks; in place where the body (receiver) or one
+ * addressable piece covering the whole chunk (sender) allows. */
+int ucx_chunks_plan(const struct ucx_body* body, bool sending, uint64_t chunk,
+                    struct ucx_chunk** out, size_t* out_n, struct adr_error* error);
 
 /* Host slots registered with UCX that chunks of unaddressable memory go
- * through, and the stream and events that order the device copies. */
+ * through (and chunks the sender composes from several pieces), and the
+ * stream and events that order the device copies. */
 struct ucx_bounce {
-  struct adr_device* device; /* the device copies run on */
+  struct adr_device* device; /* the device copies run on (NULL: host only) */
   struct adr_stream* stream;
   size_t slots;
   uint64_t chunk;
@@ -220,35 +219,26 @@ int ucx_bounce_init(struct ucx_bounce* b, struct ucx_worker* w, struct adr_devic
                     size_t slots, uint64_t chunk, struct adr_error* error);
 void ucx_bounce_release(struct ucx_bounce* b, struct ucx_worker* w);
 
-/* One body chunk: message `index` covering [offset, offset + size) of body
- * buffer `body`. */
-struct ucx_chunk {
-  uint32_t index;
-  size_t body;
-  uint64_t offset;
-  uint64_t size;
-};
-
-/* Cuts the bodies into chunks of at most `chunk` bytes (message indices
- * in order); the direct ones and the bounced ones go to separate lists. */
-int ucx_chunks_plan(const struct ucx_bodies* bodies, uint64_t chunk, struct ucx_chunk** out_direct,
-                    size_t* n_direct, struct ucx_chunk** out_bounced, size_t* n_bounced,
-                    struct adr_error* error);
-
-/* Sends (device -> slot copy, then send) or receives (receive into slot,
- * then slot -> device copy) the bounced chunks through the slots, copies
- * overlapped with transfers; direct transfers already posted in `set`
- * progress meanwhile. Waits for all of it. */
-int ucx_bounce_send(struct adr_ucx_conn* conn, struct ucx_bounce* b, const struct ucx_bodies* bodies,
-                    struct adr_device* src_device, const struct ucx_chunk* chunks, size_t n,
-                    uint64_t tag_base, const char* op, struct adr_error* error);
-int ucx_bounce_recv(struct adr_ucx_conn* conn, struct ucx_bounce* b, const struct ucx_bodies* bodies,
-                    struct adr_device* dst_device, const struct ucx_chunk* chunks, size_t n,
-                    uint64_t tag_base, const char* op, struct adr_error* error);
+/* Moves the chunks of `body` whose `direct` is NULL through the slots,
+ * copies overlapped with transfers: sending, each slot is composed from
+ * the pieces (device copies on the bounce's stream) and sent; receiving,
+ * each is received and copied to the body on its device. Transfers
+ * already posted progress meanwhile. Waits for all of it. */
+int ucx_bounce_run(struct adr_ucx_conn* conn, struct ucx_bounce* b, const struct ucx_body* body,
+                   const struct ucx_chunk* chunks, size_t n, uint64_t tag_base, bool sending,
+                   const char* op, struct adr_error* error);
 
 /* Whether UCX can address `device`'s memory directly (host memory, pinned
  * host, host-accessible SVM). NULL device: yes. */
 bool ucx_device_direct(struct adr_device* device);
+
+/* Control messages: a 16-byte header (magic, type, two words) then the
+ * payload. */
+int ucx_ctrl_header(struct ucx_bytes* b, uint32_t type, uint32_t a, uint32_t c,
+                    struct adr_error* error);
+int ucx_bytes_put(struct ucx_bytes* b, const void* p, size_t n, struct adr_error* error);
+uint64_t ucx_ctrl_tag(uint16_t id, uint32_t stream, uint64_t seq);
+void ucx_send_notice(struct adr_ucx_conn* conn, uint64_t tag, const void* buf, size_t size);
 
 /* The table entries (ucx_send.c, ucx_recv.c). */
 int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* source,

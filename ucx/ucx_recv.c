@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * The receiver: an ArrowDeviceArrayStream whose get_next takes the next
- * control message of the sender and, for a batch, allocates its buffers
- * on the receiver's device, receives the body chunks straight into them
- * (memory UCX can address) or through the bounce pipeline (memory it
- * cannot), then tells the sender it took the batch (a credit). Nothing
- * runs between get_next calls: the sender's rendezvous sends wait for the
- * receiver, which is the back-pressure.
+ * The receiver: an ArrowDeviceArrayStream whose get_next takes the
+ * sender's next control messages: each dictionary or record batch is an
+ * Arrow IPC message whose body is allocated on the receiver's device and
+ * received in place (memory UCX can address) or through the bounce
+ * pipeline (memory it cannot), then assembled by adr's IPC reader
+ * (adr/ipc.h), which checks it against the schema. After a record batch
+ * the sender is told it was taken (a credit). Nothing runs between
+ * get_next calls: the sender's rendezvous sends wait for the receiver,
+ * which is the back-pressure.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,15 +18,6 @@
 #include "adr/array.h"
 #include "ucx_internal.h"
 
-int ucx_ctrl_header(struct ucx_bytes* b, uint32_t type, uint32_t a, uint32_t c,
-                    struct adr_error* error);
-uint64_t ucx_ctrl_tag(uint16_t id, uint32_t stream, uint64_t seq);
-void ucx_send_notice(struct adr_ucx_conn* conn, uint64_t tag, const void* buf, size_t size);
-int ucx_post_direct(struct adr_ucx_conn* conn, const struct ucx_bodies* bodies,
-                    const struct ucx_chunk* chunks, size_t n, uint64_t tag_base, bool sending,
-                    struct ucx_reqs* set, ucp_mem_h** out_memh, size_t* out_n_memh,
-                    const char* op, struct adr_error* error);
-
 struct receiver {
   struct adr_ucx_conn* conn;
   struct adr_device* device;
@@ -32,7 +25,7 @@ struct receiver {
   uint64_t ctrl_seq;
   uint64_t batches;
   uint64_t chunk;
-  struct ArrowSchema schema;
+  struct adr_ipc_reader* reader;
   bool direct;
   bool ended;
   int status;
@@ -43,68 +36,88 @@ struct receiver {
 
 static const char* OP = "adr_ucx_receive_stream";
 
-static int fail(struct receiver* r, int st, const struct adr_error* e, struct adr_error* error) {
+static int fail(struct receiver* r, int st, const struct adr_error* e) {
   r->status = st;
   snprintf(r->last_error.message, sizeof(r->last_error.message), "%s", e->message);
-  if (error != NULL) *error = r->last_error;
   return st;
 }
 
-static int receive_batch(struct receiver* r, const uint8_t* meta, size_t size,
-                         struct ArrowDeviceArray* out, struct adr_error* error) {
+/* Decodes an encapsulated IPC message (prefix + metadata). */
+static int decode(const uint8_t* data, size_t size, int64_t index, struct adr_ipc_decoded* out,
+                  struct adr_error* error) {
+  int64_t meta = 0;
+  if (size < ADR_IPC_PREFIX_SIZE)
+    return adr_error_set(error, EPROTO, "[%s][ucx] a %zu-byte IPC message", OP, size);
+  int st = adr_ipc_decode_prefix(data, index, &meta, error);
+  if (!st && (uint64_t)meta != size - ADR_IPC_PREFIX_SIZE)
+    st = adr_error_set(error, EPROTO, "[%s][ucx] IPC metadata of %lld bytes in a %zu-byte message",
+                       OP, (long long)meta, size);
+  if (!st)
+    st = adr_ipc_decode_message(data + ADR_IPC_PREFIX_SIZE, (size_t)meta, index, out, error);
+  return st;
+}
+
+static void body_free(struct receiver* r, void* body, int64_t size) {
+  if (body == NULL) return;
+  if (r->device == NULL) free(body);
+  else (void)adr_free(r->device, body, (size_t)size, NULL, NULL);
+}
+
+/* Receives the body of `m` (tag number `seq`) and hands it to the reader;
+ * a record batch lands in *out. */
+static int receive_message(struct receiver* r, const struct adr_ipc_decoded* m, uint32_t seq,
+                           struct ArrowDeviceArray* out, struct adr_error* error) {
   struct adr_ucx_conn* conn = r->conn;
-  struct ArrowArray array = {0};
-  struct ucx_bodies bodies = {0};
-  struct ucx_chunk *direct = NULL, *bounced = NULL;
-  size_t n_direct = 0, n_bounced = 0;
+  void* body = NULL;
+  int st = 0;
+  if (m->body_size > 0) {
+    if (r->device == NULL) {
+      if (posix_memalign(&body, 64, (size_t)m->body_alloc_size) != 0) body = NULL;
+      if (body == NULL)
+        st = adr_error_set(error, ENOMEM, "[%s][ucx] out of memory for a %lld-byte body", OP,
+                           (long long)m->body_alloc_size);
+    } else {
+      st = adr_alloc(r->device, (size_t)m->body_alloc_size, 64, NULL, &body, error);
+    }
+  }
+  struct ucx_chunk* chunks = NULL;
+  size_t n = 0;
+  struct ucx_body b = {.base = body, .device = r->device, .direct = r->direct,
+                       .size = m->body_size};
+  if (!st) st = ucx_chunks_plan(&b, false, r->chunk, &chunks, &n, error);
+  uint64_t tag_base = ucx_tag(conn->local_id, UCX_KIND_BODY, r->stream, seq, 0);
   struct ucx_reqs set = {0};
-  ucp_mem_h* memh = NULL;
-  size_t n_memh = 0;
-  int st = ucx_meta_decode_batch(meta, size, &r->schema, r->device, r->direct, &array, &bodies,
-                                 error);
-  bool built = st == 0;
-  if (!st)
-    st = ucx_chunks_plan(&bodies, r->chunk, &direct, &n_direct, &bounced, &n_bounced, error);
-  uint64_t tag_base =
-      ucx_tag(conn->local_id, UCX_KIND_BODY, r->stream, (uint32_t)r->batches, 0);
-  if (!st)
-    st = ucx_post_direct(conn, &bodies, direct, n_direct, tag_base, false, &set, &memh, &n_memh,
-                         OP, error);
-  if (!st && n_bounced > 0) {
+  ucp_mem_h memh = NULL;
+  if (!st && r->direct && m->body_size >= (64 << 10)) {
+    ucp_mem_map_params_t mp = {0};
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    mp.address = body;
+    mp.length = (size_t)m->body_size;
+    if (ucp_mem_map(conn->w->context, &mp, &memh) != UCS_OK) memh = NULL;
+  }
+  for (size_t i = 0; !st && i < n; i++)
+    if (chunks[i].direct != NULL)
+      st = ucx_recv(conn, tag_base | chunks[i].index, UCX_TAG_MASK_ALL, chunks[i].direct,
+                    chunks[i].size, memh, &set, OP, error);
+  if (!st && !r->direct && n > 0) {
     if (!r->bounce_ready) {
       st = ucx_bounce_init(&r->bounce, conn->w, r->device, conn->opt.bounce_slots, r->chunk,
                            error);
       r->bounce_ready = st == 0;
     }
-    if (!st)
-      st = ucx_bounce_recv(conn, &r->bounce, &bodies, r->device, bounced, n_bounced, tag_base, OP,
-                           error);
+    if (!st) st = ucx_bounce_run(conn, &r->bounce, &b, chunks, n, tag_base, false, OP, error);
   }
-  if (!st) st = ucx_reqs_wait(conn, &set, OP, "receiving batch bodies", error);
+  if (!st) st = ucx_reqs_wait(conn, &set, OP, "receiving a body", error);
   if (st && set.n > 0) ucx_conn_abort(conn, &set);
   ucx_reqs_free(&set);
-  for (size_t i = 0; i < n_memh; i++)
-    if (memh[i] != NULL) ucp_mem_unmap(conn->w->context, memh[i]);
-  free(memh);
-  free(direct);
-  free(bounced);
-  ucx_bodies_free(&bodies);
-  if (!st) st = adr_device_array_init(r->device, &array, NULL, out, error);
-  if (st && built && array.release != NULL) array.release(&array);
-  if (!st) {
-    r->batches++;
-    uint64_t credit = r->batches;
-    /* The batch is whole: a sender gone by now (it may leave once it has
-     * sent an error after this batch) shows at the next get_next. */
-    struct adr_error ignored;
-    if (ucx_send(conn, ucx_tag(conn->peer_id, UCX_KIND_CREDIT, r->stream, 0, 0), &credit,
-                 sizeof(credit), NULL, NULL, OP, &ignored) != 0 &&
-        conn->ep_status == UCS_OK && !atomic_load(&conn->cancelled)) {
-      st = adr_error_set(error, EIO, "%s", ignored.message);
-      adr_device_array_release(out);
-    }
+  if (memh != NULL) ucp_mem_unmap(conn->w->context, memh);
+  free(chunks);
+  if (st) {
+    body_free(r, body, m->body_alloc_size);
+    return st;
   }
-  return st;
+  /* The reader takes the body over, on success and on failure. */
+  return adr_ipc_reader_consume(r->reader, m, body, out, error);
 }
 
 static int get_next(struct ArrowDeviceArrayStream* stream, struct ArrowDeviceArray* out) {
@@ -113,53 +126,64 @@ static int get_next(struct ArrowDeviceArrayStream* stream, struct ArrowDeviceArr
   if (r->status != 0) return r->status;
   if (r->ended) return 0;
   struct adr_error e = {{0}};
-  void* msg = NULL;
-  size_t size = 0;
-  int st = ucx_recv_any(r->conn, ucx_ctrl_tag(r->conn->local_id, r->stream, r->ctrl_seq),
-                        UCX_TAG_MASK_ALL, &msg, &size, NULL, OP, &e);
-  if (st) {
-    if (st == ECANCELED) {
-      uint64_t cancel = UCX_CREDIT_CANCEL;
-      ucx_send_notice(r->conn, ucx_tag(r->conn->peer_id, UCX_KIND_CREDIT, r->stream, 0, 0),
-                      &cancel, sizeof(cancel));
+  int st = 0;
+  /* Dictionaries come before their batch: loop until a batch, the end or
+   * an error. */
+  while (st == 0 && out->array.release == NULL && !r->ended) {
+    void* msg = NULL;
+    size_t size = 0;
+    uint64_t index = r->ctrl_seq;
+    st = ucx_recv_any(r->conn, ucx_ctrl_tag(r->conn->local_id, r->stream, r->ctrl_seq),
+                      UCX_TAG_MASK_ALL, &msg, &size, NULL, OP, &e);
+    if (st) break;
+    r->ctrl_seq++;
+    uint32_t h[4] = {0};
+    if (size >= sizeof(h)) memcpy(h, msg, sizeof(h));
+    const uint8_t* payload = (const uint8_t*)msg + sizeof(h);
+    size_t payload_size = size >= sizeof(h) ? size - sizeof(h) : 0;
+    if (size < sizeof(h) || h[0] != UCX_PROTOCOL_MAGIC) {
+      st = adr_error_set(&e, EPROTO, "[%s][ucx] malformed control message %llu", OP,
+                         (unsigned long long)index);
+    } else if (h[1] == UCX_CTRL_END) {
+      r->ended = true;
+    } else if (h[1] == UCX_CTRL_ERROR) {
+      int status = h[2] > 0 && h[2] < 4096 ? (int)h[2] : EIO;
+      st = adr_error_set(&e, status, "[%s][ucx] the sender failed: %.*s", OP,
+                         (int)(payload_size < 900 ? payload_size : 900), (const char*)payload);
+    } else if (h[1] == UCX_CTRL_MESSAGE) {
+      struct adr_ipc_decoded m = {0};
+      st = decode(payload, payload_size, (int64_t)index, &m, &e);
+      if (!st && m.type != ADR_IPC_MESSAGE_RECORD_BATCH &&
+          m.type != ADR_IPC_MESSAGE_DICTIONARY_BATCH)
+        st = adr_error_set(&e, EPROTO, "[%s][ucx] unexpected %s message %llu", OP,
+                           adr_ipc_message_type_name(m.type), (unsigned long long)index);
+      if (!st) st = receive_message(r, &m, h[2], out, &e);
+      adr_ipc_decoded_release(&m);
+    } else {
+      st = adr_error_set(&e, EPROTO, "[%s][ucx] unexpected control message type %u", OP, h[1]);
     }
-    return fail(r, st, &e, NULL);
-  }
-  r->ctrl_seq++;
-  uint32_t h[4];
-  if (size < sizeof(h)) {
     free(msg);
-    adr_error_set(&e, EPROTO, "[%s][ucx] a %zu-byte control message", OP, size);
-    return fail(r, EPROTO, &e, NULL);
   }
-  memcpy(h, msg, sizeof(h));
-  const uint8_t* body = (const uint8_t*)msg + sizeof(h);
-  size_t body_size = size - sizeof(h);
-  if (h[0] != UCX_PROTOCOL_MAGIC) {
-    st = adr_error_set(&e, EPROTO, "[%s][ucx] bad control message magic %08x", OP, h[0]);
-  } else if (h[1] == UCX_CTRL_END) {
-    r->ended = true;
-  } else if (h[1] == UCX_CTRL_ERROR) {
-    int status = h[2] > 0 && h[2] < 4096 ? (int)h[2] : EIO;
-    st = adr_error_set(&e, status, "[%s][ucx] the sender failed: %.*s", OP,
-                       (int)(body_size < 900 ? body_size : 900), (const char*)body);
-  } else if (h[1] == UCX_CTRL_BATCH) {
-    if (h[2] != (uint32_t)r->batches)
-      st = adr_error_set(&e, EPROTO, "[%s][ucx] batch %u arrived, %llu expected", OP, h[2],
-                         (unsigned long long)r->batches);
-    else
-      st = receive_batch(r, body, body_size, out, &e);
-  } else {
-    st = adr_error_set(&e, EPROTO, "[%s][ucx] unexpected control message type %u", OP, h[1]);
+  if (st == 0 && out->array.release != NULL) {
+    r->batches++;
+    uint64_t credit = r->batches;
+    /* The batch is whole: a sender gone by now (it may leave once it has
+     * sent an error after this batch) shows at the next get_next. */
+    struct adr_error ignored;
+    if (ucx_send(r->conn, ucx_tag(r->conn->peer_id, UCX_KIND_CREDIT, r->stream, 0, 0), &credit,
+                 sizeof(credit), NULL, NULL, OP, &ignored) != 0 &&
+        r->conn->ep_status == UCS_OK && !atomic_load(&r->conn->cancelled)) {
+      st = adr_error_set(&e, EIO, "%s", ignored.message);
+      adr_device_array_release(out);
+    }
   }
-  free(msg);
   if (st) {
     if (st == ECANCELED && atomic_load(&r->conn->cancelled)) {
       uint64_t cancel = UCX_CREDIT_CANCEL;
       ucx_send_notice(r->conn, ucx_tag(r->conn->peer_id, UCX_KIND_CREDIT, r->stream, 0, 0),
                       &cancel, sizeof(cancel));
     }
-    return fail(r, st, &e, NULL);
+    return fail(r, st, &e);
   }
   return 0;
 }
@@ -167,7 +191,7 @@ static int get_next(struct ArrowDeviceArrayStream* stream, struct ArrowDeviceArr
 static int get_schema(struct ArrowDeviceArrayStream* stream, struct ArrowSchema* out) {
   struct receiver* r = stream->private_data;
   struct adr_error e = {{0}};
-  int st = adr_schema_copy(&r->schema, out, &e);
+  int st = adr_schema_copy(adr_ipc_reader_schema(r->reader), out, &e);
   if (st) snprintf(r->last_error.message, sizeof(r->last_error.message), "%s", e.message);
   return st;
 }
@@ -175,6 +199,12 @@ static int get_schema(struct ArrowDeviceArrayStream* stream, struct ArrowSchema*
 static const char* get_last_error(struct ArrowDeviceArrayStream* stream) {
   struct receiver* r = stream->private_data;
   return r->last_error.message[0] ? r->last_error.message : NULL;
+}
+
+static void receiver_free(struct receiver* r) {
+  if (r->bounce_ready) ucx_bounce_release(&r->bounce, r->conn->w);
+  adr_ipc_reader_destroy(r->reader);
+  free(r);
 }
 
 static void release(struct ArrowDeviceArrayStream* stream) {
@@ -189,11 +219,9 @@ static void release(struct ArrowDeviceArrayStream* stream) {
                     sizeof(cancel));
     conn->broken = true;
   }
-  if (r->bounce_ready) ucx_bounce_release(&r->bounce, conn->w);
-  if (r->schema.release != NULL) r->schema.release(&r->schema);
+  receiver_free(r);
   conn->receiving = false;
   ucx_conn_unref(conn);
-  free(r);
   stream->release = NULL;
   stream->private_data = NULL;
 }
@@ -211,28 +239,45 @@ int ucx_receive_stream(struct adr_ucx_conn* conn, struct adr_device* device,
   r->device = device;
   r->stream = conn->recv_stream;
   r->direct = ucx_device_direct(device);
+  struct adr_ipc_reader_options ro = {.struct_size = sizeof(ro)};
+  ro.validate_full = (conn->opt.flags & ADR_UCX_VALIDATE_FULL) != 0;
+  st = adr_ipc_reader_create(device, &ro, &r->reader, error);
   void* msg = NULL;
   size_t size = 0;
-  st = ucx_recv_any(conn, ucx_ctrl_tag(conn->local_id, r->stream, 0), UCX_TAG_MASK_ALL, &msg,
-                    &size, NULL, OP, error);
+  if (!st)
+    st = ucx_recv_any(conn, ucx_ctrl_tag(conn->local_id, r->stream, 0), UCX_TAG_MASK_ALL, &msg,
+                      &size, NULL, OP, error);
   if (!st) {
     uint32_t h[4] = {0};
     if (size >= sizeof(h)) memcpy(h, msg, sizeof(h));
-    if (size < sizeof(h) || h[0] != UCX_PROTOCOL_MAGIC || h[1] != UCX_CTRL_SCHEMA)
+    const uint8_t* payload = (const uint8_t*)msg + sizeof(h);
+    size_t payload_size = size >= sizeof(h) ? size - sizeof(h) : 0;
+    if (size >= sizeof(h) && h[0] == UCX_PROTOCOL_MAGIC && h[1] == UCX_CTRL_ERROR) {
+      st = adr_error_set(error, h[2] > 0 && h[2] < 4096 ? (int)h[2] : EIO,
+                         "[%s][ucx] the sender failed: %.*s", OP,
+                         (int)(payload_size < 900 ? payload_size : 900), (const char*)payload);
+    } else if (size < sizeof(h) || h[0] != UCX_PROTOCOL_MAGIC || h[1] != UCX_CTRL_SCHEMA) {
       st = adr_error_set(error, EPROTO, "[%s][ucx] the stream does not start with a schema", OP);
-    else {
+    } else {
       r->chunk = (uint64_t)h[2] | ((uint64_t)h[3] << 32);
       if (r->chunk < 4096 || r->chunk > (1ull << 32))
         st = adr_error_set(error, EPROTO, "[%s][ucx] chunk size %llu", OP,
                            (unsigned long long)r->chunk);
-      else
-        st = ucx_meta_decode_schema((const uint8_t*)msg + sizeof(h), size - sizeof(h),
-                                    &r->schema, error);
+      struct adr_ipc_decoded m = {0};
+      if (!st) st = decode(payload, payload_size, 0, &m, error);
+      if (!st && m.type != ADR_IPC_MESSAGE_SCHEMA)
+        st = adr_error_set(error, EPROTO, "[%s][ucx] the stream starts with a %s message", OP,
+                           adr_ipc_message_type_name(m.type));
+      if (!st) st = adr_ipc_reader_set_schema(r->reader, &m, error);
+      adr_ipc_decoded_release(&m);
     }
     free(msg);
   }
   if (st) {
-    free(r);
+    /* The stream number is used up either way: the sender's next stream
+     * is the next one. */
+    conn->recv_stream++;
+    receiver_free(r);
     return st;
   }
   conn->recv_stream++;

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * The sender: pulls batches from any ArrowDeviceArrayStream and sends
- * them (docs/ucx.md, "Wire protocol"). Per batch: one control message with
- * the metadata, then the body chunks, straight from the batch's memory
- * (registered with ucp_mem_map, rendezvous for large chunks) or through
- * the bounce pipeline. A batch stays in flight, and owned here, until its
- * sends have completed; the receiver's credits bound how many batches are
- * sent ahead of what it has taken (max_inflight_batches).
+ * them (docs/ucx.md, "Wire protocol"). Per batch: its dictionaries, then
+ * the batch itself, each an Arrow IPC message (adr/ipc.h) whose metadata
+ * goes in one control message and whose body follows in chunks, straight
+ * from the batch's memory (registered with ucp_mem_map, rendezvous for
+ * large chunks) or composed in the bounce buffer. A batch stays in flight,
+ * and owned here with its encoded messages, until its sends have
+ * completed; the receiver's credits bound how many batches are sent ahead
+ * of what it has taken (max_inflight_batches).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -20,6 +22,8 @@
 struct inflight {
   bool used;
   struct ArrowDeviceArray batch;
+  struct adr_ipc_message* msgs; /* what the sends read (host copies among them) */
+  size_t n_msgs;
   struct ucx_reqs reqs;
   ucp_mem_h* memh;
   size_t n_memh;
@@ -31,61 +35,21 @@ static void inflight_retire(struct adr_ucx_conn* conn, struct inflight* f) {
   free(f->memh);
   f->memh = NULL;
   f->n_memh = 0;
+  for (size_t i = 0; i < f->n_msgs; i++) adr_ipc_message_release(&f->msgs[i]);
+  free(f->msgs);
+  f->msgs = NULL;
+  f->n_msgs = 0;
   ucx_reqs_free(&f->reqs);
   adr_device_array_release(&f->batch);
   f->used = false;
 }
 
-int ucx_ctrl_header(struct ucx_bytes* b, uint32_t type, uint32_t a, uint32_t c,
-                    struct adr_error* error);
-int ucx_ctrl_header(struct ucx_bytes* b, uint32_t type, uint32_t a, uint32_t c,
-                    struct adr_error* error) {
-  uint32_t h[4] = {UCX_PROTOCOL_MAGIC, type, a, c};
-  b->size = 0;
-  if (b->cap < sizeof(h)) {
-    uint8_t* d = realloc(b->data, 256);
-    if (d == NULL) return adr_error_set(error, ENOMEM, "[adr_ucx] out of memory");
-    b->data = d;
-    b->cap = 256;
-  }
-  memcpy(b->data, h, sizeof(h));
-  b->size = sizeof(h);
-  return 0;
-}
-
-uint64_t ucx_ctrl_tag(uint16_t id, uint32_t stream, uint64_t seq);
-uint64_t ucx_ctrl_tag(uint16_t id, uint32_t stream, uint64_t seq) {
-  return ucx_tag(id, UCX_KIND_CTRL, stream, (uint32_t)(seq >> 24), (uint32_t)seq);
-}
-
-/* Best effort, past cancellation: a short message the peer should see
- * before this side closes. */
-void ucx_send_notice(struct adr_ucx_conn* conn, uint64_t tag, const void* buf, size_t size);
-void ucx_send_notice(struct adr_ucx_conn* conn, uint64_t tag, const void* buf, size_t size) {
-  if (conn->ep == NULL || conn->ep_status != UCS_OK) return;
-  ucp_request_param_t p = {0};
-  ucs_status_ptr_t r = ucp_tag_send_nbx(conn->ep, buf, size, tag, &p);
-  if (r == NULL || UCS_PTR_IS_ERR(r)) return;
-  double start = ucx_now();
-  while (ucp_request_check_status(r) == UCS_INPROGRESS && ucx_now() - start < 0.5 &&
-         conn->ep_status == UCS_OK)
-    ucx_progress(conn->w, ucx_now() - start > 1e-3);
-  if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(conn->w->worker, r);
-  ucp_request_free(r);
-}
-
 static void send_error_notice(struct adr_ucx_conn* conn, uint32_t stream, uint64_t seq, int status,
                               const char* message) {
   struct ucx_bytes b = {0};
-  if (ucx_ctrl_header(&b, UCX_CTRL_ERROR, (uint32_t)status, 0, NULL) == 0) {
-    size_t n = strlen(message);
-    uint8_t* d = realloc(b.data, b.size + n + 1);
-    if (d != NULL) {
-      b.data = d;
-      memcpy(b.data + b.size, message, n);
-      ucx_send_notice(conn, ucx_ctrl_tag(conn->peer_id, stream, seq), b.data, b.size + n);
-    }
-  }
+  if (ucx_ctrl_header(&b, UCX_CTRL_ERROR, (uint32_t)status, 0, NULL) == 0 &&
+      ucx_bytes_put(&b, message, strlen(message), NULL) == 0)
+    ucx_send_notice(conn, ucx_ctrl_tag(conn->peer_id, stream, seq), b.data, b.size);
   ucx_bytes_free(&b);
 }
 
@@ -103,32 +67,37 @@ static int map_region(struct adr_ucx_conn* conn, void* ptr, size_t size, ucp_mem
   return 0;
 }
 
-int ucx_post_direct(struct adr_ucx_conn* conn, const struct ucx_bodies* bodies,
-                    const struct ucx_chunk* chunks, size_t n, uint64_t tag_base, bool sending,
-                    struct ucx_reqs* set, ucp_mem_h** out_memh, size_t* out_n_memh,
-                    const char* op, struct adr_error* error);
-int ucx_post_direct(struct adr_ucx_conn* conn, const struct ucx_bodies* bodies,
-                    const struct ucx_chunk* chunks, size_t n, uint64_t tag_base, bool sending,
-                    struct ucx_reqs* set, ucp_mem_h** out_memh, size_t* out_n_memh,
-                    const char* op, struct adr_error* error) {
-  ucp_mem_h* memh = calloc(bodies->n + 1, sizeof(*memh));
+/* Posts the sends of a body's in-place chunks; each piece of 64 KiB or
+ * more is registered once (memh[piece]). */
+static int post_direct(struct adr_ucx_conn* conn, const struct ucx_body* body,
+                       const struct ucx_chunk* chunks, size_t n, uint64_t tag_base,
+                       struct inflight* f, const char* op, struct adr_error* error) {
+  ucp_mem_h* memh = calloc(body->n_pieces + 1, sizeof(*memh));
   if (memh == NULL) return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
-  *out_memh = memh;
-  *out_n_memh = bodies->n;
+  /* Kept with the batch: unmapped once its sends completed. */
+  ucp_mem_h* all = realloc(f->memh, (f->n_memh + body->n_pieces + 1) * sizeof(*all));
+  if (all == NULL) {
+    free(memh);
+    return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
+  }
+  f->memh = all;
   int st = 0;
+  size_t p = 0;
   for (size_t i = 0; st == 0 && i < n; i++) {
     const struct ucx_chunk* c = &chunks[i];
-    const struct ucx_body* body = &bodies->items[c->body];
-    if (c->offset == 0 && body->size >= MAP_THRESHOLD)
-      st = map_region(conn, body->ptr, body->size, &memh[c->body], op, error);
-    if (st) break;
-    uint8_t* p = (uint8_t*)body->ptr + c->offset;
-    if (sending)
-      st = ucx_send(conn, tag_base | c->index, p, c->size, memh[c->body], set, op, error);
-    else
-      st = ucx_recv(conn, tag_base | c->index, UCX_TAG_MASK_ALL, p, c->size, memh[c->body], set,
-                    op, error);
+    if (c->direct == NULL) continue;
+    while (p + 1 < body->n_pieces &&
+           (uint64_t)(body->pieces[p].body_offset + body->pieces[p].size) <= c->offset)
+      p++;
+    const struct adr_ipc_body_buffer* piece = &body->pieces[p];
+    if (memh[p] == NULL && piece->size >= (int64_t)MAP_THRESHOLD)
+      st = map_region(conn, (void*)piece->data, (size_t)piece->size, &memh[p], op, error);
+    if (!st)
+      st = ucx_send(conn, tag_base | c->index, c->direct, c->size, memh[p], &f->reqs, op, error);
   }
+  for (size_t i = 0; i < body->n_pieces; i++)
+    if (memh[i] != NULL) f->memh[f->n_memh++] = memh[i];
+  free(memh);
   return st;
 }
 
@@ -215,6 +184,56 @@ static int wait_taken(struct sender* s, uint64_t sent, const char* op, struct ad
   return st;
 }
 
+/* Sends one IPC message: its metadata, then its body's chunks (posted in
+ * place, or through the bounce buffer, which is (re)made for `device`). */
+static int send_message(struct sender* s, struct inflight* f, const struct adr_ipc_message* m,
+                        struct adr_device* device, struct ucx_bounce* bounce, bool* bounce_ready,
+                        struct ucx_bytes* ctrl, struct adr_ucx_send_stats* stats, const char* op,
+                        struct adr_error* error) {
+  struct adr_ucx_conn* conn = s->conn;
+  uint64_t seq = s->ctrl_seq++;
+  int st = ucx_ctrl_header(ctrl, UCX_CTRL_MESSAGE, (uint32_t)seq, 0, error);
+  if (!st) st = ucx_bytes_put(ctrl, m->metadata, (size_t)m->metadata_size, error);
+  if (!st)
+    st = ucx_send(conn, ucx_ctrl_tag(conn->peer_id, s->stream, seq), ctrl->data, ctrl->size,
+                  NULL, NULL, op, error);
+  if (st || m->body_size == 0) return st;
+  struct ucx_body body = {.pieces = m->buffers, .n_pieces = (size_t)m->n_buffers,
+                          .size = m->body_size};
+  struct ucx_chunk* chunks = NULL;
+  size_t n = 0;
+  st = ucx_chunks_plan(&body, true, conn->opt.chunk_size, &chunks, &n, error);
+  uint64_t tag_base = ucx_tag(conn->peer_id, UCX_KIND_BODY, s->stream, (uint32_t)seq, 0);
+  if (!st) st = post_direct(conn, &body, chunks, n, tag_base, f, op, error);
+  size_t bounced = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (chunks[i].direct != NULL) continue;
+    bounced++;
+    stats->bounced_bytes += (int64_t)chunks[i].size;
+  }
+  /* Composed chunks need device copies only when a piece is on a device
+   * UCX cannot address. */
+  struct adr_device* copy_device = NULL;
+  for (size_t i = 0; i < body.n_pieces; i++)
+    if (!ucx_device_direct(body.pieces[i].device)) copy_device = body.pieces[i].device;
+  (void)device;
+  if (!st && bounced > 0) {
+    if (*bounce_ready && bounce->device != copy_device) {
+      ucx_bounce_release(bounce, conn->w);
+      *bounce_ready = false;
+    }
+    if (!*bounce_ready) {
+      st = ucx_bounce_init(bounce, conn->w, copy_device, conn->opt.bounce_slots,
+                           conn->opt.chunk_size, error);
+      *bounce_ready = st == 0;
+    }
+    if (!st) st = ucx_bounce_run(conn, bounce, &body, chunks, n, tag_base, true, op, error);
+  }
+  free(chunks);
+  stats->body_bytes += m->body_size;
+  return st;
+}
+
 int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* source,
                     struct adr_ucx_send_stats* out_stats, struct adr_error* error) {
   const char* op = "adr_ucx_send_stream";
@@ -225,20 +244,25 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
   struct inflight* ring = calloc(max_inflight, sizeof(*ring));
   struct ArrowSchema schema = {0};
   struct ucx_bytes msg = {0};
-  struct ucx_bodies bodies = {0};
-  struct ucx_chunk *direct = NULL, *bounced = NULL;
+  struct adr_ipc_message schema_msg = {0};
   struct ucx_bounce bounce = {0};
   bool bounce_ready = false;
   bool source_failed = false;
   struct adr_ucx_send_stats stats = {0};
   uint64_t sent = 0;
+  int64_t n_dict = 0;
   if (ring == NULL) return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
 
   st = adr_device_array_stream_get_schema(source, &schema, error);
   if (st) source_failed = true;
   uint64_t chunk = conn->opt.chunk_size;
-  if (!st) st = ucx_ctrl_header(&msg, UCX_CTRL_SCHEMA, (uint32_t)chunk, (uint32_t)(chunk >> 32), error);
-  if (!st) st = ucx_meta_encode_schema(&schema, &msg, error);
+  if (!st) st = adr_ipc_encode_schema(&schema, &schema_msg, error);
+  if (!st) st = adr_ipc_schema_dictionary_count(&schema, &n_dict, error);
+  if (st) source_failed = true;
+  if (!st)
+    st = ucx_ctrl_header(&msg, UCX_CTRL_SCHEMA, (uint32_t)chunk, (uint32_t)(chunk >> 32), error);
+  if (!st) st = ucx_bytes_put(&msg, schema_msg.metadata, (size_t)schema_msg.metadata_size, error);
+  adr_ipc_message_release(&schema_msg);
   if (!st) st = post_credit_recv(&s, op, error);
   if (!st)
     st = ucx_send(conn, ucx_ctrl_tag(conn->peer_id, s.stream, s.ctrl_seq++), msg.data, msg.size,
@@ -291,51 +315,33 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
     struct adr_device* dev = NULL;
     st = adr_device_array_device(&slot->batch, &dev, error);
     if (!st && slot->batch.device_type == ARROW_DEVICE_CPU) dev = NULL;
-    if (!st) st = adr_device_array_wait(&slot->batch, NULL, error);
-    if (st) {
-      source_failed = true;
-      break;
-    }
-    bool is_direct = ucx_device_direct(dev);
-    bodies.n = 0;
-    bodies.total = 0;
-    st = ucx_ctrl_header(&msg, UCX_CTRL_BATCH, (uint32_t)sent, 0, error);
-    if (!st)
-      st = ucx_meta_encode_batch(&schema, &slot->batch.array, dev, is_direct, &msg, &bodies, error);
-    if (st) {
-      source_failed = st != ENOMEM;
-      break;
-    }
-    size_t n_direct = 0, n_bounced = 0;
-    free(direct);
-    free(bounced);
-    direct = bounced = NULL;
-    st = ucx_chunks_plan(&bodies, chunk, &direct, &n_direct, &bounced, &n_bounced, error);
-    if (!st)
-      st = ucx_send(conn, ucx_ctrl_tag(conn->peer_id, s.stream, s.ctrl_seq++), msg.data, msg.size,
-                    NULL, NULL, op, error);
-    uint64_t tag_base = ucx_tag(conn->peer_id, UCX_KIND_BODY, s.stream, (uint32_t)sent, 0);
-    if (!st)
-      st = ucx_post_direct(conn, &bodies, direct, n_direct, tag_base, true, &slot->reqs,
-                           &slot->memh, &slot->n_memh, op, error);
-    if (!st && n_bounced > 0) {
-      if (!bounce_ready) {
-        st = ucx_bounce_init(&bounce, conn->w, dev, conn->opt.bounce_slots, chunk, error);
-        bounce_ready = st == 0;
-      } else if (bounce.device != dev) {
-        ucx_bounce_release(&bounce, conn->w);
-        bounce_ready = false;
-        st = ucx_bounce_init(&bounce, conn->w, dev, conn->opt.bounce_slots, chunk, error);
-        bounce_ready = st == 0;
+    slot->msgs = calloc((size_t)n_dict + 1, sizeof(*slot->msgs));
+    if (!st && slot->msgs == NULL) st = adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
+    /* Dictionaries first (replacements, as adr's IPC stream writer does),
+     * then the batch; the encoder waits for the batch's sync_event. */
+    for (int64_t id = 0; !st && id < n_dict; id++) {
+      st = adr_ipc_encode_dictionary_batch(&schema, &slot->batch, id, &slot->msgs[slot->n_msgs],
+                                           error);
+      if (st) {
+        source_failed = true;
+        break;
       }
-      if (!st)
-        st = ucx_bounce_send(conn, &bounce, &bodies, dev, bounced, n_bounced, tag_base, op, error);
+      slot->n_msgs++;
+      st = send_message(&s, slot, &slot->msgs[slot->n_msgs - 1], dev, &bounce, &bounce_ready, &msg,
+                        &stats, op, error);
+    }
+    if (!st) {
+      st = adr_ipc_encode_record_batch(&schema, &slot->batch, &slot->msgs[slot->n_msgs], error);
+      if (st) source_failed = true;
+      else {
+        slot->n_msgs++;
+        st = send_message(&s, slot, &slot->msgs[slot->n_msgs - 1], dev, &bounce, &bounce_ready,
+                          &msg, &stats, op, error);
+      }
     }
     if (st) break;
     sent++;
     stats.batches++;
-    stats.body_bytes += (int64_t)bodies.total;
-    for (size_t i = 0; i < n_bounced; i++) stats.bounced_bytes += (int64_t)bounced[i].size;
     int64_t inflight_now = (int64_t)(sent - s.taken);
     if (inflight_now > stats.max_inflight) stats.max_inflight = inflight_now;
   }
@@ -390,9 +396,6 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
     else ucx_reqs_free(&ring[i].reqs);
   if (bounce_ready) ucx_bounce_release(&bounce, conn->w);
   free(ring);
-  free(direct);
-  free(bounced);
-  ucx_bodies_free(&bodies);
   ucx_bytes_free(&msg);
   if (schema.release != NULL) schema.release(&schema);
   stats.direct_bytes = stats.body_bytes - stats.bounced_bytes;

@@ -75,7 +75,21 @@ struct adr_ucx_options {
    * ETIMEDOUT (connect, accept, a transfer stalled on the peer). Default
    * 30000; -1 waits forever. */
   int32_t timeout_ms;
+  /* enum adr_ucx_flags bits. */
+  uint32_t flags;
+  uint32_t reserved32;
   uint64_t reserved[4];
+};
+
+/* Bits of struct adr_ucx_options.flags. */
+enum adr_ucx_flags {
+  /* Receiver: validate every batch fully (ADR_VALIDATE_FULL: offsets,
+   * UTF-8, union ids, dictionary indices ...; device bodies are copied to
+   * the host for it) before get_next hands it out. Without it the IPC
+   * reader's structural checks (buffer sizes against lengths, counts
+   * against the schema) are still made, so no consumer reads past a
+   * buffer; the values are trusted to the peer. */
+  ADR_UCX_VALIDATE_FULL = 1u << 0,
 };
 
 /* 0 when the UCX module can be loaded (it is then loaded); ENOTSUP with the

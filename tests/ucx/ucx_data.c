@@ -29,24 +29,29 @@ void ucx_test_options(struct adr_ucx_options* out) {
   out->chunk_size = 64 << 10;
   out->timeout_ms = 10000;
   out->max_inflight_batches = 2;
+  out->flags = ADR_UCX_VALIDATE_FULL;
 }
 
 static uint64_t column_value(int batch, int64_t i) {
   return ((uint64_t)i + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t)batch;
 }
 
+/* A struct with one int64 column: IPC record batches are structs. */
 static int column_host(int batch, struct ArrowSchema* schema, struct ArrowDeviceArray* out,
                        struct adr_error* error) {
   int64_t n = column_rows[batch];
-  int st = adr_schema_init(schema, "l", "values", 0, 0, error);
+  int st = adr_schema_init(schema, "+s", "", 0, 1, error);
   if (st) return st;
-  struct ArrowArray a;
-  st = adr_array_init(NULL, 2, 0, &a, error);
+  st = adr_schema_init(schema->children[0], "l", "values", 0, 0, error);
+  struct ArrowArray a = {0};
+  if (!st) st = adr_array_init(NULL, 1, 1, &a, error);
+  if (!st) st = adr_array_init(NULL, 2, 0, a.children[0], error);
   uint64_t* v = NULL;
-  if (!st) st = adr_array_alloc_buffer(&a, 1, (size_t)n * 8, NULL, (void**)&v, error);
+  if (!st) st = adr_array_alloc_buffer(a.children[0], 1, (size_t)n * 8, NULL, (void**)&v, error);
   if (!st) {
     for (int64_t i = 0; i < n; i++) v[i] = column_value(batch, i);
     a.length = n;
+    a.children[0]->length = n;
     st = adr_device_array_init(NULL, &a, NULL, out, error);
   }
   if (st) {
@@ -134,8 +139,11 @@ int ucx_test_check(int which, int index, struct adr_device* device,
     st = adr_device_array_deep_copy(schema, batch, NULL, NULL, &back, NULL, error);
     if (!st) {
       size_t n = (size_t)column_rows[index] * 8;
-      if (back.array.length != column_rows[index] ||
-          memcmp(back.array.buffers[1], expect.array.buffers[1], n) != 0)
+      const struct ArrowArray* got = back.array.children[0];
+      const struct ArrowArray* ref = expect.array.children[0];
+      if (got->length != column_rows[index] ||
+          memcmp((const uint8_t*)got->buffers[1] + got->offset * 8,
+                 (const uint8_t*)ref->buffers[1] + ref->offset * 8, n) != 0)
         st = adr_error_set(error, EINVAL, "batch %d: values differ byte-wise", index);
       adr_device_array_release(&back);
     }
