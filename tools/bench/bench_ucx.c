@@ -55,15 +55,19 @@ struct run {
   double end;
 };
 
+/* A struct batch with one int64 column over the shared values (IPC
+ * record batches are structs). */
 static int source_next(void* ctx, struct ArrowDeviceArray* out, struct adr_error* error) {
   struct run* r = ctx;
   memset(out, 0, sizeof(*out));
   if (r->produced == r->batches) return 0;
-  struct ArrowArray a;
-  int st = adr_array_init(NULL, 2, 0, &a, error);
-  if (!st) st = adr_array_set_buffer(&a, 1, r->values, error);
+  struct ArrowArray a = {0};
+  int st = adr_array_init(NULL, 1, 1, &a, error);
+  if (!st) st = adr_array_init(NULL, 2, 0, a.children[0], error);
+  if (!st) st = adr_array_set_buffer(a.children[0], 1, r->values, error);
   if (!st) {
     a.length = r->rows;
+    a.children[0]->length = r->rows;
     st = adr_device_array_init(NULL, &a, NULL, out, error);
   }
   if (st && a.release) a.release(&a);
@@ -91,8 +95,8 @@ static void* receiver(void* arg) {
       break;
     }
     if (b.array.release == NULL) break;
-    const int64_t* v = b.array.buffers[1];
-    if (b.array.length != r->rows || v[0] != r->values[0] ||
+    const int64_t* v = b.array.n_children == 1 ? b.array.children[0]->buffers[1] : NULL;
+    if (v == NULL || b.array.length != r->rows || v[0] != r->values[0] ||
         v[r->rows - 1] != r->values[r->rows - 1])
       r->ok = false;
     r->bytes += b.array.length * 8;
@@ -126,7 +130,9 @@ static double transfer(struct run* r, struct adr_error* e) {
   struct ArrowDeviceArrayStream src = {0};
   if (!st) {
     struct ArrowSchema schema;
-    st = adr_schema_init(&schema, "l", "v", 0, 0, e);
+    st = adr_schema_init(&schema, "+s", "", 0, 1, e);
+    if (!st) st = adr_schema_init(schema.children[0], "l", "v", 0, 0, e);
+    if (st && schema.release) schema.release(&schema);
     if (!st) st = adr_device_array_stream_from_callback(&schema, ARROW_DEVICE_CPU, source_next,
                                                         NULL, r, &src, e);
   }
