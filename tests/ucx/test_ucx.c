@@ -6,7 +6,8 @@
  * (ADR_UCX_TEST_PEER) which connects to it. The transport is whatever
  * UCX_TLS says (meson registers one run per transport). SRC and DST name
  * the sending and receiving devices ("host" is host memory); each test
- * moves both test streams one way and checks every byte. With "faults":
+ * moves the three test streams (ucx_data.h) one way and checks every
+ * byte. With "faults":
  * a failing source, a receiver that cancels, a sender and a receiver
  * that die at chosen points, and a peer killed at several moments; each
  * must end in a clean error on this side with nothing leaked. Exit 77
@@ -85,6 +86,9 @@ static void test_receive(void** state) {
   st = ucx_test_receive_all(conn, 1, dst_dev, &batches, &e);
   if (st) fail_msg("stream column: %s", e.message);
   assert_int_equal(batches, ucx_test_batches(1));
+  st = ucx_test_receive_all(conn, 2, dst_dev, &batches, &e);
+  if (st) fail_msg("stream dict: %s", e.message);
+  assert_int_equal(batches, ucx_test_batches(2));
   assert_int_equal(wait_peer(pid), 0);
   assert_int_equal(adr_ucx_conn_destroy(conn, NULL), 0);
 }
@@ -114,6 +118,9 @@ static void test_send(void** state) {
   assert_int_equal(stats.batches, ucx_test_batches(1));
   assert_int_equal(stats.body_bytes, stats.direct_bytes + stats.bounced_bytes);
   assert_true(stats.body_bytes >= 300000 * 8);
+  st = send_stream(conn, 2, -1, &stats, &e);
+  if (st) fail_msg("stream dict: %s", e.message);
+  assert_int_equal(stats.batches, ucx_test_batches(2));
   assert_int_equal(wait_peer(pid), 0);
   assert_int_equal(adr_ucx_conn_destroy(conn, NULL), 0);
 }

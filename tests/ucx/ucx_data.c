@@ -2,6 +2,7 @@
 #include "ucx_data.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,53 @@ static const int64_t column_rows[] = {300000, 17};
 
 int ucx_test_batches(int which) {
   return which == 0 ? 3 : 2;
+}
+
+static const int64_t dict_rows[] = {100, 7};
+
+/* struct<d: dictionary<int32, utf8>>: batch b's dictionary holds 10 - 5b
+ * strings "<b>-<k>", and row i points at entry (i * (b + 1)) % entries. */
+static int dict_host(int batch, struct ArrowSchema* schema, struct ArrowDeviceArray* out,
+                     struct adr_error* error) {
+  int64_t n = dict_rows[batch], entries = 10 - 5 * batch;
+  int st = adr_schema_init(schema, "+s", "", 0, 1, error);
+  if (st) return st;
+  struct ArrowSchema* field = schema->children[0];
+  st = adr_schema_init(field, "i", "d", ARROW_FLAG_NULLABLE, 0, error);
+  if (!st) st = adr_schema_alloc_dictionary(field, error);
+  if (!st) st = adr_schema_init(field->dictionary, "u", NULL, ARROW_FLAG_NULLABLE, 0, error);
+  struct ArrowArray a = {0};
+  if (!st) st = adr_array_init(NULL, 1, 1, &a, error);
+  struct ArrowArray* idx = st ? NULL : a.children[0];
+  if (!st) st = adr_array_init(NULL, 2, 0, idx, error);
+  int32_t* iv = NULL;
+  if (!st) st = adr_array_alloc_buffer(idx, 1, (size_t)n * 4, NULL, (void**)&iv, error);
+  if (!st) st = adr_array_alloc_dictionary(idx, error);
+  if (!st) st = adr_array_init(NULL, 3, 0, idx->dictionary, error);
+  int32_t* off = NULL;
+  char* data = NULL;
+  if (!st)
+    st = adr_array_alloc_buffer(idx->dictionary, 1, (size_t)(entries + 1) * 4, NULL,
+                                (void**)&off, error);
+  if (!st) st = adr_array_alloc_buffer(idx->dictionary, 2, (size_t)entries * 8, NULL,
+                                       (void**)&data, error);
+  if (!st) {
+    for (int64_t i = 0; i < n; i++) iv[i] = (int32_t)((i * (batch + 1)) % entries);
+    off[0] = 0;
+    for (int64_t k = 0; k < entries; k++) {
+      int len = snprintf(data + off[k], 8, "%d-%d", batch, (int)k);
+      off[k + 1] = off[k] + len;
+    }
+    idx->dictionary->length = entries;
+    idx->length = n;
+    a.length = n;
+    st = adr_device_array_init(NULL, &a, NULL, out, error);
+  }
+  if (st) {
+    if (a.release) a.release(&a);
+    schema->release(schema);
+  }
+  return st;
 }
 
 int ucx_test_device(const char* name, struct adr_device** out, struct adr_error* error) {
@@ -64,6 +112,7 @@ static int column_host(int batch, struct ArrowSchema* schema, struct ArrowDevice
 static int host_batch(int which, int index, struct ArrowSchema* schema,
                       struct ArrowDeviceArray* out, struct adr_error* error) {
   if (which == 0) return fixture_sample_table(table_rows[index], schema, out, error);
+  if (which == 2) return dict_host(index, schema, out, error);
   return column_host(index, schema, out, error);
 }
 

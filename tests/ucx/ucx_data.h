@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * The data both processes of the UCX tests agree on (a test fixture):
- * stream "table", the sample table in batches of 1000, 0 and 5000 rows,
- * and stream "column", an int64 array of 300000 then 17 values whose bytes
- * are checked exactly. Built on a device named like ADR_DEVICE ("host" is
+ * stream 0 "table", the sample table in batches of 1000, 0 and 5000 rows;
+ * stream 1 "column", a struct of one int64 column of 300000 then 17 values
+ * whose bytes are checked exactly; stream 2 "dict", a dictionary-encoded
+ * utf8 column whose dictionary changes between its 2 batches. Built on a device named like ADR_DEVICE ("host" is
  * host memory, the NULL device).
  */
 #ifndef ADR_TESTS_UCX_DATA_H
@@ -17,7 +18,7 @@
 /* The device a name selects; "host" gives NULL. 0 or an error. */
 int ucx_test_device(const char* name, struct adr_device** out, struct adr_error* error);
 
-/* Stream `which` (0: table, 1: column) on `device`; `fail_at` >= 0 makes
+/* Stream `which` (0: table, 1: column, 2: dict) on `device`; `fail_at` >= 0 makes
  * get_next fail with EIO ("source failed on purpose") at that batch;
  * `on_batch` (may be NULL) is called with each batch index as it is
  * produced. */

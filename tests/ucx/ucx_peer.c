@@ -3,8 +3,8 @@
  * The other process of the UCX tests (test_ucx.c starts it):
  *   ucx_peer MODE ADDRESS DEVICE
  * connects to the test's listener and plays MODE:
- *   send            sends stream "table" then "column" from DEVICE
- *   recv            receives both on DEVICE and checks them
+ *   send            sends streams "table", "column" and "dict" from DEVICE
+ *   recv            receives the three on DEVICE and checks them
  *   send-fail       sends "table" with a source failing at batch 1 (EIO expected)
  *   send-cancelled  sends "table"; the test cancels it (ECANCELED expected)
  *   send-die        sends "table" and kills itself when batch 2 is produced
@@ -56,11 +56,10 @@ int main(int argc, char** argv) {
   int expect = 0;
   int batches = 0;
   if (strcmp(mode, "send") == 0) {
-    st = send_one(conn, 0, dev, -1, NULL, &e);
-    if (!st) st = send_one(conn, 1, dev, -1, NULL, &e);
+    for (int which = 0; which < 3 && st == 0; which++) st = send_one(conn, which, dev, -1, NULL, &e);
   } else if (strcmp(mode, "recv") == 0) {
-    st = ucx_test_receive_all(conn, 0, dev, &batches, &e);
-    if (!st) st = ucx_test_receive_all(conn, 1, dev, &batches, &e);
+    for (int which = 0; which < 3 && st == 0; which++)
+      st = ucx_test_receive_all(conn, which, dev, &batches, &e);
   } else if (strcmp(mode, "send-fail") == 0) {
     expect = EIO;
     st = send_one(conn, 0, dev, 1, NULL, &e);
