@@ -477,13 +477,34 @@ void ucx_conn_unref(struct adr_ucx_conn* conn) {
   if (atomic_fetch_sub(&conn->refs, 1) == 1) conn_free(conn);
 }
 
+/* UCX_TLS naming shared-memory transports only: peer error handling cannot
+ * be had, and asking for it first only makes UCX print an error. */
+static bool tls_shared_memory_only(void) {
+  const char* tls = getenv("UCX_TLS");
+  if (tls == NULL || tls[0] == '\0' || tls[0] == '^') return false;
+  static const char* const shm[] = {"sm", "shm", "posix", "sysv", "cma", "knem", "xpmem", "self"};
+  const char* p = tls;
+  while (*p) {
+    size_t n = strcspn(p, ",");
+    bool known = false;
+    for (size_t i = 0; i < sizeof(shm) / sizeof(shm[0]) && !known; i++)
+      known = strlen(shm[i]) == n && strncmp(p, shm[i], n) == 0;
+    if (!known) return false;
+    p += n;
+    if (*p == ',') p++;
+  }
+  return true;
+}
+
 static int conn_create_ep(struct adr_ucx_conn* conn, ucp_ep_params_t* params, const char* op,
                           struct adr_error* error) {
   params->field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
   params->err_mode = UCP_ERR_HANDLING_MODE_PEER;
   params->err_handler.cb = on_ep_error;
   params->err_handler.arg = conn;
-  ucs_status_t st = ucp_ep_create(conn->w->worker, params, &conn->ep);
+  ucs_status_t st = conn->sock >= 0 && tls_shared_memory_only()
+                        ? UCS_ERR_UNREACHABLE
+                        : ucp_ep_create(conn->w->worker, params, &conn->ep);
   if (st == UCS_ERR_UNREACHABLE && conn->sock >= 0) {
     /* UCX 1.13's shared-memory transports have no peer failure handling,
      * so with UCX_TLS limited to them no endpoint exists in that mode.

@@ -2,8 +2,8 @@
  *
  * adr-bench area "ucx": streams over UCX loopback (adr/ucx.h, docs/ucx.md)
  * against UCX's own ucx_perftest on the same transport (UCX_TLS as set;
- * UCX's choice when unset), run as a server and a client subprocess in the
- * same run. Both adr sides run in this process, each on its own thread
+ * when unset, once with tcp and once with sm,self), run as a server and a
+ * client subprocess in the same run. Both adr sides run in this process, each on its own thread
  * and UCX worker; host memory on both ends.
  *
  * Rows:
@@ -189,6 +189,12 @@ static bool perftest(const char* test, size_t size, int iters, double out[8]) {
                 &out[3], &out[4], &out[5], &out[6], &out[7]) == 8;
 }
 
+static void run_transport(struct bench_ctx* ctx);
+
+/* With UCX_TLS set, that transport; otherwise TCP and then shared memory,
+ * each for adr and ucx_perftest alike (unset, adr's endpoints, which ask
+ * for peer error handling, would get TCP and ucx_perftest's shared
+ * memory: not the same transport). */
 void bench_run_ucx(struct bench_ctx* ctx) {
   struct adr_error e = {{0}};
   if (adr_ucx_available(NULL, 0, &e) != 0) {
@@ -199,6 +205,19 @@ void bench_run_ucx(struct bench_ctx* ctx) {
     fprintf(stderr, "bench ucx: skipped: ucx_perftest not found (Debian package ucx-utils)\n");
     return;
   }
+  if (getenv("UCX_TLS") != NULL) {
+    run_transport(ctx);
+    return;
+  }
+  setenv("UCX_TLS", "tcp", 1);
+  run_transport(ctx);
+  setenv("UCX_TLS", "sm,self", 1);
+  run_transport(ctx);
+  unsetenv("UCX_TLS");
+}
+
+static void run_transport(struct bench_ctx* ctx) {
+  struct adr_error e = {{0}};
   const char* tls = getenv("UCX_TLS");
   char label[128];
   bool quick = bench_quick(ctx);
