@@ -7,7 +7,8 @@
 # groff renders the man pages in tests/packaging. The Python module (python/)
 # builds against /usr/bin/python3's headers and numpy, and its tests run with
 # pytest; meson-python builds it as a wheel (pyproject.toml; it rewrites the
-# RUNPATHs with patchelf).
+# RUNPATHs with patchelf). UCX (libucx-dev) builds the optional UCX module
+# (docs/ucx.md); ucx-utils' ucx_perftest is the baseline of adr-bench ucx.
 set -euo pipefail
 packages=(
   build-essential meson ninja-build pkg-config libcmocka-dev clang
@@ -18,6 +19,7 @@ packages=(
   valgrind
   cmake groff-base
   python3-dev python3-numpy python3-pytest python3-mesonpy patchelf
+  libucx-dev ucx-utils
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -97,6 +97,45 @@ int ucx_status_error(struct adr_error* error, const char* op, ucs_status_t statu
 
 /* ---- workers ------------------------------------------------------------ */
 
+static bool use_cm(void);
+static bool tls_shared_memory_only(void);
+
+/* Endpoints without peer error handling (UCX_TLS naming shared memory
+ * only, see conn_create_ep) must not use the single-copy transports: UCX
+ * 1.13's cma aborts the process (a fatal error in uct_cma_ep_tx) when the
+ * peer dies during a transfer, and knem and xpmem map the peer's memory
+ * the same way. They are left out of such a UCX_TLS ("sm" becomes
+ * "posix,sysv"), so a dead peer stays an error adr reports. */
+static void tls_without_single_copy(ucp_config_t* config) {
+  const char* tls = getenv("UCX_TLS");
+  char out[256] = "";
+  size_t len = 0;
+  bool transport = false;
+  for (const char* p = tls; p && *p;) {
+    size_t n = strcspn(p, ",");
+    const char* add = NULL;
+    if ((n == 2 && strncmp(p, "sm", 2) == 0) || (n == 3 && strncmp(p, "shm", 3) == 0))
+      add = "posix,sysv";
+    else if (!((n == 3 && strncmp(p, "cma", 3) == 0) || (n == 4 && strncmp(p, "knem", 4) == 0) ||
+               (n == 5 && strncmp(p, "xpmem", 5) == 0)))
+      add = NULL, transport |= !(n == 4 && strncmp(p, "self", 4) == 0);
+    else
+      add = "";
+    int k;
+    if (add == NULL)
+      k = snprintf(out + len, sizeof(out) - len, "%s%.*s", len ? "," : "", (int)n, p);
+    else if (add[0] != '\0')
+      k = snprintf(out + len, sizeof(out) - len, "%s%s", len ? "," : "", add), transport = true;
+    else
+      k = 0;
+    if (k < 0 || (size_t)k >= sizeof(out) - len) return;
+    len += (size_t)k;
+    p += n;
+    if (*p == ',') p++;
+  }
+  if (transport) (void)ucp_config_modify(config, "TLS", out);
+}
+
 static int worker_create(const char* op, struct ucx_worker** out, struct adr_error* error) {
   struct ucx_worker* w = calloc(1, sizeof(*w));
   if (w == NULL) return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
@@ -107,6 +146,7 @@ static int worker_create(const char* op, struct ucx_worker** out, struct adr_err
     free(w);
     return ucx_status_error(error, op, st, "ucp_config_read (check the UCX_* variables)");
   }
+  if (!use_cm() && tls_shared_memory_only()) tls_without_single_copy(config);
   ucp_params_t params = {0};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;

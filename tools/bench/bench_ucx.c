@@ -2,7 +2,7 @@
  *
  * adr-bench area "ucx": streams over UCX loopback (adr/ucx.h, docs/ucx.md)
  * against UCX's own ucx_perftest on the same transport (UCX_TLS as set;
- * when unset, once with tcp and once with sm,self), run as a server and a
+ * when unset, once with tcp and once with posix,self), run as a server and a
  * client subprocess in the same run. Both adr sides run in this process, each on its own thread
  * and UCX worker; host memory on both ends.
  *
@@ -211,7 +211,7 @@ void bench_run_ucx(struct bench_ctx* ctx) {
   }
   setenv("UCX_TLS", "tcp", 1);
   run_transport(ctx);
-  setenv("UCX_TLS", "sm,self", 1);
+  setenv("UCX_TLS", "posix,self", 1);
   run_transport(ctx);
   unsetenv("UCX_TLS");
 }
