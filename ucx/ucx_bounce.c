@@ -226,7 +226,7 @@ int ucx_bounce_run(struct adr_ucx_conn* conn, struct ucx_bounce* b, const struct
           ucs_status_ptr_t r = ucp_tag_recv_nbx(conn->w->worker, buf, c->size,
                                                 tag_base | c->index, UCX_TAG_MASK_ALL, &p);
           if (UCS_PTR_IS_ERR(r))
-            st = ucx_status_error(error, op, UCS_PTR_STATUS(r), "ucp_tag_recv_nbx");
+            st = ucx_request_failed(conn, UCS_PTR_STATUS(r), op, "ucp_tag_recv_nbx", error);
           sl->req = UCS_PTR_IS_ERR(r) ? NULL : r;
           sl->state = SLOT_TRANSFER;
         }
@@ -240,8 +240,7 @@ int ucx_bounce_run(struct adr_ucx_conn* conn, struct ucx_bounce* b, const struct
         sl->req = NULL;
         moved = true;
         if (us != UCS_OK) {
-          st = conn->ep_status != UCS_OK ? ucx_conn_check(conn, op, error)
-                                         : ucx_status_error(error, op, us, "a bounced chunk");
+          st = ucx_request_failed(conn, us, op, "a bounced chunk", error);
           sl->state = SLOT_FREE;
           break;
         }
@@ -275,9 +274,7 @@ int ucx_bounce_run(struct adr_ucx_conn* conn, struct ucx_bounce* b, const struct
           p.memh = b->memh;
           ucs_status_ptr_t r = ucp_tag_send_nbx(conn->ep, buf, c->size, tag_base | c->index, &p);
           if (UCS_PTR_IS_ERR(r)) {
-            st = conn->ep_status != UCS_OK
-                     ? ucx_conn_check(conn, op, error)
-                     : ucx_status_error(error, op, UCS_PTR_STATUS(r), "ucp_tag_send_nbx");
+            st = ucx_request_failed(conn, UCS_PTR_STATUS(r), op, "ucp_tag_send_nbx", error);
             sl->state = SLOT_FREE;
             break;
           }

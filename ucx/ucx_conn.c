@@ -233,6 +233,24 @@ int ucx_conn_check(struct adr_ucx_conn* conn, const char* op, struct adr_error* 
   return 0;
 }
 
+int ucx_request_failed(struct adr_ucx_conn* conn, ucs_status_t status, const char* op,
+                       const char* what, struct adr_error* error) {
+  switch (status) {
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_NOT_CONNECTED:
+      /* The request may fail before the endpoint's error handler runs. */
+      if (conn->ep_status == UCS_OK) conn->ep_status = status;
+      break;
+    default:
+      break;
+  }
+  if (conn->ep_status != UCS_OK || atomic_load(&conn->cancelled))
+    return ucx_conn_check(conn, op, error);
+  return ucx_status_error(error, op, status, what);
+}
+
 int ucx_reqs_add(struct ucx_reqs* set, ucs_status_ptr_t p, const char* op, const char* what,
                  struct adr_error* error) {
   if (p == NULL) return 0;
@@ -287,10 +305,7 @@ int ucx_reqs_wait(struct adr_ucx_conn* conn, struct ucx_reqs* set, const char* o
     size_t done;
     ucs_status_t failed;
     ucx_reqs_reap(set, &done, &failed);
-    if (failed != UCS_OK) {
-      if (conn->ep_status != UCS_OK) return ucx_conn_check(conn, op, error);
-      return ucx_status_error(error, op, failed, what);
-    }
+    if (failed != UCS_OK) return ucx_request_failed(conn, failed, op, what, error);
     if (set->n == 0) break;
     int st = ucx_conn_check(conn, op, error);
     if (st != 0) {
@@ -362,6 +377,7 @@ int ucx_send(struct adr_ucx_conn* conn, uint64_t tag, const void* buf, size_t si
     p.memh = memh;
   }
   ucs_status_ptr_t r = ucp_tag_send_nbx(conn->ep, buf, size, tag, &p);
+  if (UCS_PTR_IS_ERR(r)) return ucx_request_failed(conn, UCS_PTR_STATUS(r), op, "ucp_tag_send_nbx", error);
   if (set != NULL) return ucx_reqs_add(set, r, op, "ucp_tag_send_nbx", error);
   struct ucx_reqs one = {0};
   st = ucx_reqs_add(&one, r, op, "ucp_tag_send_nbx", error);
@@ -379,6 +395,7 @@ int ucx_recv(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void* buf, 
     p.memh = memh;
   }
   ucs_status_ptr_t r = ucp_tag_recv_nbx(conn->w->worker, buf, size, tag, mask, &p);
+  if (UCS_PTR_IS_ERR(r)) return ucx_request_failed(conn, UCS_PTR_STATUS(r), op, "ucp_tag_recv_nbx", error);
   return ucx_reqs_add(set, r, op, "ucp_tag_recv_nbx", error);
 }
 

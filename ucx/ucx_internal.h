@@ -111,6 +111,13 @@ int ucx_options_resolve(const struct adr_ucx_options* options, struct adr_ucx_op
 int ucx_status_error(struct adr_error* error, const char* op, ucs_status_t status,
                      const char* what);
 
+/* A request that completed with `status`: a status saying the peer is
+ * gone marks the connection so (ECONNRESET, whichever of the request and
+ * the endpoint's error handler comes first); others become the status's
+ * errno value with a message. */
+int ucx_request_failed(struct adr_ucx_conn* conn, ucs_status_t status, const char* op,
+                       const char* what, struct adr_error* error);
+
 /* One pass of progress; when `idle` is set and nothing happened, sleeps on
  * the worker's event fd (or briefly) so a blocked call does not spin. */
 void ucx_progress(struct ucx_worker* w, bool idle);

@@ -132,10 +132,7 @@ static int poll_credits(struct sender* s, bool* out_moved, const char* op,
       if (us == UCS_INPROGRESS) return 0;
       ucp_request_free(s->credit_req);
       s->credit_req = NULL;
-      if (us != UCS_OK) {
-        if (s->conn->ep_status != UCS_OK) return ucx_conn_check(s->conn, op, error);
-        return ucx_status_error(error, op, us, "receiving a credit");
-      }
+      if (us != UCS_OK) return ucx_request_failed(s->conn, us, op, "receiving a credit", error);
     }
     *out_moved = true;
     if (s->credit_value == UCX_CREDIT_CANCEL) {
@@ -278,8 +275,7 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
       ucx_reqs_reap(&ring[i].reqs, &done, &failed);
       if (done) moved = true;
       if (failed != UCS_OK) {
-        st = conn->ep_status != UCS_OK ? ucx_conn_check(conn, op, error)
-                                       : ucx_status_error(error, op, failed, "sending a body");
+        st = ucx_request_failed(conn, failed, op, "sending a body", error);
         break;
       }
       if (ring[i].reqs.n == 0) inflight_retire(conn, &ring[i]);
