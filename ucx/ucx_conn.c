@@ -224,6 +224,9 @@ int ucx_conn_check(struct adr_ucx_conn* conn, const char* op, struct adr_error* 
   sock_liveness(conn);
   if (atomic_load(&conn->cancelled))
     return adr_error_set(error, ECANCELED, "[%s][ucx] the transfer was cancelled", op);
+  if (conn->credit_req != NULL && ucp_request_check_status(conn->credit_req) == UCS_OK &&
+      *conn->credit_value == UCX_CREDIT_CANCEL)
+    return adr_error_set(error, ECANCELED, "[%s][ucx] the receiver cancelled the stream", op);
   if (conn->ep_status != UCS_OK)
     return adr_error_set(error, ECONNRESET, "[%s][ucx] the peer disconnected (%s)", op,
                          ucs_status_string(conn->ep_status));

@@ -48,10 +48,14 @@ static inline uint64_t ucx_tag(uint16_t id, unsigned kind, uint32_t stream, uint
 #define UCX_PROTOCOL_MAGIC 0x55524441u /* "ADRU" little-endian */
 #define UCX_PROTOCOL_VERSION 1u
 
+/* Bodies up to this size travel inside their control message. */
+#define UCX_INLINE_BODY_MAX (16u << 10)
+
 /* Control message types (first word after the magic). */
 enum ucx_ctrl {
   UCX_CTRL_SCHEMA = 1,  /* words: chunk size (low, high); payload: IPC Schema message */
-  UCX_CTRL_MESSAGE = 2, /* words: body tag number, 0; payload: IPC batch message metadata */
+  UCX_CTRL_MESSAGE = 2, /* words: body tag number, 1 when the body follows the metadata inline;
+                           payload: IPC batch message metadata (and body) */
   UCX_CTRL_END = 3,     /* words: record batches sent */
   UCX_CTRL_ERROR = 4,   /* words: errno value; payload: message text */
 };
@@ -85,6 +89,10 @@ struct adr_ucx_conn {
   uint32_t send_stream; /* streams sent / received so far */
   uint32_t recv_stream;
   bool receiving; /* a receive stream is live */
+  /* The sender's posted credit receive, watched by every wait so that a
+   * receiver's cancel stops whatever the sender is doing. */
+  void* credit_req;
+  const uint64_t* credit_value;
   int sock;       /* the TCP connection of the address exchange, -1 with the CM */
   bool err_none;  /* endpoint without peer error handling (shared memory only) */
   double sock_checked;

@@ -42,18 +42,22 @@ static int fail(struct receiver* r, int st, const struct adr_error* e) {
   return st;
 }
 
-/* Decodes an encapsulated IPC message (prefix + metadata). */
+/* Decodes an encapsulated IPC message (prefix + metadata) at the start of
+ * data; *out_used (may be NULL: then it must be all of data) receives its
+ * size. */
 static int decode(const uint8_t* data, size_t size, int64_t index, struct adr_ipc_decoded* out,
-                  struct adr_error* error) {
+                  size_t* out_used, struct adr_error* error) {
   int64_t meta = 0;
   if (size < ADR_IPC_PREFIX_SIZE)
     return adr_error_set(error, EPROTO, "[%s][ucx] a %zu-byte IPC message", OP, size);
   int st = adr_ipc_decode_prefix(data, index, &meta, error);
-  if (!st && (uint64_t)meta != size - ADR_IPC_PREFIX_SIZE)
+  if (!st && ((uint64_t)meta > size - ADR_IPC_PREFIX_SIZE ||
+              (out_used == NULL && (uint64_t)meta != size - ADR_IPC_PREFIX_SIZE)))
     st = adr_error_set(error, EPROTO, "[%s][ucx] IPC metadata of %lld bytes in a %zu-byte message",
                        OP, (long long)meta, size);
   if (!st)
     st = adr_ipc_decode_message(data + ADR_IPC_PREFIX_SIZE, (size_t)meta, index, out, error);
+  if (!st && out_used != NULL) *out_used = ADR_IPC_PREFIX_SIZE + (size_t)meta;
   return st;
 }
 
@@ -66,7 +70,8 @@ static void body_free(struct receiver* r, void* body, int64_t size) {
 /* Receives the body of `m` (tag number `seq`) and hands it to the reader;
  * a record batch lands in *out. */
 static int receive_message(struct receiver* r, const struct adr_ipc_decoded* m, uint32_t seq,
-                           struct ArrowDeviceArray* out, struct adr_error* error) {
+                           const uint8_t* inline_body, struct ArrowDeviceArray* out,
+                           struct adr_error* error) {
   struct adr_ucx_conn* conn = r->conn;
   void* body = NULL;
   int st = 0;
@@ -79,6 +84,15 @@ static int receive_message(struct receiver* r, const struct adr_ipc_decoded* m, 
     } else {
       st = adr_alloc(r->device, (size_t)m->body_alloc_size, 64, NULL, &body, error);
     }
+  }
+  if (!st && inline_body != NULL) {
+    if (r->direct) memcpy(body, inline_body, (size_t)m->body_size);
+    else st = adr_copy(r->device, body, NULL, inline_body, (size_t)m->body_size, NULL, error);
+    if (st) {
+      body_free(r, body, m->body_alloc_size);
+      return st;
+    }
+    return adr_ipc_reader_consume(r->reader, m, body, out, error);
   }
   struct ucx_chunk* chunks = NULL;
   size_t n = 0;
@@ -152,12 +166,23 @@ static int get_next(struct ArrowDeviceArrayStream* stream, struct ArrowDeviceArr
                          (int)(payload_size < 900 ? payload_size : 900), (const char*)payload);
     } else if (h[1] == UCX_CTRL_MESSAGE) {
       struct adr_ipc_decoded m = {0};
-      st = decode(payload, payload_size, (int64_t)index, &m, &e);
+      size_t used = 0;
+      st = decode(payload, payload_size, (int64_t)index, &m, &used, &e);
       if (!st && m.type != ADR_IPC_MESSAGE_RECORD_BATCH &&
           m.type != ADR_IPC_MESSAGE_DICTIONARY_BATCH)
         st = adr_error_set(&e, EPROTO, "[%s][ucx] unexpected %s message %llu", OP,
                            adr_ipc_message_type_name(m.type), (unsigned long long)index);
-      if (!st) st = receive_message(r, &m, h[2], out, &e);
+      /* An inline body is exactly what follows the metadata; otherwise
+       * nothing may. */
+      bool inline_body = h[3] == 1;
+      if (!st && (inline_body ? (int64_t)(payload_size - used) != m.body_size
+                              : payload_size != used))
+        st = adr_error_set(&e, EPROTO,
+                           "[%s][ucx] message %llu: %zu bytes after the metadata, body %lld%s", OP,
+                           (unsigned long long)index, payload_size - used,
+                           (long long)m.body_size, inline_body ? " inline" : "");
+      if (!st)
+        st = receive_message(r, &m, h[2], inline_body ? payload + used : NULL, out, &e);
       adr_ipc_decoded_release(&m);
     } else {
       st = adr_error_set(&e, EPROTO, "[%s][ucx] unexpected control message type %u", OP, h[1]);
@@ -264,7 +289,7 @@ int ucx_receive_stream(struct adr_ucx_conn* conn, struct adr_device* device,
         st = adr_error_set(error, EPROTO, "[%s][ucx] chunk size %llu", OP,
                            (unsigned long long)r->chunk);
       struct adr_ipc_decoded m = {0};
-      if (!st) st = decode(payload, payload_size, 0, &m, error);
+      if (!st) st = decode(payload, payload_size, 0, &m, NULL, error);
       if (!st && m.type != ADR_IPC_MESSAGE_SCHEMA)
         st = adr_error_set(error, EPROTO, "[%s][ucx] the stream starts with a %s message", OP,
                            adr_ipc_message_type_name(m.type));

@@ -119,7 +119,8 @@ static int post_credit_recv(struct sender* s, const char* op, struct adr_error* 
                        UCX_TAG_MASK_NO_BATCH_INDEX, &p);
   if (UCS_PTR_IS_ERR(r)) return ucx_status_error(error, op, UCS_PTR_STATUS(r), "ucp_tag_recv_nbx");
   s->credit_req = r;
-  if (r == NULL) s->credit_req = NULL;
+  s->conn->credit_req = r;
+  s->conn->credit_value = &s->credit_value;
   return 0;
 }
 
@@ -132,6 +133,7 @@ static int poll_credits(struct sender* s, bool* out_moved, const char* op,
       if (us == UCS_INPROGRESS) return 0;
       ucp_request_free(s->credit_req);
       s->credit_req = NULL;
+      s->conn->credit_req = NULL;
       if (us != UCS_OK) return ucx_request_failed(s->conn, us, op, "receiving a credit", error);
     }
     *out_moved = true;
@@ -148,6 +150,7 @@ static int poll_credits(struct sender* s, bool* out_moved, const char* op,
 }
 
 static void cancel_credit_recv(struct sender* s) {
+  s->conn->credit_req = NULL;
   if (s->credit_req == NULL) return;
   ucp_request_cancel(s->conn->w->worker, s->credit_req);
   double start = ucx_now();
@@ -189,12 +192,30 @@ static int send_message(struct sender* s, struct inflight* f, const struct adr_i
                         struct adr_error* error) {
   struct adr_ucx_conn* conn = s->conn;
   uint64_t seq = s->ctrl_seq++;
-  int st = ucx_ctrl_header(ctrl, UCX_CTRL_MESSAGE, (uint32_t)seq, 0, error);
+  bool inline_body = m->body_size > 0 && m->body_size <= UCX_INLINE_BODY_MAX;
+  int st = ucx_ctrl_header(ctrl, UCX_CTRL_MESSAGE, (uint32_t)seq, inline_body, error);
   if (!st) st = ucx_bytes_put(ctrl, m->metadata, (size_t)m->metadata_size, error);
+  if (!st && inline_body) {
+    /* A small body rides in the control message: one message instead of
+     * two, and no receive to post for it. */
+    size_t at = ctrl->size;
+    uint8_t zeros[256] = {0};
+    for (int64_t left = m->body_size; !st && left > 0; left -= (int64_t)sizeof(zeros))
+      st = ucx_bytes_put(ctrl, zeros, left < (int64_t)sizeof(zeros) ? (size_t)left : sizeof(zeros),
+                         error);
+    for (int64_t i = 0; !st && i < m->n_buffers; i++) {
+      const struct adr_ipc_body_buffer* piece = &m->buffers[i];
+      if (piece->size == 0) continue;
+      uint8_t* dst = ctrl->data + at + piece->body_offset;
+      if (ucx_device_direct(piece->device)) memcpy(dst, piece->data, (size_t)piece->size);
+      else st = adr_copy(NULL, dst, piece->device, piece->data, (size_t)piece->size, NULL, error);
+    }
+  }
   if (!st)
     st = ucx_send(conn, ucx_ctrl_tag(conn->peer_id, s->stream, seq), ctrl->data, ctrl->size,
                   NULL, NULL, op, error);
-  if (st || m->body_size == 0) return st;
+  if (!st && inline_body) stats->body_bytes += m->body_size;
+  if (st || m->body_size == 0 || inline_body) return st;
   struct ucx_body body = {.pieces = m->buffers, .n_pieces = (size_t)m->n_buffers,
                           .size = m->body_size};
   struct ucx_chunk* chunks = NULL;
@@ -383,6 +404,7 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
     if (s.credit_req != NULL && ucx_reqs_add(&all, s.credit_req, op, "", NULL) != 0)
       ucp_request_free(s.credit_req);
     s.credit_req = NULL;
+    conn->credit_req = NULL;
     ucx_conn_abort(conn, &all);
     ucx_reqs_free(&all);
   }
