@@ -20,7 +20,6 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,11 +181,7 @@ static void worker_unref(struct ucx_worker* w) {
 
 void ucx_progress(struct ucx_worker* w, bool idle) {
   if (ucp_worker_progress(w->worker) != 0) return;
-  if (!idle) {
-    /* Spinning: let the peer (or its other thread) have the core. */
-    sched_yield();
-    return;
-  }
+  if (!idle) return;
   if (w->efd >= 0) {
     ucs_status_t st = ucp_worker_arm(w->worker);
     if (st == UCS_ERR_BUSY) return;
