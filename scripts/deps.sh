@@ -7,8 +7,10 @@
 # groff renders the man pages in tests/packaging. The Python module (python/)
 # builds against /usr/bin/python3's headers and numpy, and its tests run with
 # pytest; meson-python builds it as a wheel (pyproject.toml; it rewrites the
-# RUNPATHs with patchelf). UCX (libucx-dev) builds the optional UCX module
-# (docs/ucx.md); ucx-utils' ucx_perftest is the baseline of adr-bench ucx.
+# RUNPATHs with patchelf). hypothesis is for NumPy's own test suite, which
+# python-numpy-suite runs with adr's NEP 49 handler set. UCX (libucx-dev)
+# builds the optional UCX module (docs/ucx.md); ucx-utils' ucx_perftest is
+# the baseline of adr-bench ucx.
 set -euo pipefail
 packages=(
   build-essential meson ninja-build pkg-config libcmocka-dev clang
@@ -18,7 +20,7 @@ packages=(
   libamdhip64-dev libamdhip64-5
   valgrind
   cmake groff-base
-  python3-dev python3-numpy python3-pytest python3-mesonpy patchelf
+  python3-dev python3-numpy python3-pytest python3-mesonpy patchelf python3-hypothesis
   libucx-dev ucx-utils
 )
 missing=()

@@ -102,6 +102,8 @@ def main():
         return 0
     with open(os.path.join(args.build, "gpu-tests.json")) as f:
         data = json.load(f)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
     results = []
     configs = None if args.configs is None else set(args.configs.split(","))
     for name, cmd, env, timeout in runs(args.build, data, configs):

@@ -134,6 +134,11 @@ int cuda_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device
                   cuda_api.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
                                                 dev->cuda_dev) == CUDA_SUCCESS &&
                   v != 0;
+  v = 0;
+  dev->concurrent_managed =
+      cuda_api.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
+                                    dev->cuda_dev) == CUDA_SUCCESS &&
+      v != 0;
   dev->default_stream.dev = dev;
   dev->default_stream.is_default = true;
   *out = dev;
@@ -314,8 +319,9 @@ int cuda_device_properties(struct adr_backend_device* dev, adr_property_fn emit,
     adr_property_emitf(emit, ctx, "pageable_staging", "off");
   else
     adr_property_emitf(emit, ctx, "pageable_staging",
-                       "from %zu bytes, %zu-byte chunks, double-buffered",
-                       cuda_config.staging.threshold, cuda_config.staging.chunk);
+                       "from %zu bytes, %zu-byte chunks, double-buffered, %u memcpy threads",
+                       cuda_config.staging.threshold, cuda_config.staging.chunk,
+                       adr_staging_threads(&cuda_config.staging));
   return 0;
 }
 

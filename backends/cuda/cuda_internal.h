@@ -163,6 +163,10 @@ struct adr_backend_device {
   char open_message[sizeof(((struct adr_error*)0)->message)];
   bool mempools; /* cuMemAllocAsync usable */
   int cc_major, cc_minor;
+  /* CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: the CPU may touch
+   * managed memory while the device runs work (so a host function may copy
+   * it in stream order). */
+  bool concurrent_managed;
 
   /* Pinned staging of pageable copies (backends/common/staging.h). */
   struct adr_staging staging;

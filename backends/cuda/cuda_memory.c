@@ -184,6 +184,15 @@ static bool is_host_memory(const struct adr_backend_device* dev) {
   return dev == NULL || dev->type == ARROW_DEVICE_CUDA_HOST;
 }
 
+/* Managed memory the CPU may copy in stream order. The driver treats a
+ * copy between host memory and managed memory like one between two host
+ * buffers (on an H200 with driver 580 a 64-byte upload from pageable
+ * memory into managed memory on a stream held back by an event waited for
+ * the event), so such copies take the host-function path too. */
+static bool is_cpu_copyable_managed(const struct adr_backend_device* dev) {
+  return dev != NULL && dev->type == ARROW_DEVICE_CUDA_MANAGED && dev->concurrent_managed;
+}
+
 /* Host to host: cuMemcpyAsync would wait for the stream's earlier work
  * (the driver documents such copies as fully synchronous), so the copy is
  * a host function in stream order instead (backends/common/host_copy.h). */
@@ -248,7 +257,9 @@ int cuda_copy(struct adr_backend_device* dst_dev, void* dst, struct adr_backend_
     r = dst_dev
             ? (CUresult)adr_staging_copy_to_device(&owner->staging, d, src, size, stream->stream)
             : (CUresult)adr_staging_copy_to_host(&owner->staging, dst, s, size, stream->stream);
-  } else if (is_host_memory(dst_dev) && is_host_memory(src_dev) &&
+  } else if ((is_host_memory(dst_dev) || is_host_memory(src_dev)) &&
+             (is_host_memory(dst_dev) || is_cpu_copyable_managed(dst_dev)) &&
+             (is_host_memory(src_dev) || is_cpu_copyable_managed(src_dev)) &&
              cuda_api.cuLaunchHostFunc != NULL) {
     how = "host copy (cuLaunchHostFunc)";
     r = queue_host_copy(dst, src, size, stream);

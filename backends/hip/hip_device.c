@@ -314,8 +314,9 @@ int hip_device_properties(struct adr_backend_device* dev, adr_property_fn emit, 
   if (hip_config.staging.threshold == 0)
     snprintf(buf, sizeof(buf), "off");
   else
-    snprintf(buf, sizeof(buf), "pageable copies >= %zu KiB, 2 x %zu KiB pinned",
-             hip_config.staging.threshold >> 10, hip_config.staging.chunk >> 10);
+    snprintf(buf, sizeof(buf), "pageable copies >= %zu KiB, 2 x %zu KiB pinned, %u memcpy threads",
+             hip_config.staging.threshold >> 10, hip_config.staging.chunk >> 10,
+             adr_staging_threads(&hip_config.staging));
   emit(ctx, "pageable_staging", buf);
   emit(ctx, "stream_ordered_alloc", dev->async_alloc ? "hipMallocAsync" : "no (hipMalloc/hipFree)");
   buf[0] = '\0';

@@ -1125,8 +1125,13 @@ int sim_memcpy_async(void* dst, const void* src, size_t size, int allow_peer,
   uint64_t t = enqueue(s, it);
   /* Synchronous, as the drivers document: a pageable destination, and any
    * copy between two host buffers (pageable, pinned or registered), which
-   * waits for the stream's earlier work first. */
-  if (rd.kind == SIM_MEM_NONE || (is_host_kind(rd.kind) && is_host_kind(rs.kind)))
+   * waits for the stream's earlier work first. A copy between host memory
+   * and managed memory behaves the same way on hardware (an H200 with
+   * driver 580 blocked a 64-byte pageable-to-managed upload on a gated
+   * stream), so it does here too. */
+  bool host_d = is_host_kind(rd.kind), host_s = is_host_kind(rs.kind);
+  if (rd.kind == SIM_MEM_NONE || (host_d && host_s) ||
+      (host_d && rs.kind == SIM_MEM_MANAGED) || (host_s && rd.kind == SIM_MEM_MANAGED))
     wait_ticket(s, t);
   return SIM_SUCCESS;
 }
