@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * Streams between two processes over UCX (adr/ucx.h, docs/ucx.md):
- *   test_ucx SRC DST [faults]
+ *   test_ucx SRC DST [faults|api]
  * This process listens on 127.0.0.1 (port 0) and starts ucx_peer
  * (ADR_UCX_TEST_PEER) which connects to it. The transport is whatever
  * UCX_TLS says (meson registers one run per transport). SRC and DST name
@@ -10,7 +10,9 @@
  * byte. With "faults":
  * a failing source, a receiver that cancels, a sender and a receiver
  * that die at chosen points, and a peer killed at several moments; each
- * must end in a clean error on this side with nothing leaked. Exit 77
+ * must end in a clean error on this side with nothing leaked. With "api":
+ * argument checks and set-up failures (bad addresses, a port in use,
+ * nobody listening, an accept that times out). Exit 77
  * when the UCX module is not built or a device is missing.
  */
 #include <errno.h>
@@ -236,6 +238,41 @@ static void test_kill_peer_anytime(void** state) {
   }
 }
 
+/* Arguments and set-up failures, one process. */
+static void test_api_errors(void** state) {
+  (void)state;
+  struct adr_error e = {{0}};
+  struct adr_ucx_conn* conn = NULL;
+  struct adr_ucx_listener* l = NULL;
+  assert_int_equal(adr_ucx_listen(NULL, NULL, &l, &e), EINVAL);
+  assert_int_equal(adr_ucx_connect("127.0.0.1:1", NULL, NULL, &e), EINVAL);
+  assert_int_equal(adr_ucx_listen("no-port", NULL, &l, &e), EINVAL);
+  assert_non_null(strstr(e.message, "HOST:PORT"));
+  assert_int_equal(adr_ucx_listen("127.0.0.1:99999", NULL, &l, &e), EINVAL);
+  struct adr_ucx_options bad = {.struct_size = sizeof(bad), .bounce_slots = 1};
+  assert_int_equal(adr_ucx_listen("127.0.0.1:0", &bad, &l, &e), EINVAL);
+  /* The port is taken by the suite's listener. */
+  char taken[64];
+  snprintf(taken, sizeof(taken), "127.0.0.1:%d", adr_ucx_listener_port(listener));
+  assert_int_equal(adr_ucx_listen(taken, NULL, &l, &e), EADDRINUSE);
+  /* Nobody listens on a port just freed. */
+  struct adr_ucx_options opt;
+  ucx_test_options(&opt);
+  assert_int_equal(adr_ucx_listen("127.0.0.1:0", &opt, &l, &e), 0);
+  char freed[64];
+  snprintf(freed, sizeof(freed), "127.0.0.1:%d", adr_ucx_listener_port(l));
+  assert_int_equal(adr_ucx_accept(l, 50, &conn, &e), ETIMEDOUT);
+  assert_int_equal(adr_ucx_listener_destroy(l, &e), 0);
+  assert_int_equal(adr_ucx_connect(freed, &opt, &conn, &e), ECONNREFUSED);
+  assert_int_equal(adr_ucx_send_stream(NULL, NULL, NULL, &e), EINVAL);
+  assert_int_equal(adr_ucx_receive_stream(NULL, NULL, NULL, &e), EINVAL);
+  assert_int_equal(adr_ucx_conn_destroy(NULL, &e), 0);
+  assert_int_equal(adr_ucx_listener_destroy(NULL, &e), 0);
+  char path[1024];
+  assert_int_equal(adr_ucx_available(path, sizeof(path), &e), 0);
+  assert_non_null(strstr(path, "libadr_ucx.so"));
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: test_ucx SRC DST [faults]\n");
@@ -244,6 +281,7 @@ int main(int argc, char** argv) {
   src_name = argv[1];
   dst_name = argv[2];
   bool faults = argc > 3 && strcmp(argv[3], "faults") == 0;
+  bool api = argc > 3 && strcmp(argv[3], "api") == 0;
   struct adr_error e = {{0}};
   if (adr_ucx_available(NULL, 0, &e) != 0) {
     fprintf(stderr, "skip: %s\n", e.message);
@@ -269,8 +307,10 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_sender_dies),       cmocka_unit_test(test_receiver_dies),
       cmocka_unit_test(test_kill_peer_anytime),
   };
-  int failed = faults ? cmocka_run_group_tests_name("ucx faults", fault, NULL, NULL)
-                      : cmocka_run_group_tests_name("ucx transfer", transfer, NULL, NULL);
+  const struct CMUnitTest api_tests[] = {cmocka_unit_test(test_api_errors)};
+  int failed = api      ? cmocka_run_group_tests_name("ucx api", api_tests, NULL, NULL)
+               : faults ? cmocka_run_group_tests_name("ucx faults", fault, NULL, NULL)
+                        : cmocka_run_group_tests_name("ucx transfer", transfer, NULL, NULL);
   int st = adr_ucx_listener_destroy(listener, &e);
   if (st) {
     fprintf(stderr, "listener: %s\n", e.message);
