@@ -29,7 +29,8 @@
  *    connection returns it. Nothing is leaked on either side.
  *  - ETIMEDOUT: no progress for the connection's timeout (options).
  *  - ECANCELED: the transfer was cancelled (adr_ucx_conn_cancel, or the
- *    receiver released its stream early); the peer sees ECANCELED too.
+ *    receiver released its stream early); the peer sees ECANCELED too, or
+ *    ECONNRESET when the cancelling side closed the connection first.
  *  - EPROTO: the peer sent something this side does not understand.
  *
  * Thread safety: a connection is used by one thread at a time (like an
