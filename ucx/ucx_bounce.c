@@ -28,9 +28,9 @@ static void read_force(void) {
 }
 
 bool ucx_device_direct(struct adr_device* device) {
-  if (device == NULL) return true;
   pthread_once(&force_once, read_force);
   if (force_bounce) return false;
+  if (device == NULL) return true;
   /* Device objects live as long as the process and their capabilities do
    * not change, so the answer is kept (adr_device_info_get also reads the
    * free memory, too slow for every batch). */
@@ -251,7 +251,7 @@ int ucx_bounce_run(struct adr_ucx_conn* conn, struct ucx_bounce* b, const struct
           const struct ucx_chunk* c = chunks[sl->chunk];
           st = adr_copy(body->device, body->base + c->offset, NULL, buf, c->size, b->stream,
                         error);
-          if (!st) st = adr_event_record(b->events[s], b->stream, error);
+          if (!st && b->stream != NULL) st = adr_event_record(b->events[s], b->stream, error);
           sl->state = SLOT_COPYING;
         }
         continue;

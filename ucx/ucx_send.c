@@ -214,7 +214,10 @@ static int send_message(struct sender* s, struct inflight* f, const struct adr_i
   if (!st)
     st = ucx_send(conn, ucx_ctrl_tag(conn->peer_id, s->stream, seq), ctrl->data, ctrl->size,
                   NULL, NULL, op, error);
-  if (!st && inline_body) stats->body_bytes += m->body_size;
+  if (!st && inline_body) {
+    stats->body_bytes += m->body_size;
+    stats->bounced_bytes += m->body_size;
+  }
   if (st || m->body_size == 0 || inline_body) return st;
   struct ucx_body body = {.pieces = m->buffers, .n_pieces = (size_t)m->n_buffers,
                           .size = m->body_size};

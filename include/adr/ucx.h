@@ -130,7 +130,10 @@ struct adr_ucx_send_stats {
   int64_t batches;        /* batches sent */
   int64_t body_bytes;     /* buffer bytes sent */
   int64_t direct_bytes;   /* of which sent straight from the batch's memory */
-  int64_t bounced_bytes;  /* of which staged through the bounce buffer */
+  int64_t bounced_bytes;  /* of which copied first: into the bounce buffer (memory
+                             UCX cannot address, chunks spanning several
+                             buffers) or into the control message (bodies up to
+                             16 KiB) */
   int64_t max_inflight;   /* most batches in flight at once */
   int64_t reserved[4];
 };
