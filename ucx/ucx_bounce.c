@@ -206,7 +206,8 @@ int ucx_bounce_run(struct adr_ucx_conn* conn, struct ucx_bounce* b, const struct
     if (all[i].direct == NULL) chunks[n++] = &all[i];
   size_t next = 0, done = 0;
   int st = 0;
-  double last = ucx_now();
+  struct ucx_waiter w;
+  ucx_waiter_init(&w);
   while (st == 0 && done < n) {
     bool moved = false;
     for (size_t s = 0; st == 0 && s < ns; s++) {
@@ -289,12 +290,11 @@ int ucx_bounce_run(struct adr_ucx_conn* conn, struct ucx_bounce* b, const struct
     if (st) break;
     st = ucx_conn_check(conn, op, error);
     if (st) break;
-    double now = ucx_now();
-    if (moved) last = now;
-    else if (conn->opt.timeout_ms >= 0 && now - last > conn->opt.timeout_ms / 1000.0)
+    ucx_waiter_step(&w, moved);
+    if (ucx_waiter_expired(&w, conn->opt.timeout_ms))
       st = adr_error_set(error, ETIMEDOUT, "[%s][ucx] no progress for %d ms on bounced chunks",
                          op, conn->opt.timeout_ms);
-    if (!st) ucx_progress(conn->w, !moved && now - last > 2e-3);
+    if (!st) ucx_progress(conn->w, ucx_waiter_idle(&w));
   }
   if (st) {
     struct ucx_reqs left = {0};

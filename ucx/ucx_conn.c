@@ -202,9 +202,9 @@ void ucx_progress(struct ucx_worker* w, bool idle) {
  * the transport (UCX's own keepalive over shared memory takes seconds). */
 static void sock_liveness(struct adr_ucx_conn* conn) {
   if (conn->sock < 0 || conn->ep_status != UCS_OK) return;
-  double now = ucx_now();
-  if (now - conn->sock_checked < 1e-3) return;
-  conn->sock_checked = now;
+  /* One look every 64 checks: microseconds while a loop spins, some 64 ms
+   * once it sleeps on the event fd. */
+  if (++conn->sock_ticks & 63) return;
   char c;
   ssize_t n = recv(conn->sock, &c, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
@@ -292,13 +292,11 @@ void ucx_reqs_free(struct ucx_reqs* set) {
   set->n = set->cap = 0;
 }
 
-static bool timed_out(const struct adr_ucx_conn* conn, double since) {
-  return conn->opt.timeout_ms >= 0 && ucx_now() - since > conn->opt.timeout_ms / 1000.0;
-}
 
 int ucx_reqs_wait(struct adr_ucx_conn* conn, struct ucx_reqs* set, const char* op,
                   const char* what, struct adr_error* error) {
-  double last = ucx_now();
+  struct ucx_waiter w;
+  ucx_waiter_init(&w);
   while (set->n > 0) {
     size_t done;
     ucs_status_t failed;
@@ -311,12 +309,11 @@ int ucx_reqs_wait(struct adr_ucx_conn* conn, struct ucx_reqs* set, const char* o
       if (set->n == 0 && failed == UCS_OK) break;
       return st;
     }
-    double now = ucx_now();
-    if (done > 0) last = now;
-    if (timed_out(conn, last))
+    ucx_waiter_step(&w, done > 0);
+    if (ucx_waiter_expired(&w, conn->opt.timeout_ms))
       return adr_error_set(error, ETIMEDOUT, "[%s][ucx] no progress for %d ms while %s", op,
                            conn->opt.timeout_ms, what);
-    ucx_progress(conn->w, now - last > 2e-3);
+    ucx_progress(conn->w, ucx_waiter_idle(&w));
   }
   return 0;
 }
@@ -399,7 +396,8 @@ int ucx_recv(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void* buf, 
 
 int ucx_recv_any(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void** out,
                  size_t* out_size, uint64_t* out_tag, const char* op, struct adr_error* error) {
-  double last = ucx_now();
+  struct ucx_waiter w;
+  ucx_waiter_init(&w);
   bool last_look = false;
   for (;;) {
     ucp_tag_recv_info_t info;
@@ -437,12 +435,12 @@ int ucx_recv_any(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void** 
       continue;
     }
     if (st != 0) return st;
-    double now = ucx_now();
-    if (timed_out(conn, last))
+    /* Only the message counts as progress here. */
+    ucx_waiter_step(&w, false);
+    if (ucx_waiter_expired(&w, conn->opt.timeout_ms))
       return adr_error_set(error, ETIMEDOUT, "[%s][ucx] no message from the peer for %d ms", op,
                            conn->opt.timeout_ms);
-    if (ucp_worker_progress(conn->w->worker) != 0) continue;
-    if (now - last > 2e-3) ucx_progress(conn->w, true);
+    ucx_progress(conn->w, ucx_waiter_idle(&w));
   }
 }
 

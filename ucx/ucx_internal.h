@@ -95,7 +95,7 @@ struct adr_ucx_conn {
   const uint64_t* credit_value;
   int sock;       /* the TCP connection of the address exchange, -1 with the CM */
   bool err_none;  /* endpoint without peer error handling (shared memory only) */
-  double sock_checked;
+  unsigned sock_ticks;
 };
 
 struct adr_ucx_listener {
@@ -174,6 +174,44 @@ int ucx_recv_any(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void** 
 
 void ucx_conn_unref(struct adr_ucx_conn* conn);
 double ucx_now(void);
+
+/* How long a wait has gone without progress. The clock is read every 64
+ * steps only: in a busy progress loop clock_gettime was a fifth of the
+ * time (a virtual machine's clock source). */
+struct ucx_waiter {
+  double last;
+  double idle;
+  unsigned steps;
+  bool moved;
+};
+
+static inline void ucx_waiter_init(struct ucx_waiter* w) {
+  w->last = ucx_now();
+  w->idle = 0;
+  w->steps = 0;
+  w->moved = false;
+}
+
+static inline void ucx_waiter_step(struct ucx_waiter* w, bool moved) {
+  if (moved) {
+    w->moved = true;
+    w->idle = 0;
+  }
+  if (++w->steps & 63) return;
+  double now = ucx_now();
+  if (w->moved) w->last = now;
+  w->moved = false;
+  w->idle = now - w->last;
+}
+
+/* Spinning stops (the loop sleeps on the worker's event fd) after 2 ms. */
+static inline bool ucx_waiter_idle(const struct ucx_waiter* w) {
+  return w->idle > 2e-3;
+}
+
+static inline bool ucx_waiter_expired(const struct ucx_waiter* w, int timeout_ms) {
+  return timeout_ms >= 0 && w->idle > timeout_ms / 1000.0;
+}
 
 /* A growable byte buffer. */
 struct ucx_bytes {

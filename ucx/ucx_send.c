@@ -163,7 +163,8 @@ static void cancel_credit_recv(struct sender* s) {
 /* Waits until the receiver has taken `sent` batches. */
 static int wait_taken(struct sender* s, uint64_t sent, const char* op, struct adr_error* error) {
   struct adr_ucx_conn* conn = s->conn;
-  double since = ucx_now();
+  struct ucx_waiter w;
+  ucx_waiter_init(&w);
   int st = 0;
   while (!st && s->taken < sent) {
     bool moved = false;
@@ -175,11 +176,11 @@ static int wait_taken(struct sender* s, uint64_t sent, const char* op, struct ad
       int again = poll_credits(s, &moved, op, NULL);
       if (again == 0 && s->taken >= sent) return 0;
     }
-    if (moved) since = ucx_now();
-    if (!st && conn->opt.timeout_ms >= 0 && ucx_now() - since > conn->opt.timeout_ms / 1000.0)
+    ucx_waiter_step(&w, moved);
+    if (!st && ucx_waiter_expired(&w, conn->opt.timeout_ms))
       st = adr_error_set(error, ETIMEDOUT, "[%s][ucx] the receiver did not take the last batch",
                          op);
-    if (!st && s->taken < sent) ucx_progress(conn->w, ucx_now() - since > 2e-3);
+    if (!st && s->taken < sent) ucx_progress(conn->w, ucx_waiter_idle(&w));
   }
   return st;
 }
@@ -289,7 +290,8 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
     st = ucx_send(conn, ucx_ctrl_tag(conn->peer_id, s.stream, s.ctrl_seq++), msg.data, msg.size,
                   NULL, NULL, op, error);
 
-  double last = ucx_now();
+  struct ucx_waiter w;
+  ucx_waiter_init(&w);
   while (st == 0) {
     bool moved = false;
     for (size_t i = 0; i < max_inflight; i++) {
@@ -311,19 +313,18 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
     for (size_t i = 0; i < max_inflight && slot == NULL; i++)
       if (!ring[i].used) slot = &ring[i];
     if (slot == NULL || sent - s.taken >= max_inflight) {
-      double now = ucx_now();
-      if (moved) last = now;
-      else if (conn->opt.timeout_ms >= 0 && now - last > conn->opt.timeout_ms / 1000.0) {
+      ucx_waiter_step(&w, moved);
+      if (ucx_waiter_expired(&w, conn->opt.timeout_ms)) {
         st = adr_error_set(error, ETIMEDOUT,
                            "[%s][ucx] the receiver took no batch for %d ms (%llu sent, %llu taken)",
                            op, conn->opt.timeout_ms, (unsigned long long)sent,
                            (unsigned long long)s.taken);
         break;
       }
-      ucx_progress(conn->w, !moved && now - last > 2e-3);
+      ucx_progress(conn->w, ucx_waiter_idle(&w));
       continue;
     }
-    last = ucx_now();
+    ucx_waiter_step(&w, true);
     /* The next batch from the source. */
     st = adr_device_array_stream_next(source, &slot->batch, error);
     if (st) {
