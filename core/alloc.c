@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "dispatch.h"
 #include "host.h"
@@ -30,7 +31,7 @@ static int check_stream(const char* op, struct adr_device* dev, struct adr_strea
   return 0;
 }
 
-static int alloc_common(const char* op, struct adr_device* device,
+int adr__alloc_common(const char* op, struct adr_device* device,
                         const struct adr_allocator* handler, size_t size, size_t alignment,
                         struct adr_stream* stream, const void* site, void** out,
                         struct adr_error* error) {
@@ -78,8 +79,10 @@ static int alloc_common(const char* op, struct adr_device* device,
   }
   if (st) {
     /* The pool or an application handler may write "[pool] ..." or no
-     * prefix at all: the message names the public operation. */
-    adr__error_context(error, st, op, device->backend->name);
+     * prefix at all: the message names the public operation. A handler of
+     * the core's own that named it already (share.c) is left alone. */
+    if (error == NULL || strncmp(error->message, "[adr_share_alloc]", 17) != 0)
+      adr__error_context(error, st, op, device->backend->name);
     return st;
   }
   bool ranged = adr__range_indexed(device);
@@ -98,7 +101,7 @@ static int alloc_common(const char* op, struct adr_device* device,
 
 int adr_alloc(struct adr_device* device, size_t size, size_t alignment, struct adr_stream* stream,
               void** out, struct adr_error* error) {
-  return alloc_common("adr_alloc", device, NULL, size, alignment, stream, ADR__CALL_SITE(), out,
+  return adr__alloc_common("adr_alloc", device, NULL, size, alignment, stream, ADR__CALL_SITE(), out,
                       error);
 }
 
@@ -107,7 +110,7 @@ int adr_alloc_with(struct adr_device* device, const struct adr_allocator* handle
                    struct adr_error* error) {
   int st = adr__allocator_check("adr_alloc_with", handler, error);
   if (st) return st;
-  return alloc_common("adr_alloc_with", device, handler, size, alignment, stream, ADR__CALL_SITE(),
+  return adr__alloc_common("adr_alloc_with", device, handler, size, alignment, stream, ADR__CALL_SITE(),
                       out, error);
 }
 

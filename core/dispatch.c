@@ -355,3 +355,71 @@ int adr__dispatch_host_unregister(struct adr_device* dev, const char* api, void*
   return DEV_CALL(dev, api, "host_unregister", dev->vt->host_unregister(dev->handle, ptr, error),
                   "ptr=%p", ptr);
 }
+
+/* ---- sharing between processes (optional, ABI 1.2) --------------------------- */
+
+int adr__dispatch_share_caps(struct adr_device* dev, const char* api, uint32_t* out,
+                             struct adr_error* error) {
+  if (!ADR__HAS_SLOT(dev->vt, share_caps)) {
+    *out = 0;
+    return 0;
+  }
+  return DEV_CALL(dev, api, "share_caps", dev->vt->share_caps(dev->handle, out, error), "%s", "");
+}
+
+int adr__dispatch_share_alloc(struct adr_device* dev, const char* api, size_t size,
+                              size_t alignment, void** out, struct adr_error* error) {
+  if (!ADR__HAS_SLOT(dev->vt, share_alloc))
+    return unsupported(error, api, dev->backend->name, "cannot allocate shareable memory");
+  return DEV_CALL(dev, api, "share_alloc",
+                  dev->vt->share_alloc(dev->handle, size, alignment, out, error),
+                  "size=%zu align=%zu", size, alignment);
+}
+
+int adr__dispatch_share_export(struct adr_device* dev, const char* api, const void* ptr,
+                               struct adr_share_handle* out, int* out_fd,
+                               struct adr_error* error) {
+  if (!ADR__HAS_SLOT(dev->vt, share_export))
+    return unsupported(error, api, dev->backend->name, "cannot export memory to other processes");
+  return DEV_CALL(dev, api, "share_export",
+                  dev->vt->share_export(dev->handle, ptr, out, out_fd, error), "ptr=%p", ptr);
+}
+
+int adr__dispatch_share_import(struct adr_device* dev, const char* api,
+                               const struct adr_share_handle* handle, int fd, void** out,
+                               struct adr_error* error) {
+  if (!ADR__HAS_SLOT(dev->vt, share_import))
+    return unsupported(error, api, dev->backend->name,
+                       "cannot import memory from other processes");
+  return DEV_CALL(dev, api, "share_import",
+                  dev->vt->share_import(dev->handle, handle, fd, out, error), "fd=%d", fd);
+}
+
+int adr__dispatch_share_close(struct adr_device* dev, const char* api, void* ptr,
+                              struct adr_error* error) {
+  if (!ADR__HAS_SLOT(dev->vt, share_close))
+    return unsupported(error, api, dev->backend->name, "cannot unmap imported memory");
+  return DEV_CALL(dev, api, "share_close", dev->vt->share_close(dev->handle, ptr, error), "ptr=%p",
+                  ptr);
+}
+
+int adr__dispatch_event_share_export(struct adr_device* dev, const char* api,
+                                     struct adr_backend_stream* stream,
+                                     struct adr_backend_event** out_event,
+                                     struct adr_share_handle* out, int* out_fd,
+                                     struct adr_error* error) {
+  if (!ADR__HAS_SLOT(dev->vt, event_share_export))
+    return unsupported(error, api, dev->backend->name, "cannot share events between processes");
+  return DEV_CALL(dev, api, "event_share_export",
+                  dev->vt->event_share_export(dev->handle, stream, out_event, out, out_fd, error),
+                  "stream=%p", (void*)stream);
+}
+
+int adr__dispatch_event_share_import(struct adr_device* dev, const char* api,
+                                     const struct adr_share_handle* handle, int fd,
+                                     struct adr_backend_event** out, struct adr_error* error) {
+  if (!ADR__HAS_SLOT(dev->vt, event_share_import))
+    return unsupported(error, api, dev->backend->name, "cannot share events between processes");
+  return DEV_CALL(dev, api, "event_share_import",
+                  dev->vt->event_share_import(dev->handle, handle, fd, out, error), "fd=%d", fd);
+}

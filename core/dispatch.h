@@ -222,4 +222,27 @@ int adr__dispatch_host_register(struct adr_device* dev, const char* api, void* p
 int adr__dispatch_host_unregister(struct adr_device* dev, const char* api, void* ptr,
                                   struct adr_error* error);
 
+/* ---- sharing between processes (optional, ABI 1.2; core/share/) ---------
+ * share_caps without the slot is 0 (nothing shareable), not an error. */
+int adr__dispatch_share_caps(struct adr_device* dev, const char* api, uint32_t* out,
+                             struct adr_error* error);
+int adr__dispatch_share_alloc(struct adr_device* dev, const char* api, size_t size,
+                              size_t alignment, void** out, struct adr_error* error);
+int adr__dispatch_share_export(struct adr_device* dev, const char* api, const void* ptr,
+                               struct adr_share_handle* out, int* out_fd,
+                               struct adr_error* error);
+int adr__dispatch_share_import(struct adr_device* dev, const char* api,
+                               const struct adr_share_handle* handle, int fd, void** out,
+                               struct adr_error* error);
+int adr__dispatch_share_close(struct adr_device* dev, const char* api, void* ptr,
+                              struct adr_error* error);
+int adr__dispatch_event_share_export(struct adr_device* dev, const char* api,
+                                     struct adr_backend_stream* stream,
+                                     struct adr_backend_event** out_event,
+                                     struct adr_share_handle* out, int* out_fd,
+                                     struct adr_error* error);
+int adr__dispatch_event_share_import(struct adr_device* dev, const char* api,
+                                     const struct adr_share_handle* handle, int fd,
+                                     struct adr_backend_event** out, struct adr_error* error);
+
 #endif /* ADR_CORE_DISPATCH_H */

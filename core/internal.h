@@ -248,6 +248,14 @@ void adr__memory_device_teardown(struct adr_device* dev);
  * pool stops keying cached blocks by it. */
 void adr__memory_stream_retire(struct adr_stream* stream);
 
+struct adr_allocator;
+/* adr_alloc / adr_alloc_with under the name `op`, through `handler`
+ * (NULL: the device's), recorded with the call site `site`. */
+int adr__alloc_common(const char* op, struct adr_device* device,
+                      const struct adr_allocator* handler, size_t size, size_t alignment,
+                      struct adr_stream* stream, const void* site, void** out,
+                      struct adr_error* error);
+
 /* ---- allocation table (alloc_table.c) ----------------------------------- */
 
 struct adr__alloc_table* adr__alloc_table_create(void);

@@ -6,8 +6,10 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dispatch.h"
+#include "share/share_internal.h"
 #include "validate.h"
 
 /* Objects are made and released under the layer's regime, which is fixed
@@ -140,6 +142,17 @@ void* adr_stream_native(struct adr_stream* stream) {
   return adr__dispatch_stream_native(dev, stream->handle);
 }
 
+/* The end of every call that makes an event: the object is live. */
+static int event_publish(bool validating, struct adr_device* dev, struct adr_event* e,
+                         uint32_t flags, struct adr_event** out) {
+  e->device = dev;
+  e->flags = flags;
+  atomic_fetch_add_explicit(&dev->live_objects, 1, memory_order_relaxed);
+  if (validating) adr__validate_obj_live(e);
+  *out = e;
+  return 0;
+}
+
 int adr_event_create(struct adr_device* device, struct adr_event** out, struct adr_error* error) {
   if (device == NULL || out == NULL)
     return adr__errorf(error, EINVAL, "adr_event_create", NULL, "%s is NULL",
@@ -153,11 +166,7 @@ int adr_event_create(struct adr_device* device, struct adr_event** out, struct a
     obj_discard(v, e);
     return st;
   }
-  e->device = device;
-  atomic_fetch_add_explicit(&device->live_objects, 1, memory_order_relaxed);
-  if (v) adr__validate_obj_live(e);
-  *out = e;
-  return 0;
+  return event_publish(v, device, e, 0, out);
 }
 
 int adr_event_destroy(struct adr_event* event, struct adr_error* error) {
@@ -244,14 +253,62 @@ int adr_event_import(struct adr_device* device, void* sync_event, struct adr_eve
     obj_discard(v, e);
     return st;
   }
-  e->device = device;
-  e->flags = ADR__EVENT_IMPORTED;
-  atomic_fetch_add_explicit(&device->live_objects, 1, memory_order_relaxed);
-  if (v) adr__validate_obj_live(e);
-  *out = e;
-  return 0;
+  return event_publish(v, device, e, ADR__EVENT_IMPORTED, out);
 }
 
 struct adr_device* adr_event_device(const struct adr_event* event) {
   return event ? event->device : NULL;
+}
+
+/* ---- shared events (adr/share.h; core/share/ checks the handles) ---------- */
+
+int adr_share_event_export(struct adr_stream* stream, struct adr_event** out_event,
+                           struct adr_share_handle* out, int* out_fd, struct adr_error* error) {
+  if (stream == NULL || out_event == NULL || out == NULL || out_fd == NULL)
+    return adr__errorf(error, EINVAL, "adr_share_event_export", NULL, "%s is NULL",
+                       stream == NULL ? "stream" : "an output");
+  CHECK_STREAM("adr_share_event_export", stream);
+  struct adr_device* dev = stream->device;
+  if (adr__shut_down()) return adr__shutdown_error(error, "adr_share_event_export", dev);
+  bool v = adr__validate_begin();
+  struct adr_event* e = obj_new(v, ADR__VOBJ_EVENT, sizeof(*e), ADR__CALL_SITE());
+  if (e == NULL)
+    return adr__errorf(error, ENOMEM, "adr_share_event_export", BACKEND(dev), "out of memory");
+  struct adr_share_handle h;
+  memset(&h, 0, sizeof(h));
+  int fd = -1;
+  int st = adr__dispatch_event_share_export(dev, "adr_share_event_export", stream->handle,
+                                            &e->handle, &h, &fd, error);
+  if (st) {
+    obj_discard(v, e);
+    return st;
+  }
+  adr__share_fill_common(dev, &h, ADR_SHARE_OBJECT_EVENT);
+  h.fd_count = fd >= 0 ? 1 : 0;
+  *out = h;
+  *out_fd = fd;
+  return event_publish(v, dev, e, 0, out_event);
+}
+
+int adr_share_event_import(struct adr_device* device, const struct adr_share_handle* handle,
+                           int fd, struct adr_event** out, struct adr_error* error) {
+  if (device == NULL || handle == NULL || out == NULL)
+    return adr__errorf(error, EINVAL, "adr_share_event_import", NULL, "%s is NULL",
+                       device == NULL ? "device" : handle == NULL ? "handle" : "out");
+  if (adr__shut_down()) return adr__shutdown_error(error, "adr_share_event_import", device);
+  int st = adr__share_check_handle("adr_share_event_import", device, handle,
+                                   ADR_SHARE_OBJECT_EVENT, fd, error);
+  if (st) return st;
+  bool v = adr__validate_begin();
+  struct adr_event* e = obj_new(v, ADR__VOBJ_EVENT, sizeof(*e), ADR__CALL_SITE());
+  if (e == NULL)
+    return adr__errorf(error, ENOMEM, "adr_share_event_import", BACKEND(device), "out of memory");
+  st = adr__dispatch_event_share_import(device, "adr_share_event_import", handle,
+                                        handle->fd_count ? fd : -1, &e->handle, error);
+  if (st) {
+    obj_discard(v, e);
+    return st;
+  }
+  /* Its producer is the other process: it cannot be re-recorded here. */
+  return event_publish(v, device, e, ADR__EVENT_IMPORTED, out);
 }

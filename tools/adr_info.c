@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "adr/adr.h"
+#include "adr/share.h"
 #include "adr/ucx.h"
 #include "adr/memory.h"
 #include "adr/spill.h"
@@ -189,6 +190,135 @@ static void print_caps(uint64_t caps) {
   }
 }
 
+/* Sharing with other processes (adr/share.h): the adr_share_caps bits by
+ * name ("memory-export", ... "staged"). */
+static void print_sharing(struct adr_device* dev) {
+  uint32_t caps = 0;
+  if (adr_share_caps(dev, &caps, NULL) != 0) caps = 0;
+  char text[128];
+  adr_share_caps_text(caps, text, sizeof(text));
+  if (caps == 0) {
+    if (!json) printf("none");
+    return;
+  }
+  bool first = true;
+  for (char* tok = strtok(text, ","); tok != NULL; tok = strtok(NULL, ",")) {
+    if (json)
+      printf("%s\"%s\"", first ? "" : ", ", tok);
+    else
+      printf("%s%s", first ? "" : " ", tok);
+    first = false;
+  }
+}
+
+/* --memory, ADR_SPILL: the global spill manager of the device in this
+ * process (adr/spill.h), which adr-info creates only to report it, so its
+ * figures are zero; an application prints its own with
+ * adr_spill_stats_format. JSON: the value of process.spill (null with
+ * spilling off). */
+static void print_exposure_json(void* ctx, const struct adr_spill_exposure* x) {
+  bool* first = ctx;
+  printf("%s{\"reason\": ", *first ? "" : ", ");
+  json_string(x->reason);
+  printf(", \"count\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"backtrace\": ", x->count, x->bytes);
+  json_string(x->backtrace);
+  printf("}");
+  *first = false;
+}
+
+static void print_exposure_text(void* ctx, const struct adr_spill_exposure* x) {
+  (void)ctx;
+  char b[32];
+  human_bytes(x->bytes, b, sizeof(b));
+  printf("      %-22s  %" PRIu64 " exposed (%s), reason \"%s\":\n", "", x->count, b, x->reason);
+  const char* p = x->backtrace;
+  while (*p != '\0') {
+    const char* nl = strchr(p, '\n');
+    int len = nl ? (int)(nl - p) : (int)strlen(p);
+    printf("      %-22s  %.*s\n", "", len, p);
+    p += len + (nl ? 1 : 0);
+  }
+}
+
+static void print_spill(struct adr_device* dev) {
+  struct adr_spill_manager* sm = NULL;
+  struct adr_error e = {{0}};
+  int st = adr_spill_manager_global(dev, &sm, &e);
+  struct adr_spill_stats s;
+  memset(&s, 0, sizeof(s));
+  s.struct_size = sizeof(s);
+  if (st == 0 && sm != NULL) st = adr_spill_stats_get(sm, &s, &e);
+  if (json) {
+    printf(", \"spill\": ");
+    if (st != 0) {
+      printf("{\"error\": ");
+      json_string(e.message);
+      printf("}");
+      return;
+    }
+    if (sm == NULL) {
+      printf("null");
+      return;
+    }
+    static const char* const triggers[ADR_SPILL_TRIGGER_COUNT] = {"on_demand", "limit", "explicit"};
+    printf("{\"level\": %u, \"device_limit\": %" PRIu64 ", \"spilled\": {", s.level,
+           s.device_limit);
+    for (int i = 0; i < ADR_SPILL_TRIGGER_COUNT; i++)
+      printf("%s\"%s\": {\"count\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"nanoseconds\": %" PRIu64
+             "}",
+             i ? ", " : "", triggers[i], s.spilled[i].count, s.spilled[i].bytes,
+             s.spilled[i].nanoseconds);
+    printf("}, \"unspilled\": {\"count\": %" PRIu64 ", \"bytes\": %" PRIu64
+           ", \"nanoseconds\": %" PRIu64 "}",
+           s.unspilled.count, s.unspilled.bytes, s.unspilled.nanoseconds);
+    printf(", \"buffers\": %" PRIu64 ", \"device_bytes\": %" PRIu64 ", \"host_bytes\": %" PRIu64
+           ", \"spillable_bytes\": %" PRIu64 ", \"exposed_buffers\": %" PRIu64
+           ", \"exposed_bytes\": %" PRIu64 ", \"peak_device_bytes\": %" PRIu64
+           ", \"limit_exceeded\": %" PRIu64 ", \"spill_failures\": %" PRIu64
+           ", \"unspill_failures\": %" PRIu64 ", \"queued_spills\": %" PRIu64
+           ", \"cow_copies\": %" PRIu64 ", \"cow_bytes\": %" PRIu64,
+           s.buffers, s.device_bytes, s.host_bytes, s.spillable_bytes, s.exposed_buffers,
+           s.exposed_bytes, s.peak_device_bytes, s.limit_exceeded, s.spill_failures,
+           s.unspill_failures, s.queued_spills, s.cow_copies, s.cow_bytes);
+    printf(", \"exposures\": ");
+    if (s.level >= 2) {
+      bool first = true;
+      printf("[");
+      adr_spill_exposures_list(sm, print_exposure_json, &first, NULL, NULL);
+      printf("]");
+    } else {
+      printf("null");
+    }
+    printf("}");
+    return;
+  }
+  if (st != 0) {
+    printf("      %-22s %s\n", "spill", e.message);
+    return;
+  }
+  if (sm == NULL) return;
+  char line[1024];
+  if (s.device_limit) human_bytes(s.device_limit, line, sizeof(line));
+  printf(
+      "      %-22s on (ADR_SPILL), limit %s (this adr-info process's manager; an application "
+      "prints its own with adr_spill_stats_format)\n",
+      "spill", s.device_limit ? line : "none");
+  adr_spill_stats_format(&s, line, sizeof(line));
+  for (char* p = line; *p != '\0';) {
+    char* nl = strchr(p, '\n');
+    if (nl != NULL) *nl = '\0';
+    printf("      %-22s %s\n", "", p);
+    if (nl == NULL) break;
+    p = nl + 1;
+  }
+  if (s.level >= 2) {
+    size_t n = 0;
+    adr_spill_exposures_list(sm, NULL, NULL, &n, NULL);
+    printf("      %-22s  Exposed buffers (level >= 2): %zu record%s\n", "", n, n == 1 ? "" : "s");
+    adr_spill_exposures_list(sm, print_exposure_text, NULL, NULL, NULL);
+  }
+}
+
 /* --memory: the device's own figures (what its driver reports, for the
  * whole device) and the allocation statistics of adr in this process
  * (adr/memory.h). A fresh adr-info has allocated nothing, so its counters
@@ -216,6 +346,7 @@ static void print_memory(struct adr_device* dev, const struct adr_device_info* i
     if (st != 0) {
       printf(", \"error\": ");
       json_string(e.message);
+      print_spill(dev);
       printf("}}");
       return;
     }
@@ -232,9 +363,11 @@ static void print_memory(struct adr_device* dev, const struct adr_device_info* i
            ", \"cache_hits\": %" PRIu64 ", \"cache_misses\": %" PRIu64
            ", \"stream_waits\": %" PRIu64 ", \"oom_retries\": %" PRIu64
            ", \"oom_failures\": %" PRIu64 ", \"trimmed_bytes\": %" PRIu64
-           ", \"max_cached\": %" PRIu64 "}}",
+           ", \"max_cached\": %" PRIu64,
            s.cached_bytes, s.largest_free_block, s.cache_hits, s.cache_misses, s.stream_waits,
            s.oom_retries, s.oom_failures, s.trimmed_bytes, s.max_cached);
+    print_spill(dev);
+    printf("}}");
   } else {
     char total[32], freeb[32], used[32];
     human_bytes(info->memory_total, total, sizeof(total));
@@ -254,16 +387,7 @@ static void print_memory(struct adr_device* dev, const struct adr_device_info* i
     printf("      %-22s (this adr-info process only; statistics are per process)\n",
            "memory stats");
     printf("      %-22s %s\n", "", adr_memory_stats_format(&s, line, sizeof(line)));
-    /* ADR_SPILL: the global spill manager's settings (or why the variables
-     * are refused); its figures are this process's, so zero here. */
-    struct adr_spill_manager* sm = NULL;
-    if (adr_spill_manager_global(dev, &sm, &e) != 0)
-      printf("      %-22s %s\n", "spill", e.message);
-    else if (sm != NULL) {
-      uint64_t limit = adr_spill_manager_device_limit(sm);
-      if (limit) human_bytes(limit, line, sizeof(line));
-      printf("      %-22s on (ADR_SPILL), limit %s\n", "spill", limit ? line : "none");
-    }
+    print_spill(dev);
   }
 }
 
@@ -414,6 +538,8 @@ static void print_device(size_t i, struct adr_device* dev, const struct adr_devi
     json_u64_or_null(info->alignment);
     printf(", \"capabilities\": [");
     print_caps(info->caps);
+    printf("], \"sharing\": [");
+    print_sharing(dev);
     printf("], \"properties\": {");
     struct prop_ctx pc = {0};
     adr_device_properties(dev, print_property, &pc, NULL);
@@ -439,6 +565,9 @@ static void print_device(size_t i, struct adr_device* dev, const struct adr_devi
          info->memory_free ? freeb : "unknown");
   printf("      %-22s ", "capabilities");
   print_caps(info->caps);
+  printf("\n");
+  printf("      %-22s ", "sharing");
+  print_sharing(dev);
   printf("\n");
   struct prop_ctx pc = {0};
   adr_device_properties(dev, print_property, &pc, NULL);

@@ -102,7 +102,8 @@ static int cmd_cat(const char* device, const char* in, const char* out) {
     rc = fail("read", &err);
   } else {
     struct adr_ipc_stream_stats st = {.struct_size = sizeof(st)};
-    if (adr_ipc_write_stream(ofd, &s, NULL, &st, &err) != 0) rc = fail("cat", &err);
+    if (adr_ipc_write_stream(ofd, &s, NULL, &st, &err) != 0)
+      rc = fail("cat", &err);
     else if (dev != NULL)
       fprintf(stderr, "adr-ipc: %lld batches, %lld rows through %s\n", (long long)st.batches,
               (long long)st.rows, adr_device_name(dev));
@@ -156,8 +157,8 @@ static int cmd_to_device(const char* device, const char* in) {
     struct adr_error diff = {{0}};
     int st = adr_device_array_equal(&schema, &host, &moved, &eq, &diff, &err);
     if (st != 0 || !eq) {
-      fprintf(stderr, "adr-ipc: batch %lld on %s: %s\n", (long long)batches,
-              adr_device_name(dev), st ? err.message : diff.message);
+      fprintf(stderr, "adr-ipc: batch %lld on %s: %s\n", (long long)batches, adr_device_name(dev),
+              st ? err.message : diff.message);
       rc = 1;
     } else {
       printf("batch %lld: %lld rows, %lld bytes on %s: verified\n", (long long)batches,
@@ -365,7 +366,9 @@ int main(int argc, char** argv) {
   int c;
   while ((c = getopt_long(argc, argv, "d:b:hV", options, NULL)) != -1) {
     switch (c) {
-      case 'd': device = optarg; break;
+      case 'd':
+        device = optarg;
+        break;
       case 'b':
         if (!parse_count(optarg, 1, 1 << 20, &batches)) {
           fprintf(stderr, "adr-ipc: --batches: '%s' is not a count in [1, 1048576]\n", optarg);
@@ -373,9 +376,15 @@ int main(int argc, char** argv) {
           return 2;
         }
         break;
-      case 'h': usage(stdout); return 0;
-      case 'V': printf("adr-ipc (adr) %s\n", adr_version()); return 0;
-      default: usage(stderr); return 2;
+      case 'h':
+        usage(stdout);
+        return 0;
+      case 'V':
+        printf("adr-ipc (adr) %s\n", adr_version());
+        return 0;
+      default:
+        usage(stderr);
+        return 2;
     }
   }
   int n = argc - optind;

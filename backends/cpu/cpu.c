@@ -20,11 +20,13 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "adr/backend.h"
 #include "host.h"
 #include "cpu_ranges.h"
+#include "cpu_share.h"
 
 #define CPU_NAME "cpu"
 
@@ -43,7 +45,7 @@ struct adr_backend_event {
   atomic_int refs;
 };
 
-enum task_kind { TASK_COPY, TASK_MEMSET, TASK_FREE, TASK_SIGNAL, TASK_WAIT };
+enum task_kind { TASK_COPY, TASK_MEMSET, TASK_FREE, TASK_UNMAP, TASK_SIGNAL, TASK_WAIT };
 
 struct task {
   enum task_kind kind;
@@ -106,6 +108,9 @@ static void run_task(struct task* t) {
       break;
     case TASK_FREE:
       free(t->dst);
+      break;
+    case TASK_UNMAP: /* shareable memory (cpu_share.c) */
+      munmap(t->dst, t->size);
       break;
     case TASK_SIGNAL:
       event_complete_up_to(t->event, t->target);
@@ -223,6 +228,10 @@ static int cpu_device_properties(struct adr_backend_device* dev, adr_property_fn
 /* Live allocations, so pointer_query answers for any address inside one. */
 static struct cpu_ranges ranges = CPU_RANGES_INIT;
 
+struct cpu_ranges* cpu_ranges_global(void) {
+  return &ranges;
+}
+
 static int cpu_pointer_query(const void* ptr, ArrowDeviceType* out_type, int64_t* out_id,
                              struct adr_error* error) {
   if (cpu_ranges_find(&ranges, (uintptr_t)ptr, 0, NULL, NULL) != 0)
@@ -258,9 +267,14 @@ static int cpu_alloc(struct adr_backend_device* dev, size_t size, size_t alignme
 static int cpu_free(struct adr_backend_device* dev, void* ptr, size_t size,
                     struct adr_backend_stream* stream, struct adr_error* error) {
   (void)dev;
-  (void)size;
   cpu_ranges_remove(&ranges, (uintptr_t)ptr, NULL);
   struct task t = {.kind = TASK_FREE, .dst = ptr};
+  size_t map_size = 0;
+  void* map_base = NULL;
+  if (cpu_share_forget(ptr, &map_base, &map_size)) {
+    t = (struct task){.kind = TASK_UNMAP, .dst = map_base, .size = map_size};
+  }
+  (void)size;
   return submit(stream, &t, error);
 }
 
@@ -484,6 +498,11 @@ static const struct adr_backend cpu_backend = {
     .pointer_query = cpu_pointer_query,
     .copy_sync = cpu_copy_sync,
     .memset_sync = cpu_memset_sync,
+    .share_caps = cpu_share_caps,
+    .share_alloc = cpu_share_alloc,
+    .share_export = cpu_share_export,
+    .share_import = cpu_share_import,
+    .share_close = cpu_share_close,
 };
 
 ADR_BACKEND_DEFINE_QUERY(cpu_backend, adr_host_set)

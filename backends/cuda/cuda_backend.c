@@ -133,6 +133,13 @@ static const struct adr_backend k_cuda_backend = {
     .device_properties = cuda_device_properties,
     .host_register = lazy_host_register,
     .host_unregister = cuda_host_unregister,
+    .share_caps = cuda_share_caps,
+    .share_alloc = cuda_share_alloc,
+    .share_export = cuda_share_export,
+    .share_import = cuda_share_import,
+    .share_close = cuda_share_close,
+    .event_share_export = cuda_event_share_export,
+    .event_share_import = cuda_event_share_import,
 };
 
 ADR_BACKEND_DEFINE_QUERY(k_cuda_backend, adr_host_set)

@@ -7,6 +7,7 @@
  *   cuda_memory.c   alloc/free, copies (incl. staged pageable copies), memset, host register,
  *                   pointer query
  *   cuda_sync.c     streams and events, import of foreign ones
+ *   cuda_share.c    sharing with other processes: IPC memory and event handles
  *   cuda_backend.c  the vtable and adr_backend_query
  *
  * Current-context discipline: every call into the driver that depends on
@@ -80,7 +81,12 @@
   X(cuPointerGetAttributes, 1)    \
   X(cuMemAllocAsync, 0)           \
   X(cuMemFreeAsync, 0)            \
-  X(cuLaunchHostFunc, 0)
+  X(cuLaunchHostFunc, 0)           \
+  X(cuIpcGetMemHandle, 0)          \
+  X(cuIpcOpenMemHandle, 0)         \
+  X(cuIpcCloseMemHandle, 0)        \
+  X(cuIpcGetEventHandle, 0)        \
+  X(cuIpcOpenEventHandle, 0)
 
 struct cuda_api {
   void* lib;
@@ -238,6 +244,23 @@ int cuda_host_register(struct adr_backend_device* dev, void* ptr, size_t size,
                        struct adr_error* error);
 int cuda_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_error* error);
 void cuda_stream_scratch_free(struct adr_backend_stream* stream);
+
+/* Sharing (cuda_share.c). */
+int cuda_share_caps(struct adr_backend_device* dev, uint32_t* out, struct adr_error* error);
+int cuda_share_alloc(struct adr_backend_device* dev, size_t size, size_t alignment, void** out,
+                     struct adr_error* error);
+int cuda_share_export(struct adr_backend_device* dev, const void* ptr, struct adr_share_handle* out,
+                      int* out_fd, struct adr_error* error);
+int cuda_share_import(struct adr_backend_device* dev, const struct adr_share_handle* handle, int fd,
+                      void** out, struct adr_error* error);
+int cuda_share_close(struct adr_backend_device* dev, void* ptr, struct adr_error* error);
+int cuda_event_share_export(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                            struct adr_backend_event** out_event, struct adr_share_handle* out,
+                            int* out_fd, struct adr_error* error);
+int cuda_event_share_import(struct adr_backend_device* dev, const struct adr_share_handle* handle,
+                            int fd, struct adr_backend_event** out, struct adr_error* error);
+/* For free: forgets a shareable allocation (true when `ptr` was one). */
+bool cuda_share_forget(const void* ptr);
 
 int cuda_stream_create(struct adr_backend_device* dev, uint32_t flags,
                        struct adr_backend_stream** out, struct adr_error* error);

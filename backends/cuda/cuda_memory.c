@@ -94,6 +94,17 @@ int cuda_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
 
 int cuda_free(struct adr_backend_device* dev, void* ptr, size_t size,
               struct adr_backend_stream* stream, struct adr_error* error) {
+  if (cuda_share_forget(ptr)) {
+    /* Shareable memory came from cuMemAlloc, never from a pool. */
+    struct cuda_current_guard g;
+    int st = cuda_current_enter(dev, &g, error);
+    if (st) return st;
+    CUresult r = cuda_api.cuStreamSynchronize(stream->stream);
+    if (r == CUDA_SUCCESS) r = cuda_api.cuMemFree((CUdeviceptr)(uintptr_t)ptr);
+    cuda_current_leave(&g);
+    return cuda_check(r, error, "%p (%zu shareable bytes) on CUDA device %d", ptr, size,
+                      dev->ordinal);
+  }
   uintptr_t raw = (uintptr_t)ptr;
   struct cuda_aligned a;
   bool aligned = atomic_load_explicit(&dev->aligned_count, memory_order_relaxed) != 0 &&

@@ -133,6 +133,13 @@ static const struct adr_backend k_hip_backend = {
     .device_properties = hip_device_properties,
     .host_register = lazy_host_register,
     .host_unregister = hip_host_unregister,
+    .share_caps = hip_share_caps,
+    .share_alloc = hip_share_alloc,
+    .share_export = hip_share_export,
+    .share_import = hip_share_import,
+    .share_close = hip_share_close,
+    .event_share_export = hip_event_share_export,
+    .event_share_import = hip_event_share_import,
 };
 
 ADR_BACKEND_DEFINE_QUERY(k_hip_backend, adr_host_set)

@@ -107,7 +107,12 @@ typedef hipDeviceProp_t hip_props_t;
   X(hipDeviceGetUuid, 0)           \
   X(hipGetLastError, 0)            \
   X(hipPeekAtLastError, 0)         \
-  X(hipLaunchHostFunc, 0)
+  X(hipLaunchHostFunc, 0)          \
+  X(hipIpcGetMemHandle, 0)         \
+  X(hipIpcOpenMemHandle, 0)        \
+  X(hipIpcCloseMemHandle, 0)       \
+  X(hipIpcGetEventHandle, 0)       \
+  X(hipIpcOpenEventHandle, 0)
 
 struct hip_api {
   void* lib;
@@ -260,6 +265,26 @@ int hip_host_unregister(struct adr_backend_device* dev, void* ptr, struct adr_er
 void hip_memory_shutdown(void);
 /* Frees a stream's overlap scratch buffer; its work must have completed. */
 void hip_stream_scratch_free(struct adr_backend_stream* stream);
+/* Sharing (hip_share.c). */
+int hip_share_caps(struct adr_backend_device* dev, uint32_t* out, struct adr_error* error);
+int hip_share_alloc(struct adr_backend_device* dev, size_t size, size_t alignment, void** out,
+                    struct adr_error* error);
+int hip_share_export(struct adr_backend_device* dev, const void* ptr, struct adr_share_handle* out,
+                     int* out_fd, struct adr_error* error);
+int hip_share_import(struct adr_backend_device* dev, const struct adr_share_handle* handle, int fd,
+                     void** out, struct adr_error* error);
+int hip_share_close(struct adr_backend_device* dev, void* ptr, struct adr_error* error);
+int hip_event_share_export(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                           struct adr_backend_event** out_event, struct adr_share_handle* out,
+                           int* out_fd, struct adr_error* error);
+int hip_event_share_import(struct adr_backend_device* dev, const struct adr_share_handle* handle,
+                           int fd, struct adr_backend_event** out, struct adr_error* error);
+/* For free: forgets a shareable allocation (nothing when `ptr` is none). */
+void hip_share_forget(const void* ptr);
+/* hipMalloc (never the stream-ordered pool), recorded like hip_alloc's. */
+int hip_alloc_plain(struct adr_backend_device* dev, size_t size, void** out,
+                    struct adr_error* error);
+
 int hip_stream_create(struct adr_backend_device* dev, uint32_t flags,
                       struct adr_backend_stream** out, struct adr_error* error);
 int hip_stream_destroy(struct adr_backend_device* dev, struct adr_backend_stream* stream,

@@ -123,8 +123,33 @@ int hip_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
   return 0;
 }
 
+int hip_alloc_plain(struct adr_backend_device* dev, size_t size, void** out,
+                    struct adr_error* error) {
+  struct hip_current_guard g;
+  int st = hip_current_enter(dev, &g, error);
+  if (st) return st;
+  void* raw = NULL;
+  hipError_t r = hip_api.hipMalloc(&raw, size);
+  hip_current_leave(&g);
+  if (r == hipSuccess && raw == NULL) r = hipErrorOutOfMemory;
+  if (r != hipSuccess)
+    return hip_check(r, error, "%zu shareable bytes on HIP device %d (hipMalloc)", size,
+                     dev->ordinal);
+  struct allocation a = {(uintptr_t)raw, size, raw, dev->type, dev->id, false};
+  if (adr_range_map_insert(&allocations, &a) != 0) {
+    if (hip_current_enter(dev, &g, NULL) == 0) {
+      hip_api.hipFree(raw);
+      hip_current_leave(&g);
+    }
+    return hip_errorf(error, ENOMEM, "out of host memory for bookkeeping");
+  }
+  *out = raw;
+  return 0;
+}
+
 int hip_free(struct adr_backend_device* dev, void* ptr, size_t size,
              struct adr_backend_stream* stream, struct adr_error* error) {
+  hip_share_forget(ptr);
   struct allocation a;
   if (adr_range_map_remove(&allocations, (uintptr_t)ptr, &a) != 0)
     return hip_errorf(error, EINVAL, "%p was not allocated by the HIP backend", ptr);

@@ -137,6 +137,11 @@ static const struct adr_backend vkb_backend = {
     .device_native = vkb_device_native,
     .device_adopt = vkb_device_adopt,
     .device_properties = vkb_device_properties,
+    .share_caps = vkb_share_caps,
+    .share_alloc = vkb_share_alloc,
+    .share_export = vkb_share_export,
+    .share_import = vkb_share_import,
+    .share_close = vkb_share_close,
 };
 
 ADR_BACKEND_DEFINE_QUERY(vkb_backend, adr_host_set)

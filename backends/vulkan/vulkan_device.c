@@ -279,6 +279,7 @@ int vkb_device_open(ArrowDeviceType type, int64_t id, struct adr_backend_device*
   dev->physical = pd;
   dev->queue_family = family;
   dev->has_budget = device_has_extension(in, pd, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  dev->has_memory_fd = device_has_extension(in, pd, VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
   device_describe(dev);
   int st = default_stream_alloc(dev, error);
   if (st != 0) {
@@ -310,9 +311,12 @@ int vkb_device_open_native(struct adr_backend_device* dev, struct adr_error* err
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
         .bufferDeviceAddress = VK_TRUE,
         .timelineSemaphore = VK_TRUE};
-    const char* exts[1];
+    const char* exts[2];
     uint32_t ext_count = 0;
     if (dev->has_budget) exts[ext_count++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
+    /* Sharing with other processes (vulkan_share.c); VK_KHR_external_memory
+     * itself is core since Vulkan 1.1. */
+    if (dev->has_memory_fd) exts[ext_count++] = VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME;
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                               .pNext = &f12,
                               .queueCreateInfoCount = 1,
@@ -328,6 +332,9 @@ int vkb_device_open_native(struct adr_backend_device* dev, struct adr_error* err
     } else {
       st = device_setup(dev, &e);
       if (st != 0) device_release_vulkan(dev);
+      if (st == 0 && dev->has_memory_fd)
+        dev->get_memory_fd = (PFN_vkGetMemoryFdKHR)(void (*)(void))dev->inst->vkGetDeviceProcAddr(
+            dev->device, "vkGetMemoryFdKHR");
     }
     if (st == 0) {
       atomic_store_explicit(&dev->opened, true, memory_order_release);

@@ -240,6 +240,8 @@ struct vkb_block {
   uint32_t type_index;
   bool dedicated;
   bool coherent;
+  bool exportable; /* allocated with VkExportMemoryAllocateInfo (opaque fd) */
+  bool imported;   /* memory of another process (VkImportMemoryFdInfoKHR) */
   size_t live; /* live ranges */
   struct vkb_range* first;
   struct vkb_range* bins[VKB_BINS];
@@ -278,6 +280,10 @@ struct adr_backend_device {
   VkPhysicalDeviceMemoryProperties memprops;
   char driver_name[VK_MAX_DRIVER_NAME_SIZE + VK_MAX_DRIVER_INFO_SIZE + 4];
   bool has_budget;
+  /* VK_KHR_external_memory_fd enabled on the logical device (sharing with
+   * other processes, vulkan_share.c), and its entry point once open. */
+  bool has_memory_fd;
+  PFN_vkGetMemoryFdKHR get_memory_fd;
 
   /* Memory types for allocations, best first; the staging type. */
   uint32_t alloc_types[VK_MAX_MEMORY_TYPES];
@@ -485,6 +491,37 @@ int vkb_event_import(struct adr_backend_device* dev, void* sync_event,
 
 int vkb_memory_init(struct adr_backend_device* dev, struct adr_error* error);
 void vkb_memory_release(struct adr_backend_device* dev);
+/* External memory (vulkan_share.c): a dedicated block whose memory is
+ * exportable (import_fd < 0) or imported from `import_fd` (a descriptor
+ * the call takes only on success) of `import_size` bytes of memory type
+ * `import_type`; its one range spans the buffer. */
+struct vkb_external {
+  int import_fd;
+  VkDeviceSize import_size;
+  uint32_t import_type;
+};
+int vkb_range_alloc_external(struct adr_backend_device* dev, VkDeviceSize size,
+                             const struct vkb_external* ext, struct vkb_range** out,
+                             struct adr_error* error);
+/* The live range containing `addr` and its block (under mem_lock inside):
+ * 0, or EINVAL when addr is in none. */
+int vkb_range_lookup(struct adr_backend_device* dev, const void* addr, struct vkb_range* out_range,
+                     struct vkb_block* out_block, struct adr_error* error);
+/* Frees the range of an imported block containing `addr` once the default
+ * stream's work is done (the block goes with it). */
+int vkb_range_free_imported(struct adr_backend_device* dev, const void* addr,
+                            struct adr_error* error);
+
+/* Sharing (vulkan_share.c). */
+int vkb_share_caps(struct adr_backend_device* dev, uint32_t* out, struct adr_error* error);
+int vkb_share_alloc(struct adr_backend_device* dev, size_t size, size_t alignment, void** out,
+                    struct adr_error* error);
+int vkb_share_export(struct adr_backend_device* dev, const void* ptr, struct adr_share_handle* out,
+                     int* out_fd, struct adr_error* error);
+int vkb_share_import(struct adr_backend_device* dev, const struct adr_share_handle* h, int fd,
+                     void** out, struct adr_error* error);
+int vkb_share_close(struct adr_backend_device* dev, void* ptr, struct adr_error* error);
+
 int vkb_alloc(struct adr_backend_device* dev, size_t size, size_t alignment,
               struct adr_backend_stream* stream, void** out, struct adr_error* error);
 int vkb_free(struct adr_backend_device* dev, void* ptr, size_t size,

@@ -164,7 +164,8 @@ void vkb_block_destroy(struct adr_backend_device* dev, struct vkb_block* b) {
  * that the buffer accepts and the driver can allocate, mapped when
  * host-visible. */
 static int block_create(struct adr_backend_device* dev, VkDeviceSize size, bool device_address,
-                        const uint32_t* types, uint32_t type_count, struct vkb_block** out,
+                        const uint32_t* types, uint32_t type_count,
+                        const struct vkb_external* ext, struct vkb_block** out,
                         struct adr_error* error) {
   struct vkb_block* b = calloc(1, sizeof(*b));
   struct vkb_range* whole = calloc(1, sizeof(*whole));
@@ -173,8 +174,12 @@ static int block_create(struct adr_backend_device* dev, VkDeviceSize size, bool 
     free(whole);
     return vkb_errorf(error, ENOMEM, "out of host memory for a block descriptor");
   }
+  VkExternalMemoryBufferCreateInfo ebci = {
+      .sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+      .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT};
   VkBufferCreateInfo bci = {
       .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+      .pNext = ext != NULL ? &ebci : NULL,
       .size = size,
       .usage = device_address ? device_usage()
                               : VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
@@ -197,6 +202,30 @@ static int block_create(struct adr_backend_device* dev, VkDeviceSize size, bool 
       .pNext = device_address ? &flags : NULL,
       .allocationSize = req.size,
   };
+  /* Shared memory: exported at allocation time (the only time Vulkan asks),
+   * or imported with the exporter's size and memory type. */
+  VkExportMemoryAllocateInfo export_info = {
+      .sType = VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO,
+      .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT};
+  VkImportMemoryFdInfoKHR import_info = {.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR,
+                                         .handleType =
+                                             VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT};
+  uint32_t import_type = 0;
+  if (ext != NULL) {
+    void* chain = (void*)mai.pNext;
+    if (ext->import_fd >= 0) {
+      import_info.fd = ext->import_fd;
+      import_info.pNext = chain;
+      mai.pNext = &import_info;
+      mai.allocationSize = ext->import_size;
+      import_type = ext->import_type;
+      types = &import_type;
+      type_count = 1;
+    } else {
+      export_info.pNext = chain;
+      mai.pNext = &export_info;
+    }
+  }
   r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
   bool any_type = false;
   for (uint32_t i = 0; i < type_count && r != VK_SUCCESS; i++) {
@@ -219,6 +248,8 @@ static int block_create(struct adr_backend_device* dev, VkDeviceSize size, bool 
     return vkb_check(r, error, "vkAllocateMemory(%" PRIu64 " bytes)", (uint64_t)req.size);
   }
   b->type_index = mai.memoryTypeIndex;
+  b->exportable = ext != NULL && ext->import_fd < 0;
+  b->imported = ext != NULL && ext->import_fd >= 0;
   b->size = size;
   b->mem_size = req.size;
   VkMemoryPropertyFlags pf = dev->memprops.memoryTypes[b->type_index].propertyFlags;
@@ -251,7 +282,7 @@ static int block_create(struct adr_backend_device* dev, VkDeviceSize size, bool 
 
 int vkb_staging_block_create(struct adr_backend_device* dev, VkDeviceSize size,
                              struct vkb_block** out, struct adr_error* error) {
-  return block_create(dev, size, false, &dev->staging_type, 1, out, error);
+  return block_create(dev, size, false, &dev->staging_type, 1, NULL, out, error);
 }
 
 static void block_link(struct adr_backend_device* dev, struct vkb_block* b) {
@@ -366,8 +397,8 @@ static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size,
       if (!b->dedicated) r = block_take(b, need, align, spare);
     if (r == NULL) {
       struct vkb_block* b = NULL;
-      st = block_create(dev, dev->block_size, true, dev->alloc_types, dev->alloc_type_count, &b,
-                        error);
+      st = block_create(dev, dev->block_size, true, dev->alloc_types, dev->alloc_type_count, NULL,
+                        &b, error);
       if (st == 0) {
         block_link(dev, b);
         r = block_take(b, need, align, spare);
@@ -377,7 +408,7 @@ static int range_alloc_locked(struct adr_backend_device* dev, VkDeviceSize size,
     struct vkb_block* b = NULL;
     VkDeviceSize bsize = need + (align > granule ? align : 0);
     if (bsize > dev->max_alloc) bsize = need;
-    st = block_create(dev, bsize, true, dev->alloc_types, dev->alloc_type_count, &b, error);
+    st = block_create(dev, bsize, true, dev->alloc_types, dev->alloc_type_count, NULL, &b, error);
     if (st == 0) {
       b->dedicated = true;
       block_link(dev, b);
@@ -482,6 +513,85 @@ int vkb_free(struct adr_backend_device* dev, void* ptr, size_t size,
   else if (r->user_size != size)
     st = vkb_errorf(error, EINVAL, "%p was allocated with %" PRIu64 " bytes, not %zu", ptr,
                     (uint64_t)r->user_size, size);
+  else
+    range_free_locked(dev, r, after);
+  if (st == 0) reclaim_deferred(dev);
+  pthread_mutex_unlock(&dev->mem_lock);
+  return st;
+}
+
+/* ---- external memory (vulkan_share.c) ------------------------------------------ */
+
+int vkb_range_alloc_external(struct adr_backend_device* dev, VkDeviceSize size,
+                             const struct vkb_external* ext, struct vkb_range** out,
+                             struct adr_error* error) {
+  VkDeviceSize need = align_up(size, dev->granule);
+  struct vkb_range* spare[2] = {malloc(sizeof(struct vkb_range)), malloc(sizeof(struct vkb_range))};
+  if (spare[0] == NULL || spare[1] == NULL) {
+    free(spare[0]);
+    free(spare[1]);
+    return vkb_errorf(error, ENOMEM, "out of host memory for the allocation map");
+  }
+  pthread_mutex_lock(&dev->mem_lock);
+  struct vkb_block* b = NULL;
+  struct vkb_range* r = NULL;
+  int st = block_create(dev, need, true, dev->alloc_types, dev->alloc_type_count, ext, &b, error);
+  if (st == 0) {
+    b->dedicated = true;
+    block_link(dev, b);
+    r = block_take(b, need, dev->granule, spare);
+    if (r == NULL) {
+      block_unlink_destroy(dev, b);
+      st = vkb_errorf(error, ENOMEM, "a dedicated block cannot hold %" PRIu64 " bytes",
+                      (uint64_t)need);
+    }
+  }
+  if (st == 0) {
+    r->addr = r->block->base + r->offset;
+    r->user_size = size;
+    r->free_after = 0;
+    r->deferred_next = NULL;
+    void* node = tsearch(r, &dev->live_tree, range_cmp);
+    if (node == NULL || *(struct vkb_range**)node != r) {
+      range_release(dev, r);
+      st = vkb_errorf(error, ENOMEM, "out of host memory for the address map");
+    } else {
+      dev->live_count++;
+      *out = r;
+    }
+  }
+  pthread_mutex_unlock(&dev->mem_lock);
+  free(spare[0]);
+  free(spare[1]);
+  return st;
+}
+
+int vkb_range_lookup(struct adr_backend_device* dev, const void* addr, struct vkb_range* out_range,
+                     struct vkb_block* out_block, struct adr_error* error) {
+  pthread_mutex_lock(&dev->mem_lock);
+  struct vkb_range* r = map_find(dev, (VkDeviceAddress)(uintptr_t)addr);
+  if (r != NULL) {
+    *out_range = *r;
+    *out_block = *r->block;
+  }
+  pthread_mutex_unlock(&dev->mem_lock);
+  if (r == NULL)
+    return vkb_errorf(error, EINVAL, "%p is not inside an allocation of vulkan:%" PRId64, addr,
+                      dev->id);
+  return 0;
+}
+
+int vkb_range_free_imported(struct adr_backend_device* dev, const void* addr,
+                            struct adr_error* error) {
+  pthread_mutex_lock(&dev->default_stream->lock);
+  uint64_t after = dev->default_stream->last_value;
+  pthread_mutex_unlock(&dev->default_stream->lock);
+  pthread_mutex_lock(&dev->mem_lock);
+  struct vkb_range* r = map_find(dev, (VkDeviceAddress)(uintptr_t)addr);
+  int st = 0;
+  if (r == NULL || !r->block->imported)
+    st = vkb_errorf(error, EINVAL, "%p is not memory adr_share_import mapped on vulkan:%" PRId64,
+                    addr, dev->id);
   else
     range_free_locked(dev, r, after);
   if (st == 0) reclaim_deferred(dev);

@@ -230,7 +230,9 @@ static int node(struct benc* e, const struct ArrowSchema* s, const struct ArrowA
   st = add_node(e, len, 0);
   if (st) return st;
   switch (f.layout) {
-    case ADR_LAYOUT_NULL: nulls = len; break;
+    case ADR_LAYOUT_NULL:
+      nulls = len;
+      break;
     case ADR_LAYOUT_FIXED:
       st = validity(e, a, start, len, &nulls);
       if (st) break;
@@ -275,12 +277,9 @@ static int node(struct benc* e, const struct ArrowSchema* s, const struct ArrowA
     case ADR_LAYOUT_LIST_VIEW: {
       st = validity(e, a, start, len, &nulls);
       int w = f.offset_bytes;
-      if (st == 0)
-        st = add_buffer(e, e->dev, (const uint8_t*)a->buffers[1] + start * w, len * w);
-      if (st == 0)
-        st = add_buffer(e, e->dev, (const uint8_t*)a->buffers[2] + start * w, len * w);
-      if (st == 0)
-        st = child(e, vs, a, 0, a->children[0]->offset, a->children[0]->length, depth);
+      if (st == 0) st = add_buffer(e, e->dev, (const uint8_t*)a->buffers[1] + start * w, len * w);
+      if (st == 0) st = add_buffer(e, e->dev, (const uint8_t*)a->buffers[2] + start * w, len * w);
+      if (st == 0) st = child(e, vs, a, 0, a->children[0]->offset, a->children[0]->length, depth);
       break;
     }
     case ADR_LAYOUT_FIXED_LIST: {
@@ -400,8 +399,8 @@ static int finish(struct benc* e, uint8_t hdr, int64_t length, int64_t dict_id,
   fbb_free(&b);
   if (st) return st;
   out->struct_size = sizeof(*out);
-  out->type = hdr == IPC_HDR_RECORD_BATCH ? ADR_IPC_MESSAGE_RECORD_BATCH
-                                          : ADR_IPC_MESSAGE_DICTIONARY_BATCH;
+  out->type =
+      hdr == IPC_HDR_RECORD_BATCH ? ADR_IPC_MESSAGE_RECORD_BATCH : ADR_IPC_MESSAGE_DICTIONARY_BATCH;
   out->body_size = e->body;
   out->n_buffers = e->n_bufs;
   out->buffers = e->bufs;
@@ -450,8 +449,7 @@ int adr_ipc_encode_record_batch(const struct ArrowSchema* schema,
   adr__path_root(&e.w.path);
   int st = begin(&e, schema, array, out);
   const struct ArrowArray* a = st == 0 ? &array->array : NULL;
-  if (st == 0 && a->null_count != 0 && a->n_buffers > 0 && a->buffers[0] != NULL &&
-      a->length > 0) {
+  if (st == 0 && a->null_count != 0 && a->n_buffers > 0 && a->buffers[0] != NULL && a->length > 0) {
     int64_t nulls = a->null_count;
     if (nulls < 0) st = bitmap(&e, a->buffers[0], a->offset, a->length, true, &nulls, false);
     if (st == 0 && nulls > 0)

@@ -60,6 +60,8 @@ struct ipc_decoded_priv {
   int64_t* variadic;
   /* Schema messages: the root Schema table's position. */
   uint32_t schema_pos;
+  /* MetadataVersion of the message (IPC_VERSION_V4 or _V5). */
+  int version;
 };
 
 /* Decodes the Schema table of a decoded message into an adr-owned struct

@@ -14,10 +14,14 @@
 
 const char* adr_ipc_message_type_name(enum adr_ipc_message_type type) {
   switch (type) {
-    case ADR_IPC_MESSAGE_END: return "end of stream";
-    case ADR_IPC_MESSAGE_SCHEMA: return "schema";
-    case ADR_IPC_MESSAGE_DICTIONARY_BATCH: return "dictionary batch";
-    case ADR_IPC_MESSAGE_RECORD_BATCH: return "record batch";
+    case ADR_IPC_MESSAGE_END:
+      return "end of stream";
+    case ADR_IPC_MESSAGE_SCHEMA:
+      return "schema";
+    case ADR_IPC_MESSAGE_DICTIONARY_BATCH:
+      return "dictionary batch";
+    case ADR_IPC_MESSAGE_RECORD_BATCH:
+      return "record batch";
   }
   return "unknown";
 }
@@ -160,8 +164,7 @@ static int decode_batch(struct fbr* r, const struct fbr_table* rb, struct ipc_de
                         struct adr_error* error) {
   m->length = (int64_t)fbr_scalar(r, rb, 0, 8, 0);
   if (fbr_has(r, rb, 3))
-    return adr__ipc_fail(error, ENOTSUP, w,
-                         "compressed bodies (LZ4_FRAME/ZSTD) are not supported");
+    return adr__ipc_fail(error, ENOTSUP, w, "compressed bodies (LZ4_FRAME/ZSTD) are not supported");
   uint32_t first = 0, count = 0;
   if (fbr_vector(r, rb, 1, 16, &first, &count)) {
     p->n_nodes = count;
@@ -261,6 +264,7 @@ int adr_ipc_decode_message(const void* metadata, size_t metadata_size, int64_t m
     st = adr__ipc_fail(error, EINVAL, &w, "body length %lld out of range", (long long)body);
     goto done;
   }
+  p->version = (int)version;
   out->body_size = body;
   out->body_alloc_size = (body + 63) / 64 * 64 + 64;
   if (hdr == IPC_HDR_TENSOR || hdr == IPC_HDR_SPARSE_TENSOR) {

@@ -342,8 +342,7 @@ static int build_dictionary(struct asmb* A, const struct ArrowSchema* s, struct 
   int k = dict_index(A->reader, s);
   struct dict_entry* d = k >= 0 ? &A->reader->dicts[k] : NULL;
   if (d == NULL || !d->present)
-    return AFAIL(A, EINVAL, "dictionary id %lld has not been sent",
-                 d ? (long long)d->id : -1LL);
+    return AFAIL(A, EINVAL, "dictionary id %lld has not been sent", d ? (long long)d->id : -1LL);
   struct asmb B = *A;
   B.lay = &d->layout;
   B.n_buffers = d->n_buffers;
@@ -397,9 +396,15 @@ static int build(struct asmb* A, const struct ArrowSchema* s, struct ArrowArray*
     return AFAIL(A, EINVAL, "null count %lld for a %s field (must be 0)", (long long)n.null_count,
                  adr_type_name(f.type));
   }
+  if (A->lay->version == IPC_VERSION_V4 &&
+      (f.layout == ADR_LAYOUT_SPARSE_UNION || f.layout == ADR_LAYOUT_DENSE_UNION))
+    return AFAIL(A, ENOTSUP,
+                 "unions of metadata version V4 (with a validity buffer) are not "
+                 "supported");
   int w = f.offset_bytes;
   switch (f.layout) {
-    case ADR_LAYOUT_NULL: break;
+    case ADR_LAYOUT_NULL:
+      break;
     case ADR_LAYOUT_FIXED:
       st = take_buffer(A, "data", bytes_for(len, f.bit_width), &bufs[1], NULL);
       break;
@@ -427,8 +432,10 @@ static int build(struct asmb* A, const struct ArrowSchema* s, struct ArrowArray*
         struct adr_error err;
         if (dev == NULL) {
           mem = malloc(sz);
-          if (mem == NULL) st = AFAIL(A, ENOMEM, "out of memory");
-          else if (nv) memcpy(mem, sizes, (size_t)nv * 8);
+          if (mem == NULL)
+            st = AFAIL(A, ENOMEM, "out of memory");
+          else if (nv)
+            memcpy(mem, sizes, (size_t)nv * 8);
         } else {
           st = adr_alloc(dev, sz, 64, NULL, &mem, &err);
           if (st == 0 && nv) st = adr_copy(dev, mem, NULL, sizes, (size_t)nv * 8, NULL, &err);
@@ -462,14 +469,17 @@ static int build(struct asmb* A, const struct ArrowSchema* s, struct ArrowArray*
       st = take_buffer(A, "offsets", bytes_for(len, 8 * w), &bufs[1], NULL);
       if (st == 0) st = take_buffer(A, "sizes", bytes_for(len, 8 * w), &bufs[2], NULL);
       break;
-    case ADR_LAYOUT_SPARSE_UNION: st = take_buffer(A, "type ids", len, &bufs[0], NULL); break;
+    case ADR_LAYOUT_SPARSE_UNION:
+      st = take_buffer(A, "type ids", len, &bufs[0], NULL);
+      break;
     case ADR_LAYOUT_DENSE_UNION:
       st = take_buffer(A, "type ids", len, &bufs[0], NULL);
       if (st == 0) st = take_buffer(A, "offsets", bytes_for(len, 32), &bufs[1], NULL);
       break;
     case ADR_LAYOUT_FIXED_LIST:
     case ADR_LAYOUT_STRUCT:
-    case ADR_LAYOUT_RUN_END: break;
+    case ADR_LAYOUT_RUN_END:
+      break;
   }
   for (int64_t i = 0; st == 0 && i < nc; i++) {
     size_t mark = adr__ipc_path_push(&A->w.path, vs->children[i]->name, i);
@@ -525,9 +535,8 @@ static int finish_check(struct asmb* A) {
     return AFAIL(A, EINVAL,
                  "the batch has %lld field nodes, %lld buffers and %lld variadic counts; the "
                  "schema uses %lld, %lld and %lld",
-                 (long long)A->lay->n_nodes, (long long)A->n_buffers,
-                 (long long)A->lay->n_variadic, (long long)A->ni, (long long)A->bi,
-                 (long long)A->vi);
+                 (long long)A->lay->n_nodes, (long long)A->n_buffers, (long long)A->lay->n_variadic,
+                 (long long)A->ni, (long long)A->bi, (long long)A->vi);
   return 0;
 }
 
@@ -622,6 +631,7 @@ int adr_ipc_reader_consume(struct adr_ipc_reader* reader, const struct adr_ipc_d
       struct dict_entry* d = &reader->dicts[k];
       struct ipc_decoded_priv lay = {0};
       const struct ipc_decoded_priv* src = message->private_data;
+      lay.version = src->version;
       lay.n_nodes = src->n_nodes;
       lay.n_variadic = src->n_variadic;
       lay.nodes = malloc((size_t)(src->n_nodes + 1) * sizeof(*lay.nodes));

@@ -137,8 +137,12 @@ static size_t write_type(struct senc* e, const struct ArrowSchema* s, const stru
   fbb_table_begin(&t);
   uint8_t ty = 0;
   switch (f->type) {
-    case ADR_TYPE_NA: ty = T_NULL; break;
-    case ADR_TYPE_BOOL: ty = T_BOOL; break;
+    case ADR_TYPE_NA:
+      ty = T_NULL;
+      break;
+    case ADR_TYPE_BOOL:
+      ty = T_BOOL;
+      break;
     case ADR_TYPE_INT8:
     case ADR_TYPE_UINT8:
     case ADR_TYPE_INT16:
@@ -174,17 +178,31 @@ static size_t write_type(struct senc* e, const struct ArrowSchema* s, const stru
       ty = T_FIXED_SIZE_BINARY;
       if (f->fixed_size != 0) fbb_table_scalar(&t, 0, 4, (uint32_t)f->fixed_size);
       break;
-    case ADR_TYPE_BINARY: ty = T_BINARY; break;
-    case ADR_TYPE_STRING: ty = T_UTF8; break;
-    case ADR_TYPE_LARGE_BINARY: ty = T_LARGE_BINARY; break;
-    case ADR_TYPE_LARGE_STRING: ty = T_LARGE_UTF8; break;
-    case ADR_TYPE_BINARY_VIEW: ty = T_BINARY_VIEW; break;
-    case ADR_TYPE_STRING_VIEW: ty = T_UTF8_VIEW; break;
+    case ADR_TYPE_BINARY:
+      ty = T_BINARY;
+      break;
+    case ADR_TYPE_STRING:
+      ty = T_UTF8;
+      break;
+    case ADR_TYPE_LARGE_BINARY:
+      ty = T_LARGE_BINARY;
+      break;
+    case ADR_TYPE_LARGE_STRING:
+      ty = T_LARGE_UTF8;
+      break;
+    case ADR_TYPE_BINARY_VIEW:
+      ty = T_BINARY_VIEW;
+      break;
+    case ADR_TYPE_STRING_VIEW:
+      ty = T_UTF8_VIEW;
+      break;
     case ADR_TYPE_DATE32:
       ty = T_DATE;
       fbb_table_scalar(&t, 0, 2, 0); /* DAY (the default is MILLISECOND) */
       break;
-    case ADR_TYPE_DATE64: ty = T_DATE; break;
+    case ADR_TYPE_DATE64:
+      ty = T_DATE;
+      break;
     case ADR_TYPE_TIME32:
     case ADR_TYPE_TIME64:
       ty = T_TIME;
@@ -200,7 +218,9 @@ static size_t write_type(struct senc* e, const struct ArrowSchema* s, const stru
       ty = T_DURATION;
       if (f->unit != ADR_TIME_UNIT_MILLI) fbb_table_scalar(&t, 0, 2, time_unit(f->unit));
       break;
-    case ADR_TYPE_INTERVAL_MONTHS: ty = T_INTERVAL; break;
+    case ADR_TYPE_INTERVAL_MONTHS:
+      ty = T_INTERVAL;
+      break;
     case ADR_TYPE_INTERVAL_DAY_TIME:
       ty = T_INTERVAL;
       fbb_table_scalar(&t, 0, 2, 1);
@@ -209,15 +229,25 @@ static size_t write_type(struct senc* e, const struct ArrowSchema* s, const stru
       ty = T_INTERVAL;
       fbb_table_scalar(&t, 0, 2, 2);
       break;
-    case ADR_TYPE_LIST: ty = T_LIST; break;
-    case ADR_TYPE_LARGE_LIST: ty = T_LARGE_LIST; break;
-    case ADR_TYPE_LIST_VIEW: ty = T_LIST_VIEW; break;
-    case ADR_TYPE_LARGE_LIST_VIEW: ty = T_LARGE_LIST_VIEW; break;
+    case ADR_TYPE_LIST:
+      ty = T_LIST;
+      break;
+    case ADR_TYPE_LARGE_LIST:
+      ty = T_LARGE_LIST;
+      break;
+    case ADR_TYPE_LIST_VIEW:
+      ty = T_LIST_VIEW;
+      break;
+    case ADR_TYPE_LARGE_LIST_VIEW:
+      ty = T_LARGE_LIST_VIEW;
+      break;
     case ADR_TYPE_FIXED_SIZE_LIST:
       ty = T_FIXED_SIZE_LIST;
       if (f->fixed_size != 0) fbb_table_scalar(&t, 0, 4, (uint32_t)f->fixed_size);
       break;
-    case ADR_TYPE_STRUCT: ty = T_STRUCT; break;
+    case ADR_TYPE_STRUCT:
+      ty = T_STRUCT;
+      break;
     case ADR_TYPE_MAP:
       ty = T_MAP;
       if (s->flags & ARROW_FLAG_MAP_KEYS_SORTED) fbb_table_scalar(&t, 0, 1, 1);
@@ -228,8 +258,11 @@ static size_t write_type(struct senc* e, const struct ArrowSchema* s, const stru
       if (f->type == ADR_TYPE_DENSE_UNION) fbb_table_scalar(&t, 0, 2, 1);
       fbb_table_offset(&t, 1);
       break;
-    case ADR_TYPE_RUN_END_ENCODED: ty = T_RUN_END_ENCODED; break;
-    case ADR_TYPE_COUNT_: break;
+    case ADR_TYPE_RUN_END_ENCODED:
+      ty = T_RUN_END_ENCODED;
+      break;
+    case ADR_TYPE_COUNT_:
+      break;
   }
   size_t pos = fbb_table_end(b, &t);
   if (ty == T_TIMESTAMP && f->timezone != NULL)
@@ -257,8 +290,7 @@ static int write_field(struct senc* e, const struct ArrowSchema* s, size_t slot,
   size_t mark = adr__ipc_path_push(&e->w.path, s->name, index);
   int st = 0;
   if (depth > ADR_IPC_MAX_DEPTH) {
-    st = adr__ipc_fail(e->error, EINVAL, &e->w, "nested deeper than %d levels",
-                       ADR_IPC_MAX_DEPTH);
+    st = adr__ipc_fail(e->error, EINVAL, &e->w, "nested deeper than %d levels", ADR_IPC_MAX_DEPTH);
     goto out;
   }
   struct adr_format f, fi;
@@ -266,16 +298,17 @@ static int write_field(struct senc* e, const struct ArrowSchema* s, size_t slot,
   const struct ArrowSchema* v = s;
   if (s->dictionary != NULL) {
     if (adr_format_parse(s->format, &fi, &ferr) != 0 || !is_int_type(fi.type)) {
-      st = adr__ipc_fail(e->error, EINVAL, &e->w, "dictionary index format \"%s\" is not an integer",
-                         s->format ? s->format : "(null)");
+      st =
+          adr__ipc_fail(e->error, EINVAL, &e->w, "dictionary index format \"%s\" is not an integer",
+                        s->format ? s->format : "(null)");
       goto out;
     }
     v = s->dictionary;
     if (v->release == NULL || v->dictionary != NULL) {
-      st = adr__ipc_fail(e->error, v->release ? ENOTSUP : EINVAL, &e->w,
-                         "dictionary %s", v->release ? "values that are dictionary-encoded "
-                                                       "cannot be written"
-                                                     : "schema is released");
+      st = adr__ipc_fail(e->error, v->release ? ENOTSUP : EINVAL, &e->w, "dictionary %s",
+                         v->release ? "values that are dictionary-encoded "
+                                      "cannot be written"
+                                    : "schema is released");
       goto out;
     }
   }
@@ -318,8 +351,8 @@ static int write_field(struct senc* e, const struct ArrowSchema* s, size_t slot,
     struct fbb_table it;
     fbb_table_begin(&it);
     fbb_table_scalar(&it, 0, 4, (uint32_t)fi.bit_width);
-    bool sgn = fi.type == ADR_TYPE_INT8 || fi.type == ADR_TYPE_INT16 ||
-               fi.type == ADR_TYPE_INT32 || fi.type == ADR_TYPE_INT64;
+    bool sgn = fi.type == ADR_TYPE_INT8 || fi.type == ADR_TYPE_INT16 || fi.type == ADR_TYPE_INT32 ||
+               fi.type == ADR_TYPE_INT64;
     if (sgn) fbb_table_scalar(&it, 1, 1, 1);
     fbb_patch(b, d.pos[1], fbb_table_end(b, &it));
   }
@@ -366,7 +399,8 @@ int adr_ipc_encode_schema(const struct ArrowSchema* schema, struct adr_ipc_messa
   int st = 0;
   for (int64_t i = 0; st == 0 && i < schema->n_children; i++)
     st = write_field(&e, schema->children[i], vec + 4 + 4 * (size_t)i, 1, i);
-  if (st == 0 && metadata_nonempty(schema->metadata)) write_metadata(&b, schema->metadata, t.pos[2]);
+  if (st == 0 && metadata_nonempty(schema->metadata))
+    write_metadata(&b, schema->metadata, t.pos[2]);
   if (st == 0) st = adr__ipc_encapsulate(&b, e.w.op, &out->metadata, &out->metadata_size, error);
   fbb_free(&b);
   if (st != 0) return st;
@@ -449,23 +483,37 @@ static int type_format(struct sdec* d, uint8_t ty, const struct fbr_table* t, in
   char* big = NULL;
   if (!t->present) return SFAIL(d, EINVAL, "type table missing (type tag %u)", (unsigned)ty);
   switch (ty) {
-    case T_NULL: fmt = "n"; break;
-    case T_BOOL: fmt = "b"; break;
+    case T_NULL:
+      fmt = "n";
+      break;
+    case T_BOOL:
+      fmt = "b";
+      break;
     case T_INT: {
       int32_t w = (int32_t)fbr_scalar(r, t, 0, 4, 0);
       bool sgn = fbr_scalar(r, t, 1, 1, 0) != 0;
       switch (w) {
-        case 8: fmt = sgn ? "c" : "C"; break;
-        case 16: fmt = sgn ? "s" : "S"; break;
-        case 32: fmt = sgn ? "i" : "I"; break;
-        case 64: fmt = sgn ? "l" : "L"; break;
-        default: return SFAIL(d, EINVAL, "Int bitWidth %d (expected 8, 16, 32 or 64)", (int)w);
+        case 8:
+          fmt = sgn ? "c" : "C";
+          break;
+        case 16:
+          fmt = sgn ? "s" : "S";
+          break;
+        case 32:
+          fmt = sgn ? "i" : "I";
+          break;
+        case 64:
+          fmt = sgn ? "l" : "L";
+          break;
+        default:
+          return SFAIL(d, EINVAL, "Int bitWidth %d (expected 8, 16, 32 or 64)", (int)w);
       }
       break;
     }
     case T_FLOAT: {
       uint64_t p = fbr_scalar(r, t, 0, 2, 0);
-      if (p > 2) return SFAIL(d, EINVAL, "FloatingPoint precision %llu unknown", (unsigned long long)p);
+      if (p > 2)
+        return SFAIL(d, EINVAL, "FloatingPoint precision %llu unknown", (unsigned long long)p);
       fmt = p == 0 ? "e" : p == 1 ? "f" : "g";
       break;
     }
@@ -482,12 +530,24 @@ static int type_format(struct sdec* d, uint8_t ty, const struct fbr_table* t, in
       snprintf(buf, sizeof(buf), "w:%d", (int)(int32_t)fbr_scalar(r, t, 0, 4, 0));
       fmt = buf;
       break;
-    case T_BINARY: fmt = "z"; break;
-    case T_UTF8: fmt = "u"; break;
-    case T_LARGE_BINARY: fmt = "Z"; break;
-    case T_LARGE_UTF8: fmt = "U"; break;
-    case T_BINARY_VIEW: fmt = "vz"; break;
-    case T_UTF8_VIEW: fmt = "vu"; break;
+    case T_BINARY:
+      fmt = "z";
+      break;
+    case T_UTF8:
+      fmt = "u";
+      break;
+    case T_LARGE_BINARY:
+      fmt = "Z";
+      break;
+    case T_LARGE_UTF8:
+      fmt = "U";
+      break;
+    case T_BINARY_VIEW:
+      fmt = "vz";
+      break;
+    case T_UTF8_VIEW:
+      fmt = "vu";
+      break;
     case T_DATE: {
       uint64_t u = fbr_scalar(r, t, 0, 2, 1);
       if (u > 1) return SFAIL(d, EINVAL, "Date unit %llu unknown", (unsigned long long)u);
@@ -529,17 +589,31 @@ static int type_format(struct sdec* d, uint8_t ty, const struct fbr_table* t, in
       fmt = u == 0 ? "tiM" : u == 1 ? "tiD" : "tin";
       break;
     }
-    case T_LIST: fmt = "+l"; break;
-    case T_LARGE_LIST: fmt = "+L"; break;
-    case T_LIST_VIEW: fmt = "+vl"; break;
-    case T_LARGE_LIST_VIEW: fmt = "+vL"; break;
+    case T_LIST:
+      fmt = "+l";
+      break;
+    case T_LARGE_LIST:
+      fmt = "+L";
+      break;
+    case T_LIST_VIEW:
+      fmt = "+vl";
+      break;
+    case T_LARGE_LIST_VIEW:
+      fmt = "+vL";
+      break;
     case T_FIXED_SIZE_LIST:
       snprintf(buf, sizeof(buf), "+w:%d", (int)(int32_t)fbr_scalar(r, t, 0, 4, 0));
       fmt = buf;
       break;
-    case T_STRUCT: fmt = "+s"; break;
-    case T_MAP: fmt = "+m"; break;
-    case T_RUN_END_ENCODED: fmt = "+r"; break;
+    case T_STRUCT:
+      fmt = "+s";
+      break;
+    case T_MAP:
+      fmt = "+m";
+      break;
+    case T_RUN_END_ENCODED:
+      fmt = "+r";
+      break;
     case T_UNION: {
       uint64_t mode = fbr_scalar(r, t, 0, 2, 0);
       if (mode > 1) return SFAIL(d, EINVAL, "Union mode %llu unknown", (unsigned long long)mode);
@@ -565,7 +639,8 @@ static int type_format(struct sdec* d, uint8_t ty, const struct fbr_table* t, in
       }
       break;
     }
-    default: return SFAIL(d, EINVAL, "unknown type tag %u", (unsigned)ty);
+    default:
+      return SFAIL(d, EINVAL, "unknown type tag %u", (unsigned)ty);
   }
   if (r->bad) {
     free(big);

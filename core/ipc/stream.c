@@ -16,9 +16,12 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -35,13 +38,48 @@ struct wout {
   int64_t bytes;
 };
 
+/* A library must not kill its process with SIGPIPE when the reader of a
+ * pipe goes away: the signal is blocked in this thread around the write,
+ * and one it raised is consumed before the mask is restored (unless one
+ * was already pending), so the caller sees EPIPE. */
+struct sigpipe_guard {
+  sigset_t old;
+  bool was_pending;
+};
+
+static void sigpipe_block(struct sigpipe_guard* g) {
+  sigset_t pending, block;
+  sigemptyset(&pending);
+  sigpending(&pending);
+  g->was_pending = sigismember(&pending, SIGPIPE);
+  sigemptyset(&block);
+  sigaddset(&block, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &block, &g->old);
+}
+
+static void sigpipe_restore(struct sigpipe_guard* g, bool raised) {
+  if (raised && !g->was_pending) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    struct timespec zero = {0, 0};
+    while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
 static int wflush(struct wout* o) {
   int i = 0;
   while (i < o->n) {
+    struct sigpipe_guard g;
+    sigpipe_block(&g);
     ssize_t w = writev(o->fd, o->iov + i, o->n - i);
+    int e = errno;
+    sigpipe_restore(&g, w < 0 && e == EPIPE);
     if (w < 0) {
-      if (errno == EINTR) continue;
-      return errno;
+      if (e == EINTR) continue;
+      return e;
     }
     o->bytes += w;
     while (i < o->n && (size_t)w >= o->iov[i].iov_len) {
@@ -86,8 +124,8 @@ static int write_message(struct wout* o, const struct adr_ipc_message* m) {
     at += b->size;
   }
   while (st == 0 && at < m->body_size) {
-    size_t n = (size_t)(m->body_size - at) < sizeof(k_pad) ? (size_t)(m->body_size - at)
-                                                           : sizeof(k_pad);
+    size_t n =
+        (size_t)(m->body_size - at) < sizeof(k_pad) ? (size_t)(m->body_size - at) : sizeof(k_pad);
     st = wadd(o, k_pad, n);
     at += (int64_t)n;
   }
@@ -111,7 +149,8 @@ int adr_ipc_write_stream(int fd, struct ArrowDeviceArrayStream* stream,
     return adr__ipc_fail(error, EINVAL, &w, "options->struct_size %u too small",
                          (unsigned)options->struct_size);
   }
-  if (out_stats != NULL && out_stats->struct_size < offsetof(struct adr_ipc_stream_stats, reserved)) {
+  if (out_stats != NULL &&
+      out_stats->struct_size < offsetof(struct adr_ipc_stream_stats, reserved)) {
     stream->release(stream);
     return adr__ipc_fail(error, EINVAL, &w, "out_stats->struct_size %u too small",
                          (unsigned)out_stats->struct_size);
@@ -196,8 +235,7 @@ int adr_ipc_write_stream(int fd, struct ArrowDeviceArrayStream* stream,
   if (out_stats != NULL) {
     uint32_t size = out_stats->struct_size;
     stats.struct_size = size;
-    memcpy(out_stats, &stats,
-           size < sizeof(stats) ? size : sizeof(stats));
+    memcpy(out_stats, &stats, size < sizeof(stats) ? size : sizeof(stats));
   }
   return st;
 }
@@ -274,16 +312,17 @@ static int next_message(struct rstate* s, const char* op, struct adr_ipc_decoded
     off_t here = lseek(s->fd, 0, SEEK_CUR);
     if (here >= 0 && fstat(s->fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
         out->body_size > (int64_t)(sb.st_size - here)) {
-      int64_t left = (int64_t)(sb.st_size - here);
+      int64_t left = (int64_t)(sb.st_size - here), want = out->body_size;
       adr_ipc_decoded_release(out);
       return adr__ipc_fail(error, EINVAL, &w, "truncated stream: %lld of %lld body bytes",
-                           (long long)left, (long long)out->body_size);
+                           (long long)left, (long long)want);
     }
     void* body = NULL;
     if (posix_memalign(&body, 64, (size_t)out->body_alloc_size) != 0) {
+      int64_t want = out->body_size;
       adr_ipc_decoded_release(out);
       return adr__ipc_fail(error, ENOMEM, &w, "out of memory for a body of %lld bytes",
-                           (long long)out->body_size);
+                           (long long)want);
     }
     st = read_full(s->fd, body, (size_t)out->body_size, &got);
     if (st == 0 && got < (size_t)out->body_size)
@@ -312,8 +351,8 @@ static int to_device(struct rstate* s, const struct adr_ipc_decoded* m, const vo
     st = adr_copy(s->device, body, NULL, host_body, (size_t)m->body_size, NULL, &err);
   if (st) {
     if (body) adr_free(s->device, body, (size_t)m->body_alloc_size, NULL, NULL);
-    struct ipc_where w = {.op = "adr_ipc_read_stream", .message = m->message_index,
-                          .type = m->type};
+    struct ipc_where w = {
+        .op = "adr_ipc_read_stream", .message = m->message_index, .type = m->type};
     adr__path_root(&w.path);
     return adr__ipc_fail(error, st, &w, "upload to %s: %s", adr_device_name(s->device),
                          err.message);
@@ -331,8 +370,8 @@ static int read_next(void* ctx, struct ArrowDeviceArray* out, struct adr_error* 
     if (st) return st;
     if (s->done) break;
     if (m.type == ADR_IPC_MESSAGE_SCHEMA) {
-      struct ipc_where w = {.op = "adr_ipc_read_stream", .message = m.message_index,
-                            .type = m.type};
+      struct ipc_where w = {
+          .op = "adr_ipc_read_stream", .message = m.message_index, .type = m.type};
       adr__path_root(&w.path);
       adr_ipc_decoded_release(&m);
       return adr__ipc_fail(error, EINVAL, &w, "a second schema message");
@@ -391,9 +430,9 @@ int adr_ipc_read_stream(int fd, struct adr_device* device, struct ArrowDeviceArr
   if (st == 0) st = next_message(s, op, &m, &body, error);
   if (st == 0 && (s->done || m.type != ADR_IPC_MESSAGE_SCHEMA)) {
     free(body);
-    st = adr__errorf(error, EINVAL, op, NULL, "message 0: %s",
-                     s->done ? "the stream is empty (no schema message)"
-                             : "the first message is not a schema");
+    st = adr__errorf(
+        error, EINVAL, op, NULL, "message 0: %s",
+        s->done ? "the stream is empty (no schema message)" : "the first message is not a schema");
   }
   if (st == 0) st = adr_ipc_reader_set_schema(s->host, &m, error);
   if (st == 0 && s->dev != NULL) st = adr_ipc_reader_set_schema(s->dev, &m, error);
@@ -403,8 +442,8 @@ int adr_ipc_read_stream(int fd, struct adr_device* device, struct ArrowDeviceArr
   if (st == 0) st = adr_schema_copy(adr_ipc_reader_schema(s->host), &schema, error);
   ArrowDeviceType type = device != NULL ? adr_device_type(device) : ARROW_DEVICE_CPU;
   if (st == 0)
-    st = adr_device_array_stream_from_callback(&schema, type, read_next, rstate_free, s, out,
-                                               error);
+    st =
+        adr_device_array_stream_from_callback(&schema, type, read_next, rstate_free, s, out, error);
   if (st) {
     if (schema.release) schema.release(&schema);
     rstate_free(s);

@@ -6,11 +6,11 @@
  * Locks. One mutex per manager guards its buffer list (least recently used
  * first), every buffer's state, holders, exposure and last-use events, and
  * the byte counts. It is never held across an allocation, a copy or a wait:
- * a buffer that moves is marked SPILLING or UNSPILLING under the lock, the
+ * a buffer that moves is marked ST_SPILLING or ST_UNSPILLING under the lock, the
  * move runs unlocked, and the end of the move is published under the lock
  * with a broadcast on the manager's condition variable. A thread that needs
  * a moving buffer (acquire, expose, free) waits on that variable. Victims
- * are only ever buffers in state DEVICE with no holder and no exposure, so
+ * are only ever buffers in state ST_DEVICE with no holder and no exposure, so
  * a held or exposed buffer is never touched by a spill, and a buffer is
  * moved by one thread at a time. The out-of-memory callback takes the same
  * mutex; since no thread holds it while allocating, the callback cannot
@@ -19,6 +19,12 @@
  * record; and, with more than four streams in flight on one buffer, a
  * host wait for the oldest). Statistics are updated under the lock too
  * (they are per move, not per acquire).
+ *
+ * Background spills (docs/spill.md): a spill whose buffer's last use is
+ * still queued is queued on the manager's spill stream instead of waited
+ * for; the buffer is published ST_HOST with spill_pending set, and the
+ * thread that next owns its move (an unspill) or frees it waits for the
+ * spill event on the host, without the lock, before touching hptr.
  */
 #include <errno.h>
 #include <execinfo.h>
@@ -32,69 +38,6 @@
 #include "adr/memory.h"
 #include "internal.h"
 #include "spill_internal.h"
-
-#define LAST_USE_EVENTS 4
-#define EXPOSURE_FRAMES 16
-
-enum state { DEVICE, HOST, SPILLING, UNSPILLING };
-
-struct adr_spill_buffer {
-  struct adr_spill_manager* mgr;
-  size_t size;
-  enum state state;
-  void* dptr;       /* DEVICE, SPILLING */
-  void* hptr;       /* HOST, UNSPILLING */
-  bool host_pinned; /* hptr came from the pinned-host device */
-  bool exposed;
-  uint32_t holders;
-  struct adr_spill_buffer *prev, *next; /* LRU list: head is least recent */
-  struct adr_spill_buffer* victim_next; /* victims being spilled by one call */
-  struct adr_event* events[LAST_USE_EVENTS];
-  struct adr_stream* event_streams[LAST_USE_EVENTS];
-  bool event_pending[LAST_USE_EVENTS];
-  char reason[64];
-};
-
-struct exposure_record {
-  struct exposure_record* next;
-  char reason[64];
-  void* frames[EXPOSURE_FRAMES];
-  int nframes;
-  uint64_t count, bytes;
-  char* symbols; /* formatted lazily */
-};
-
-struct adr_spill_manager {
-  struct adr_device* device;
-  struct adr_device* host_device; /* where spilled bytes live: pinned or cpu */
-  bool host_pinned;
-  bool noop;      /* host-memory device: nothing to spill to */
-  bool on_demand; /* registered in the OOM chain */
-  bool global;
-  uint64_t limit;
-  uint32_t level;
-  pthread_mutex_t lock;
-  pthread_cond_t moved;
-  struct adr_spill_buffer *head, *tail;
-  uint64_t buffers, device_bytes, host_bytes, exposed_buffers, exposed_bytes, peak_device;
-  uint64_t limit_exceeded, spill_failures, unspill_failures;
-  bool limit_warned;
-  struct adr_spill_transfer spilled[ADR_SPILL_TRIGGER_COUNT];
-  struct adr_spill_transfer unspilled;
-  struct exposure_record* exposures;
-  size_t exposure_count;
-  /* Pageable host buffers of past spills, kept for the next ones (behind
-   * `lock`): a fresh buffer pays a page fault per 4 KiB on the spill's
-   * copy, which made a spill several times slower than adr_copy into warm
-   * memory. At most HOST_CACHE_MAX bytes; freed with the manager. */
-  struct host_block* host_cache;
-  uint64_t host_cache_bytes;
-};
-
-struct host_block {
-  struct host_block* next;
-  size_t size; /* usable bytes */
-};
 
 #define HOST_CACHE_MAX ((uint64_t)256 << 20)
 
@@ -143,8 +86,12 @@ static void lru_touch(struct adr_spill_manager* m, struct adr_spill_buffer* b) {
   lru_push(m, b);
 }
 
+static bool moving(const struct adr_spill_buffer* b) {
+  return b->state == ST_SPILLING || b->state == ST_UNSPILLING || b->state == ST_COPYING;
+}
+
 static bool spillable(const struct adr_spill_buffer* b) {
-  return b->state == DEVICE && b->holders == 0 && !b->exposed;
+  return b->state == ST_DEVICE && b->holders == 0 && !b->exposed;
 }
 
 /* Device bytes are counted when a move or allocation starts (a
@@ -158,7 +105,7 @@ static void raise_peak(struct adr_spill_manager* m) {
   if (m->device_bytes > m->peak_device) m->peak_device = m->device_bytes;
 }
 
-/* Marks least recently used spillable buffers SPILLING until `need` bytes
+/* Marks least recently used spillable buffers ST_SPILLING until `need` bytes
  * are covered; returns the list (victim_next) and their bytes. Lock held. */
 static struct adr_spill_buffer* pick_victims(struct adr_spill_manager* m, uint64_t need,
                                              uint64_t* out_bytes) {
@@ -166,7 +113,7 @@ static struct adr_spill_buffer* pick_victims(struct adr_spill_manager* m, uint64
   uint64_t got = 0;
   for (struct adr_spill_buffer* b = m->head; b != NULL && got < need; b = b->next) {
     if (!spillable(b)) continue;
-    b->state = SPILLING;
+    b->state = ST_SPILLING;
     b->victim_next = NULL;
     *tail = b;
     tail = &b->victim_next;
@@ -256,35 +203,108 @@ static int wait_last_use(struct adr_spill_buffer* b, struct adr_error* error) {
   return 0;
 }
 
-/* Spills one buffer marked SPILLING (lock not held). On failure the buffer
- * goes back to DEVICE untouched. */
-static int spill_one(struct adr_spill_buffer* b, int trigger, struct adr_error* error) {
+/* Queues the device -> host copy of a spill on the manager's spill stream,
+ * behind the buffer's last-use events, then the stream-ordered free of its
+ * device memory; no host wait. On failure nothing queued writes `h` any
+ * more and the device memory is still the buffer's. */
+static int spill_queue(struct adr_spill_buffer* b, void* h, struct adr_error* error) {
+  struct adr_spill_manager* m = b->mgr;
+  struct adr_stream* s = m->spill_stream;
+  int st = 0;
+  for (int i = 0; i < LAST_USE_EVENTS && st == 0; i++)
+    if (b->event_pending[i]) st = adr_stream_wait_event(s, b->events[i], error);
+  if (st == 0 && b->spill_event == NULL) st = adr_event_create(m->device, &b->spill_event, error);
+  if (st == 0) st = adr_copy(m->host_device, h, m->device, b->dptr, b->size, s, error);
+  if (st == 0) st = adr_event_record(b->spill_event, s, error);
+  if (st != 0) {
+    /* A copy may be queued: let it finish before h goes back. */
+    adr_stream_synchronize(s, NULL);
+    return st;
+  }
+  st = adr_free(m->device, b->dptr, b->size, s, error);
+  if (st != 0) {
+    adr_event_synchronize(b->spill_event, NULL);
+    return st;
+  }
+  /* The spill stream waits for them now; later releases record afresh. */
+  for (int i = 0; i < LAST_USE_EVENTS; i++) {
+    b->event_pending[i] = false;
+    b->event_streams[i] = NULL;
+  }
+  return 0;
+}
+
+/* Waits until a background spill's copy has completed (the host bytes are
+ * valid). The caller owns the buffer's move (or is freeing it). */
+static int wait_spilled(struct adr_spill_buffer* b, struct adr_error* error) {
+  if (!b->spill_pending) return 0;
+  int st = adr_event_synchronize(b->spill_event, error);
+  if (st == 0) b->spill_pending = false;
+  return st;
+}
+
+/* Whether queued work may still use the buffer: a last-use event that has
+ * not completed (an error counts as busy: the queued path reports it).
+ * Completed events are retired. The caller owns the buffer's move. */
+static bool last_use_busy(struct adr_spill_buffer* b) {
+  bool busy = false;
+  for (int i = 0; i < LAST_USE_EVENTS; i++) {
+    if (!b->event_pending[i]) continue;
+    if (adr_event_query(b->events[i], NULL) == 0) {
+      b->event_pending[i] = false;
+      b->event_streams[i] = NULL;
+    } else {
+      busy = true;
+    }
+  }
+  return busy;
+}
+
+/* Spills one buffer marked ST_SPILLING (lock not held): in the background
+ * on the spill stream when the manager has one, `background` (the explicit
+ * and limit triggers) and the buffer's last use is still queued work, so
+ * the caller does not wait for that work; else blocking (an idle buffer's
+ * blocking copy costs less than a queued one's hand-offs and
+ * stream-ordered free). On failure the buffer goes back to ST_DEVICE
+ * untouched. */
+static int spill_one(struct adr_spill_buffer* b, int trigger, bool background,
+                     struct adr_error* error) {
   struct adr_spill_manager* m = b->mgr;
   size_t size = b->size; /* b may be freed as soon as the move is published */
   uint64_t t0 = adr__now_ns();
   void* h = NULL;
   bool pinned = false;
-  int st = wait_last_use(b, error);
+  bool queued = background && m->spill_stream != NULL && last_use_busy(b);
+  int st = queued ? 0 : wait_last_use(b, error);
   if (st == 0) st = host_alloc(m, b->size, &h, &pinned, error);
-  if (st == 0) st = adr_copy(m->host_device, h, m->device, b->dptr, b->size, NULL, error);
-  if (st == 0) st = adr_free(m->device, b->dptr, b->size, NULL, error);
+  if (st == 0 && queued) {
+    st = spill_queue(b, h, error);
+  } else if (st == 0) {
+    st = adr_copy(m->host_device, h, m->device, b->dptr, b->size, NULL, error);
+    if (st == 0) st = adr_free(m->device, b->dptr, b->size, NULL, error);
+  }
   if (st != 0 && h != NULL) host_free(m, h, b->size, pinned);
   uint64_t dt = adr__now_ns() - t0;
   pthread_mutex_lock(&m->lock);
   if (st == 0) {
-    b->state = HOST;
+    b->state = ST_HOST;
     b->dptr = NULL;
     b->hptr = h;
     b->host_pinned = pinned;
+    b->spill_pending = queued;
     m->device_bytes -= b->size;
     m->host_bytes += b->size;
+    if (queued) {
+      m->queued_spills++;
+      m->unsettled++;
+    }
     if (m->level >= 1) {
       m->spilled[trigger].count++;
       m->spilled[trigger].bytes += b->size;
       m->spilled[trigger].nanoseconds += dt;
     }
   } else {
-    b->state = DEVICE;
+    b->state = ST_DEVICE;
     m->spill_failures++;
   }
   pthread_cond_broadcast(&m->moved);
@@ -294,6 +314,63 @@ static int spill_one(struct adr_spill_buffer* b, int trigger, struct adr_error* 
              "spill of %zu bytes failed, kept on the device: %s", size,
              error ? error->message : "");
   return st;
+}
+
+/* The spill thread: runs queued blocking spills one after the other. */
+static void* worker_main(void* arg) {
+  struct adr_spill_manager* m = arg;
+  pthread_mutex_lock(&m->lock);
+  for (;;) {
+    while (m->jobs_head == NULL && !m->worker_stop) pthread_cond_wait(&m->work, &m->lock);
+    struct adr_spill_buffer* b = m->jobs_head;
+    if (b == NULL) break; /* stopping, nothing left */
+    m->jobs_head = b->job_next;
+    if (m->jobs_head == NULL) m->jobs_tail = NULL;
+    b->job_next = NULL;
+    int trigger = b->job_trigger;
+    pthread_mutex_unlock(&m->lock);
+    struct adr_error e;
+    e.message[0] = '\0';
+    spill_one(b, trigger, false, &e); /* a failure is logged and counted there */
+    pthread_mutex_lock(&m->lock);
+    m->worker_pending--;
+    pthread_cond_broadcast(&m->moved);
+  }
+  pthread_mutex_unlock(&m->lock);
+  return NULL;
+}
+
+/* Hands a buffer marked ST_SPILLING to the spill thread (starting it);
+ * false when the thread cannot start (the caller spills it itself). */
+static bool worker_enqueue(struct adr_spill_buffer* b, int trigger) {
+  struct adr_spill_manager* m = b->mgr;
+  pthread_mutex_lock(&m->lock);
+  if (!m->worker_started) {
+    if (pthread_create(&m->worker, NULL, worker_main, m) != 0) {
+      pthread_mutex_unlock(&m->lock);
+      return false;
+    }
+    m->worker_started = true;
+  }
+  b->job_next = NULL;
+  b->job_trigger = trigger;
+  if (m->jobs_tail != NULL)
+    m->jobs_tail->job_next = b;
+  else
+    m->jobs_head = b;
+  m->jobs_tail = b;
+  m->worker_pending++;
+  m->queued_spills++;
+  pthread_cond_signal(&m->work);
+  pthread_mutex_unlock(&m->lock);
+  return true;
+}
+
+/* Waits until the spill thread has run every spill queued so far. */
+static void worker_drain(struct adr_spill_manager* m) {
+  pthread_mutex_lock(&m->lock);
+  while (m->worker_pending != 0) pthread_cond_wait(&m->moved, &m->lock);
+  pthread_mutex_unlock(&m->lock);
 }
 
 /* Spills a victim list; returns the bytes moved and the first failure. */
@@ -309,7 +386,15 @@ static int spill_list(struct adr_spill_buffer* list, int trigger, uint64_t* out_
     /* Once spill_one has published the move, another thread may free b. */
     size_t size = b->size;
     local.message[0] = '\0';
-    int st = spill_one(b, trigger, &local);
+    int st;
+    /* Without a spill stream, an explicit spill of a buffer whose last use
+     * is still queued goes to the spill thread: the caller does not wait
+     * for that work (counted as moved; a failure stays the thread's). */
+    if (trigger == ADR_SPILL_TRIGGER_EXPLICIT && b->mgr->worker_allowed && last_use_busy(b) &&
+        worker_enqueue(b, trigger))
+      st = 0;
+    else
+      st = spill_one(b, trigger, trigger != ADR_SPILL_TRIGGER_ON_DEMAND, &local);
     if (st == 0) {
       moved += size;
     } else if (first == 0) {
@@ -354,13 +439,30 @@ static int on_demand(void* ctx, struct adr_device* device, size_t size, uint32_t
   (void)attempt;
   struct adr_spill_manager* m = ctx;
   pthread_mutex_lock(&m->lock);
+  /* Background spills still queued hold their device memory until the
+   * spill stream reaches their frees: wait for them first (progress, so
+   * the chain retries). */
+  uint64_t unsettled = m->unsettled;
+  m->unsettled = 0;
+  pthread_mutex_unlock(&m->lock);
+  bool settled = unsettled != 0 && adr_stream_synchronize(m->spill_stream, NULL) == 0;
+  if (m->worker_started) {
+    pthread_mutex_lock(&m->lock);
+    bool pending = m->worker_pending != 0;
+    pthread_mutex_unlock(&m->lock);
+    if (pending) {
+      worker_drain(m);
+      settled = true;
+    }
+  }
+  pthread_mutex_lock(&m->lock);
   uint64_t got = 0;
   struct adr_spill_buffer* list = pick_victims(m, size ? size : 1, &got);
   pthread_mutex_unlock(&m->lock);
-  if (list == NULL) return 0;
+  if (list == NULL) return settled;
   uint64_t moved = 0;
   spill_list(list, ADR_SPILL_TRIGGER_ON_DEMAND, &moved, NULL);
-  return moved != 0;
+  return moved != 0 || settled;
 }
 
 /* Allocates device memory for `size` bytes already counted in
@@ -396,13 +498,15 @@ static int device_alloc(struct adr_spill_manager* m, const char* op, size_t size
       adr__format_bytes(exposed, x, sizeof(x)), local.message);
 }
 
-/* Unspills a buffer the caller marked UNSPILLING and counted in
- * device_bytes (lock not held). On failure it goes back to HOST. */
+/* Unspills a buffer the caller marked ST_UNSPILLING and counted in
+ * device_bytes (lock not held). On failure it goes back to ST_HOST. */
 static int unspill(struct adr_spill_buffer* b, const char* op, struct adr_error* error) {
   struct adr_spill_manager* m = b->mgr;
   uint64_t t0 = adr__now_ns();
   void* d = NULL;
-  int st = device_alloc(m, op, b->size, &d, error);
+  /* A background spill still copying: its bytes are not on the host yet. */
+  int st = wait_spilled(b, error);
+  if (st == 0) st = device_alloc(m, op, b->size, &d, error);
   if (st == 0) {
     st = adr_copy(m->device, d, m->host_device, b->hptr, b->size, NULL, error);
     if (st != 0) adr_free(m->device, d, b->size, NULL, NULL);
@@ -411,7 +515,7 @@ static int unspill(struct adr_spill_buffer* b, const char* op, struct adr_error*
   uint64_t dt = adr__now_ns() - t0;
   pthread_mutex_lock(&m->lock);
   if (st == 0) {
-    b->state = DEVICE;
+    b->state = ST_DEVICE;
     b->holders++; /* for the acquire or expose that asked: no spill in between */
     raise_peak(m);
     b->dptr = d;
@@ -424,7 +528,7 @@ static int unspill(struct adr_spill_buffer* b, const char* op, struct adr_error*
       m->unspilled.nanoseconds += dt;
     }
   } else {
-    b->state = HOST;
+    b->state = ST_HOST;
     m->device_bytes -= b->size;
     m->unspill_failures++;
   }
@@ -433,18 +537,18 @@ static int unspill(struct adr_spill_buffer* b, const char* op, struct adr_error*
   return st;
 }
 
-/* Brings a buffer to DEVICE and takes one hold on it (an acquire, or an
+/* Brings a buffer to ST_DEVICE and takes one hold on it (an acquire, or an
  * expose that drops it again), atomically with its arrival: no spill can
  * slip in between. Lock held on entry and on return, whatever the status. */
 static int make_resident(struct adr_spill_buffer* b, const char* op, struct adr_error* error) {
   struct adr_spill_manager* m = b->mgr;
-  while (b->state == SPILLING || b->state == UNSPILLING) pthread_cond_wait(&m->moved, &m->lock);
-  if (b->state == DEVICE) {
+  while (moving(b)) pthread_cond_wait(&m->moved, &m->lock);
+  if (b->state == ST_DEVICE) {
     b->holders++;
     lru_touch(m, b);
     return 0;
   }
-  b->state = UNSPILLING;
+  b->state = ST_UNSPILLING;
   device_bytes_add(m, b->size);
   keep_limit(m, b->size);
   pthread_mutex_unlock(&m->lock);
@@ -524,11 +628,27 @@ static int manager_create(struct adr_device* device, const struct adr_spill_opti
       }
     }
   }
+  /* Background spills need downloads that return before they completed:
+   * not Vulkan's (ADR_CAP_SYNC_DOWNLOADS), not a device without
+   * asynchronous streams. Without a stream every spill is blocking. */
+  if (!m->noop && !(opts.flags & ADR_SPILL_SYNCHRONOUS) && (info.caps & ADR_CAP_ASYNC_STREAMS) &&
+      !(info.caps & ADR_CAP_SYNC_DOWNLOADS)) {
+    struct adr_error local;
+    if (adr_stream_create(device, &m->spill_stream, &local) != 0) {
+      m->spill_stream = NULL;
+      adr__log(ADR_LOG_WARN, device->name, "spill: no spill stream, spills block: %s",
+               local.message);
+    }
+  }
+  m->worker_allowed = !m->noop && !(opts.flags & ADR_SPILL_SYNCHRONOUS) && m->spill_stream == NULL;
   pthread_mutex_init(&m->lock, NULL);
   pthread_cond_init(&m->moved, NULL);
+  pthread_cond_init(&m->work, NULL);
   if ((opts.flags & ADR_SPILL_ON_DEMAND) && !m->noop) {
     st = adr_oom_callback_add(device, on_demand, m, error);
     if (st) {
+      if (m->spill_stream != NULL) adr_stream_destroy(m->spill_stream, NULL);
+      pthread_cond_destroy(&m->work);
       pthread_cond_destroy(&m->moved);
       pthread_mutex_destroy(&m->lock);
       free(m);
@@ -538,10 +658,14 @@ static int manager_create(struct adr_device* device, const struct adr_spill_opti
   }
   char l[32];
   adr__log(ADR_LOG_DEBUG, device->name,
-           "spill manager: %s, on demand %s, limit %s, to %s memory, stats %u",
+           "spill manager: %s, on demand %s, limit %s, to %s memory, %s spills, stats %u",
            m->noop ? "no-op (host memory)" : "on", m->on_demand ? "on" : "off",
            m->limit ? adr__format_bytes(m->limit, l, sizeof(l)) : "none",
-           m->host_pinned ? "pinned" : "pageable", m->level);
+           m->host_pinned ? "pinned" : "pageable",
+           m->spill_stream     ? "background (stream)"
+           : m->worker_allowed ? "background (thread)"
+                               : "blocking",
+           m->level);
   *out = m;
   return 0;
 }
@@ -565,6 +689,14 @@ int adr_spill_manager_destroy(struct adr_spill_manager* m, struct adr_error* err
                        "%" PRIu64 " buffer%s of the manager on %s not freed", n,
                        n == 1 ? " is" : "s are", adr_device_name(m->device));
   if (m->on_demand) adr_oom_callback_remove(m->device, on_demand, m, NULL);
+  if (m->spill_stream != NULL) adr_stream_destroy(m->spill_stream, NULL);
+  if (m->worker_started) {
+    pthread_mutex_lock(&m->lock);
+    m->worker_stop = true;
+    pthread_cond_signal(&m->work);
+    pthread_mutex_unlock(&m->lock);
+    pthread_join(m->worker, NULL);
+  }
   while (m->exposures) {
     struct exposure_record* r = m->exposures;
     m->exposures = r->next;
@@ -576,6 +708,7 @@ int adr_spill_manager_destroy(struct adr_spill_manager* m, struct adr_error* err
     m->host_cache = blk->next;
     free(blk);
   }
+  pthread_cond_destroy(&m->work);
   pthread_cond_destroy(&m->moved);
   pthread_mutex_destroy(&m->lock);
   free(m);
@@ -650,6 +783,14 @@ int adr_spill_manager_spill(struct adr_spill_manager* m, uint64_t bytes, uint64_
   return spill_list(list, ADR_SPILL_TRIGGER_EXPLICIT, out_spilled, error);
 }
 
+int adr_spill_manager_synchronize(struct adr_spill_manager* m, struct adr_error* error) {
+  if (m == NULL)
+    return adr__errorf(error, EINVAL, "adr_spill_manager_synchronize", NULL, "manager is NULL");
+  if (m->worker_started) worker_drain(m);
+  if (m->spill_stream == NULL) return 0;
+  return adr_stream_synchronize(m->spill_stream, error);
+}
+
 int adr__spill_buffer_spill(struct adr_spill_buffer* b, uint64_t* out_bytes,
                             struct adr_error* error) {
   *out_bytes = 0;
@@ -658,12 +799,42 @@ int adr__spill_buffer_spill(struct adr_spill_buffer* b, uint64_t* out_bytes,
   pthread_mutex_lock(&m->lock);
   bool can = spillable(b);
   if (can) {
-    b->state = SPILLING;
+    b->state = ST_SPILLING;
     b->victim_next = NULL;
   }
   pthread_mutex_unlock(&m->lock);
   if (!can) return 0;
   return spill_list(b, ADR_SPILL_TRIGGER_EXPLICIT, out_bytes, error);
+}
+
+int adr__spill_buffer_copy_out(struct adr_spill_buffer* b, size_t offset, size_t size,
+                               struct adr_device* dst_device, void* dst, struct adr_error* error) {
+  struct adr_spill_manager* m = b->mgr;
+  pthread_mutex_lock(&m->lock);
+  while (moving(b)) pthread_cond_wait(&m->moved, &m->lock);
+  bool spilled = b->state == ST_HOST;
+  if (spilled)
+    b->state = ST_COPYING; /* no unspill, spill or free until the copy is done */
+  else
+    b->holders++; /* on the device: held, so it does not spill meanwhile */
+  pthread_mutex_unlock(&m->lock);
+  int st = 0;
+  if (spilled) {
+    st = wait_spilled(b, error);
+    if (st == 0)
+      st = adr_copy(dst_device, dst, m->host_device, (char*)b->hptr + offset, size, NULL, error);
+  } else {
+    st = adr_copy(dst_device, dst, m->device, (char*)b->dptr + offset, size, NULL, error);
+  }
+  pthread_mutex_lock(&m->lock);
+  if (spilled) {
+    b->state = ST_HOST;
+    pthread_cond_broadcast(&m->moved);
+  } else {
+    b->holders--;
+  }
+  pthread_mutex_unlock(&m->lock);
+  return st;
 }
 
 /* ---- buffers ------------------------------------------------------------- */
@@ -678,7 +849,7 @@ int adr_spill_buffer_alloc(struct adr_spill_manager* m, size_t size, struct adr_
   if (b == NULL) return adr__errorf(error, ENOMEM, op, NULL, "ENOMEM: out of host memory");
   b->mgr = m;
   b->size = size;
-  b->state = UNSPILLING; /* invisible to victim picking until allocated */
+  b->state = ST_UNSPILLING; /* invisible to victim picking until allocated */
   pthread_mutex_lock(&m->lock);
   device_bytes_add(m, size);
   m->buffers++;
@@ -689,7 +860,7 @@ int adr_spill_buffer_alloc(struct adr_spill_manager* m, size_t size, struct adr_
   int st = device_alloc(m, op, size, &d, error);
   pthread_mutex_lock(&m->lock);
   if (st == 0) {
-    b->state = DEVICE;
+    b->state = ST_DEVICE;
     b->dptr = d;
     lru_touch(m, b);
     raise_peak(m);
@@ -707,12 +878,20 @@ int adr_spill_buffer_alloc(struct adr_spill_manager* m, size_t size, struct adr_
   return 0;
 }
 
-int adr_spill_buffer_free(struct adr_spill_buffer* b, struct adr_error* error) {
+static int buffer_free(struct adr_spill_buffer* b, bool owned, struct adr_error* error) {
   static const char* op = "adr_spill_buffer_free";
   if (b == NULL) return 0;
   struct adr_spill_manager* m = b->mgr;
   pthread_mutex_lock(&m->lock);
-  while (b->state == SPILLING || b->state == UNSPILLING) pthread_cond_wait(&m->moved, &m->lock);
+  while (moving(b)) pthread_cond_wait(&m->moved, &m->lock);
+  if (b->slices != 0 && !owned) {
+    uint32_t n = b->slices;
+    pthread_mutex_unlock(&m->lock);
+    return adr__errorf(error, EBUSY, op, NULL,
+                       "the buffer is the owner of %u slice%s (freed with the last of them, "
+                       "adr_spill_slice_free)",
+                       n, n == 1 ? "" : "s");
+  }
   if (b->holders != 0) {
     uint32_t n = b->holders;
     pthread_mutex_unlock(&m->lock);
@@ -722,7 +901,7 @@ int adr_spill_buffer_free(struct adr_spill_buffer* b, struct adr_error* error) {
   /* Out of the list: no spill can pick it any more. */
   lru_remove(m, b);
   m->buffers--;
-  if (b->state == DEVICE)
+  if (b->state == ST_DEVICE)
     m->device_bytes -= b->size;
   else
     m->host_bytes -= b->size;
@@ -733,14 +912,28 @@ int adr_spill_buffer_free(struct adr_spill_buffer* b, struct adr_error* error) {
   pthread_mutex_unlock(&m->lock);
   int st = wait_last_use(b, error);
   int st2 = 0;
-  if (b->state == DEVICE)
+  if (b->state == ST_DEVICE) {
     st2 = adr_free(m->device, b->dptr, b->size, NULL, st ? NULL : error);
-  else
-    host_free(m, b->hptr, b->size, b->host_pinned);
+  } else {
+    /* A background spill still writing hptr: wait for it (if the wait
+     * fails, the host block is leaked rather than handed back while a
+     * copy may still write it). */
+    st2 = wait_spilled(b, st ? NULL : error);
+    if (st2 == 0) host_free(m, b->hptr, b->size, b->host_pinned);
+  }
   for (int i = 0; i < LAST_USE_EVENTS; i++)
     if (b->events[i] != NULL) adr_event_destroy(b->events[i], NULL);
+  if (b->spill_event != NULL) adr_event_destroy(b->spill_event, NULL);
   free(b);
   return st ? st : st2;
+}
+
+int adr_spill_buffer_free(struct adr_spill_buffer* b, struct adr_error* error) {
+  return buffer_free(b, false, error);
+}
+
+int adr__spill_buffer_free_owned(struct adr_spill_buffer* b, struct adr_error* error) {
+  return buffer_free(b, true, error);
 }
 
 size_t adr_spill_buffer_size(const struct adr_spill_buffer* b) {
@@ -750,8 +943,8 @@ size_t adr_spill_buffer_size(const struct adr_spill_buffer* b) {
 int adr_spill_buffer_location(struct adr_spill_buffer* b) {
   if (b == NULL) return 0;
   pthread_mutex_lock(&b->mgr->lock);
-  int loc = b->state == DEVICE || b->state == SPILLING ? ADR_SPILL_LOCATION_DEVICE
-                                                       : ADR_SPILL_LOCATION_HOST;
+  int loc = b->state == ST_DEVICE || b->state == ST_SPILLING ? ADR_SPILL_LOCATION_DEVICE
+                                                             : ADR_SPILL_LOCATION_HOST;
   pthread_mutex_unlock(&b->mgr->lock);
   return loc;
 }
@@ -914,6 +1107,9 @@ int adr_spill_stats_get(struct adr_spill_manager* m, struct adr_spill_stats* out
   s.limit_exceeded = m->limit_exceeded;
   s.spill_failures = m->spill_failures;
   s.unspill_failures = m->unspill_failures;
+  s.queued_spills = m->queued_spills;
+  s.cow_copies = m->cow_copies;
+  s.cow_bytes = m->cow_bytes;
   pthread_mutex_unlock(&m->lock);
   memcpy(out, &s, s.struct_size);
   return 0;
@@ -942,18 +1138,21 @@ const char* adr_spill_stats_format(const struct adr_spill_stats* s, char* buf, s
                    adr__format_bytes(s->host_bytes, c, sizeof(c)), s->exposed_buffers);
   if (n < 0 || (size_t)n >= size) return buf;
   if (s->level >= 1) {
-    snprintf(
-        buf + n, size - (size_t)n,
-        " Spilling (level >= 1):\n"
-        "  gpu => cpu: %s in %.4fs (on demand %s, limit %s, explicit %s)\n"
-        "  cpu => gpu: %s in %.4fs\n"
-        "  failures: %" PRIu64 " spills, %" PRIu64 " unspills; limit exceeded %" PRIu64 " times\n",
-        adr__format_bytes(d2h.bytes, d, sizeof(d)), (double)d2h.nanoseconds / 1e9,
-        adr__format_bytes(s->spilled[0].bytes, e, sizeof(e)),
-        adr__format_bytes(s->spilled[1].bytes, f, sizeof(f)),
-        adr__format_bytes(s->spilled[2].bytes, g, sizeof(g)),
-        adr__format_bytes(s->unspilled.bytes, a, sizeof(a)), (double)s->unspilled.nanoseconds / 1e9,
-        s->spill_failures, s->unspill_failures, s->limit_exceeded);
+    snprintf(buf + n, size - (size_t)n,
+             " Spilling (level >= 1):\n"
+             "  gpu => cpu: %s in %.4fs (on demand %s, limit %s, explicit %s)\n"
+             "  cpu => gpu: %s in %.4fs\n"
+             "  failures: %" PRIu64 " spills, %" PRIu64 " unspills; limit exceeded %" PRIu64
+             " times\n"
+             "  background: %" PRIu64 " spills queued; copy-on-write: %" PRIu64 " copies, %s\n",
+             adr__format_bytes(d2h.bytes, d, sizeof(d)), (double)d2h.nanoseconds / 1e9,
+             adr__format_bytes(s->spilled[0].bytes, e, sizeof(e)),
+             adr__format_bytes(s->spilled[1].bytes, f, sizeof(f)),
+             adr__format_bytes(s->spilled[2].bytes, g, sizeof(g)),
+             adr__format_bytes(s->unspilled.bytes, a, sizeof(a)),
+             (double)s->unspilled.nanoseconds / 1e9, s->spill_failures, s->unspill_failures,
+             s->limit_exceeded, s->queued_spills, s->cow_copies,
+             adr__format_bytes(s->cow_bytes, b, sizeof(b)));
   }
   return buf;
 }

@@ -76,7 +76,7 @@ extern "C" {
 #endif
 
 #define ADR_BACKEND_ABI_MAJOR 1
-#define ADR_BACKEND_ABI_MINOR 1
+#define ADR_BACKEND_ABI_MINOR 2
 #define ADR_BACKEND_QUERY_SYMBOL "adr_backend_query"
 
 enum adr_log_level {
@@ -109,6 +109,7 @@ struct adr_backend_host {
 struct adr_backend_device;
 struct adr_backend_stream;
 struct adr_backend_event;
+struct adr_share_handle; /* adr/share.h */
 
 enum adr_backend_stream_flags {
   /* Return the device's default stream: never passed to stream_destroy,
@@ -243,8 +244,43 @@ struct adr_backend {
   int (*memset_sync)(struct adr_backend_device* dev, void* ptr, int value, size_t size,
                      struct adr_backend_stream* stream, struct adr_error* error);
 
+  /* --- sharing between processes (optional, ABI 1.2; adr/share.h,
+   * docs/sharing.md) ---
+   * share_caps: enum adr_share_caps bits the device supports (it may open
+   *   the device). Without the slot the core reports 0.
+   * share_alloc: `size` bytes (alignment as alloc) that share_export can
+   *   export; freed through the ordinary free slot, which must recognise
+   *   them. Not stream-ordered.
+   * share_export: fill kind, object_id, object_size, offset, native, value
+   *   and fd_count of *out for the shareable allocation containing `ptr`
+   *   (the core fills the rest) and store a new descriptor the caller owns
+   *   in *out_fd (-1 for none). EINVAL for memory that is not shareable.
+   * share_import: map the memory `handle` names (the core checked magic,
+   *   version, object and device type); `fd` is the descriptor that came
+   *   with it (or -1), not taken. *out = the mapping's base + offset.
+   * share_close: unmap what share_import returned.
+   * event_share_export: make a shareable event, record it on `stream`,
+   *   fill *out as share_export does; the event belongs to the caller
+   *   (event_destroy).
+   * event_share_import: open the event `handle` names; destroyed with
+   *   event_destroy (which then closes, not destroys, the native event). */
+  int (*share_caps)(struct adr_backend_device* dev, uint32_t* out, struct adr_error* error);
+  int (*share_alloc)(struct adr_backend_device* dev, size_t size, size_t alignment, void** out,
+                     struct adr_error* error);
+  int (*share_export)(struct adr_backend_device* dev, const void* ptr,
+                      struct adr_share_handle* out, int* out_fd, struct adr_error* error);
+  int (*share_import)(struct adr_backend_device* dev, const struct adr_share_handle* handle,
+                      int fd, void** out, struct adr_error* error);
+  int (*share_close)(struct adr_backend_device* dev, void* ptr, struct adr_error* error);
+  int (*event_share_export)(struct adr_backend_device* dev, struct adr_backend_stream* stream,
+                            struct adr_backend_event** out_event, struct adr_share_handle* out,
+                            int* out_fd, struct adr_error* error);
+  int (*event_share_import)(struct adr_backend_device* dev,
+                            const struct adr_share_handle* handle, int fd,
+                            struct adr_backend_event** out, struct adr_error* error);
+
   /* Room to grow: new slots take these from the front, with a minor bump. */
-  void (*reserved[14])(void);
+  void (*reserved[7])(void);
 };
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && UINTPTR_MAX == UINT64_MAX
@@ -254,7 +290,8 @@ _Static_assert(offsetof(struct adr_backend, stream_create) == 128, "adr_backend 
 _Static_assert(offsetof(struct adr_backend, event_create) == 152, "adr_backend events");
 _Static_assert(offsetof(struct adr_backend, event_import) == 208, "adr_backend interop");
 _Static_assert(offsetof(struct adr_backend, copy_sync) == 280, "adr_backend blocking slots");
-_Static_assert(offsetof(struct adr_backend, reserved) == 296, "adr_backend reserved");
+_Static_assert(offsetof(struct adr_backend, share_caps) == 296, "adr_backend sharing slots");
+_Static_assert(offsetof(struct adr_backend, reserved) == 352, "adr_backend reserved");
 _Static_assert(sizeof(struct adr_backend) == 408, "adr_backend size");
 _Static_assert(sizeof(struct adr_backend_host) == 104, "adr_backend_host size");
 #endif

@@ -173,8 +173,7 @@ ADR_API int adr_ipc_encode_record_batch(const struct ArrowSchema* schema,
  * EINVAL when id is out of range. */
 ADR_API int adr_ipc_encode_dictionary_batch(const struct ArrowSchema* schema,
                                             const struct ArrowDeviceArray* array, int64_t id,
-                                            struct adr_ipc_message* out,
-                                            struct adr_error* error);
+                                            struct adr_ipc_message* out, struct adr_error* error);
 
 /* ------------------------------------------------------------------------ */
 /* Decoding                                                                 */
@@ -186,9 +185,8 @@ ADR_API int adr_ipc_encode_dictionary_batch(const struct ArrowSchema* schema,
  * EINVAL for a negative size, one above ADR_IPC_MAX_METADATA_SIZE or not a
  * multiple of 8 (the reader accepts any size that is a multiple of 8).
  * `message_index` only goes into the error message. */
-ADR_API int adr_ipc_decode_prefix(const uint8_t prefix[ADR_IPC_PREFIX_SIZE],
-                                  int64_t message_index, int64_t* out_metadata_size,
-                                  struct adr_error* error);
+ADR_API int adr_ipc_decode_prefix(const uint8_t prefix[ADR_IPC_PREFIX_SIZE], int64_t message_index,
+                                  int64_t* out_metadata_size, struct adr_error* error);
 
 /* Place of one body buffer, as the metadata says. */
 struct adr_ipc_buffer_layout {

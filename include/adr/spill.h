@@ -24,11 +24,16 @@
  * be queued on streams; pass the stream it was queued on to
  * adr_spill_buffer_release (NULL: nothing is queued any more, as after a
  * blocking call). The release records the buffer's *last-use event* on
- * that stream, and a spill or a free of the buffer first waits for every
- * last-use event on the host. So a spill never copies bytes that queued
- * work has yet to write, nor frees memory queued work still reads.
- * Unspilling is a blocking copy: the bytes are in place, for every stream,
- * when acquire returns.
+ * that stream. A free of the buffer first waits for every last-use event
+ * on the host; a spill either does the same (blocking) or, where the
+ * backend's downloads are asynchronous and a last-use event has not
+ * completed, queues its copy on the manager's spill stream behind those
+ * events and returns at once (a background spill: the device memory is
+ * freed on that stream, and whoever needs the host bytes waits for the
+ * copy; on Vulkan an explicit spill of such a buffer is run by the
+ * manager's spill thread instead). So a spill never copies bytes that queued work has yet to write,
+ * nor frees memory queued work still reads. Unspilling is a blocking
+ * copy: the bytes are in place, for every stream, when acquire returns.
  *
  * Host-memory devices (cpu, cuda_host, hip_host): their memory is the
  * host's already, so spilling is a no-op there: managers and buffers work,
@@ -64,8 +69,9 @@ enum adr_spill_location {
   ADR_SPILL_LOCATION_HOST = 2,   /* spilled to host memory */
 };
 
-/* How an acquire will use the bytes (adr_spill_buffer_acquire). Both modes
- * behave the same today; the distinction is kept for copy-on-write. */
+/* How an acquire will use the bytes. For a buffer both modes behave the
+ * same; for a slice (copy-on-write) a write acquire of a shared slice first
+ * makes its private copy (adr_spill_slice_acquire). */
 enum adr_spill_access {
   ADR_SPILL_ACCESS_READ = 1,
   ADR_SPILL_ACCESS_WRITE = 2, /* read and write */
@@ -87,6 +93,9 @@ enum adr_spill_flags {
   /* Spill to pageable host memory even where the backend offers pinned
    * memory (cuda_host, hip_host). */
   ADR_SPILL_PAGEABLE = 1u << 1,
+  /* Every spill blocks until its copy completed, also where the backend
+   * could spill in the background (docs/spill.md). */
+  ADR_SPILL_SYNCHRONOUS = 1u << 2,
 };
 
 /* Options of adr_spill_manager_create. The caller sets struct_size to
@@ -146,6 +155,13 @@ ADR_API uint64_t adr_spill_manager_device_limit(const struct adr_spill_manager* 
 ADR_API int adr_spill_manager_spill(struct adr_spill_manager* manager, uint64_t bytes,
                                     uint64_t* out_spilled, struct adr_error* error);
 
+/* Waits until every spill queued in the background so far has completed
+ * (its copy in host memory, its device memory freed): a host wait on the
+ * manager's spill stream. A no-op where spills block (docs/spill.md,
+ * "Spilling in the background"). */
+ADR_API int adr_spill_manager_synchronize(struct adr_spill_manager* manager,
+                                          struct adr_error* error);
+
 /* ------------------------------------------------------------------------ */
 /* Spillable buffers                                                        */
 /* ------------------------------------------------------------------------ */
@@ -196,6 +212,85 @@ ADR_API int adr_spill_buffer_expose(struct adr_spill_buffer* buffer, const char*
                                     void** out_ptr, struct adr_error* error);
 
 /* ------------------------------------------------------------------------ */
+/* Copy-on-write: slices of shared spillable buffers                        */
+/* ------------------------------------------------------------------------ */
+
+/* A slice is a view of a range of a spillable buffer, its *owner*, which
+ * it may share with other slices (cuDF's ExposureTrackedBuffer and
+ * BufferOwner; docs/spill.md, "Copy-on-write"). The owner is a spillable
+ * buffer like any other (it spills and unspills), freed with its last
+ * slice; adr_spill_buffer_free refuses it (EBUSY).
+ *   - A read acquire shares: every slice of an owner reads its memory.
+ *   - A write acquire, or an expose, of a slice whose owner other slices
+ *     share first gives the slice a private owner holding a copy of its
+ *     range, made on the device (queued on the acquire's stream where one
+ *     is given); the others keep the old owner.
+ *   - A view of a slice whose owner was exposed is a physical copy: adr
+ *     cannot track writes made through an exposed pointer.
+ * Thread safety: as buffers; the functions may be called on one slice
+ * from several threads (acquires counted). Freeing a slice another thread
+ * still uses is undefined. */
+struct adr_spill_slice;
+
+/* Allocates a new owner of `size` (> 0) bytes (adr_spill_buffer_alloc)
+ * and a slice covering it. The caller owns the slice: adr_spill_slice_free. */
+ADR_API int adr_spill_slice_alloc(struct adr_spill_manager* manager, size_t size,
+                                  struct adr_spill_slice** out, struct adr_error* error);
+
+/* A shallow copy: a new slice of [offset, offset + size) of `slice`'s range
+ * (size > 0; EINVAL outside the range) sharing its owner, or, when the
+ * owner is exposed, a physical copy into a new owner (queued on `stream`,
+ * which may be NULL: completed on return). The caller owns *out. */
+ADR_API int adr_spill_slice_view(struct adr_spill_slice* slice, size_t offset, size_t size,
+                                 struct adr_stream* stream, struct adr_spill_slice** out,
+                                 struct adr_error* error);
+
+/* A deep copy: a new slice with a private owner holding a copy of
+ * `slice`'s range (queued on `stream`, NULL: completed on return). */
+ADR_API int adr_spill_slice_copy(struct adr_spill_slice* slice, struct adr_stream* stream,
+                                 struct adr_spill_slice** out, struct adr_error* error);
+
+/* Frees the slice, and its owner when it was the owner's last slice (as
+ * adr_spill_buffer_free: waits for last-use events). EBUSY (nothing freed)
+ * while the slice is acquired. NULL is a no-op. */
+ADR_API int adr_spill_slice_free(struct adr_spill_slice* slice, struct adr_error* error);
+
+ADR_API size_t adr_spill_slice_size(const struct adr_spill_slice* slice);
+
+/* The slice's owner now (a write acquire may give it another), for
+ * adr_spill_buffer_location / _exposed / _size; owned by its slices. */
+ADR_API struct adr_spill_buffer* adr_spill_slice_buffer(struct adr_spill_slice* slice);
+
+/* 1 when the slice's owner has other slices, 0 otherwise. */
+ADR_API int adr_spill_slice_shared(struct adr_spill_slice* slice);
+
+/* Takes the spill lock of the slice's owner (unspilling it as needed) and
+ * stores the address of the slice's first byte in *out_ptr, valid until
+ * the matching adr_spill_slice_release. ADR_SPILL_ACCESS_WRITE on a shared
+ * slice first makes its private copy: queued on `stream` (a stream of the
+ * manager's device; the pointer is then ready for work on that stream
+ * only, and the release should name it) or, with NULL, completed on
+ * return. EBUSY for a write acquire of a shared slice that is already
+ * acquired (its holders would keep reading the old owner): release it
+ * first. Every successful acquire needs one release. */
+ADR_API int adr_spill_slice_acquire(struct adr_spill_slice* slice, int mode,
+                                    struct adr_stream* stream, void** out_ptr,
+                                    struct adr_error* error);
+
+/* Drops one acquire: adr_spill_buffer_release of the owner, with the same
+ * stream rule. EINVAL when the slice is not acquired. */
+ADR_API int adr_spill_slice_release(struct adr_spill_slice* slice, struct adr_stream* stream,
+                                    struct adr_error* error);
+
+/* Exposes the slice: a shared slice first gets its private copy (blocking;
+ * EBUSY while it is acquired, as for a write acquire), then its owner is
+ * exposed (adr_spill_buffer_expose with `reason`) and the address of the
+ * slice's first byte stored in *out_ptr (may be NULL). Later views of it
+ * are physical copies. */
+ADR_API int adr_spill_slice_expose(struct adr_spill_slice* slice, const char* reason,
+                                   void** out_ptr, struct adr_error* error);
+
+/* ------------------------------------------------------------------------ */
 /* Arrays on spillable buffers                                              */
 /* ------------------------------------------------------------------------ */
 
@@ -206,13 +301,37 @@ struct adr_spill_array;
 /* Deep-copies `src` (not consumed; described by `schema`; on any device)
  * into spillable buffers of `manager`, on its device, as
  * adr_device_array_deep_copy does (a slice holds only what it uses; waits
- * for src's sync_event), staged through host memory. The caller owns *out:
+ * for src's sync_event): a host source is narrowed in host memory and
+ * uploaded, a device source is narrowed onto the manager's device and
+ * copied from there on the device (device to device wherever the backends
+ * copy directly; the device holds the table twice meanwhile). The caller owns *out:
  * adr_spill_array_destroy. Errors: those of the deep copy, and ENOMEM when
  * a buffer does not fit even after spilling (nothing is left allocated). */
 ADR_API int adr_spill_array_deep_copy(struct adr_spill_manager* manager,
                                       const struct ArrowSchema* schema,
                                       const struct ArrowDeviceArray* src,
                                       struct adr_spill_array** out, struct adr_error* error);
+
+/* A slice of the table: rows [offset, offset + length) of its top-level
+ * array, sharing every buffer (copy-on-write, "Copy-on-write" in
+ * docs/spill.md): no bytes are copied, except for buffers that were
+ * exposed (adr_spill_array_export), which are copied at once. A write
+ * acquire of either table later gives it private copies of the buffers it
+ * shares. The top-level array's offset grows by `offset` (its null_count
+ * is -1 unless the slice is the whole table). The caller owns *out
+ * (adr_spill_array_destroy). EINVAL for rows outside the table. */
+ADR_API int adr_spill_array_slice(struct adr_spill_array* array, int64_t offset, int64_t length,
+                                  struct adr_spill_array** out, struct adr_error* error);
+
+/* A deep copy of the table into spillable buffers of `manager` (any
+ * device, the table's own included), each buffer copied from where its
+ * bytes are now: device to device when it is in device memory (a peer
+ * copy, or the core's routing between backends), straight from its host
+ * copy when it is spilled (uploaded to the target, never unspilled onto
+ * its own device first). Nothing is shared with `array`; its buffers are
+ * not moved. The caller owns *out (adr_spill_array_destroy). */
+ADR_API int adr_spill_array_copy(struct adr_spill_array* array, struct adr_spill_manager* manager,
+                                 struct adr_spill_array** out, struct adr_error* error);
 
 /* Drops the caller's reference. The buffers are freed (once) when the
  * arrays handed out by acquire and export are released too; the status of
@@ -233,7 +352,9 @@ ADR_API int adr_spill_array_spill(struct adr_spill_array* array, uint64_t* out_s
 ADR_API int adr_spill_array_unspill(struct adr_spill_array* array, struct adr_error* error);
 
 /* Takes the spill lock of every buffer (unspilling them as needed; `mode`
- * is an enum adr_spill_access) and initialises *out as a standard
+ * is an enum adr_spill_access: ADR_SPILL_ACCESS_WRITE first gives the
+ * table private copies of the buffers it shares with its slices; EBUSY
+ * for a shared buffer the table already holds) and initialises *out as a standard
  * ArrowDeviceArray over the device addresses (sync_event NULL: the bytes
  * are in place). The caller owns *out; out->array.release drops the locks,
  * as adr_spill_buffer_release with a NULL stream: release it only when no
@@ -242,8 +363,10 @@ ADR_API int adr_spill_array_unspill(struct adr_spill_array* array, struct adr_er
 ADR_API int adr_spill_array_acquire(struct adr_spill_array* array, int mode,
                                     struct ArrowDeviceArray* out, struct adr_error* error);
 
-/* Exposes every buffer (adr_spill_buffer_expose with `reason`, NULL:
- * "adr_spill_array_export"): they never spill again, whatever asks. Then
+/* Exposes every buffer (adr_spill_slice_expose with `reason`, NULL:
+ * "adr_spill_array_export"; a buffer shared with slices of the table is
+ * first copied, so the consumer's writes reach no other table): they never
+ * spill again, whatever asks, and later slices copy them. Then
  * initialises *out as a standard ArrowDeviceArray over them, for any
  * consumer. The caller owns *out; its release frees only the tree's own
  * nodes, never a spillable buffer; *out holds a reference to the table,
@@ -289,7 +412,14 @@ struct adr_spill_stats {
   uint64_t limit_exceeded;   /* times the limit could not be kept */
   uint64_t spill_failures;   /* spills that failed (the buffer stayed) */
   uint64_t unspill_failures; /* unspills that failed (the buffer stayed) */
-  uint64_t reserved[8];
+  /* Spills queued on the spill stream (in the background) rather than
+   * blocking; counted in spilled[] too. */
+  uint64_t queued_spills;
+  /* Copy-on-write: private copies made by a write acquire or an expose of a
+   * shared slice, or by a view of an exposed one, and their bytes. */
+  uint64_t cow_copies;
+  uint64_t cow_bytes;
+  uint64_t reserved[5];
 };
 
 ADR_API int adr_spill_stats_get(struct adr_spill_manager* manager, struct adr_spill_stats* out,

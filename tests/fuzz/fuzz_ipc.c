@@ -51,8 +51,8 @@ static void append_message(struct bytes* b, struct adr_ipc_message* m) {
   adr_ipc_message_release(m);
 }
 
-#define CHECK(x) \
-  do {           \
+#define CHECK(x)           \
+  do {                     \
     if ((x) != 0) abort(); \
   } while (0)
 
@@ -255,8 +255,7 @@ static void decode(const uint8_t* data, size_t len) {
       if (st == 0 && batch.array.release != NULL) {
         /* A batch that decoded is valid: it must encode again. */
         struct adr_ipc_message m;
-        if (adr_ipc_encode_record_batch(adr_ipc_reader_schema(r), &batch, &m, &err) != 0)
-          abort();
+        if (adr_ipc_encode_record_batch(adr_ipc_reader_schema(r), &batch, &m, &err) != 0) abort();
         adr_ipc_message_release(&m);
         adr_device_array_release(&batch);
       }
@@ -284,10 +283,18 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size_t pos = ((size_t)data[i] | (size_t)data[i + 1] << 8) % len;
     uint8_t v = data[i + 3];
     switch (data[i + 2] % 4) {
-      case 0: s[pos] = v; break;
-      case 1: s[pos] ^= v; break;
-      case 2: s[pos] = (uint8_t)(s[pos] + v); break;
-      case 3: len = pos + 1; break;
+      case 0:
+        s[pos] = v;
+        break;
+      case 1:
+        s[pos] ^= v;
+        break;
+      case 2:
+        s[pos] = (uint8_t)(s[pos] + v);
+        break;
+      case 3:
+        len = pos + 1;
+        break;
     }
   }
   decode(s, len);
@@ -297,6 +304,12 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
 /* Edit scripts (the standalone driver mutates them; NUL-free). */
 const char* const fuzz_seeds[] = {
-    "\x01", "\x02", "\x01\x10\x01\x01\xff", "\x02\x40\x01\x01\x7f", "\x01\x99\x01\x02\x08",
-    "\x01\xc0\x01\x01\x80\x20\x02\x03\x01", "\x02\x90\x02\x01\x10", NULL,
+    "\x01",
+    "\x02",
+    "\x01\x10\x01\x01\xff",
+    "\x02\x40\x01\x01\x7f",
+    "\x01\x99\x01\x02\x08",
+    "\x01\xc0\x01\x01\x80\x20\x02\x03\x01",
+    "\x02\x90\x02\x01\x10",
+    NULL,
 };

@@ -202,3 +202,65 @@ void ipc_test_view(const struct ArrowDeviceArray* owner, bool wrapped, int64_t c
   out->array.offset += cut_front;
   out->array.length -= cut_front + cut_back;
 }
+
+static int64_t metadata_len(const char* m) {
+  if (m == NULL) return 0;
+  int32_t n;
+  memcpy(&n, m, 4);
+  int64_t pos = 4;
+  for (int32_t i = 0; i < 2 * n; i++) {
+    int32_t l;
+    memcpy(&l, m + pos, 4);
+    pos += 4 + l;
+  }
+  return n == 0 ? 0 : pos;
+}
+
+static void schema_equal(const struct ArrowSchema* want, const struct ArrowSchema* got,
+                         const char* path, bool node_attrs) {
+  struct adr_format fw, fg;
+  struct adr_error err;
+  ASSERT_OK(adr_format_parse(want->format, &fw, &err), &err);
+  ASSERT_OK(adr_format_parse(got->format, &fg, &err), &err);
+  bool has_unit = fw.type == ADR_TYPE_TIMESTAMP || fw.type == ADR_TYPE_TIME32 ||
+                  fw.type == ADR_TYPE_TIME64 || fw.type == ADR_TYPE_DURATION;
+  if (fw.type != fg.type || fw.bit_width != fg.bit_width || fw.fixed_size != fg.fixed_size ||
+      fw.precision != fg.precision || fw.scale != fg.scale || (has_unit && fw.unit != fg.unit) ||
+      fw.timezone_length != fg.timezone_length ||
+      (fw.timezone_length && memcmp(fw.timezone, fg.timezone, fw.timezone_length) != 0) ||
+      fw.n_type_ids != fg.n_type_ids ||
+      memcmp(fw.type_ids, fg.type_ids, (size_t)fw.n_type_ids) != 0)
+    fail_msg("%s: format \"%s\" came back as \"%s\"", path, want->format, got->format);
+  if (node_attrs) {
+    const char* wn = want->name ? want->name : "";
+    const char* gn = got->name ? got->name : "";
+    if (strcmp(wn, gn) != 0) fail_msg("%s: name \"%s\" came back as \"%s\"", path, wn, gn);
+    int64_t mask = ARROW_FLAG_NULLABLE | ARROW_FLAG_DICTIONARY_ORDERED;
+    if (fw.type == ADR_TYPE_MAP) mask |= ARROW_FLAG_MAP_KEYS_SORTED;
+    if ((want->flags & mask) != (got->flags & mask))
+      fail_msg("%s: flags %lld came back as %lld", path, (long long)want->flags,
+               (long long)got->flags);
+    int64_t lw = metadata_len(want->metadata), lg = metadata_len(got->metadata);
+    if (lw != lg || (lw && memcmp(want->metadata, got->metadata, (size_t)lw) != 0))
+      fail_msg("%s: metadata differs", path);
+  }
+  if (want->n_children != got->n_children)
+    fail_msg("%s: %lld children came back as %lld", path, (long long)want->n_children,
+             (long long)got->n_children);
+  for (int64_t i = 0; i < want->n_children; i++) {
+    char p[512];
+    snprintf(p, sizeof(p), "%s.%s", path, want->children[i]->name ? want->children[i]->name : "?");
+    schema_equal(want->children[i], got->children[i], p, true);
+  }
+  if ((want->dictionary == NULL) != (got->dictionary == NULL))
+    fail_msg("%s: dictionary encoding lost or added", path);
+  if (want->dictionary != NULL) {
+    char p[512];
+    snprintf(p, sizeof(p), "%s.<dictionary>", path);
+    schema_equal(want->dictionary, got->dictionary, p, false);
+  }
+}
+
+void ipc_test_assert_schema_equal(const struct ArrowSchema* want, const struct ArrowSchema* got) {
+  schema_equal(want, got, "schema", false);
+}

@@ -45,6 +45,13 @@ void ipc_test_build(const struct test_case* c, struct ArrowSchema* schema,
 void ipc_test_view(const struct ArrowDeviceArray* owner, bool wrapped, int64_t cut_front,
                    int64_t cut_back, struct ArrowDeviceArray* out);
 
+/* Asserts that `got` (decoded) describes the same columns as `want`: types
+ * (formats parsed, so "d:38,10" equals "d:38,10,128"), names, the
+ * nullable / ordered / keys-sorted flags, metadata, dictionaries and
+ * children. The root's own name and flags and a dictionary value node's
+ * name, flags and metadata are not compared: IPC does not carry them. */
+void ipc_test_assert_schema_equal(const struct ArrowSchema* want, const struct ArrowSchema* got);
+
 /* The device under test (ADR_DEVICE; NULL for cpu). Exits 77 when it is
  * missing and ADR_IPC_REQUIRE is not set. */
 struct adr_device* ipc_test_device(void);

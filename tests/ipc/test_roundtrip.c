@@ -26,6 +26,7 @@ static void roundtrip(const char* name, const struct ArrowSchema* schema,
   assert_non_null(out.array.release);
   ArrowDeviceType want = dst ? adr_device_type(dst) : ARROW_DEVICE_CPU;
   assert_int_equal(out.device_type, want);
+  ipc_test_assert_schema_equal(schema, &s2);
   bool eq = false;
   struct adr_error diff;
   ASSERT_OK(adr_device_array_equal(schema, src, &out, &eq, &diff, &err), &err);

@@ -40,9 +40,9 @@ static void file_roundtrip(const struct test_case* c, struct adr_device* src_dev
     if (owner.array.length < k_cuts[i][0] + k_cuts[i][1]) continue;
     ipc_test_view(&owner, wrapped, k_cuts[i][0], k_cuts[i][1], &expect[n]);
     if (src_dev != NULL)
-      ASSERT_OK(adr_device_array_deep_copy(&schema, &expect[n], src_dev, NULL, &batches[n], NULL,
-                                           &err),
-                &err);
+      ASSERT_OK(
+          adr_device_array_deep_copy(&schema, &expect[n], src_dev, NULL, &batches[n], NULL, &err),
+          &err);
     else
       ipc_test_view(&owner, wrapped, k_cuts[i][0], k_cuts[i][1], &batches[n]);
     n++;
@@ -209,12 +209,105 @@ static void test_empty(void** state) {
   schema.release(&schema);
 }
 
+/* One batch of struct<d: dictionary<int8, utf8>>: indices k % n_words
+ * over the words given. */
+static void dict_batch(const char* const* words, int n_words, struct ArrowDeviceArray* out) {
+  struct ArrowArray a;
+  test_node(&a, 1, 1, 6, 0, 0);
+  struct ArrowArray* d = a.children[0];
+  test_node(d, 2, 0, 6, 0, 0);
+  int8_t* idx = test_buffer(d, 1, 6, NULL);
+  for (int k = 0; k < 6; k++) idx[k] = (int8_t)(k % n_words);
+  struct adr_error err;
+  ASSERT_OK(adr_array_alloc_dictionary(d, &err), &err);
+  test_strings(d->dictionary, words, n_words, 0, false);
+  test_export(&a, out);
+}
+
+/* Each batch brings a different dictionary for the same field: the
+ * reader replaces it, and each batch decodes with its own. */
+static void test_dictionary_replacement(void** state) {
+  (void)state;
+  static const char* const w1[] = {"alpha", "beta", "gamma"};
+  static const char* const w2[] = {"uno", "dos"};
+  struct ArrowSchema schema, copy;
+  test_schema(&schema, "+s", "", 0, 1);
+  test_schema(schema.children[0], "c", "d", ARROW_FLAG_NULLABLE, 0);
+  struct adr_error err;
+  ASSERT_OK(adr_schema_alloc_dictionary(schema.children[0], &err), &err);
+  test_schema(schema.children[0]->dictionary, "u", NULL, 0, 0);
+  struct ArrowDeviceArray want[2], in_batches[2];
+  dict_batch(w1, 3, &want[0]);
+  dict_batch(w2, 2, &want[1]);
+  dict_batch(w1, 3, &in_batches[0]);
+  dict_batch(w2, 2, &in_batches[1]);
+  struct adr_device* src = g_dev;
+  if (src != NULL) {
+    for (int i = 0; i < 2; i++) {
+      struct ArrowDeviceArray d;
+      ASSERT_OK(adr_device_array_deep_copy(&schema, &in_batches[i], src, NULL, &d, NULL, &err),
+                &err);
+      adr_device_array_release(&in_batches[i]);
+      in_batches[i] = d;
+    }
+  }
+  ASSERT_OK(adr_schema_copy(&schema, &copy, &err), &err);
+  struct ArrowDeviceArrayStream in, out;
+  ArrowDeviceType t = src ? adr_device_type(src) : ARROW_DEVICE_CPU;
+  ASSERT_OK(adr_device_array_stream_from_arrays(&copy, in_batches, 2, t, &in, &err), &err);
+  int fd = memfd();
+  struct adr_ipc_stream_stats stats = {.struct_size = sizeof(stats)};
+  ASSERT_OK(adr_ipc_write_stream(fd, &in, NULL, &stats, &err), &err);
+  assert_int_equal(stats.messages, 1 + 2 * 2); /* schema, then dictionary + batch twice */
+  lseek(fd, 0, SEEK_SET);
+  ASSERT_OK(adr_ipc_read_stream(fd, g_dev, &out, &err), &err);
+  for (int i = 0; i < 2; i++) {
+    struct ArrowDeviceArray b;
+    ASSERT_OK(adr_device_array_stream_next(&out, &b, &err), &err);
+    assert_non_null(b.array.release);
+    bool eq = false;
+    struct adr_error diff;
+    ASSERT_OK(adr_device_array_equal(&schema, &want[i], &b, &eq, &diff, &err), &err);
+    if (!eq) fail_msg("batch %d: %s", i, diff.message);
+    adr_device_array_release(&b);
+  }
+  out.release(&out);
+  close(fd);
+  for (int i = 0; i < 2; i++) adr_device_array_release(&want[i]);
+  schema.release(&schema);
+}
+
+/* The reader of the pipe is gone: EPIPE with the message index, and the
+ * process lives on (no SIGPIPE). */
+static void test_broken_pipe(void** state) {
+  (void)state;
+  struct adr_error err;
+  struct ArrowSchema schema, s_copy;
+  struct ArrowDeviceArray table;
+  ASSERT_OK(fixture_sample_table(1000, &schema, &table, &err), &err);
+  ASSERT_OK(adr_schema_copy(&schema, &s_copy, &err), &err);
+  struct ArrowDeviceArrayStream in;
+  ASSERT_OK(adr_device_array_stream_from_arrays(&s_copy, &table, 1, ARROW_DEVICE_CPU, &in, &err),
+            &err);
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  close(p[0]);
+  int st = adr_ipc_write_stream(p[1], &in, NULL, NULL, &err);
+  assert_int_equal(st, EPIPE);
+  assert_non_null(strstr(err.message, "message 0 (schema)"));
+  assert_null(in.release);
+  close(p[1]);
+  schema.release(&schema);
+}
+
 int main(void) {
   g_dev = ipc_test_device();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_file_every_layout),
       cmocka_unit_test(test_pipe),
       cmocka_unit_test(test_empty),
+      cmocka_unit_test(test_broken_pipe),
+      cmocka_unit_test(test_dictionary_replacement),
   };
   return cmocka_run_group_tests_name("ipc-stream", tests, NULL, NULL);
 }

@@ -126,7 +126,10 @@ def case_list(info, _demo, _bench, _src):
 
 DEVICE_KEYS = {"device", "type", "id", "kind", "device_kind", "uuid", "pci_bus_id",
                "same_physical", "name", "vendor", "backend", "driver",
-               "memory_total", "memory_free", "alignment", "capabilities", "properties"}
+               "memory_total", "memory_free", "alignment", "capabilities", "sharing",
+               "properties"}
+# devices[].sharing: adr_share_caps by name (docs/sharing.md).
+SHARING = {"memory-export", "memory-import", "event-export", "event-import", "staged"}
 # device_kind (adr_device_kind_name) and the schema-1 kind it maps to.
 DEVICE_KINDS = {"gpu": "gpu", "integrated-gpu": "gpu", "cpu": "cpu",
                 "accelerator": "accelerator", "other": "other"}
@@ -169,6 +172,9 @@ def case_json(info, _demo, _bench, _src):
         for d in doc["devices"]:
             keys = DEVICE_KEYS | ({"memory"} if "--memory" in args else set())
             check(set(d) == keys, f"device {d['device']}: the same keys as every device")
+            check(type(d["sharing"]) is list and len(d["sharing"]) >= 1 and
+                  set(d["sharing"]) <= SHARING,
+                  f"device {d['device']}: sharing {d['sharing']!r}")
             check(d["device"] == f"{d['type']}:{d['id']}" and type(d["id"]) is int,
                   f"device {d['device']}: spelling is type:id")
             for k in ("memory_total", "memory_free", "alignment"):

@@ -16,8 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SIM_REGION_SIZE ((uintptr_t)8 << 30) /* device address space reserved at a time */
 #define SIM_MAX_REGIONS 512
@@ -61,6 +66,7 @@ const char* sim_status_name(int status) {
     SIM_NAME(SIM_ERROR_ALREADY_REGISTERED)
     SIM_NAME(SIM_ERROR_NOT_REGISTERED)
     SIM_NAME(SIM_ERROR_NOT_SUPPORTED)
+    SIM_NAME(SIM_ERROR_INVALID_CONTEXT)
 #undef SIM_NAME
   }
   return "SIM_ERROR_UNRECOGNIZED";
@@ -78,6 +84,12 @@ struct alloc {
   enum alloc_state state;
   unsigned char* backing; /* where the bytes are (== base for host kinds) */
   uint64_t id;
+  /* Device memory lives in a memfd (its descriptor kept for IPC handles),
+   * or in malloc'd memory when no descriptor could be had (fd -1). An
+   * allocation opened from an IPC handle maps the exporter's memfd
+   * (ipc_opened; fd -1, the mapping is all it needs). */
+  int fd;
+  bool ipc_opened;
 };
 
 struct device {
@@ -521,6 +533,36 @@ uint64_t sim_live_allocations(void) {
   return n;
 }
 
+/* Device memory's bytes: a memfd mapped shared, so that an IPC handle can
+ * name it to another process (/proc/PID/fd/FD); malloc'd memory when no
+ * descriptor is left (such memory cannot be exported). */
+static unsigned char* device_backing(size_t size, int* out_fd) {
+  *out_fd = -1;
+  int fd = memfd_create("adr-sim-device", MFD_CLOEXEC);
+  if (fd >= 0) {
+    void* p = ftruncate(fd, (off_t)size) == 0
+                  ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                  : MAP_FAILED;
+    if (p != MAP_FAILED) {
+      *out_fd = fd;
+      return p;
+    }
+    close(fd);
+  }
+  return malloc(size);
+}
+
+static void backing_free(struct alloc* a) {
+  if (a->backing == NULL) return;
+  if (a->fd >= 0 || a->ipc_opened) {
+    munmap(a->backing, a->size);
+    if (a->fd >= 0) close(a->fd);
+    a->fd = -1;
+  } else {
+    free(a->backing);
+  }
+}
+
 int sim_mem_alloc(int device, enum sim_mem_kind kind, size_t size, void** out) {
   int st = check_device(device);
   if (st) return st;
@@ -558,7 +600,7 @@ int sim_mem_alloc(int device, enum sim_mem_kind kind, size_t size, void** out) {
                   "device %d: %zu bytes do not fit (%" PRIu64 " of %" PRIu64 " bytes in use)",
                   device, size, used, d->props.memory_total);
     }
-    a->backing = malloc(size);
+    a->backing = device_backing(size, &a->fd);
     if (a->backing != NULL) memset(a->backing, SIM_FILL, size);
   } else {
     if (budget) {
@@ -573,6 +615,7 @@ int sim_mem_alloc(int device, enum sim_mem_kind kind, size_t size, void** out) {
       }
     }
     size_t rounded = (size + SIM_HOST_ALIGN - 1) & ~(SIM_HOST_ALIGN - 1);
+    a->fd = -1;
     a->backing = rounded >= size ? aligned_alloc(SIM_HOST_ALIGN, rounded) : NULL;
     a->base = (uintptr_t)a->backing;
   }
@@ -594,7 +637,7 @@ int sim_mem_alloc(int device, enum sim_mem_kind kind, size_t size, void** out) {
       d->used -= size;
       pthread_mutex_unlock(&d->lock);
     }
-    free(a->backing);
+    backing_free(a);
     free(a);
     return st;
   }
@@ -604,9 +647,9 @@ int sim_mem_alloc(int device, enum sim_mem_kind kind, size_t size, void** out) {
 
 /* Releases the bytes of `a`, already marked A_FREEING/unlinked. */
 static void release_alloc(struct alloc* a) {
-  if (a->kind != SIM_MEM_REGISTERED) free(a->backing);
+  if (a->kind != SIM_MEM_REGISTERED) backing_free(a);
   a->backing = NULL;
-  if (a->kind == SIM_MEM_DEVICE || a->kind == SIM_MEM_MANAGED) {
+  if ((a->kind == SIM_MEM_DEVICE && !a->ipc_opened) || a->kind == SIM_MEM_MANAGED) {
     struct device* d = &g.dev[a->device];
     pthread_mutex_lock(&d->lock);
     d->used -= a->size;
@@ -624,7 +667,14 @@ static void release_alloc(struct alloc* a) {
 }
 
 /* Finds the live allocation starting at ptr and marks it A_FREEING. */
+static int claim_for_free_ipc(void* ptr, enum sim_mem_kind kind, bool ipc, struct alloc** out);
 static int claim_for_free(void* ptr, enum sim_mem_kind kind, struct alloc** out) {
+  return claim_for_free_ipc(ptr, kind, false, out);
+}
+
+/* `ipc`: the allocation must be one opened from an IPC handle (closed, not
+ * freed); otherwise it must not be. */
+static int claim_for_free_ipc(void* ptr, enum sim_mem_kind kind, bool ipc, struct alloc** out) {
   int st = check_init();
   if (st) return st;
   if (ptr == NULL) return fail(SIM_ERROR_INVALID_VALUE, "NULL pointer");
@@ -641,6 +691,11 @@ static int claim_for_free(void* ptr, enum sim_mem_kind kind, struct alloc** out)
            !(r.kind == kind || (kind == SIM_MEM_DEVICE && r.kind == SIM_MEM_MANAGED)))
     st = fail(kind == SIM_MEM_REGISTERED ? SIM_ERROR_NOT_REGISTERED : SIM_ERROR_INVALID_VALUE,
               "%p is memory of kind %d, freed as kind %d", ptr, (int)r.kind, (int)kind);
+  else if (st == SIM_SUCCESS && r.a->ipc_opened != ipc)
+    st = fail(SIM_ERROR_INVALID_VALUE,
+              ipc ? "%p was not opened from an IPC handle"
+                  : "%p was opened from an IPC handle: close it, do not free it",
+              ptr);
   if (st == SIM_SUCCESS) {
     r.a->state = A_FREEING;
     *out = r.a;
@@ -668,7 +723,7 @@ int sim_mem_register(int device, void* ptr, size_t size) {
   if (size > UINTPTR_MAX - p) return fail(SIM_ERROR_INVALID_VALUE, "[%p, +%zu) wraps", ptr, size);
   struct alloc* a = calloc(1, sizeof(*a));
   if (a == NULL) return fail(SIM_ERROR_OUT_OF_MEMORY, "out of host memory");
-  *a = (struct alloc){p, size, SIM_MEM_REGISTERED, device, A_LIVE, ptr, 0};
+  *a = (struct alloc){p, size, SIM_MEM_REGISTERED, device, A_LIVE, ptr, 0, -1, false};
   pthread_rwlock_wrlock(&g.table_lock);
   ptrdiff_t i = table_floor(p + size - 1);
   if (in_device_region(p)) {
@@ -687,6 +742,150 @@ int sim_mem_register(int device, void* ptr, size_t size) {
 int sim_mem_unregister(void* ptr) {
   struct alloc* a = NULL;
   int st = claim_for_free(ptr, SIM_MEM_REGISTERED, &a);
+  if (st) return st;
+  drain_all_streams();
+  release_alloc(a);
+  return SIM_SUCCESS;
+}
+
+/* ---- IPC memory --------------------------------------------------------- */
+
+#define IPC_MAGIC 0x49504353u /* "SCPI" */
+
+/* What an IPC handle holds: the exporter's process and the descriptor of
+ * the memfd (opened through /proc/PID/fd/FD, checked against its inode). */
+struct ipc_payload {
+  uint32_t magic;
+  int32_t pid;
+  int32_t fd;
+  int32_t device;
+  uint64_t size;
+  uint64_t ino;
+  uint64_t dev;
+  uint64_t id;
+};
+_Static_assert(sizeof(struct ipc_payload) <= SIM_IPC_HANDLE_SIZE, "IPC payload size");
+
+static int ipc_fill(int fd, int device, uint64_t size, uint64_t id, unsigned char* out) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return fail(SIM_ERROR_INVALID_VALUE, "fstat of the memfd failed");
+  struct ipc_payload p = {IPC_MAGIC, (int32_t)getpid(), fd, device, size, (uint64_t)st.st_ino,
+                          (uint64_t)st.st_dev, id};
+  memset(out, 0, SIM_IPC_HANDLE_SIZE);
+  memcpy(out, &p, sizeof(p));
+  return SIM_SUCCESS;
+}
+
+/* Opens the exporter's memfd named by a handle: a descriptor or -1 (with
+ * the failure in *status). */
+static int ipc_open_fd(const unsigned char* h, struct ipc_payload* out, int* status) {
+  memcpy(out, h, sizeof(*out));
+  if (out->magic != IPC_MAGIC) {
+    *status = fail(SIM_ERROR_INVALID_VALUE, "not an IPC handle of the simulator");
+    return -1;
+  }
+  if (out->pid == (int32_t)getpid()) {
+    /* As the drivers: a process cannot open its own handles. */
+    *status = fail(SIM_ERROR_INVALID_CONTEXT,
+                   "the handle was exported by this process (open it in another one)");
+    return -1;
+  }
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)out->pid, (int)out->fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || (uint64_t)st.st_ino != out->ino ||
+      (uint64_t)st.st_dev != out->dev) {
+    if (fd >= 0) close(fd);
+    *status = fail(SIM_ERROR_INVALID_VALUE,
+                   "the exporting process %d or its allocation is gone (%s)", (int)out->pid,
+                   path);
+    return -1;
+  }
+  return fd;
+}
+
+int sim_ipc_mem_get(void* ptr, unsigned char* out) {
+  int st = check_init();
+  if (st) return st;
+  if (out == NULL) return fail(SIM_ERROR_INVALID_VALUE, "NULL output");
+  struct resolved r;
+  int fd = -1;
+  uint64_t size = 0, id = 0;
+  int device = -1;
+  pthread_rwlock_rdlock(&g.table_lock);
+  st = resolve_locked(ptr, 0, "pointer", &r);
+  if (st == SIM_SUCCESS && (r.a == NULL || r.kind != SIM_MEM_DEVICE))
+    st = fail(SIM_ERROR_INVALID_VALUE, "%p is not device memory", ptr);
+  else if (st == SIM_SUCCESS && r.a->base != (uintptr_t)ptr)
+    st = fail(SIM_ERROR_INVALID_VALUE, "%p is inside, not at the start of, an allocation", ptr);
+  else if (st == SIM_SUCCESS && (r.a->fd < 0 || r.a->ipc_opened))
+    st = fail(SIM_ERROR_INVALID_VALUE, "%p cannot be exported (%s)", ptr,
+              r.a->ipc_opened ? "it was opened from a handle" : "no memfd behind it");
+  if (st == SIM_SUCCESS) {
+    fd = r.a->fd;
+    size = r.a->size;
+    id = r.a->id;
+    device = r.a->device;
+  }
+  pthread_rwlock_unlock(&g.table_lock);
+  return st ? st : ipc_fill(fd, device, size, id, out);
+}
+
+int sim_ipc_mem_open(int device, const unsigned char* handle, void** out) {
+  int st = check_device(device);
+  if (st) return st;
+  if (handle == NULL || out == NULL) return fail(SIM_ERROR_INVALID_VALUE, "NULL argument");
+  struct ipc_payload p;
+  int fd = ipc_open_fd(handle, &p, &st);
+  if (fd < 0) return st;
+  if (p.device != device) {
+    close(fd);
+    return fail(SIM_ERROR_INVALID_DEVICE, "the handle is of device %d, not %d", p.device, device);
+  }
+  void* m = mmap(NULL, (size_t)p.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) return fail(SIM_ERROR_OUT_OF_MEMORY, "cannot map %llu bytes",
+                                   (unsigned long long)p.size);
+  struct alloc* a = calloc(1, sizeof(*a));
+  struct device* d = &g.dev[device];
+  size_t rounded = ((size_t)p.size + SIM_DEVICE_ALIGN - 1) & ~(size_t)(SIM_DEVICE_ALIGN - 1);
+  bool fits = a != NULL;
+  if (fits) {
+    pthread_mutex_lock(&d->lock);
+    if (rounded + SIM_GUARD > d->region_end - d->bump) fits = grow_region(d, rounded + SIM_GUARD);
+    if (fits) {
+      a->base = d->bump;
+      d->bump += rounded + SIM_GUARD;
+    }
+    pthread_mutex_unlock(&d->lock);
+  }
+  if (!fits) {
+    munmap(m, (size_t)p.size);
+    free(a);
+    return fail(SIM_ERROR_OUT_OF_MEMORY, "no device address space for an IPC mapping");
+  }
+  a->size = (size_t)p.size;
+  a->kind = SIM_MEM_DEVICE;
+  a->device = device;
+  a->backing = m;
+  a->fd = -1;
+  a->ipc_opened = true;
+  pthread_rwlock_wrlock(&g.table_lock);
+  st = table_insert(a);
+  pthread_rwlock_unlock(&g.table_lock);
+  if (st) {
+    munmap(m, a->size);
+    free(a);
+    return st;
+  }
+  *out = (void*)a->base;
+  return SIM_SUCCESS;
+}
+
+int sim_ipc_mem_close(void* ptr) {
+  struct alloc* a = NULL;
+  int st = claim_for_free_ipc(ptr, SIM_MEM_DEVICE, true, &a);
   if (st) return st;
   drain_all_streams();
   release_alloc(a);
@@ -748,6 +947,16 @@ struct sim_event {
   pthread_mutex_t lock;
   pthread_cond_t done;
   uint64_t recorded, completed; /* generations */
+  /* Interprocess events: the generations mirrored in a shared page (its
+   * memfd kept for handles); an opened one reads only the page. */
+  struct ipc_event_page* page;
+  int page_fd;
+  bool ipc_opened;
+  int owner_pid;
+};
+
+struct ipc_event_page {
+  _Atomic uint64_t recorded, completed;
 };
 
 static void event_unref(struct sim_event* e) {
@@ -756,6 +965,8 @@ static void event_unref(struct sim_event* e) {
   pthread_mutex_unlock(&e->lock);
   if (refs == 0) {
     e->magic = 0;
+    if (e->page != NULL) munmap(e->page, sizeof(*e->page));
+    if (e->page_fd >= 0) close(e->page_fd);
     pthread_mutex_destroy(&e->lock);
     pthread_cond_destroy(&e->done);
     free(e);
@@ -766,6 +977,16 @@ static void sleep_us(unsigned us) {
   struct timespec ts = {us / 1000000u, (long)(us % 1000000u) * 1000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
+}
+
+/* An opened interprocess event: waits until the exporter completed
+ * generation `target`; false when the exporter died first. */
+static bool ipc_event_wait(struct sim_event* e, uint64_t target) {
+  while (atomic_load(&e->page->completed) < target) {
+    if (kill(e->owner_pid, 0) != 0 && errno == ESRCH) return false;
+    sleep_us(100);
+  }
+  return true;
 }
 
 /* The drivers do not promise anything for overlapping ranges; a copy
@@ -799,6 +1020,7 @@ static void execute(struct item* it) {
       struct sim_event* e = it->u.ev.event;
       pthread_mutex_lock(&e->lock);
       if (e->completed < it->u.ev.gen) e->completed = it->u.ev.gen;
+      if (e->page != NULL) atomic_store(&e->page->completed, e->completed);
       pthread_cond_broadcast(&e->done);
       pthread_mutex_unlock(&e->lock);
       event_unref(e);
@@ -806,6 +1028,11 @@ static void execute(struct item* it) {
     }
     case IT_WAIT: {
       struct sim_event* e = it->u.ev.event;
+      if (e->ipc_opened) {
+        ipc_event_wait(e, it->u.ev.gen);
+        event_unref(e);
+        break;
+      }
       pthread_mutex_lock(&e->lock);
       while (e->completed < it->u.ev.gen) pthread_cond_wait(&e->done, &e->lock);
       pthread_mutex_unlock(&e->lock);
@@ -1206,6 +1433,21 @@ int sim_event_create(int device, unsigned flags, struct sim_event** out) {
   e->device = device;
   e->flags = flags;
   e->refs = 1;
+  e->page_fd = -1;
+  if (flags & SIM_EVENT_INTERPROCESS) {
+    int fd = memfd_create("adr-sim-event", MFD_CLOEXEC);
+    void* p = fd >= 0 && ftruncate(fd, sizeof(struct ipc_event_page)) == 0
+                  ? mmap(NULL, sizeof(struct ipc_event_page), PROT_READ | PROT_WRITE, MAP_SHARED,
+                         fd, 0)
+                  : MAP_FAILED;
+    if (p == MAP_FAILED) {
+      if (fd >= 0) close(fd);
+      free(e);
+      return fail(SIM_ERROR_OUT_OF_MEMORY, "no shared page for an interprocess event");
+    }
+    e->page = p;
+    e->page_fd = fd;
+  }
   pthread_mutex_init(&e->lock, NULL);
   pthread_cond_init(&e->done, NULL);
   pthread_mutex_lock(&g.handles_lock);
@@ -1243,6 +1485,7 @@ int sim_event_record(struct sim_event* e, struct sim_stream* s) {
    * enqueue happen together so two records on one stream stay ordered. */
   pthread_mutex_lock(&e->lock);
   it->u.ev.gen = ++e->recorded;
+  if (e->page != NULL) atomic_store(&e->page->recorded, e->recorded);
   e->refs++;
   pthread_mutex_unlock(&e->lock);
   it->u.ev.event = e;
@@ -1253,6 +1496,10 @@ int sim_event_record(struct sim_event* e, struct sim_stream* s) {
 int sim_event_query(struct sim_event* e) {
   int st = check_event(e);
   if (st) return st;
+  if (e->ipc_opened)
+    return atomic_load(&e->page->completed) >= atomic_load(&e->page->recorded)
+               ? SIM_SUCCESS
+               : SIM_ERROR_NOT_READY;
   pthread_mutex_lock(&e->lock);
   bool done = e->completed >= e->recorded;
   pthread_mutex_unlock(&e->lock);
@@ -1262,6 +1509,10 @@ int sim_event_query(struct sim_event* e) {
 int sim_event_synchronize(struct sim_event* e) {
   int st = check_event(e);
   if (st) return st;
+  if (e->ipc_opened)
+    return ipc_event_wait(e, atomic_load(&e->page->recorded))
+               ? SIM_SUCCESS
+               : fail(SIM_ERROR_INVALID_HANDLE, "the process that exported the event is gone");
   pthread_mutex_lock(&e->lock);
   uint64_t target = e->recorded;
   while (e->completed < target) pthread_cond_wait(&e->done, &e->lock);
@@ -1274,8 +1525,8 @@ int sim_stream_wait_event(struct sim_stream* s, struct sim_event* e) {
   if (st == SIM_SUCCESS) st = check_event(e);
   if (st) return st;
   pthread_mutex_lock(&e->lock);
-  uint64_t target = e->recorded;
-  bool pending = e->completed < target;
+  uint64_t target = e->ipc_opened ? atomic_load(&e->page->recorded) : e->recorded;
+  bool pending = e->ipc_opened ? atomic_load(&e->page->completed) < target : e->completed < target;
   if (pending) e->refs++;
   pthread_mutex_unlock(&e->lock);
   if (!pending) return SIM_SUCCESS; /* never recorded or already complete */
@@ -1295,5 +1546,39 @@ int sim_event_info(struct sim_event* e, int* out_device, unsigned* out_flags) {
   if (st) return st;
   if (out_device) *out_device = e->device;
   if (out_flags) *out_flags = e->flags;
+  return SIM_SUCCESS;
+}
+
+/* ---- IPC events ---------------------------------------------------------- */
+
+int sim_event_ipc_get(struct sim_event* e, unsigned char* out) {
+  int st = check_event(e);
+  if (st) return st;
+  if (out == NULL) return fail(SIM_ERROR_INVALID_VALUE, "NULL output");
+  if (e->page == NULL || e->ipc_opened)
+    return fail(SIM_ERROR_INVALID_VALUE, "the event was not created interprocess");
+  return ipc_fill(e->page_fd, e->device, sizeof(struct ipc_event_page), 0, out);
+}
+
+int sim_event_ipc_open(int device, const unsigned char* handle, struct sim_event** out) {
+  int st = check_device(device);
+  if (st) return st;
+  if (handle == NULL || out == NULL) return fail(SIM_ERROR_INVALID_VALUE, "NULL argument");
+  struct ipc_payload p;
+  int fd = ipc_open_fd(handle, &p, &st);
+  if (fd < 0) return st;
+  void* page = mmap(NULL, sizeof(struct ipc_event_page), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (page == MAP_FAILED) return fail(SIM_ERROR_OUT_OF_MEMORY, "cannot map the event's page");
+  struct sim_event* e = NULL;
+  st = sim_event_create(device, 0, &e);
+  if (st) {
+    munmap(page, sizeof(struct ipc_event_page));
+    return st;
+  }
+  e->page = page;
+  e->ipc_opened = true;
+  e->owner_pid = p.pid;
+  *out = e;
   return SIM_SUCCESS;
 }

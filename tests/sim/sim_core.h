@@ -76,6 +76,7 @@ enum sim_status {
   SIM_ERROR_ALREADY_REGISTERED = 11, /* host range overlaps a registered/pinned one */
   SIM_ERROR_NOT_REGISTERED = 12,     /* unregister of a range never registered */
   SIM_ERROR_NOT_SUPPORTED = 13,
+  SIM_ERROR_INVALID_CONTEXT = 14, /* an IPC handle opened in its exporting process */
 };
 
 /* "SIM_ERROR_FREED_POINTER" ...; static string. */
@@ -217,6 +218,33 @@ int sim_event_synchronize(struct sim_event* event);
  * The event may belong to another device. */
 int sim_stream_wait_event(struct sim_stream* stream, struct sim_event* event);
 int sim_event_info(struct sim_event* event, int* out_device, unsigned* out_flags);
+
+/* ---- IPC between processes (cuIpc* / hipIpc*) --------------------------
+ * Device memory lives in memfds, so a handle can name it to another
+ * process of the host: it carries the exporter's pid, the memfd's
+ * descriptor number and inode; the importer opens /proc/PID/fd/FD (same
+ * user), checks the inode and maps it at a new device address. The
+ * exporter must be alive when the handle is opened (as with the drivers);
+ * a mapping stays valid afterwards (the kernel keeps the pages).
+ * Interprocess events (created with SIM_EVENT_INTERPROCESS) keep their
+ * recorded/completed generations in a shared memfd page; an opened one
+ * waits for the exporter's latest recording at the time of the wait, and
+ * stops waiting (an error for host waits) when the exporter dies. */
+#define SIM_IPC_HANDLE_SIZE 64
+#define SIM_EVENT_INTERPROCESS 0x4u /* CU_EVENT_INTERPROCESS, hipEventInterprocess */
+
+/* Handle of the device allocation starting at `ptr` (its base). */
+int sim_ipc_mem_get(void* ptr, unsigned char* out);
+/* Maps the memory a handle names on `device` (its exporter's ordinal);
+ * SIM_ERROR_INVALID_CONTEXT in the exporting process itself. */
+int sim_ipc_mem_open(int device, const unsigned char* handle, void** out);
+/* Unmaps what sim_ipc_mem_open returned (waits for the streams, like a
+ * free); SIM_ERROR_INVALID_VALUE for memory not opened from a handle. */
+int sim_ipc_mem_close(void* ptr);
+/* Handle of an interprocess event. */
+int sim_event_ipc_get(struct sim_event* event, unsigned char* out);
+/* Opens an exported event on `device`; destroy it with sim_event_destroy. */
+int sim_event_ipc_open(int device, const unsigned char* handle, struct sim_event** out);
 
 /* ---- knobs (tests) ------------------------------------------------------ */
 

@@ -572,9 +572,15 @@ struct worker {
   char failure[1200];
 };
 
+/* A seed above 0xffffff00 stands for a buffer memset to its low byte. */
+#define UNIFORM(v) (0xffffff00u | (uint32_t)(v))
+
 static bool verify(struct adr_spill_buffer* b, void* d, uint32_t seed, uint8_t* h, uint8_t* want,
                    char* why, size_t whysize) {
-  fill(want, TSIZE, seed);
+  if (seed >= UNIFORM(0))
+    memset(want, (int)(seed & 0xff), TSIZE);
+  else
+    fill(want, TSIZE, seed);
   struct adr_error e;
   if (adr_copy(cpu, h, dev, d, TSIZE, NULL, &e) != 0) {
     snprintf(why, whysize, "copy out: %.400s", e.message);
@@ -595,6 +601,15 @@ static void* work(void* arg) {
   uint8_t* want = malloc(TSIZE);
   struct adr_error e;
   uint32_t rng = 0x9e3779b9u * (uint32_t)(w->id + 1);
+  /* Work queued on the thread's stream before a release is the buffer's
+   * last use: other threads' spills of it go to the background (where the
+   * backend allows) behind it. This thread orders its own later reads. */
+  struct adr_stream* stream = NULL;
+  bool queued = false;
+  if (adr_stream_create(dev, &stream, &e) != 0) {
+    snprintf(w->failure, sizeof(w->failure), "stream: %.400s", e.message);
+    stream = NULL;
+  }
 #define NEXT() (rng = rng * 1103515245u + 12345u, rng >> 8)
 #define FAIL(...)                                          \
   do {                                                     \
@@ -612,11 +627,24 @@ static void* work(void* arg) {
     if (adr_copy(dev, d, cpu, h, TSIZE, NULL, &e) != 0) FAIL("copy in: %s", e.message);
     adr_spill_buffer_release(own[i], NULL, NULL);
   }
-  for (int it = 0; it < w->iterations; it++) {
+  for (int it = 0; it < w->iterations && stream != NULL; it++) {
     unsigned op = NEXT() % 100;
     int i = (int)(NEXT() % PER_THREAD);
     void* d = NULL;
-    if (op < 50) { /* own: verify, rewrite */
+    if (queued) {
+      if (adr_stream_synchronize(stream, &e) != 0) FAIL("synchronize: %s", e.message);
+      queued = false;
+    }
+    if (op < 12) { /* own: verify, then a memset queued on the stream */
+      if (adr_spill_buffer_acquire(own[i], ADR_SPILL_ACCESS_WRITE, &d, &e) != 0)
+        FAIL("acquire: %s", e.message);
+      if (!verify(own[i], d, seed[i], h, want, w->failure, sizeof(w->failure))) goto out;
+      seed[i] = UNIFORM(NEXT() & 0xff);
+      if (adr_memset(dev, d, (int)(seed[i] & 0xff), TSIZE, stream, &e) != 0)
+        FAIL("memset: %s", e.message);
+      if (adr_spill_buffer_release(own[i], stream, &e) != 0) FAIL("release: %s", e.message);
+      queued = true;
+    } else if (op < 50) { /* own: verify, rewrite */
       if (adr_spill_buffer_acquire(own[i], ADR_SPILL_ACCESS_WRITE, &d, &e) != 0)
         FAIL("acquire: %s", e.message);
       if (!verify(own[i], d, seed[i], h, want, w->failure, sizeof(w->failure))) goto out;
@@ -657,6 +685,7 @@ static void* work(void* arg) {
   }
 out:
   for (int i = 0; i < PER_THREAD; i++) adr_spill_buffer_free(own[i], NULL);
+  if (stream != NULL) adr_stream_destroy(stream, NULL);
   free(h);
   free(want);
   return NULL;

@@ -71,8 +71,8 @@ static void ipc_fn(void* p) {
   struct writer_arg w;
   memset(&w, 0, sizeof(w));
   if (adr_schema_copy(r->schema, &copy, &err) != 0 || pipe(fds) != 0 ||
-      adr_device_array_stream_from_arrays(&copy, views, N_BATCHES, r->src_type, &w.stream,
-                                          &err) != 0) {
+      adr_device_array_stream_from_arrays(&copy, views, N_BATCHES, r->src_type, &w.stream, &err) !=
+          0) {
     r->failed = 1;
     return;
   }
@@ -174,9 +174,8 @@ static double measure(struct bench_ctx* ctx, struct ipc_run* r, const char* what
   r->check = true;
   r->equal = true;
   ipc_fn(r);
-  bench_expect(ctx, !r->failed && r->equal && r->rows == rows,
-               "%s: %lld of %lld rows read back%s", what, (long long)r->rows, (long long)rows,
-               r->equal ? "" : ", batches differ");
+  bench_expect(ctx, !r->failed && r->equal && r->rows == rows, "%s: %lld of %lld rows read back%s",
+               what, (long long)r->rows, (long long)rows, r->equal ? "" : ", batches differ");
   if (r->failed) return 0;
   r->check = false;
   double t = bench_time(ipc_fn, r, secs, 3);
@@ -239,22 +238,20 @@ void bench_run_ipc(struct bench_ctx* ctx) {
     struct ArrowDeviceArray on_dev[N_BATCHES];
     int made = 0;
     for (; made < N_BATCHES; made++)
-      if (adr_device_array_deep_copy(&schema, &host[made], dev, NULL, &on_dev[made], NULL,
-                                     &err) != 0)
+      if (adr_device_array_deep_copy(&schema, &host[made], dev, NULL, &on_dev[made], NULL, &err) !=
+          0)
         break;
     if (made == N_BATCHES) {
       char g[96];
       struct ipc_run d = {.schema = &schema, .batches = on_dev, .src_type = adr_device_type(dev)};
       snprintf(g, sizeof(g), "ipc source %s vs cpu", adr_device_name(dev));
       double dev_gbs = measure(ctx, &d, "device -> pipe -> host", rows, secs);
-      bench_report(ctx, g, label, dev_gbs, gbs, "GB/s", "cpu source",
-                   BENCH_HIGHER_IS_BETTER);
-      struct ipc_run to = {.schema = &schema, .batches = host, .src_type = ARROW_DEVICE_CPU,
-                           .dst = dev};
+      bench_report(ctx, g, label, dev_gbs, gbs, "GB/s", "cpu source", BENCH_HIGHER_IS_BETTER);
+      struct ipc_run to = {
+          .schema = &schema, .batches = host, .src_type = ARROW_DEVICE_CPU, .dst = dev};
       snprintf(g, sizeof(g), "ipc read onto %s vs host", adr_device_name(dev));
       double to_gbs = measure(ctx, &to, "cpu -> pipe -> device", rows, secs);
-      bench_report(ctx, g, label, to_gbs, gbs, "GB/s", "read to the host",
-                   BENCH_HIGHER_IS_BETTER);
+      bench_report(ctx, g, label, to_gbs, gbs, "GB/s", "read to the host", BENCH_HIGHER_IS_BETTER);
     } else {
       fprintf(stderr, "bench ipc: %s\n", err.message);
       bench_expect(ctx, false, "copy to %s: %s", adr_device_name(dev), err.message);

@@ -77,6 +77,8 @@ static CUresult from_sim(int st) {
       return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     case SIM_ERROR_NOT_SUPPORTED:
       return CUDA_ERROR_NOT_SUPPORTED;
+    case SIM_ERROR_INVALID_CONTEXT:
+      return CUDA_ERROR_INVALID_CONTEXT;
     default:
       return CUDA_ERROR_INVALID_VALUE; /* pointers, bounds, wrong device */
   }
@@ -735,6 +737,64 @@ CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
   return CUDA_SUCCESS;
 }
 
+/* ---- IPC (sim_core.h: memfds named through /proc/PID/fd) --------------- */
+
+CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
+  CHECK_INIT();
+  if (pHandle == NULL) return RET(CUDA_ERROR_INVALID_VALUE, "NULL");
+  _Static_assert(sizeof(pHandle->reserved) >= SIM_IPC_HANDLE_SIZE, "CUipcMemHandle size");
+  return RET_SIM(sim_ipc_mem_get((void*)(uintptr_t)dptr, (unsigned char*)pHandle->reserved));
+}
+
+CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle,
+                                    unsigned int Flags) {
+  CHECK_INIT();
+  if (pdptr == NULL) return RET(CUDA_ERROR_INVALID_VALUE, "NULL");
+  if (Flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+    return RET(CUDA_ERROR_INVALID_VALUE, "bad flags");
+  int dev;
+  CUresult r = current_device(&dev);
+  if (r) return RET(r, "no current context");
+  void* p = NULL;
+  int st = sim_ipc_mem_open(dev, (const unsigned char*)handle.reserved, &p);
+  if (st) return RET_SIM(st);
+  *pdptr = (CUdeviceptr)(uintptr_t)p;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  CHECK_INIT();
+  int dev;
+  CUresult r = current_device(&dev);
+  if (r) return RET(r, "no current context");
+  return RET_SIM(sim_ipc_mem_close((void*)(uintptr_t)dptr));
+}
+
+CUresult CUDAAPI cuIpcGetEventHandle(CUipcEventHandle* pHandle, CUevent event) {
+  CHECK_INIT();
+  if (pHandle == NULL) return RET(CUDA_ERROR_INVALID_VALUE, "NULL");
+  unsigned flags = 0;
+  int st = sim_event_info((struct sim_event*)event, NULL, &flags);
+  if (st) return RET_SIM(st);
+  if (!(flags & CU_EVENT_INTERPROCESS) || !(flags & CU_EVENT_DISABLE_TIMING))
+    return RET(CUDA_ERROR_INVALID_VALUE,
+               "the event needs CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING");
+  return RET_SIM(sim_event_ipc_get((struct sim_event*)event, (unsigned char*)pHandle->reserved));
+}
+
+CUresult CUDAAPI cuIpcOpenEventHandle(CUevent* phEvent, CUipcEventHandle handle) {
+  CHECK_INIT();
+  if (phEvent == NULL) return RET(CUDA_ERROR_INVALID_VALUE, "NULL");
+  int dev;
+  CUresult r = current_device(&dev);
+  if (r) return RET(r, "no current context");
+  struct sim_event* e = NULL;
+  int st = sim_event_ipc_open(dev, (const unsigned char*)handle.reserved, &e);
+  if (st) return RET_SIM(st);
+  *phEvent = (CUevent)e;
+  return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuEventDestroy(CUevent hEvent) {
   CHECK_INIT();
   int fault = sim_fault_take("cuEventDestroy");
@@ -904,6 +964,11 @@ static const struct proc k_procs[] = {
     P("cuEventQuery", cuEventQuery, 2000),
     P("cuPointerGetAttributes", cuPointerGetAttributes, 7000),
     P("cuPointerGetAttribute", cuPointerGetAttribute, 4000),
+    P("cuIpcGetMemHandle", cuIpcGetMemHandle, 4010),
+    P("cuIpcOpenMemHandle", cuIpcOpenMemHandle, 11000),
+    P("cuIpcCloseMemHandle", cuIpcCloseMemHandle, 4010),
+    P("cuIpcGetEventHandle", cuIpcGetEventHandle, 4010),
+    P("cuIpcOpenEventHandle", cuIpcOpenEventHandle, 4010),
 #undef P
 };
 

@@ -45,6 +45,7 @@
 #pragma GCC visibility push(default)
 #include <hip/hip_runtime_api.h>
 int adr_sim_hip_calls(const char* name);
+unsigned long long adr_sim_hip_live_allocations(void);
 void adr_sim_hip_alloc_fail(unsigned long long nth, int once);
 void adr_sim_hip_fail_next(const char* entry, int code);
 #pragma GCC visibility pop
@@ -66,6 +67,10 @@ enum counter_id {
 };
 static _Atomic int counters[counter_count];
 #define COUNT(name) atomic_fetch_add_explicit(&counters[counter_##name], 1, memory_order_relaxed)
+
+unsigned long long adr_sim_hip_live_allocations(void) {
+  return sim_live_allocations();
+}
 
 int adr_sim_hip_calls(const char* name) {
 #define COUNTER_LOOKUP(n) \
@@ -173,6 +178,8 @@ static hipError_t map(int st) {
       return hipErrorHostMemoryNotRegistered;
     case SIM_ERROR_NOT_SUPPORTED:
       return hipErrorNotSupported;
+    case SIM_ERROR_INVALID_CONTEXT:
+      return hipErrorInvalidContext;
     default:
       return hipErrorUnknown;
   }
@@ -603,6 +610,46 @@ hipError_t hipEventCreateWithFlags(hipEvent_t* event, unsigned flags) {
   int st = sim_event_create(d, flags, &e);
   *event = (hipEvent_t)e;
   return result(st, "hipEventCreateWithFlags");
+}
+
+/* ---- IPC (sim_core.h: memfds named through /proc/PID/fd) --------------- */
+
+hipError_t hipIpcGetMemHandle(hipIpcMemHandle_t* handle, void* devPtr) {
+  if (handle == NULL) return hipErrorInvalidValue;
+  _Static_assert(sizeof(handle->reserved) >= SIM_IPC_HANDLE_SIZE, "hipIpcMemHandle_t size");
+  return result(sim_ipc_mem_get(devPtr, (unsigned char*)handle->reserved), "hipIpcGetMemHandle");
+}
+
+hipError_t hipIpcOpenMemHandle(void** devPtr, hipIpcMemHandle_t handle, unsigned int flags) {
+  if (devPtr == NULL || flags != hipIpcMemLazyEnablePeerAccess) return hipErrorInvalidValue;
+  int d = sim_device(current_device);
+  if (d < 0) return hipErrorInvalidDevice;
+  return result(sim_ipc_mem_open(d, (const unsigned char*)handle.reserved, devPtr),
+                "hipIpcOpenMemHandle");
+}
+
+hipError_t hipIpcCloseMemHandle(void* devPtr) {
+  return result(sim_ipc_mem_close(devPtr), "hipIpcCloseMemHandle");
+}
+
+hipError_t hipIpcGetEventHandle(hipIpcEventHandle_t* handle, hipEvent_t event) {
+  if (handle == NULL) return hipErrorInvalidValue;
+  unsigned flags = 0;
+  int st = sim_event_info((struct sim_event*)event, NULL, &flags);
+  if (st) return result(st, "hipIpcGetEventHandle");
+  if (!(flags & hipEventInterprocess) || !(flags & hipEventDisableTiming)) return hipErrorInvalidValue;
+  return result(sim_event_ipc_get((struct sim_event*)event, (unsigned char*)handle->reserved),
+                "hipIpcGetEventHandle");
+}
+
+hipError_t hipIpcOpenEventHandle(hipEvent_t* event, hipIpcEventHandle_t handle) {
+  if (event == NULL) return hipErrorInvalidValue;
+  int d = sim_device(current_device);
+  if (d < 0) return hipErrorInvalidDevice;
+  struct sim_event* e = NULL;
+  int st = sim_event_ipc_open(d, (const unsigned char*)handle.reserved, &e);
+  if (st == 0) *event = (hipEvent_t)e;
+  return result(st, "hipIpcOpenEventHandle");
 }
 
 hipError_t hipEventCreate(hipEvent_t* event) {
