@@ -10,7 +10,9 @@
 # RUNPATHs with patchelf), which the python-wheel test installs with pip;
 # Numba's CUDA target is the independent CUDA Array Interface peer of
 # python/tests/test_numba_cai.py. hypothesis is for NumPy's own test suite,
-# which python-numpy-suite runs with adr's NEP 49 handler set.
+# which python-numpy-suite runs with adr's NEP 49 handler set. UCX (libucx-dev)
+# builds the optional UCX module (docs/ucx.md); ucx-utils' ucx_perftest is
+# the baseline of adr-bench ucx.
 set -euo pipefail
 packages=(
   build-essential meson ninja-build pkg-config libcmocka-dev clang
@@ -22,6 +24,7 @@ packages=(
   cmake groff-base
   python3-dev python3-numpy python3-pytest python3-mesonpy python3-pip python3-numba patchelf
   python3-hypothesis
+  libucx-dev ucx-utils
 )
 missing=()
 for p in "${packages[@]}"; do
