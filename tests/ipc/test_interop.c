@@ -464,6 +464,23 @@ static void js_to_adr(void** state) {
   print_message("adr read %d arrow-js streams\n", n);
   snprintf(args, sizeof(args), "compare '%s'", work_dir);
   assert_int_equal(run_node(args), 0);
+
+  /* arrow-js's delta dictionary batch: the first batch reads, the delta
+   * is refused with ENOTSUP and the message index (docs/ipc.md, Limits). */
+  struct adr_error err;
+  snprintf(path, sizeof(path), "%s/js-delta.arrows", work_dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  struct ArrowDeviceArrayStream s;
+  ASSERT_OK(adr_ipc_read_stream(fd, NULL, &s, &err), &err);
+  struct ArrowDeviceArray batch;
+  ASSERT_OK(adr_device_array_stream_next(&s, &batch, &err), &err);
+  assert_int_equal(batch.array.length, 2);
+  adr_device_array_release(&batch);
+  assert_int_equal(adr_device_array_stream_next(&s, &batch, &err), ENOTSUP);
+  assert_non_null(strstr(err.message, "message 3 (dictionary batch): delta dictionary"));
+  s.release(&s);
+  close(fd);
 }
 
 static void remove_work_dir(void) {

@@ -19,7 +19,7 @@ import {
   Float32, Float64, Decimal, Utf8, LargeUtf8, Binary, LargeBinary, FixedSizeBinary,
   Utf8View, BinaryView, DateDay, DateMillisecond, TimeSecond, TimeMillisecond, TimeMicrosecond,
   TimeNanosecond, Timestamp, TimeUnit, Duration, Interval, IntervalUnit, List, LargeList,
-  FixedSizeList, Struct, Map_, Dictionary, DenseUnion, SparseUnion, RecordBatch,
+  FixedSizeList, Struct, Map_, Dictionary, DenseUnion, SparseUnion, Vector,
 } from 'apache-arrow';
 
 // ---- dump -------------------------------------------------------------------
@@ -396,6 +396,15 @@ if (mode === 'read') {
     names.push(`js-${name}`);
   }
   writeFileSync(join(dir, 'js-list.txt'), names.join('\n') + '\n');
+  // A delta dictionary batch: arrow-js sends one when a batch's dictionary
+  // is the previous one's chunks plus more. adr refuses it (ENOTSUP).
+  const c0 = vectorFromArray(['a', 'b'], new Utf8()).data[0];
+  const c1 = vectorFromArray(['c', 'd'], new Utf8()).data[0];
+  const dt = new Dictionary(new Utf8(), new Int32(), null, false);
+  const b1 = makeData({ type: dt, length: 2, data: Int32Array.from([0, 1]), dictionary: new Vector([c0]) });
+  const b2 = makeData({ type: dt, length: 2, data: Int32Array.from([2, 3]), dictionary: new Vector([c0, c1]) });
+  const delta = new Table({ d: makeVector(b1) }).concat(new Table({ d: makeVector(b2) }));
+  writeFileSync(join(dir, 'js-delta.arrows'), tableToIPC(delta, 'stream'));
   console.log(`arrow-js wrote ${names.length} streams`);
 } else if (mode === 'compare') {
   const names = readFileSync(join(dir, 'js-list.txt'), 'utf8').split('\n').filter(Boolean);
