@@ -294,7 +294,7 @@ int ucx_bounce_run(struct adr_ucx_conn* conn, struct ucx_bounce* b, const struct
     if (ucx_waiter_expired(&w, conn->opt.timeout_ms))
       st = adr_error_set(error, ETIMEDOUT, "[%s][ucx] no progress for %d ms on bounced chunks",
                          op, conn->opt.timeout_ms);
-    if (!st) ucx_progress(conn->w, ucx_waiter_idle(&w));
+    if (!st) ucx_waiter_acted(&w, ucx_progress(conn->w, ucx_waiter_mode(&w, sending)));
   }
   if (st) {
     struct ucx_reqs left = {0};

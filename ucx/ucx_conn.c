@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,20 +180,25 @@ static void worker_unref(struct ucx_worker* w) {
   free(w);
 }
 
-void ucx_progress(struct ucx_worker* w, bool idle) {
-  if (ucp_worker_progress(w->worker) != 0) return;
-  if (!idle) return;
+bool ucx_progress(struct ucx_worker* w, int idle) {
+  if (ucp_worker_progress(w->worker) != 0) return true;
+  if (idle == UCX_IDLE_SPIN) return false;
+  if (idle == UCX_IDLE_YIELD) {
+    sched_yield();
+    return false;
+  }
   if (w->efd >= 0) {
     ucs_status_t st = ucp_worker_arm(w->worker);
-    if (st == UCS_ERR_BUSY) return;
+    if (st == UCS_ERR_BUSY) return true; /* events waiting: progress next turn */
     if (st == UCS_OK) {
       struct pollfd p = {.fd = w->efd, .events = POLLIN};
       (void)poll(&p, 1, 1);
-      return;
+      return false;
     }
   }
   struct timespec ts = {0, 20000};
   nanosleep(&ts, NULL);
+  return false;
 }
 
 /* ---- requests ----------------------------------------------------------- */
@@ -313,7 +319,7 @@ int ucx_reqs_wait(struct adr_ucx_conn* conn, struct ucx_reqs* set, const char* o
     if (ucx_waiter_expired(&w, conn->opt.timeout_ms))
       return adr_error_set(error, ETIMEDOUT, "[%s][ucx] no progress for %d ms while %s", op,
                            conn->opt.timeout_ms, what);
-    ucx_progress(conn->w, ucx_waiter_idle(&w));
+    ucx_waiter_acted(&w, ucx_progress(conn->w, ucx_waiter_mode(&w, set->sends)));
   }
   return 0;
 }
@@ -373,8 +379,12 @@ int ucx_send(struct adr_ucx_conn* conn, uint64_t tag, const void* buf, size_t si
   }
   ucs_status_ptr_t r = ucp_tag_send_nbx(conn->ep, buf, size, tag, &p);
   if (UCS_PTR_IS_ERR(r)) return ucx_request_failed(conn, UCS_PTR_STATUS(r), op, "ucp_tag_send_nbx", error);
-  if (set != NULL) return ucx_reqs_add(set, r, op, "ucp_tag_send_nbx", error);
-  struct ucx_reqs one = {0};
+  if (r == NULL) return 0; /* done at once (eager) */
+  if (set != NULL) {
+    set->sends = true;
+    return ucx_reqs_add(set, r, op, "ucp_tag_send_nbx", error);
+  }
+  struct ucx_reqs one = {.sends = true};
   st = ucx_reqs_add(&one, r, op, "ucp_tag_send_nbx", error);
   if (st == 0) st = ucx_reqs_wait(conn, &one, op, "sending a control message", error);
   if (st != 0 && one.n > 0) ucx_conn_abort(conn, &one);
@@ -394,8 +404,8 @@ int ucx_recv(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void* buf, 
   return ucx_reqs_add(set, r, op, "ucp_tag_recv_nbx", error);
 }
 
-int ucx_recv_any(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void** out,
-                 size_t* out_size, uint64_t* out_tag, const char* op, struct adr_error* error) {
+int ucx_recv_any(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, struct ucx_bytes* into,
+                 uint64_t* out_tag, const char* op, struct adr_error* error) {
   struct ucx_waiter w;
   ucx_waiter_init(&w);
   bool last_look = false;
@@ -403,14 +413,22 @@ int ucx_recv_any(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void** 
     ucp_tag_recv_info_t info;
     ucp_tag_message_h msg = ucp_tag_probe_nb(conn->w->worker, tag, mask, 1, &info);
     if (msg != NULL) {
-      void* buf = malloc(info.length ? info.length : 1);
-      if (buf == NULL) {
-        /* The message is taken off the queue: receive it into nothing is
-         * impossible, so the connection cannot go on. */
-        conn->broken = true;
-        return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory for a %zu-byte message", op,
-                             info.length);
+      size_t need = info.length ? info.length : 1;
+      if (need > into->cap) {
+        size_t cap = need < 4096 ? 4096 : need;
+        uint8_t* d = realloc(into->data, cap);
+        if (d == NULL) {
+          /* The message is taken off the queue: receive it into nothing is
+           * impossible, so the connection cannot go on. */
+          conn->broken = true;
+          return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory for a %zu-byte message",
+                               op, info.length);
+        }
+        into->data = d;
+        into->cap = cap;
       }
+      void* buf = into->data;
+      into->size = 0;
       ucp_request_param_t p = {0};
       struct ucx_reqs one = {0};
       int st = ucx_reqs_add(&one, ucp_tag_msg_recv_nbx(conn->w->worker, buf, info.length, msg, &p),
@@ -419,12 +437,10 @@ int ucx_recv_any(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void** 
       if (st != 0) {
         ucx_conn_abort(conn, &one);
         ucx_reqs_free(&one);
-        free(buf);
         return st;
       }
       ucx_reqs_free(&one);
-      *out = buf;
-      *out_size = info.length;
+      into->size = info.length;
       if (out_tag) *out_tag = info.sender_tag;
       return 0;
     }
@@ -440,7 +456,7 @@ int ucx_recv_any(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void** 
     if (ucx_waiter_expired(&w, conn->opt.timeout_ms))
       return adr_error_set(error, ETIMEDOUT, "[%s][ucx] no message from the peer for %d ms", op,
                            conn->opt.timeout_ms);
-    ucx_progress(conn->w, ucx_waiter_idle(&w));
+    ucx_waiter_acted(&w, ucx_progress(conn->w, ucx_waiter_mode(&w, false)));
   }
 }
 

@@ -126,9 +126,22 @@ int ucx_status_error(struct adr_error* error, const char* op, ucs_status_t statu
 int ucx_request_failed(struct adr_ucx_conn* conn, ucs_status_t status, const char* op,
                        const char* what, struct adr_error* error);
 
-/* One pass of progress; when `idle` is set and nothing happened, sleeps on
- * the worker's event fd (or briefly) so a blocked call does not spin. */
-void ucx_progress(struct ucx_worker* w, bool idle);
+/* How a wait passes a turn in which nothing happened. */
+enum ucx_idle {
+  UCX_IDLE_SPIN = 0,
+  /* Sleeps on the worker's event fd (or briefly) so a blocked call does
+   * not spin. */
+  UCX_IDLE_SLEEP = 1,
+  /* Gives up the CPU (sched_yield) but does not sleep: for waits on this
+   * side's own sends, which only this side's progress moves along (a
+   * shared-memory sender's fragments, whose free queue slots wake no
+   * event fd). */
+  UCX_IDLE_YIELD = 2,
+};
+
+/* One pass of progress, then `idle` (an enum ucx_idle; true sleeps) when
+ * nothing happened. Returns whether UCX made progress. */
+bool ucx_progress(struct ucx_worker* w, int idle);
 
 /* Why the connection cannot go on (cancelled, peer gone, broken): 0 when it
  * can, otherwise the status with a message. */
@@ -138,6 +151,7 @@ int ucx_conn_check(struct adr_ucx_conn* conn, const char* op, struct adr_error* 
 struct ucx_reqs {
   void** reqs;
   size_t n, cap;
+  bool sends; /* holds sends (its waits do not sleep, UCX_IDLE_YIELD) */
 };
 
 /* Adds the result of a *_nbx call: NULL (done at once) is nothing to wait
@@ -166,30 +180,37 @@ int ucx_send(struct adr_ucx_conn* conn, uint64_t tag, const void* buf, size_t si
 /* Posts a receive of exactly the message `tag` into buf. */
 int ucx_recv(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void* buf, size_t size,
              ucp_mem_h memh, struct ucx_reqs* set, const char* op, struct adr_error* error);
-/* Receives the next message matching tag/mask whatever its size into a
- * malloc'd buffer (*out, *out_size; the caller frees it). Waits with the
- * connection's checks. */
-int ucx_recv_any(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, void** out,
-                 size_t* out_size, uint64_t* out_tag, const char* op, struct adr_error* error);
+/* Receives the next message matching tag/mask whatever its size into
+ * `into` (grown as needed, reused from message to message; into->size
+ * receives the message's size). Waits with the connection's checks. */
+struct ucx_bytes;
+int ucx_recv_any(struct adr_ucx_conn* conn, uint64_t tag, uint64_t mask, struct ucx_bytes* into,
+                 uint64_t* out_tag, const char* op, struct adr_error* error);
 
 void ucx_conn_unref(struct adr_ucx_conn* conn);
 double ucx_now(void);
 
 /* How long a wait has gone without progress. The clock is read every 64
  * steps only: in a busy progress loop clock_gettime was a fifth of the
- * time (a virtual machine's clock source). */
+ * time (a virtual machine's clock source). Two clocks: `idle` since the
+ * operation last moved (for its timeout), `quiet` since UCX last made any
+ * progress at all (for going to sleep: while fragments flow, a wait keeps
+ * spinning, since arming the event fd then only costs a system call). */
 struct ucx_waiter {
   double last;
+  double last_act;
   double idle;
+  double quiet;
   unsigned steps;
   bool moved;
+  bool acted;
 };
 
 static inline void ucx_waiter_init(struct ucx_waiter* w) {
-  w->last = ucx_now();
-  w->idle = 0;
+  w->last = w->last_act = ucx_now();
+  w->idle = w->quiet = 0;
   w->steps = 0;
-  w->moved = false;
+  w->moved = w->acted = false;
 }
 
 static inline void ucx_waiter_step(struct ucx_waiter* w, bool moved) {
@@ -200,13 +221,26 @@ static inline void ucx_waiter_step(struct ucx_waiter* w, bool moved) {
   if (++w->steps & 63) return;
   double now = ucx_now();
   if (w->moved) w->last = now;
-  w->moved = false;
+  if (w->moved || w->acted) w->last_act = now;
+  w->moved = w->acted = false;
   w->idle = now - w->last;
+  w->quiet = now - w->last_act;
 }
 
-/* Spinning stops (the loop sleeps on the worker's event fd) after 2 ms. */
+/* UCX made progress (ucx_progress returned true). */
+static inline void ucx_waiter_acted(struct ucx_waiter* w, bool acted) {
+  w->acted |= acted;
+}
+
+/* Spinning stops after 2 ms without any progress: then the wait sleeps on
+ * the worker's event fd, or only yields while `sending` (enum ucx_idle). */
+static inline int ucx_waiter_mode(const struct ucx_waiter* w, bool sending) {
+  if (w->quiet <= 2e-3 || w->idle <= 2e-3) return UCX_IDLE_SPIN;
+  return sending ? UCX_IDLE_YIELD : UCX_IDLE_SLEEP;
+}
+
 static inline bool ucx_waiter_idle(const struct ucx_waiter* w) {
-  return w->idle > 2e-3;
+  return ucx_waiter_mode(w, false) != UCX_IDLE_SPIN;
 }
 
 static inline bool ucx_waiter_expired(const struct ucx_waiter* w, int timeout_ms) {

@@ -32,6 +32,7 @@ struct receiver {
   struct adr_error last_error;
   struct ucx_bounce bounce;
   bool bounce_ready;
+  struct ucx_bytes ctrl; /* the control messages, one buffer reused */
 };
 
 static const char* OP = "adr_ucx_receive_stream";
@@ -67,11 +68,10 @@ static void body_free(struct receiver* r, void* body, int64_t size) {
   else (void)adr_free(r->device, body, (size_t)size, NULL, NULL);
 }
 
-/* Receives the body of `m` (tag number `seq`) and hands it to the reader;
- * a record batch lands in *out. */
-static int receive_message(struct receiver* r, const struct adr_ipc_decoded* m, uint32_t seq,
-                           const uint8_t* inline_body, struct ArrowDeviceArray* out,
-                           struct adr_error* error) {
+/* Receives the body of `m` (tag number `seq`) into *out_body (NULL for an
+ * empty body; the caller owns it, body_free). */
+static int receive_body(struct receiver* r, const struct adr_ipc_decoded* m, uint32_t seq,
+                        const uint8_t* inline_body, void** out_body, struct adr_error* error) {
   struct adr_ucx_conn* conn = r->conn;
   void* body = NULL;
   int st = 0;
@@ -92,7 +92,8 @@ static int receive_message(struct receiver* r, const struct adr_ipc_decoded* m, 
       body_free(r, body, m->body_alloc_size);
       return st;
     }
-    return adr_ipc_reader_consume(r->reader, m, body, out, error);
+    *out_body = body;
+    return 0;
   }
   struct ucx_chunk* chunks = NULL;
   size_t n = 0;
@@ -130,8 +131,24 @@ static int receive_message(struct receiver* r, const struct adr_ipc_decoded* m, 
     body_free(r, body, m->body_alloc_size);
     return st;
   }
-  /* The reader takes the body over, on success and on failure. */
-  return adr_ipc_reader_consume(r->reader, m, body, out, error);
+  *out_body = body;
+  return 0;
+}
+
+/* Tells the sender one more record batch was taken (a credit). Sent as
+ * soon as the batch's bytes are here, before it is assembled: the sender's
+ * next batch then overlaps with the assembly. */
+static int send_credit(struct receiver* r, struct adr_error* e) {
+  r->batches++;
+  uint64_t credit = r->batches;
+  /* The batch is whole: a sender gone by now (it may leave once it has
+   * sent an error after this batch) shows at the next get_next. */
+  struct adr_error ignored;
+  if (ucx_send(r->conn, ucx_tag(r->conn->peer_id, UCX_KIND_CREDIT, r->stream, 0, 0), &credit,
+               sizeof(credit), NULL, NULL, OP, &ignored) != 0 &&
+      r->conn->ep_status == UCS_OK && !atomic_load(&r->conn->cancelled))
+    return adr_error_set(e, EIO, "%s", ignored.message);
+  return 0;
 }
 
 static int get_next(struct ArrowDeviceArrayStream* stream, struct ArrowDeviceArray* out) {
@@ -144,16 +161,16 @@ static int get_next(struct ArrowDeviceArrayStream* stream, struct ArrowDeviceArr
   /* Dictionaries come before their batch: loop until a batch, the end or
    * an error. */
   while (st == 0 && out->array.release == NULL && !r->ended) {
-    void* msg = NULL;
-    size_t size = 0;
     uint64_t index = r->ctrl_seq;
     st = ucx_recv_any(r->conn, ucx_ctrl_tag(r->conn->local_id, r->stream, r->ctrl_seq),
-                      UCX_TAG_MASK_ALL, &msg, &size, NULL, OP, &e);
+                      UCX_TAG_MASK_ALL, &r->ctrl, NULL, OP, &e);
     if (st) break;
     r->ctrl_seq++;
+    const uint8_t* msg = r->ctrl.data;
+    size_t size = r->ctrl.size;
     uint32_t h[4] = {0};
     if (size >= sizeof(h)) memcpy(h, msg, sizeof(h));
-    const uint8_t* payload = (const uint8_t*)msg + sizeof(h);
+    const uint8_t* payload = msg + sizeof(h);
     size_t payload_size = size >= sizeof(h) ? size - sizeof(h) : 0;
     if (size < sizeof(h) || h[0] != UCX_PROTOCOL_MAGIC) {
       st = adr_error_set(&e, EPROTO, "[%s][ucx] malformed control message %llu", OP,
@@ -181,28 +198,21 @@ static int get_next(struct ArrowDeviceArrayStream* stream, struct ArrowDeviceArr
                            "[%s][ucx] message %llu: %zu bytes after the metadata, body %lld%s", OP,
                            (unsigned long long)index, payload_size - used,
                            (long long)m.body_size, inline_body ? " inline" : "");
-      if (!st)
-        st = receive_message(r, &m, h[2], inline_body ? payload + used : NULL, out, &e);
+      void* body = NULL;
+      if (!st) st = receive_body(r, &m, h[2], inline_body ? payload + used : NULL, &body, &e);
+      if (!st && m.type == ADR_IPC_MESSAGE_RECORD_BATCH) {
+        st = send_credit(r, &e);
+        if (st) body_free(r, body, m.body_alloc_size);
+      }
+      /* The reader takes the body over, on success and on failure. */
+      if (!st) st = adr_ipc_reader_consume(r->reader, &m, body, out, &e);
       adr_ipc_decoded_release(&m);
     } else {
       st = adr_error_set(&e, EPROTO, "[%s][ucx] unexpected control message type %u", OP, h[1]);
     }
-    free(msg);
-  }
-  if (st == 0 && out->array.release != NULL) {
-    r->batches++;
-    uint64_t credit = r->batches;
-    /* The batch is whole: a sender gone by now (it may leave once it has
-     * sent an error after this batch) shows at the next get_next. */
-    struct adr_error ignored;
-    if (ucx_send(r->conn, ucx_tag(r->conn->peer_id, UCX_KIND_CREDIT, r->stream, 0, 0), &credit,
-                 sizeof(credit), NULL, NULL, OP, &ignored) != 0 &&
-        r->conn->ep_status == UCS_OK && !atomic_load(&r->conn->cancelled)) {
-      st = adr_error_set(&e, EIO, "%s", ignored.message);
-      adr_device_array_release(out);
-    }
   }
   if (st) {
+    if (out->array.release != NULL) adr_device_array_release(out);
     if (st == ECANCELED && atomic_load(&r->conn->cancelled)) {
       uint64_t cancel = UCX_CREDIT_CANCEL;
       ucx_send_notice(r->conn, ucx_tag(r->conn->peer_id, UCX_KIND_CREDIT, r->stream, 0, 0),
@@ -228,6 +238,7 @@ static const char* get_last_error(struct ArrowDeviceArrayStream* stream) {
 
 static void receiver_free(struct receiver* r) {
   if (r->bounce_ready) ucx_bounce_release(&r->bounce, r->conn->w);
+  ucx_bytes_free(&r->ctrl);
   adr_ipc_reader_destroy(r->reader);
   free(r);
 }
@@ -267,12 +278,12 @@ int ucx_receive_stream(struct adr_ucx_conn* conn, struct adr_device* device,
   struct adr_ipc_reader_options ro = {.struct_size = sizeof(ro)};
   ro.validate_full = (conn->opt.flags & ADR_UCX_VALIDATE_FULL) != 0;
   st = adr_ipc_reader_create(device, &ro, &r->reader, error);
-  void* msg = NULL;
-  size_t size = 0;
   if (!st)
-    st = ucx_recv_any(conn, ucx_ctrl_tag(conn->local_id, r->stream, 0), UCX_TAG_MASK_ALL, &msg,
-                      &size, NULL, OP, error);
+    st = ucx_recv_any(conn, ucx_ctrl_tag(conn->local_id, r->stream, 0), UCX_TAG_MASK_ALL, &r->ctrl,
+                      NULL, OP, error);
   if (!st) {
+    const uint8_t* msg = r->ctrl.data;
+    size_t size = r->ctrl.size;
     uint32_t h[4] = {0};
     if (size >= sizeof(h)) memcpy(h, msg, sizeof(h));
     const uint8_t* payload = (const uint8_t*)msg + sizeof(h);
@@ -296,7 +307,6 @@ int ucx_receive_stream(struct adr_ucx_conn* conn, struct adr_device* device,
       if (!st) st = adr_ipc_reader_set_schema(r->reader, &m, error);
       adr_ipc_decoded_release(&m);
     }
-    free(msg);
   }
   if (st) {
     /* The stream number is used up either way: the sender's next stream

@@ -180,7 +180,8 @@ static int wait_taken(struct sender* s, uint64_t sent, const char* op, struct ad
     if (!st && ucx_waiter_expired(&w, conn->opt.timeout_ms))
       st = adr_error_set(error, ETIMEDOUT, "[%s][ucx] the receiver did not take the last batch",
                          op);
-    if (!st && s->taken < sent) ucx_progress(conn->w, ucx_waiter_idle(&w));
+    if (!st && s->taken < sent)
+      ucx_waiter_acted(&w, ucx_progress(conn->w, ucx_waiter_mode(&w, false)));
   }
   return st;
 }
@@ -321,7 +322,10 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
                            (unsigned long long)s.taken);
         break;
       }
-      ucx_progress(conn->w, ucx_waiter_idle(&w));
+      /* Bodies still going out need this side's progress: no sleep. */
+      bool sending = false;
+      for (size_t i = 0; i < max_inflight; i++) sending |= ring[i].used && ring[i].reqs.n > 0;
+      ucx_waiter_acted(&w, ucx_progress(conn->w, ucx_waiter_mode(&w, sending)));
       continue;
     }
     ucx_waiter_step(&w, true);

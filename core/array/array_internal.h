@@ -27,6 +27,8 @@ static inline void adr__path_root(struct adr__path* p) {
  * length for adr__path_pop. */
 ADR_INTERNAL size_t adr__path_push_child(struct adr__path* p, int64_t i);
 ADR_INTERNAL size_t adr__path_push_name(struct adr__path* p, const char* name);
+/* Appends ".[i]" (or "[i]" at the root). */
+ADR_INTERNAL size_t adr__path_push_index(struct adr__path* p, int64_t i);
 static inline void adr__path_pop(struct adr__path* p, size_t len) {
   p->len = len;
   p->text[len] = '\0';

@@ -48,19 +48,8 @@ int adr__ipc_fail(struct adr_error* error, int status, const struct ipc_where* w
 }
 
 size_t adr__ipc_path_push(struct adr__path* p, const char* name, int64_t index) {
-  size_t mark = p->len;
-  char tmp[40];
-  if (name == NULL || name[0] == '\0') {
-    snprintf(tmp, sizeof(tmp), "[%lld]", (long long)index);
-    name = tmp;
-  }
-  int n = snprintf(p->text + p->len, sizeof(p->text) - p->len, "%s%s", p->len ? "." : "", name);
-  if (n > 0) p->len += (size_t)n;
-  if (p->len >= sizeof(p->text)) {
-    p->len = sizeof(p->text) - 1;
-    p->text[p->len] = '\0';
-  }
-  return mark;
+  if (name == NULL || name[0] == '\0') return adr__path_push_index(p, index);
+  return adr__path_push_name(p, name);
 }
 
 void adr_ipc_end_of_stream(uint8_t out[ADR_IPC_PREFIX_SIZE]) {
