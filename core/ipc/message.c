@@ -138,10 +138,9 @@ void adr_ipc_decoded_release(struct adr_ipc_decoded* message) {
   if (message == NULL) return;
   struct ipc_decoded_priv* p = message->private_data;
   if (p != NULL) {
-    free(p->metadata);
+    /* The metadata lives in p's block, buffers and variadic counts in
+     * nodes' (adr_ipc_decode_message). */
     free(p->nodes);
-    free(p->buffers);
-    free(p->variadic);
     free(p);
   }
   memset(message, 0, sizeof(*message));
@@ -154,31 +153,31 @@ static int decode_batch(struct fbr* r, const struct fbr_table* rb, struct ipc_de
   m->length = (int64_t)fbr_scalar(r, rb, 0, 8, 0);
   if (fbr_has(r, rb, 3))
     return adr__ipc_fail(error, ENOTSUP, w, "compressed bodies (LZ4_FRAME/ZSTD) are not supported");
-  uint32_t first = 0, count = 0;
-  if (fbr_vector(r, rb, 1, 16, &first, &count)) {
-    p->n_nodes = count;
-    p->nodes = calloc(count ? count : 1, sizeof(*p->nodes));
-    if (p->nodes == NULL) return adr__ipc_fail(error, ENOMEM, w, "out of memory");
-    for (uint32_t i = 0; i < count; i++) {
-      p->nodes[i].length = (int64_t)fbr_read(r, first + 16 * i, 8);
-      p->nodes[i].null_count = (int64_t)fbr_read(r, first + 16 * i + 8, 8);
-    }
+  /* Nodes, buffers and variadic counts in one block (p->nodes owns it):
+   * one allocation per message. */
+  uint32_t nf = 0, nc = 0, bf = 0, bc = 0, vf = 0, vc = 0;
+  (void)fbr_vector(r, rb, 1, 16, &nf, &nc);
+  (void)fbr_vector(r, rb, 2, 16, &bf, &bc);
+  (void)fbr_vector(r, rb, 4, 8, &vf, &vc);
+  if (r->bad) return adr__ipc_fail(error, EINVAL, w, "malformed flatbuffer: %s", r->why);
+  size_t bytes = (size_t)nc * sizeof(*p->nodes) + (size_t)bc * sizeof(*p->buffers) +
+                 (size_t)vc * sizeof(*p->variadic);
+  p->nodes = malloc(bytes ? bytes : 1);
+  if (p->nodes == NULL) return adr__ipc_fail(error, ENOMEM, w, "out of memory");
+  p->buffers = (struct adr_ipc_buffer_layout*)(p->nodes + nc);
+  p->variadic = (int64_t*)(p->buffers + bc);
+  p->n_nodes = nc;
+  m->n_buffers = bc;
+  p->n_variadic = vc;
+  for (uint32_t i = 0; i < nc; i++) {
+    p->nodes[i].length = (int64_t)fbr_read(r, nf + 16 * i, 8);
+    p->nodes[i].null_count = (int64_t)fbr_read(r, nf + 16 * i + 8, 8);
   }
-  if (fbr_vector(r, rb, 2, 16, &first, &count)) {
-    m->n_buffers = count;
-    p->buffers = calloc(count ? count : 1, sizeof(*p->buffers));
-    if (p->buffers == NULL) return adr__ipc_fail(error, ENOMEM, w, "out of memory");
-    for (uint32_t i = 0; i < count; i++) {
-      p->buffers[i].offset = (int64_t)fbr_read(r, first + 16 * i, 8);
-      p->buffers[i].length = (int64_t)fbr_read(r, first + 16 * i + 8, 8);
-    }
+  for (uint32_t i = 0; i < bc; i++) {
+    p->buffers[i].offset = (int64_t)fbr_read(r, bf + 16 * i, 8);
+    p->buffers[i].length = (int64_t)fbr_read(r, bf + 16 * i + 8, 8);
   }
-  if (fbr_vector(r, rb, 4, 8, &first, &count)) {
-    p->n_variadic = count;
-    p->variadic = calloc(count ? count : 1, sizeof(*p->variadic));
-    if (p->variadic == NULL) return adr__ipc_fail(error, ENOMEM, w, "out of memory");
-    for (uint32_t i = 0; i < count; i++) p->variadic[i] = (int64_t)fbr_read(r, first + 8 * i, 8);
-  }
+  for (uint32_t i = 0; i < vc; i++) p->variadic[i] = (int64_t)fbr_read(r, vf + 8 * i, 8);
   if (r->bad) return adr__ipc_fail(error, EINVAL, w, "malformed flatbuffer: %s", r->why);
   if (m->length < 0)
     return adr__ipc_fail(error, EINVAL, w, "negative length %lld", (long long)m->length);
@@ -218,13 +217,11 @@ int adr_ipc_decode_message(const void* metadata, size_t metadata_size, int64_t m
   if (metadata == NULL || metadata_size > ADR_IPC_MAX_METADATA_SIZE)
     return adr__ipc_fail(error, EINVAL, &w, "metadata is NULL or larger than %d bytes",
                          ADR_IPC_MAX_METADATA_SIZE);
-  struct ipc_decoded_priv* p = calloc(1, sizeof(*p));
+  /* The private part and the metadata's copy in one block. */
+  struct ipc_decoded_priv* p = malloc(sizeof(*p) + (metadata_size ? metadata_size : 1));
   if (p == NULL) return adr__ipc_fail(error, ENOMEM, &w, "out of memory");
-  p->metadata = malloc(metadata_size ? metadata_size : 1);
-  if (p->metadata == NULL) {
-    free(p);
-    return adr__ipc_fail(error, ENOMEM, &w, "out of memory");
-  }
+  memset(p, 0, sizeof(*p));
+  p->metadata = (uint8_t*)(p + 1);
   memcpy(p->metadata, metadata, metadata_size);
   p->metadata_size = metadata_size;
   out->struct_size = sizeof(*out);
