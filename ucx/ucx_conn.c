@@ -181,6 +181,7 @@ static void worker_unref(struct ucx_worker* w) {
 }
 
 bool ucx_progress(struct ucx_worker* w, int idle) {
+  w->slept = false;
   if (ucp_worker_progress(w->worker) != 0) return true;
   if (idle == UCX_IDLE_SPIN) return false;
   if (idle == UCX_IDLE_YIELD) {
@@ -193,11 +194,13 @@ bool ucx_progress(struct ucx_worker* w, int idle) {
     if (st == UCS_OK) {
       struct pollfd p = {.fd = w->efd, .events = POLLIN};
       (void)poll(&p, 1, 1);
+      w->slept = true;
       return false;
     }
   }
   struct timespec ts = {0, 20000};
   nanosleep(&ts, NULL);
+  w->slept = true;
   return false;
 }
 
@@ -208,9 +211,10 @@ bool ucx_progress(struct ucx_worker* w, int idle) {
  * the transport (UCX's own keepalive over shared memory takes seconds). */
 static void sock_liveness(struct adr_ucx_conn* conn) {
   if (conn->sock < 0 || conn->ep_status != UCS_OK) return;
-  /* One look every 64 checks: microseconds while a loop spins, some 64 ms
-   * once it sleeps on the event fd. */
-  if (++conn->sock_ticks & 63) return;
+  /* One look every 64 checks once the loop sleeps on the event fd (some
+   * 64 ms), every 1024 while it spins (a system call every few
+   * microseconds was a tenth of a spinning loop's time). */
+  if (++conn->sock_ticks & (conn->w->slept ? 63u : 1023u)) return;
   char c;
   ssize_t n = recv(conn->sock, &c, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {

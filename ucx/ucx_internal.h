@@ -72,6 +72,7 @@ struct ucx_worker {
   ucp_worker_h worker;
   int efd; /* -1 without wakeup support */
   int refs;
+  bool slept; /* the last idle turn slept (ucx_progress) */
 };
 
 struct adr_ucx_conn {
