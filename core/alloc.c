@@ -85,16 +85,22 @@ int adr__alloc_common(const char* op, struct adr_device* device,
       adr__error_context(error, st, op, device->backend->name);
     return st;
   }
-  bool ranged = adr__range_indexed(device);
-  if (adr__alloc_table_insert_data(device->allocs, ptr, size, handler, cookie) != 0 ||
-      (ranged && adr__alloc_table_ranges_insert(device->allocs, ptr, size, site) != 0)) {
+  int rst = adr__alloc_table_insert_counted(device->allocs, ptr, size, handler, cookie);
+  /* Read after the insert: an interop call that starts keeping the index
+   * (interop.c) either sees this allocation in the table or is seen here. */
+  if (rst == 0 && adr__range_indexed(device) &&
+      adr__alloc_table_ranges_insert(device->allocs, ptr, size, site) != 0) {
     adr__alloc_table_remove_data(device->allocs, ptr, size, NULL, NULL, NULL);
+    adr__alloc_table_uncount(device->allocs, ptr, size);
+    rst = ENOMEM;
+  }
+  if (rst != 0) {
     adr__memory_free(device, handler, ptr, handler_size, stream, cookie, NULL);
     return adr__errorf(error, ENOMEM, op, device->backend->name,
                        "out of host memory for the allocation table");
   }
   if (validating) adr__validate_note_device(device);
-  adr__counters_add(&m->counters, size);
+  adr__counters_add_live(&m->counters, size);
   *out = ptr;
   return 0;
 }
