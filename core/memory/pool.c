@@ -1436,15 +1436,17 @@ static struct block* tc_take(struct tcache* tc, unsigned c, void* stream) {
  * the thread's cache has gone back). */
 static int pool_get(struct adr__pool* pool, size_t size, size_t alignment, void* stream,
                     struct block** out, struct adr_error* error) {
-  struct tcache* tc = NULL;
-  if (alignment <= MIN_ALIGN && size <= TC_MAX_SIZE && (tc = tc_get(pool)) != NULL &&
-      adr__spin_trylock(&tc->lock)) {
-    unsigned c = adr__pool_class_index(size);
+  struct tcache* tc = tc_get(pool);
+  bool cached = false;
+  if (tc != NULL && adr__spin_trylock(&tc->lock)) {
     struct block* b = NULL;
-    if (tc->count[c] != 0) {
-      b = tc_take(tc, c, stream);
-      /* Only blocks of other streams: the arena orders them. */
-      if (b == NULL) tc_flush_locked(pool, tc, c, c + 1);
+    if (alignment <= MIN_ALIGN && size <= TC_MAX_SIZE) {
+      unsigned c = adr__pool_class_index(size);
+      if (tc->count[c] != 0) {
+        b = tc_take(tc, c, stream);
+        /* Only blocks of other streams: the arena orders them. */
+        if (b == NULL) tc_flush_locked(pool, tc, c, c + 1);
+      }
     }
     if (b != NULL) {
       tc->hits++;
@@ -1457,15 +1459,15 @@ static int pool_get(struct adr__pool* pool, size_t size, size_t alignment, void*
       *out = b;
       return 0;
     }
-    bool cached = tc->bytes != 0;
+    cached = tc->bytes != 0;
     adr__spin_unlock(&tc->lock);
-    if (cached) {
-      int st = pool_alloc_block(pool, size, alignment, stream, true, out, error);
-      if (st != EAGAIN) return st;
-      adr__spin_lock(&tc->lock);
-      tc_flush_locked(pool, tc, 0, TC_CLASSES);
-      adr__spin_unlock(&tc->lock);
-    }
+  }
+  if (cached) {
+    int st = pool_alloc_block(pool, size, alignment, stream, true, out, error);
+    if (st != EAGAIN) return st;
+    adr__spin_lock(&tc->lock);
+    tc_flush_locked(pool, tc, 0, TC_CLASSES);
+    adr__spin_unlock(&tc->lock);
   }
   return pool_alloc_block(pool, size, alignment, stream, false, out, error);
 }
