@@ -44,6 +44,11 @@ struct adr__range_index;
 struct adr__alloc_table {
   struct shard shards[SHARDS];
   struct adr__range_index* ranges; /* created with the table */
+  /* The index holds every live allocation (1) or is still to be built
+   * from the hash (0): alloc.c keeps it up to date only once it is
+   * live, and the first look-up builds it (ranges_build). */
+  _Atomic int ranges_live;
+  pthread_mutex_t build_lock;
 };
 
 static struct adr__range_index* range_index_create(void);
@@ -72,6 +77,7 @@ static inline uint64_t mix(uintptr_t p) {
 struct adr__alloc_table* adr__alloc_table_create(void) {
   struct adr__alloc_table* t = calloc(1, sizeof(*t));
   if (t == NULL) return NULL;
+  pthread_mutex_init(&t->build_lock, NULL);
   t->ranges = range_index_create();
   if (t->ranges == NULL) {
     adr__alloc_table_destroy(t);
@@ -83,6 +89,7 @@ struct adr__alloc_table* adr__alloc_table_create(void) {
 void adr__alloc_table_destroy(struct adr__alloc_table* t) {
   if (t == NULL) return;
   for (int i = 0; i < SHARDS; i++) free(t->shards[i].slots);
+  pthread_mutex_destroy(&t->build_lock);
   range_index_destroy(t->ranges);
   free(t);
 }
@@ -399,10 +406,24 @@ int adr__alloc_table_ranges_insert(struct adr__alloc_table* t, void* ptr, size_t
   return st;
 }
 
-/* Shard lock, then the index lock: nothing takes them in the other order. */
+bool adr__alloc_table_ranges_live(struct adr__alloc_table* t) {
+  return atomic_load_explicit(&t->ranges_live, memory_order_acquire) != 0;
+}
+
+/* Marks the index live, then adds what the hash holds, shard by shard.
+ * An allocation recorded concurrently is either in its shard when the
+ * shard is read, or its recorder (which reads the flag after its insert,
+ * alloc.c) sees the flag and adds it itself; a free likewise. Shard lock,
+ * then the index lock: nothing takes them in the other order. */
 int adr__alloc_table_ranges_build(struct adr__alloc_table* t) {
   struct adr__range_index* x = ranges_of(t);
   if (x == NULL) return ENOMEM;
+  pthread_mutex_lock(&t->build_lock);
+  if (atomic_load_explicit(&t->ranges_live, memory_order_relaxed) != 0) {
+    pthread_mutex_unlock(&t->build_lock); /* complete already */
+    return 0;
+  }
+  atomic_store_explicit(&t->ranges_live, 1, memory_order_seq_cst);
   int st = 0;
   for (int i = 0; i < SHARDS && st == 0; i++) {
     struct shard* s = &t->shards[i];
@@ -418,7 +439,16 @@ int adr__alloc_table_ranges_build(struct adr__alloc_table* t) {
     adr__spin_unlock(&x->lock);
     adr__spin_unlock(&s->lock);
   }
+  pthread_mutex_unlock(&t->build_lock);
   return st;
+}
+
+/* The first look-up of a table whose index is not live builds it. Out of
+ * host memory, the index stays partial (live: later allocations are
+ * added) and the look-ups miss what is not in it. */
+static void ranges_ensure(struct adr__alloc_table* t) {
+  if (__builtin_expect(atomic_load_explicit(&t->ranges_live, memory_order_acquire) == 0, 0))
+    (void)adr__alloc_table_ranges_build(t);
 }
 
 const void* adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr) {
@@ -475,6 +505,7 @@ bool adr__alloc_table_ranges_find(struct adr__alloc_table* t, const void* p,
                                   struct adr__range* out) {
   struct adr__range_index* x = ranges_of(t);
   if (x == NULL) return false;
+  ranges_ensure(t);
   uintptr_t key = (uintptr_t)p;
   uint64_t v = atomic_load_explicit(&x->version, memory_order_acquire);
   for (int i = 0; i < 2; i++) {
@@ -513,6 +544,7 @@ size_t adr__alloc_table_ranges_foreach(struct adr__alloc_table* t,
                                        void* ctx) {
   struct adr__range_index* x = ranges_of(t);
   if (x == NULL) return 0;
+  ranges_ensure(t);
   adr__spin_lock(&x->lock);
   size_t count = x->count;
   if (fn != NULL)

@@ -340,9 +340,12 @@ struct adr__range {
  * already there updates it. */
 int adr__alloc_table_ranges_insert(struct adr__alloc_table* t, void* ptr, size_t size,
                                    const void* site);
-/* Adds every allocation of the hash that the index lacks (site NULL), for
- * a device whose index was not kept so far; ENOMEM when it cannot grow. */
+/* Makes the index live and adds every allocation of the hash that it
+ * lacks (site NULL); ENOMEM when it cannot grow. The index is built
+ * lazily: until this runs (explicitly, or by the first find or foreach),
+ * alloc.c need not maintain it (ranges_live says whether it must). */
 int adr__alloc_table_ranges_build(struct adr__alloc_table* t);
+bool adr__alloc_table_ranges_live(struct adr__alloc_table* t);
 /* Returns the removed range's site (NULL if ptr was not in the index). */
 const void* adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr);
 /* The live allocation whose [start, start + max(size, 1)) contains p.
