@@ -89,8 +89,9 @@ static void test_concurrent(void** state) {
   adr__alloc_table_destroy(t);
 }
 
-/* The interval index built late from the hash (interop.c on a device
- * whose index was not kept), racing nothing here: every allocation is
+/* The interval index built late from the hash (by its first look-up, or
+ * interop.c on a device whose index was not kept), racing nothing here:
+ * every allocation is
  * found with its own bounds, one past the end is not, and a start added
  * twice (the build and alloc.c both) is one entry. */
 static void test_ranges_build_and_duplicates(void** state) {
@@ -101,7 +102,10 @@ static void test_ranges_build_and_duplicates(void** state) {
   for (size_t i = 1; i <= n; i++)
     assert_int_equal(adr__alloc_table_insert(t, (void*)(uintptr_t)(i * 256), 100 + i % 100), 0);
   struct adr__range r;
-  assert_false(adr__alloc_table_ranges_find(t, (void*)(uintptr_t)256, &r));
+  /* The first look-up builds the index from the hash (it is lazy). */
+  assert_false(adr__alloc_table_ranges_live(t));
+  assert_true(adr__alloc_table_ranges_find(t, (void*)(uintptr_t)256, &r));
+  assert_true(adr__alloc_table_ranges_live(t));
   /* Some already in the index (as alloc.c adds them once it keeps it). */
   for (size_t i = 1; i <= n; i += 7)
     assert_int_equal(
