@@ -253,6 +253,9 @@ void adr__loader_load(struct adr__backend* b);
  * to the registry (not loaded). Registry lock held. */
 void adr__loader_discover(void);
 const char* adr__loader_search_path(void);
+/* The directory libadr.so was loaded from ("" if unknown). Registry lock
+ * held (core/ucx.c looks for the UCX module beside the backends). */
+const char* adr__loader_core_dir(void);
 const struct adr_backend_host* adr__host_services(void);
 /* The loaded device whose allocation contains ptr (*out NULL when none):
  * asks only the backends already loaded (registry lock held meanwhile);

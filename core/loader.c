@@ -108,6 +108,10 @@ static const char* core_dir(void) {
   return dir;
 }
 
+const char* adr__loader_core_dir(void) {
+  return core_dir();
+}
+
 static bool running_from_build_tree(void) {
   size_t n = strlen(ADR_BUILD_ROOT);
   return n > 0 && strncmp(core_dir(), ADR_BUILD_ROOT, n) == 0 &&

@@ -105,6 +105,15 @@ else
 fi
 "$prefix/$bindir/adr-info" --list | sed 's/^/  /'
 
+# The UCX module (docs/ucx.md), when built: installed beside the backends'
+# directory, found by the installed libadr, which itself links no UCX.
+if [ -e "$lib/adr/modules/libadr_ucx.so" ]; then
+  /usr/bin/python3 -c 'import json, sys; u = json.load(open(sys.argv[1]))["ucx_module"]; sys.exit(0 if u["available"] and u["path"] == sys.argv[2] else 1)' \
+    "$work/info.json" "$lib/adr/modules/libadr_ucx.so" &&
+    ok "adr-info finds the installed UCX module" || fail "the installed UCX module is not found"
+  readelf -d "$lib/libadr.so.0" | grep -q 'libucp' && fail "libadr links UCX" || ok "libadr links no UCX"
+fi
+
 export PKG_CONFIG_PATH=$lib/pkgconfig
 consumer=tests/packaging/consumer
 run_consumer() {

@@ -54,7 +54,7 @@ SECONDS=0
 # (the core's own allocations fail on the same paths): each sweep point is
 # a whole conformance run, about 25 s under TSan, and the error paths'
 # races are what this build adds.
-ADR_FAULT_SWEEP=1 run build-tsan core cpu memory opencl vulkan array conformance cuda-sim hip-sim spill \
+ADR_FAULT_SWEEP=1 run build-tsan core cpu memory opencl vulkan array conformance cuda-sim hip-sim spill ipc \
   --no-suite fault-sweep-malloc
 echo "test.sh: ThreadSanitizer suites took ${SECONDS} s"
 # The libFuzzer targets, linked against a core instrumented for coverage

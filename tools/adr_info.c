@@ -18,6 +18,7 @@
 
 #include "adr/adr.h"
 #include "adr/share.h"
+#include "adr/ucx.h"
 #include "adr/memory.h"
 #include "adr/spill.h"
 
@@ -407,6 +408,24 @@ static int fail(int status, const struct adr_error* err) {
   return 1;
 }
 
+/* Whether the UCX module (adr/ucx.h) loads, and from where or why not. */
+static void print_ucx(void) {
+  char path[1024];
+  struct adr_error e = {{0}};
+  bool ok = adr_ucx_available(path, sizeof(path), &e) == 0;
+  if (json) {
+    printf(", \"ucx_module\": {\"available\": %s, \"path\": ", ok ? "true" : "false");
+    json_string_or_null(ok ? path : NULL);
+    printf(", \"reason\": ");
+    json_string_or_null(ok ? NULL : e.message);
+    printf("}");
+  } else if (ok) {
+    printf("ucx module: available (%s)\n", path);
+  } else {
+    printf("ucx module: unavailable: %s\n", e.message);
+  }
+}
+
 static void print_search_path(void) {
   const char* p = adr_backend_search_path();
   if (!json) {
@@ -645,6 +664,7 @@ int main(int argc, char** argv) {
     printf(", \"default_device_error\": ");
     json_string_or_null(def_st == 0 ? NULL : def_err.message);
     printf(", \"validation\": %s", adr_validation_enabled() ? "true" : "false");
+    print_ucx();
     printf(", \"error\": null, \"backends\": [");
   } else {
     printf("adr %s\n", adr_version());
@@ -654,6 +674,7 @@ int main(int argc, char** argv) {
     else
       printf("default device (ADR_DEVICE): none: %s\n", def_err.message);
     printf("validation layer (ADR_VALIDATE): %s\n", adr_validation_enabled() ? "on" : "off");
+    print_ucx();
     printf("\nbackends:\n");
   }
   size_t nb = adr_backend_count();

@@ -234,6 +234,14 @@ int adr__validate_structure(const char* op, const struct ArrowSchema* schema,
 static bool utf8_valid(const uint8_t* s, int64_t n, int64_t* bad_at) {
   int64_t i = 0;
   while (i < n) {
+    /* ASCII fast path: eight bytes at a time while no high bit is set. */
+    while (i + 8 <= n) {
+      uint64_t w;
+      memcpy(&w, s + i, 8);
+      if (w & UINT64_C(0x8080808080808080)) break;
+      i += 8;
+    }
+    if (i >= n) break;
     uint8_t c = s[i];
     if (c < 0x80) {
       i++;
@@ -312,11 +320,24 @@ static int data_var_binary(const struct vctx* v, const struct ArrowArray* array,
     return VFAIL(v, "data buffer is NULL but offsets reference %lld bytes",
                  (long long)(last - first));
   if (f->type != ADR_TYPE_STRING && f->type != ADR_TYPE_LARGE_STRING) return 0;
+  /* Fast path: when the whole range [first, last) is valid UTF-8 and no
+   * value of the array starts or ends inside a character (on a
+   * continuation byte), every value is valid UTF-8. Otherwise (null slots
+   * may hold anything) each valid value is checked on its own. */
+  int64_t bad;
+  const uint8_t* data = adr__buf(array, 2);
+  if (last <= first || utf8_valid(data + first, last - first, &bad)) {
+    bool split = false;
+    for (int64_t i = off; i <= end && !split; i++) {
+      int64_t a = adr__offset_at(array, 1, ob, i);
+      split = a < last && (data[a] & 0xC0) == 0x80;
+    }
+    if (!split) return 0;
+  }
   for (int64_t i = off; i < end; i++) {
     if (!adr__valid(array, f, i)) continue;
     int64_t a = adr__offset_at(array, 1, ob, i), b = adr__offset_at(array, 1, ob, i + 1);
-    int64_t bad;
-    if (b > a && !utf8_valid(adr__buf(array, 2) + a, b - a, &bad))
+    if (b > a && !utf8_valid(data + a, b - a, &bad))
       return VFAIL(v, "invalid UTF-8 in value %lld at byte %lld", (long long)(i - off),
                    (long long)bad);
   }

@@ -487,6 +487,18 @@ static bool dict_array(const struct ArrowSchema* s, const struct ArrowArray* a, 
   return false;
 }
 
+const struct ArrowArray* adr__ipc_dictionary_array(const struct ArrowSchema* schema,
+                                                   const struct ArrowArray* array, int64_t k) {
+  int64_t next = 0;
+  const struct ArrowSchema* ds = NULL;
+  const struct ArrowArray* da = NULL;
+  if (array->n_children != schema->n_children) return NULL;
+  for (int64_t i = 0; i < schema->n_children; i++)
+    if (dict_array(schema->children[i], array->children[i], k, &next, 1, &ds, &da))
+      return da->dictionary;
+  return NULL;
+}
+
 int adr_ipc_encode_dictionary_batch(const struct ArrowSchema* schema,
                                     const struct ArrowDeviceArray* array, int64_t id,
                                     struct adr_ipc_message* out, struct adr_error* error) {

@@ -89,4 +89,25 @@ size_t adr__ipc_message_begin(struct fbb* b, uint8_t hdr, int64_t body_length,
 const struct ArrowSchema* adr__ipc_dictionary_field(const struct ArrowSchema* schema, int64_t k,
                                                     int64_t* count);
 
+/* The dictionary array of the k-th dictionary-encoded field of a batch
+ * (adr__ipc_dictionary_field's order); NULL when there is none. */
+const struct ArrowArray* adr__ipc_dictionary_array(const struct ArrowSchema* schema,
+                                                   const struct ArrowArray* array, int64_t k);
+
+/* A one-slot cache of host bodies for adr_ipc_read_stream: the body of a
+ * batch the application has released is kept for the next message of a
+ * similar size (no fresh pages, no page faults). Bodies from
+ * adr__ipc_recycler_get are 64-byte aligned and must go back through
+ * adr__ipc_recycler_put (never free()). Reference-counted: the stream, the
+ * reader and each live body hold one. Thread-safe. */
+struct adr__ipc_recycler;
+int adr__ipc_recycler_new(struct adr__ipc_recycler** out);
+void adr__ipc_recycler_unref(struct adr__ipc_recycler* r);
+/* At least `size` bytes; NULL when out of memory. */
+void* adr__ipc_recycler_get(struct adr__ipc_recycler* r, size_t size);
+void adr__ipc_recycler_put(struct adr__ipc_recycler* r, void* body);
+/* A host reader (device NULL) takes its bodies from rec and gives them
+ * back there (the reader takes a reference). */
+void adr__ipc_reader_set_recycler(struct adr_ipc_reader* reader, struct adr__ipc_recycler* rec);
+
 #endif /* ADR_CORE_IPC_INTERNAL_H */

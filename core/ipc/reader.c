@@ -11,23 +11,116 @@
  * references; the last reference to a body frees it.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ipc_internal.h"
 
+/* ---- body recycler ---------------------------------------------------------- */
+
+/* One cached host body (docs/ipc.md, "Reading"): a block of 64 header bytes
+ * (its capacity) then the body. Thread-safe: batches are released on any
+ * thread. */
+struct adr__ipc_recycler {
+  atomic_long refs;
+  pthread_mutex_t mu;
+  void* slot; /* a body, or NULL */
+};
+
+#define RECYCLE_HEADER 64
+
+static size_t body_capacity(const void* body) {
+  size_t cap;
+  memcpy(&cap, (const uint8_t*)body - RECYCLE_HEADER, sizeof(cap));
+  return cap;
+}
+
+static void body_block_free(void* body) {
+  if (body != NULL) free((uint8_t*)body - RECYCLE_HEADER);
+}
+
+int adr__ipc_recycler_new(struct adr__ipc_recycler** out) {
+  struct adr__ipc_recycler* r = calloc(1, sizeof(*r));
+  if (r == NULL) return ENOMEM;
+  if (pthread_mutex_init(&r->mu, NULL) != 0) {
+    free(r);
+    return ENOMEM;
+  }
+  atomic_init(&r->refs, 1);
+  *out = r;
+  return 0;
+}
+
+static void recycler_ref(struct adr__ipc_recycler* r) {
+  atomic_fetch_add(&r->refs, 1);
+}
+
+void adr__ipc_recycler_unref(struct adr__ipc_recycler* r) {
+  if (r == NULL || atomic_fetch_sub(&r->refs, 1) != 1) return;
+  body_block_free(r->slot);
+  pthread_mutex_destroy(&r->mu);
+  free(r);
+}
+
+void* adr__ipc_recycler_get(struct adr__ipc_recycler* r, size_t size) {
+  void* old = NULL;
+  pthread_mutex_lock(&r->mu);
+  if (r->slot != NULL) {
+    size_t cap = body_capacity(r->slot);
+    if (cap >= size && cap - size <= size + ((size_t)1 << 20)) {
+      void* b = r->slot;
+      r->slot = NULL;
+      pthread_mutex_unlock(&r->mu);
+      return b;
+    }
+    old = r->slot;
+    r->slot = NULL;
+  }
+  pthread_mutex_unlock(&r->mu);
+  body_block_free(old);
+  /* Room for a slightly larger next body: an eighth more, whole pages. */
+  if (size > SIZE_MAX / 2) return NULL;
+  size_t cap = (size + size / 8 + 4095) & ~(size_t)4095;
+  void* block = NULL;
+  if (posix_memalign(&block, 64, RECYCLE_HEADER + cap) != 0) return NULL;
+  memcpy(block, &cap, sizeof(cap));
+  return (uint8_t*)block + RECYCLE_HEADER;
+}
+
+void adr__ipc_recycler_put(struct adr__ipc_recycler* r, void* body) {
+  if (body == NULL) return;
+  pthread_mutex_lock(&r->mu);
+  void* drop = body;
+  if (r->slot == NULL) {
+    r->slot = body;
+    drop = NULL;
+  } else if (body_capacity(body) > body_capacity(r->slot)) {
+    drop = r->slot; /* keep the larger */
+    r->slot = body;
+  }
+  pthread_mutex_unlock(&r->mu);
+  body_block_free(drop);
+}
+
+/* ---- bodies ----------------------------------------------------------------- */
+
 struct ipc_body {
   atomic_long refs;
-  struct adr_device* dev; /* NULL: host memory, free() */
+  struct adr_device* dev;        /* NULL: host memory, free() */
+  struct adr__ipc_recycler* rec; /* host body of a recycler: back to it */
   void* ptr;
   size_t size;
 };
 
-static struct ipc_body* body_new(struct adr_device* dev, void* ptr, size_t size) {
+static struct ipc_body* body_new(struct adr_device* dev, struct adr__ipc_recycler* rec, void* ptr,
+                                 size_t size) {
   struct ipc_body* b = malloc(sizeof(*b));
   if (b == NULL) return NULL;
   atomic_init(&b->refs, 1);
   b->dev = dev;
+  b->rec = rec;
+  if (rec != NULL) recycler_ref(rec);
   b->ptr = ptr;
   b->size = size;
   return b;
@@ -44,7 +137,12 @@ static void free_mem(struct adr_device* dev, void* ptr, size_t size) {
 static void body_unref(struct ipc_body* b) {
   if (b == NULL) return;
   if (atomic_fetch_sub(&b->refs, 1) != 1) return;
-  free_mem(b->dev, b->ptr, b->size);
+  if (b->rec != NULL) {
+    adr__ipc_recycler_put(b->rec, b->ptr);
+    adr__ipc_recycler_unref(b->rec);
+  } else {
+    free_mem(b->dev, b->ptr, b->size);
+  }
   free(b);
 }
 
@@ -141,6 +239,8 @@ struct dict_entry {
 
 struct adr_ipc_reader {
   struct adr_device* device;
+  /* Host readers of adr_ipc_read_stream: where bodies come from and go. */
+  struct adr__ipc_recycler* rec;
   bool validate_full;
   bool has_schema;
   struct ArrowSchema schema;
@@ -182,7 +282,23 @@ void adr_ipc_reader_destroy(struct adr_ipc_reader* reader) {
   free(reader->dict_ids);
   free(reader->dict_fields);
   if (reader->has_schema) reader->schema.release(&reader->schema);
+  adr__ipc_recycler_unref(reader->rec);
   free(reader);
+}
+
+void adr__ipc_reader_set_recycler(struct adr_ipc_reader* reader, struct adr__ipc_recycler* rec) {
+  recycler_ref(rec);
+  adr__ipc_recycler_unref(reader->rec);
+  reader->rec = rec;
+}
+
+/* Frees a body the reader was given (or made). */
+static void reader_free_body(const struct adr_ipc_reader* r, struct adr_device* dev, void* body,
+                             size_t size) {
+  if (r != NULL && r->rec != NULL && dev == NULL)
+    adr__ipc_recycler_put(r->rec, body);
+  else
+    free_mem(dev, body, size);
 }
 
 const struct ArrowSchema* adr_ipc_reader_schema(const struct adr_ipc_reader* reader) {
@@ -446,7 +562,7 @@ static int build(struct asmb* A, const struct ArrowSchema* s, struct ArrowArray*
           }
         }
         if (st == 0) {
-          struct ipc_body* b = body_new(dev, mem, sz);
+          struct ipc_body* b = body_new(dev, NULL, mem, sz);
           if (b == NULL || tree_add_body(A->tree, b)) {
             if (b != NULL)
               body_unref(b);
@@ -504,7 +620,10 @@ static int own_body(struct adr_ipc_reader* r, const struct adr_ipc_decoded* m, v
   int st = 0;
   if (body == NULL) {
     if (m->body_size != 0) return adr__ipc_fail(error, EINVAL, w, "body is NULL");
-    if (r->device == NULL) {
+    if (r->device == NULL && r->rec != NULL) {
+      body = adr__ipc_recycler_get(r->rec, alloc);
+      if (body == NULL) return adr__ipc_fail(error, ENOMEM, w, "out of memory");
+    } else if (r->device == NULL) {
       body = aligned_alloc(64, alloc);
       if (body == NULL) return adr__ipc_fail(error, ENOMEM, w, "out of memory");
     } else {
@@ -518,13 +637,13 @@ static int own_body(struct adr_ipc_reader* r, const struct adr_ipc_decoded* m, v
   } else {
     st = adr_memset(r->device, (uint8_t*)body + tail, 0, 64, NULL, &err);
     if (st) {
-      free_mem(r->device, body, alloc);
+      reader_free_body(r, r->device, body, alloc);
       return adr__ipc_fail(error, st, w, "zeroing the body's tail: %s", err.message);
     }
   }
-  *out = body_new(r->device, body, alloc);
+  *out = body_new(r->device, r->device == NULL ? r->rec : NULL, body, alloc);
   if (*out == NULL) {
-    free_mem(r->device, body, alloc);
+    reader_free_body(r, r->device, body, alloc);
     return adr__ipc_fail(error, ENOMEM, w, "out of memory");
   }
   return 0;
@@ -579,7 +698,7 @@ int adr_ipc_reader_consume(struct adr_ipc_reader* reader, const struct adr_ipc_d
       (message->type != ADR_IPC_MESSAGE_RECORD_BATCH &&
        message->type != ADR_IPC_MESSAGE_DICTIONARY_BATCH) ||
       !reader->has_schema) {
-    if (body && message) free_mem(dev, body, (size_t)message->body_alloc_size);
+    if (body && message) reader_free_body(reader, dev, body, (size_t)message->body_alloc_size);
     return AFAIL(&A, EINVAL, "%s",
                  reader == NULL || message == NULL ? "reader or message is NULL"
                  : !reader->has_schema             ? "no schema has been set"

@@ -133,6 +133,25 @@ static int write_message(struct wout* o, const struct adr_ipc_message* m) {
   return st;
 }
 
+/* Whether two dictionary arrays are the same memory: same shape and the
+ * same buffer pointers at every level (the dictionary memo of Arrow C++:
+ * an unchanged dictionary is not sent again). The previous batch is kept
+ * alive while the next one is compared, so equal pointers cannot be a
+ * freed and reused allocation. */
+static bool same_array(const struct ArrowArray* a, const struct ArrowArray* b, int depth) {
+  if (a == b) return true;
+  if (a == NULL || b == NULL || depth > ADR_IPC_MAX_DEPTH) return false;
+  if (a->length != b->length || a->offset != b->offset || a->null_count != b->null_count ||
+      a->n_buffers != b->n_buffers || a->n_children != b->n_children)
+    return false;
+  for (int64_t i = 0; i < a->n_buffers; i++)
+    if (a->buffers[i] != b->buffers[i]) return false;
+  for (int64_t i = 0; i < a->n_children; i++)
+    if (!same_array(a->children[i], b->children[i], depth + 1)) return false;
+  return (a->dictionary == NULL && b->dictionary == NULL) ||
+         same_array(a->dictionary, b->dictionary, depth + 1);
+}
+
 int adr_ipc_write_stream(int fd, struct ArrowDeviceArrayStream* stream,
                          const struct adr_ipc_write_options* options,
                          struct adr_ipc_stream_stats* out_stats, struct adr_error* error) {
@@ -187,11 +206,18 @@ int adr_ipc_write_stream(int fd, struct ArrowDeviceArrayStream* stream,
     index++;
     stats.messages++;
   }
+  /* The previous batch, kept while dictionaries are compared. */
+  struct ArrowDeviceArray prev;
+  memset(&prev, 0, sizeof(prev));
   while (st == 0) {
     struct ArrowDeviceArray batch;
     st = adr_device_array_stream_next(&host, &batch, error);
     if (st || batch.array.release == NULL) break;
     for (int64_t k = 0; st == 0 && k < n_dicts; k++) {
+      if (prev.array.release != NULL &&
+          same_array(adr__ipc_dictionary_array(&schema, &prev.array, k),
+                     adr__ipc_dictionary_array(&schema, &batch.array, k), 0))
+        continue;
       st = adr_ipc_encode_dictionary_batch(&schema, &batch, k, &m, error);
       if (st) break;
       w.message = index;
@@ -216,8 +242,13 @@ int adr_ipc_write_stream(int fd, struct ArrowDeviceArrayStream* stream,
       stats.messages++;
       stats.batches++;
     }
-    adr_device_array_release(&batch);
+    if (prev.array.release != NULL) adr_device_array_release(&prev);
+    if (n_dicts > 0)
+      adr_device_array_move(&batch, &prev);
+    else
+      adr_device_array_release(&batch);
   }
+  if (prev.array.release != NULL) adr_device_array_release(&prev);
   if (st == 0) {
     uint8_t eos[ADR_IPC_PREFIX_SIZE];
     adr_ipc_end_of_stream(eos);
@@ -246,7 +277,8 @@ struct rstate {
   int fd;
   struct adr_device* device;
   struct adr_ipc_reader* host;
-  struct adr_ipc_reader* dev; /* NULL for a host target */
+  struct adr_ipc_reader* dev;    /* NULL for a host target */
+  struct adr__ipc_recycler* rec; /* the host bodies */
   int64_t index;
   bool done;
 };
@@ -317,8 +349,8 @@ static int next_message(struct rstate* s, const char* op, struct adr_ipc_decoded
       return adr__ipc_fail(error, EINVAL, &w, "truncated stream: %lld of %lld body bytes",
                            (long long)left, (long long)want);
     }
-    void* body = NULL;
-    if (posix_memalign(&body, 64, (size_t)out->body_alloc_size) != 0) {
+    void* body = adr__ipc_recycler_get(s->rec, (size_t)out->body_alloc_size);
+    if (body == NULL) {
       int64_t want = out->body_size;
       adr_ipc_decoded_release(out);
       return adr__ipc_fail(error, ENOMEM, &w, "out of memory for a body of %lld bytes",
@@ -331,7 +363,7 @@ static int next_message(struct rstate* s, const char* op, struct adr_ipc_decoded
     else if (st)
       st = adr__ipc_fail(error, st, &w, "read: %s", strerror(st));
     if (st) {
-      free(body);
+      adr__ipc_recycler_put(s->rec, body);
       adr_ipc_decoded_release(out);
       return st;
     }
@@ -402,6 +434,7 @@ static void rstate_free(void* ctx) {
   if (s == NULL) return;
   adr_ipc_reader_destroy(s->host);
   adr_ipc_reader_destroy(s->dev);
+  adr__ipc_recycler_unref(s->rec);
   free(s);
 }
 
@@ -416,7 +449,12 @@ int adr_ipc_read_stream(int fd, struct adr_device* device, struct ArrowDeviceArr
   /* A CPU device reads like host memory: the host batches are CPU arrays. */
   if (device != NULL && adr_device_type(device) == ARROW_DEVICE_CPU) device = NULL;
   s->device = device;
+  if (adr__ipc_recycler_new(&s->rec) != 0) {
+    free(s);
+    return adr__errorf(error, ENOMEM, op, NULL, "out of memory");
+  }
   int st = adr_ipc_reader_create(NULL, NULL, &s->host, error);
+  if (st == 0) adr__ipc_reader_set_recycler(s->host, s->rec);
   if (st == 0 && device != NULL) {
     struct adr_ipc_reader_options o;
     memset(&o, 0, sizeof(o));
@@ -429,7 +467,7 @@ int adr_ipc_read_stream(int fd, struct adr_device* device, struct ArrowDeviceArr
   memset(&m, 0, sizeof(m));
   if (st == 0) st = next_message(s, op, &m, &body, error);
   if (st == 0 && (s->done || m.type != ADR_IPC_MESSAGE_SCHEMA)) {
-    free(body);
+    adr__ipc_recycler_put(s->rec, body);
     st = adr__errorf(
         error, EINVAL, op, NULL, "message 0: %s",
         s->done ? "the stream is empty (no schema message)" : "the first message is not a schema");

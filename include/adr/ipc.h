@@ -159,8 +159,9 @@ ADR_API int adr_ipc_schema_dictionary_count(const struct ArrowSchema* schema, in
  *
  * Before the record batch, a stream carries one DictionaryBatch per
  * dictionary id (adr_ipc_encode_dictionary_batch), at least when the
- * dictionary changed; adr's stream writer sends them before every batch
- * (replacement, not delta). EINVAL with the field path for an array that
+ * dictionary changed; adr's stream writer sends one before the first batch
+ * and again (replacement, not delta) before a batch whose dictionary is
+ * not the same memory as the previous batch's. EINVAL with the field path for an array that
  * does not match the schema. On failure *out is zeroed. */
 ADR_API int adr_ipc_encode_record_batch(const struct ArrowSchema* schema,
                                         const struct ArrowDeviceArray* array,
@@ -342,7 +343,9 @@ struct adr_ipc_stream_stats {
 
 /* Writes `stream` (consumed: released on return, success or not) to `fd`
  * as an Arrow IPC stream: Schema, then for every batch its dictionaries (if
- * any) and the RecordBatch, then the end-of-stream marker. Batches on
+ * any: each sent again only when it changed, i.e. its buffers are not the
+ * previous batch's, which is kept alive until the next batch has been
+ * compared) and the RecordBatch, then the end-of-stream marker. Batches on
  * devices are staged to the host by adr's transfer stream (deep copies of
  * what each batch uses, one batch in flight ahead of the one being
  * written: see options.prefetch). Short writes and EINTR are retried;
@@ -362,7 +365,9 @@ ADR_API int adr_ipc_write_stream(int fd, struct ArrowDeviceArrayStream* stream,
  * message index and field path. The stream owns nothing of fd (close it
  * after releasing the stream); it reads no further than the end-of-stream
  * marker (or EOF, which is accepted as the end at a message boundary).
- * A CPU `device` is treated as host memory. */
+ * A CPU `device` is treated as host memory. Host bodies are recycled: the
+ * body of a batch the application released is reused for the next
+ * message of a similar size. */
 ADR_API int adr_ipc_read_stream(int fd, struct adr_device* device,
                                 struct ArrowDeviceArrayStream* out, struct adr_error* error);
 

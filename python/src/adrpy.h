@@ -85,15 +85,52 @@ typedef struct {
   void* managed;      /* the DLPack managed tensor of a borrowed buffer */
   Py_ssize_t exports; /* memoryviews, DLPack capsules and calls in flight */
   PyObject* weakreflist;
+  /* Work queued on a stream (stream= arguments) that may still use the
+   * memory: every such operation is ordered before `pending`, an event
+   * recorded on `pending_stream` after the last one (an operation on
+   * another stream first makes that stream wait on the previous event).
+   * NULL when nothing is queued. `pending_keep` is a list of objects the
+   * queued work reads (host memory given to copy_from: `pending_host` is
+   * then 1) and of earlier events not complete when replaced, dropped once
+   * the work is known complete. `cai_stream` keeps the stream last
+   * exported through __cuda_array_interface__ alive with the buffer. */
+  AdrStreamObject* pending_stream;
+  AdrEventObject* pending;
+  PyObject* pending_keep;
+  int pending_host;
+  PyObject* cai_stream;
 } AdrBufferObject;
 
 extern PyTypeObject AdrBuffer_Type;
 int adrpy_buffer_init(PyObject* module);
-PyObject* adrpy_buffer_alloc(AdrDeviceObject* device, Py_ssize_t nbytes, Py_ssize_t alignment);
-/* A new buffer on `device` with a copy of `src`'s bytes. */
-PyObject* adrpy_buffer_copy(AdrBufferObject* src, AdrDeviceObject* device);
+/* adr_alloc on `device`; with a stream `s` stream-ordered (the buffer then
+ * has `s` pending, so other uses wait for it). */
+PyObject* adrpy_buffer_alloc(AdrDeviceObject* device, Py_ssize_t nbytes, Py_ssize_t alignment,
+                             AdrStreamObject* s);
+/* A new buffer on `device` with a copy of `src`'s bytes: complete on return
+ * when `s` is NULL, else queued on `s` (both buffers then have it pending). */
+PyObject* adrpy_buffer_copy(AdrBufferObject* src, AdrDeviceObject* device, AdrStreamObject* s);
 /* 0 when the buffer can be used; -1 with ValueError when it was freed. */
 int adrpy_buffer_check(AdrBufferObject* self);
+/* The stream= argument of a method: None gives *out NULL; an adr.Stream
+ * gives it (borrowed); anything else is TypeError, a destroyed stream
+ * ValueError. 0 or -1. */
+int adrpy_stream_arg(PyObject* obj, const char* what, AdrStreamObject** out);
+/* Waits (host) until the buffer's queued work has completed and forgets it
+ * (a no-op without queued work); releases the GIL while waiting. 0 or -1. */
+int adrpy_buffer_settle(AdrBufferObject* self);
+/* Before queuing work on `s` that uses the buffer: `s` waits (device-side)
+ * for the buffer's queued work on another stream, or the host waits when
+ * the two are on different devices. 0 or -1. */
+int adrpy_buffer_order(AdrBufferObject* self, AdrStreamObject* s);
+/* An event recorded on `s` now (after work just queued), new reference or
+ * NULL with an exception set. */
+AdrEventObject* adrpy_stream_mark(AdrStreamObject* s);
+/* After queuing work on `s` that uses the buffer: `ev` (from
+ * adrpy_stream_mark) becomes its pending event; `keep`, if not NULL, is
+ * held until the work is known complete. 0 or -1 (MemoryError). */
+int adrpy_buffer_set_pending(AdrBufferObject* self, AdrStreamObject* s, AdrEventObject* ev,
+                             PyObject* keep);
 /* Wraps borrowed memory of a DLPack managed tensor (kind DLPACK or
  * DLPACK_V1); takes the managed tensor over on success only. */
 PyObject* adrpy_buffer_borrow(AdrDeviceObject* device, void* ptr, size_t nbytes, int kind,
@@ -133,5 +170,7 @@ int adrpy_array_stream_init(PyObject* module);
 PyObject* adrpy_numpy_allocator(PyObject* module, PyObject* args, PyObject* kwds);
 PyObject* adrpy_numpy_set_handler(PyObject* module, PyObject* handler);
 PyObject* adrpy_numpy_get_handler(PyObject* module, PyObject* unused);
+/* Gives the calling thread's cached blocks back to adr; the bytes freed. */
+PyObject* adrpy_numpy_trim(PyObject* module, PyObject* unused);
 
 #endif /* ADRPY_H */

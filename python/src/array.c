@@ -21,6 +21,10 @@ typedef struct {
   PyObject_HEAD struct ArrowSchema schema;
   struct ArrowDeviceArray array;
   AdrDeviceObject* device;
+  /* The array a copy queued on a stream reads (to_device(stream=)): kept
+   * until the copy is known complete (array.sync_event), at the latest in
+   * dealloc, which waits for it first. */
+  PyObject* source;
 } AdrArrayObject;
 
 extern PyTypeObject AdrArray_Type;
@@ -271,10 +275,14 @@ static PyObject* array_wrap(struct ArrowSchema* schema, struct ArrowDeviceArray*
     if (rc != 0) adrpy_raise(rc, &err);
     Py_XDECREF(device);
     if (schema->release != NULL) schema->release(schema);
+    /* Queued copies may still write it (to_device with a stream). */
+    if (array->sync_event != NULL && array->array.release != NULL)
+      adr_device_array_wait(array, NULL, NULL);
     adr_device_array_release(array);
     return NULL;
   }
   self->device = (AdrDeviceObject*)device;
+  self->source = NULL;
   self->schema = *schema;
   schema->release = NULL;
   adr_device_array_move(array, &self->array);
@@ -282,6 +290,22 @@ static PyObject* array_wrap(struct ArrowSchema* schema, struct ArrowDeviceArray*
 }
 
 static void array_dealloc(AdrArrayObject* self) {
+  if (self->source != NULL) {
+    /* A queued copy from the source may still run: it completes first (on
+     * failure the source and this array's memory are leaked, not freed
+     * under it). */
+    struct adr_error err = {{0}};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = adr_device_array_wait(&self->array, NULL, &err);
+    Py_END_ALLOW_THREADS if (rc != 0) {
+      adrpy_raise(rc, &err);
+      PyErr_WriteUnraisable((PyObject*)self);
+      Py_XDECREF(self->device);
+      PyObject_Free(self);
+      return;
+    }
+    Py_CLEAR(self->source);
+  }
   if (self->schema.release != NULL) self->schema.release(&self->schema);
   adr_device_array_release(&self->array);
   Py_XDECREF(self->device);
@@ -415,13 +439,15 @@ out:
 
 /* ---- methods ------------------------------------------------------------ */
 
-static PyObject* array_to_device(AdrArrayObject* self, PyObject* arg) {
+static PyObject* array_copy(AdrArrayObject* self, PyObject* device_arg, PyObject* stream_arg) {
+  AdrStreamObject* s;
+  if (adrpy_stream_arg(stream_arg, "to_device()", &s) < 0) return NULL;
   AdrDeviceObject* dev;
-  if (PyObject_TypeCheck(arg, &AdrDevice_Type)) {
-    Py_INCREF(arg);
-    dev = (AdrDeviceObject*)arg;
+  if (PyObject_TypeCheck(device_arg, &AdrDevice_Type)) {
+    Py_INCREF(device_arg);
+    dev = (AdrDeviceObject*)device_arg;
   } else {
-    dev = (AdrDeviceObject*)PyObject_CallOneArg((PyObject*)&AdrDevice_Type, arg);
+    dev = (AdrDeviceObject*)PyObject_CallOneArg((PyObject*)&AdrDevice_Type, device_arg);
     if (dev == NULL) return NULL;
   }
   struct ArrowSchema schema = {0};
@@ -429,8 +455,8 @@ static PyObject* array_to_device(AdrArrayObject* self, PyObject* arg) {
   struct adr_error err = {{0}};
   int rc = adr_schema_copy(&self->schema, &schema, &err);
   if (rc == 0) {
-    Py_BEGIN_ALLOW_THREADS rc =
-        adr_device_array_deep_copy(&self->schema, &self->array, dev->dev, NULL, &out, NULL, &err);
+    Py_BEGIN_ALLOW_THREADS rc = adr_device_array_deep_copy(
+        &self->schema, &self->array, dev->dev, s != NULL ? s->stream : NULL, &out, NULL, &err);
     Py_END_ALLOW_THREADS
   }
   Py_DECREF(dev);
@@ -438,13 +464,33 @@ static PyObject* array_to_device(AdrArrayObject* self, PyObject* arg) {
     if (schema.release != NULL) schema.release(&schema);
     return adrpy_raise(rc, &err);
   }
-  return array_wrap(&schema, &out);
+  /* With a stream and a non-CPU destination the copies are queued and
+   * out.sync_event follows them: the source stays alive until then. */
+  int queued_copy = s != NULL && out.sync_event != NULL;
+  AdrArrayObject* r = (AdrArrayObject*)array_wrap(&schema, &out);
+  if (r == NULL) return NULL;
+  if (queued_copy) {
+    Py_INCREF(self);
+    r->source = (PyObject*)self;
+  }
+  return (PyObject*)r;
 }
 
-static PyObject* array_to_host(AdrArrayObject* self, PyObject* unused) {
+static PyObject* array_to_device(AdrArrayObject* self, PyObject* args, PyObject* kwds) {
+  static char* kwlist[] = {"device", "stream", NULL};
+  PyObject *device, *stream = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$O:to_device", kwlist, &device, &stream))
+    return NULL;
+  return array_copy(self, device, stream);
+}
+
+static PyObject* array_to_host(AdrArrayObject* self, PyObject* args, PyObject* kwds) {
+  static char* kwlist[] = {"stream", NULL};
+  PyObject* stream = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$O:to_host", kwlist, &stream)) return NULL;
   PyObject* cpu = adrpy_device_get(ARROW_DEVICE_CPU, 0);
   if (cpu == NULL) return NULL;
-  PyObject* r = array_to_device(self, cpu);
+  PyObject* r = array_copy(self, cpu, stream);
   Py_DECREF(cpu);
   return r;
 }
@@ -567,9 +613,13 @@ static PyMethodDef array_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "__arrow_c_device_array__(requested_schema=None, **kwargs) -> ('arrow_schema',\n"
      "'arrow_device_array') capsules. No copy; sync_event is the array's own."},
-    {"to_device", (PyCFunction)array_to_device, METH_O,
-     "to_device(device) -> Array: adr_device_array_deep_copy to the device."},
-    {"to_host", (PyCFunction)array_to_host, METH_NOARGS, "to_host() -> Array on the CPU."},
+    {"to_device", (PyCFunction)(void (*)(void))array_to_device, METH_VARARGS | METH_KEYWORDS,
+     "to_device(device, *, stream=None) -> Array: adr_device_array_deep_copy to the device.\n"
+     "With an adr.Stream (of either device) the copies are queued on it and the call returns\n"
+     "at once; the new array's sync_event follows them. Without one it is complete on return."},
+    {"to_host", (PyCFunction)(void (*)(void))array_to_host, METH_VARARGS | METH_KEYWORDS,
+     "to_host(*, stream=None) -> Array on the CPU, complete on return (ordered after the\n"
+     "stream's queued work when one is given)."},
     {"validate", (PyCFunction)(void (*)(void))array_validate, METH_VARARGS | METH_KEYWORDS,
      "validate(full=True): adr_device_array_validate; adr.Error names the bad child."},
     {"equals", (PyCFunction)array_equals, METH_O,

@@ -4,9 +4,12 @@
  *
  * Producer: buffers in CUDA device, host (pinned) and managed memory give a
  * 1-D '|u1' array of their bytes. Other devices raise AttributeError, so
- * hasattr() says no. "stream" is None: every operation adr.Buffer offers
- * completes before it returns, so the consumer never needs to synchronise
- * (the interface's rule: None when no synchronisation is needed; never 0).
+ * hasattr() says no. "stream" is None when nothing is queued on the buffer
+ * (the interface's rule: None when no synchronisation is needed; never 0),
+ * else the CUstream of its pending work: every queued operation on the
+ * buffer is ordered before the last one's event on that stream (buffer.c),
+ * so synchronising on it is enough, as the interface requires. Work queued
+ * on a stream that is not CUDA's is waited for on the host first.
  *
  * Consumer (adr.asarray): validates the producer's dict, finds the device
  * that owns the pointer (adr_pointer_query asks the CUDA driver), and before
@@ -19,6 +22,10 @@
 
 #include "adrpy.h"
 
+static int is_cuda_kind(ArrowDeviceType t) {
+  return t == ARROW_DEVICE_CUDA || t == ARROW_DEVICE_CUDA_HOST || t == ARROW_DEVICE_CUDA_MANAGED;
+}
+
 PyObject* adrpy_buffer_cai(PyObject* self_obj, void* closure) {
   AdrBufferObject* self = (AdrBufferObject*)self_obj;
   ArrowDeviceType t = adr_device_type(self->device->dev);
@@ -28,17 +35,35 @@ PyObject* adrpy_buffer_cai(PyObject* self_obj, void* closure) {
     return NULL;
   }
   if (adrpy_buffer_check(self) < 0) return NULL;
+  PyObject* stream = NULL;
+  if (self->pending != NULL && adr_event_query(self->pending->event, NULL) == EBUSY) {
+    AdrStreamObject* ps = self->pending_stream;
+    ArrowDeviceType st = ps->stream != NULL ? adr_device_type(adr_stream_device(ps->stream)) : 0;
+    if (is_cuda_kind(st)) {
+      void* h = adr_stream_native(ps->stream);
+      /* NULL is the legacy default stream, which the interface calls 1. */
+      stream = h != NULL ? PyLong_FromVoidPtr(h) : PyLong_FromLong(1);
+      if (stream == NULL) return NULL;
+      /* The consumer may use the handle later: the stream lives as long. */
+      Py_INCREF(ps);
+      Py_XSETREF(self->cai_stream, (PyObject*)ps);
+    }
+  }
+  if (stream == NULL) {
+    if (adrpy_buffer_settle(self) < 0) return NULL;
+    Py_INCREF(Py_None);
+    stream = Py_None;
+  }
   PyObject* data =
       Py_BuildValue("(NO)", self->nbytes == 0 ? PyLong_FromLong(0) : PyLong_FromVoidPtr(self->ptr),
                     self->readonly ? Py_True : Py_False);
-  if (data == NULL) return NULL;
-  return Py_BuildValue("{s:(n),s:s,s:N,s:i,s:O,s:[(ss)],s:O}", "shape", (Py_ssize_t)self->nbytes,
+  if (data == NULL) {
+    Py_DECREF(stream);
+    return NULL;
+  }
+  return Py_BuildValue("{s:(n),s:s,s:N,s:i,s:O,s:[(ss)],s:N}", "shape", (Py_ssize_t)self->nbytes,
                        "typestr", "|u1", "data", data, "version", 3, "strides", Py_None, "descr",
-                       "", "|u1", "stream", Py_None);
-}
-
-static int is_cuda_kind(ArrowDeviceType t) {
-  return t == ARROW_DEVICE_CUDA || t == ARROW_DEVICE_CUDA_HOST || t == ARROW_DEVICE_CUDA_MANAGED;
+                       "", "|u1", "stream", stream);
 }
 
 /* A non-negative Python int (bools refused) into *out. */

@@ -326,10 +326,14 @@ static PyObject* device_memory_info(AdrDeviceObject* self, PyObject* unused) {
 }
 
 static PyObject* device_alloc(AdrDeviceObject* self, PyObject* args, PyObject* kwds) {
-  static char* kwlist[] = {"nbytes", "alignment", NULL};
+  static char* kwlist[] = {"nbytes", "alignment", "stream", NULL};
   Py_ssize_t nbytes, alignment = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "n|n:alloc", kwlist, &nbytes, &alignment))
+  PyObject* stream = Py_None;
+  AdrStreamObject* s;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "n|n$O:alloc", kwlist, &nbytes, &alignment,
+                                   &stream))
     return NULL;
+  if (adrpy_stream_arg(stream, "alloc()", &s) < 0) return NULL;
   if (nbytes < 0) {
     PyErr_Format(PyExc_ValueError, "alloc(): negative size %zd", nbytes);
     return NULL;
@@ -338,7 +342,7 @@ static PyObject* device_alloc(AdrDeviceObject* self, PyObject* args, PyObject* k
     PyErr_Format(PyExc_ValueError, "alloc(): negative alignment %zd", alignment);
     return NULL;
   }
-  return adrpy_buffer_alloc(self, nbytes, alignment);
+  return adrpy_buffer_alloc(self, nbytes, alignment, s);
 }
 
 static const struct {
@@ -393,7 +397,8 @@ static PyMethodDef device_methods[] = {
     {"memory_info", (PyCFunction)device_memory_info, METH_NOARGS,
      "memory_info() -> dict: adr_memory_stats of the device (allocated, reserved, cache)."},
     {"alloc", (PyCFunction)(void (*)(void))device_alloc, METH_VARARGS | METH_KEYWORDS,
-     "alloc(nbytes, alignment=0) -> Buffer: adr_alloc on this device."},
+     "alloc(nbytes, alignment=0, *, stream=None) -> Buffer: adr_alloc on this device\n"
+     "(stream-ordered with a stream of this device: ready for work on it, other uses wait)."},
     {"stream", (PyCFunction)device_stream, METH_NOARGS, "stream() -> Stream: a new stream."},
     {"default_stream", (PyCFunction)device_default_stream, METH_NOARGS,
      "default_stream() -> Stream: the device's default stream (never destroyed)."},

@@ -201,6 +201,46 @@ static int check_stream(PyObject* stream, int type) {
   return -1;
 }
 
+/* The stream rule of the DLPack Python specification for a buffer with
+ * queued work (`stream` already checked by check_stream): -1 asks for no
+ * synchronisation; a CUDA or ROCm stream handle is imported and made to
+ * wait for the work device-side (the handle's device: the one the pending
+ * event belongs to); None, ROCm's 0 and everything else wait on the host,
+ * which makes the memory ready for any stream. */
+static int sync_for_consumer(AdrBufferObject* b, PyObject* stream) {
+  if (b->pending == NULL ||
+      (b->pending->event != NULL && adr_event_query(b->pending->event, NULL) == 0))
+    return adrpy_buffer_settle(b);
+  if (stream == Py_None) return adrpy_buffer_settle(b);
+  long long v = PyLong_AsLongLong(stream);
+  if (v == -1 && PyErr_Occurred()) return -1;
+  if (v == -1) return 0;
+  AdrEventObject* pe = b->pending;
+  struct adr_event* ev = pe->event;
+  struct adr_device* dev = adr_event_device(ev);
+  ArrowDeviceType t = adr_device_type(dev);
+  int streams = t == ARROW_DEVICE_CUDA || t == ARROW_DEVICE_CUDA_HOST ||
+                t == ARROW_DEVICE_CUDA_MANAGED || t == ARROW_DEVICE_ROCM ||
+                t == ARROW_DEVICE_ROCM_HOST;
+  if (!streams || v == 0) return adrpy_buffer_settle(b);
+  struct adr_stream* imported = NULL;
+  struct adr_error err = {{0}};
+  int rc;
+  Py_INCREF(pe); /* another thread may settle the buffer meanwhile */
+  b->exports++;
+  Py_BEGIN_ALLOW_THREADS rc = adr_stream_import(dev, (void*)(uintptr_t)v, &imported, &err);
+  if (rc == 0) rc = adr_stream_wait_event(imported, ev, &err);
+  /* The wrapper only: the consumer's stream is not touched. */
+  if (imported != NULL) adr_stream_destroy(imported, NULL);
+  Py_END_ALLOW_THREADS b->exports--;
+  Py_DECREF(pe);
+  if (rc != 0) {
+    adrpy_raise(rc, &err);
+    return -1;
+  }
+  return adrpy_buffer_check(b);
+}
+
 /* Parses an optional (int, int) tuple. */
 static int parse_pair(PyObject* obj, const char* what, long long* a, long long* b) {
   if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 2) {
@@ -257,7 +297,10 @@ PyObject* adrpy_buffer_dlpack(PyObject* self_obj, PyObject* args, PyObject* kwds
                     "(max_version >= (1, 0)) to say so");
     return NULL;
   }
-  if (!want_copy) return export_capsule(self, versioned, 0);
+  if (!want_copy) {
+    if (sync_for_consumer(self, stream) < 0) return NULL;
+    return export_capsule(self, versioned, 0);
+  }
 
   PyObject* target = NULL;
   if (type > 0 && type <= INT32_MAX && id >= 0 && id <= INT32_MAX &&
@@ -278,7 +321,7 @@ PyObject* adrpy_buffer_dlpack(PyObject* self_obj, PyObject* args, PyObject* kwds
     Py_XDECREF(etb);
     return NULL;
   }
-  AdrBufferObject* c = (AdrBufferObject*)adrpy_buffer_copy(self, (AdrDeviceObject*)target);
+  AdrBufferObject* c = (AdrBufferObject*)adrpy_buffer_copy(self, (AdrDeviceObject*)target, NULL);
   Py_DECREF(target);
   if (c == NULL) return NULL;
   PyObject* cap = export_capsule(c, versioned, 1);

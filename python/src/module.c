@@ -32,6 +32,8 @@ static PyMethodDef adrpy_methods[] = {
      "numpy_set_handler(handler or None) -> the previous handler (PyDataMem_SetHandler)."},
     {"numpy_get_handler", adrpy_numpy_get_handler, METH_NOARGS,
      "numpy_get_handler() -> the current handler (PyDataMem_GetHandler)."},
+    {"numpy_trim", adrpy_numpy_trim, METH_NOARGS,
+     "numpy_trim() -> int: give the calling thread's cached NumPy blocks back to adr."},
     {"version", adrpy_version, METH_NOARGS, "version() -> str: the adr library's version."},
     {NULL, NULL, 0, NULL},
 };

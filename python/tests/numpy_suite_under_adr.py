@@ -28,5 +28,7 @@ ma = np.ma.test("fast", extra_argv=args)
 after = adr.Device("cpu").memory_info()["allocated_count"]["total"]
 print(f"numpy.core: {'passed' if core else 'FAILED'}, numpy.ma: {'passed' if ma else 'FAILED'}, "
       f"{after - before} allocations through adr")
-assert after - before > 100_000
+# Most of NumPy's allocations are served by the handler's per-thread cache
+# of freed blocks; about 100 000 still reach adr (11 million without it).
+assert after - before > 10_000
 sys.exit(0 if core and ma else 1)

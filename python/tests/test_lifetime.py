@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Objects still alive when the interpreter exits: module globals, cycles,
-unconsumed capsules (arrays and streams), buffers borrowed from NumPy. Python frees what it frees
+unconsumed capsules (arrays and streams), buffers borrowed from NumPy,
+work queued on streams and never waited for, NumPy blocks in the handler's
+thread cache. Python frees what it frees
 before adr's exit-time teardown (an atexit handler, after Py_Finalize);
 whatever is left is abandoned. Either way: exit status 0, nothing printed."""
 import os
@@ -27,6 +29,16 @@ SCRIPT = textwrap.dedent("""
         arr = adr.Array.from_numpy(np.arange(8, dtype=np.int64)).to_device(d)
         st = adr.ArrayStream.from_arrays([arr, arr])
         keep += [st.__arrow_c_device_stream__(), adr.ArrayStream.from_arrays([arr])]
+        # queued work never waited for: a copy, a fill, a device array copy
+        q = d.stream()
+        qb = d.alloc(1 << 16)
+        qb.copy_from(np.ones(1 << 16, np.uint8), stream=q)
+        qb.fill(3, stream=q)
+        keep += [qb, qb.copy_to("cpu", stream=q), arr.to_device(d, stream=q)]
+    import adr.numpy
+    with adr.numpy.use(adr.numpy.allocator("cpu")):
+        for _ in range(10):
+            np.ones(1000)  # blocks left in this thread's cache at exit
     a = np.arange(100)
     keep.append(adr.from_dlpack(a))
     host = adr.Device("cpu").alloc(64)

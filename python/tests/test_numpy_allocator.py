@@ -16,7 +16,10 @@ HOST = [n for n in ALL if adr.Device(n).host_accessible]
 
 
 def allocated(dev):
+    """adr's count of live allocations on dev, after the garbage collector
+    ran and this thread's handler cache went back to adr (trim())."""
     gc.collect()
+    adr.numpy.trim()
     return dev.memory_info()["allocated_count"]["current"]
 
 
@@ -171,3 +174,70 @@ def test_out_of_memory_is_memory_error(cpu):
     with adr.numpy.use(adr.numpy.allocator(cpu)):
         with pytest.raises(MemoryError):
             np.empty(1 << 60, dtype=np.uint8)
+
+
+def test_thread_cache_reuses_blocks(cpu):
+    h = adr.numpy.allocator(cpu)
+    before = allocated(cpu)
+    with adr.numpy.use(h):
+        a = np.empty(1000, np.uint8)
+        a.fill(7)
+        addr = a.ctypes.data
+        del a  # cached by this thread, still allocated in adr's count
+        assert cpu.memory_info()["allocated_count"]["current"] == before + 1
+        b = np.zeros(1000, np.uint8)  # the same rounded size: the same block, zeroed
+        assert b.ctypes.data == addr and not b.any()
+        c = np.ones(5000, np.uint8)  # another size: a new block from adr
+        assert c.ctypes.data != addr
+        del b, c
+    assert adr.numpy.trim() >= 1000 + 5000
+    assert adr.numpy.trim() == 0
+    assert allocated(cpu) == before
+
+
+def test_thread_cache_is_bounded_and_per_device(cpu):
+    h = adr.numpy.allocator(cpu)
+    before = allocated(cpu)
+    with adr.numpy.use(h):
+        arrays = [np.ones(1 << 16, np.uint8) for _ in range(40)]
+        del arrays
+        # at most 16 blocks stay cached
+        assert cpu.memory_info()["allocated_count"]["current"] <= before + 16
+        big = np.ones(4 << 20, np.uint8)  # above the cached size: straight back to adr
+        del big
+    others = [n for n in HOST if n != "cpu:0"]
+    if others:
+        other = adr.Device(others[0])
+        o_before = allocated(other)
+        with adr.numpy.use(adr.numpy.allocator(other)):
+            x = np.empty(1 << 16, np.uint8)  # not a cpu block from the cache
+            assert other.memory_info()["allocated_count"]["current"] == o_before + 1
+            del x
+        assert allocated(other) == o_before
+    assert allocated(cpu) == before
+
+
+def test_thread_exit_returns_cached_blocks(cpu):
+    h = adr.numpy.allocator(cpu)
+    before = allocated(cpu)
+
+    def worker():
+        with adr.numpy.use(h):
+            for _ in range(10):
+                np.ones(3000, np.uint8)
+
+    ts = [threading.Thread(target=worker) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    gc.collect()
+    assert cpu.memory_info()["allocated_count"]["current"] == before
+
+
+def test_realloc_within_the_rounded_size_keeps_the_block(cpu):
+    with adr.numpy.use(adr.numpy.allocator(cpu)):
+        a = np.arange(100, dtype=np.uint8)
+        addr = a.ctypes.data
+        a.resize(110, refcheck=False)  # 100 and 110 round to the same block
+        assert a.ctypes.data == addr and a[:100].tolist() == list(range(100))

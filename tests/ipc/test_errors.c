@@ -530,13 +530,113 @@ static void test_nesting(void** state) {
   fbb_free(&b);
 }
 
+/* A batch struct<s: utf8 or large utf8> of the given values (NULL: a null
+ * slot whose bytes are `null_bytes`), sliced by `offset`, through the
+ * stream; returns the reader's status, message in err. */
+static int utf8_through(const char* format, const char* const* values, int n, int64_t offset,
+                        const char* null_bytes, struct adr_error* err) {
+  const bool large = strcmp(format, "U") == 0;
+  const size_t ob = large ? 8 : 4;
+  struct ArrowSchema schema;
+  test_schema(&schema, "+s", "", 0, 1);
+  test_schema(schema.children[0], format, "s", ARROW_FLAG_NULLABLE, 0);
+  struct ArrowArray a;
+  test_node(&a, 1, 1, n - offset, 0, 0);
+  struct ArrowArray* c = a.children[0];
+  test_node(c, 3, 0, n - offset, offset, 0);
+  uint8_t* valid = test_buffer(c, 0, (size_t)(n + 7) / 8, NULL);
+  uint8_t* offs = test_buffer(c, 1, (size_t)(n + 1) * ob, NULL);
+  size_t total = 0;
+  for (int k = 0; k < n; k++) total += strlen(values[k] ? values[k] : null_bytes);
+  char* data = test_buffer(c, 2, total ? total : 1, NULL);
+  int64_t at = 0, nulls = 0;
+  for (int k = 0; k <= n; k++) {
+    if (large)
+      memcpy(offs + ob * (size_t)k, &at, 8);
+    else {
+      int32_t v = (int32_t)at;
+      memcpy(offs + ob * (size_t)k, &v, 4);
+    }
+    if (k == n) break;
+    const char* v = values[k] ? values[k] : null_bytes;
+    memcpy(data + at, v, strlen(v));
+    at += (int64_t)strlen(v);
+    if (values[k])
+      valid[k / 8] |= (uint8_t)(1u << (k % 8));
+    else if (k >= offset)
+      nulls++;
+  }
+  c->null_count = nulls;
+  struct ArrowDeviceArray batch;
+  test_export(&a, &batch);
+  struct bytes b = {0};
+  ipc_test_write_all(&b, &schema, &batch);
+  struct ArrowSchema got_schema;
+  struct ArrowDeviceArray got;
+  int st = ipc_test_read_all(&b, NULL, &got_schema, &got, err);
+  if (got.array.release) adr_device_array_release(&got);
+  if (got_schema.release) got_schema.release(&got_schema);
+  bytes_free(&b);
+  adr_device_array_release(&batch);
+  schema.release(&schema);
+  return st;
+}
+
+static void expect_utf8(int st, const struct adr_error* err, const char* needle) {
+  if (needle == NULL) {
+    if (st != 0) fail_msg("expected valid, got %d: %s", st, err->message);
+    return;
+  }
+  if (st != EINVAL || strstr(err->message, needle) == NULL)
+    fail_msg("expected EINVAL with \"%s\", got %d: %s", needle, st, err->message);
+}
+
+/* UTF-8 under the reader's full validation, around the fast paths of the
+ * validator (ASCII words; one pass over the data range when no value
+ * boundary splits a character). */
+static void test_utf8_validation(void** state) {
+  (void)state;
+  struct adr_error err;
+  const char* fmts[] = {"u", "U"};
+  for (int f = 0; f < 2; f++) {
+    /* Valid: ASCII words, multi-byte characters, an empty value. */
+    const char* ok[] = {"plain ascii text longer than a word", "\xc3\xa9t\xc3\xa9", "",
+                        "\xe2\x82\xac and \xf0\x9f\x98\x80 mixed with ascii"};
+    expect_utf8(utf8_through(fmts[f], ok, 4, 0, "", &err), &err, NULL);
+    /* The data range is valid, but a value boundary splits "é". */
+    const char* split[] = {"abcdefghijklmnop", "\xc3", "\xa9", "z"};
+    expect_utf8(utf8_through(fmts[f], split, 4, 0, "", &err), &err,
+                "invalid UTF-8 in value 1 at byte 0");
+    /* A bad byte far into an ASCII run. */
+    const char* late[] = {"0123456789abcdefghijklmnopqrstuvwxyz0\xff", "ok"};
+    expect_utf8(utf8_through(fmts[f], late, 2, 0, "", &err), &err,
+                "invalid UTF-8 in value 0 at byte 37");
+    /* A surrogate (ED A0 80) and an overlong form (C0 AF) after ASCII. */
+    const char* sur[] = {"fine", "abcdefgh\xed\xa0\x80"};
+    expect_utf8(utf8_through(fmts[f], sur, 2, 0, "", &err), &err,
+                "invalid UTF-8 in value 1 at byte 8");
+    const char* over[] = {"abcdefghijklmnopq\xc0\xaf"};
+    expect_utf8(utf8_through(fmts[f], over, 1, 0, "", &err), &err,
+                "invalid UTF-8 in value 0 at byte 17");
+    /* A null slot may hold anything. */
+    const char* with_null[] = {"before", NULL, "after the null slot"};
+    expect_utf8(utf8_through(fmts[f], with_null, 3, 0, "\xff\xfe garbage \x80", &err), &err, NULL);
+    /* A slice leaves a bad value out; the slice's own bad value counts
+     * from the slice's start. */
+    const char* sliced[] = {"\xff bad but outside", "good", "\xc3\xa9", "x\x80"};
+    expect_utf8(utf8_through(fmts[f], sliced, 3, 1, "", &err), &err, NULL);
+    expect_utf8(utf8_through(fmts[f], sliced, 4, 1, "", &err), &err,
+                "invalid UTF-8 in value 2 at byte 1");
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_schema_bytes),      cmocka_unit_test(test_batch_bytes),
       cmocka_unit_test(test_decode_hand_made),  cmocka_unit_test(test_truncations),
       cmocka_unit_test(test_corruptions),       cmocka_unit_test(test_named_errors),
       cmocka_unit_test(test_nesting),          cmocka_unit_test(test_v4),
-      cmocka_unit_test(test_schema_attributes),
+      cmocka_unit_test(test_schema_attributes), cmocka_unit_test(test_utf8_validation),
   };
   return cmocka_run_group_tests_name("ipc-errors", tests, NULL, NULL);
 }

@@ -277,6 +277,133 @@ static void test_dictionary_replacement(void** state) {
   schema.release(&schema);
 }
 
+static void keep_release(struct ArrowArray* a) {
+  a->release = NULL;
+}
+
+/* Batches that share one dictionary (slices of one CPU table): it is sent
+ * once, before the first batch (the dictionary memo), and every batch
+ * still decodes with it. A device source is staged batch by batch (fresh
+ * copies), so there each batch brings its dictionary again. */
+static void test_dictionary_sent_once(void** state) {
+  (void)state;
+  static const char* const w[] = {"alpha", "beta", "gamma", "delta"};
+  struct ArrowSchema schema, copy;
+  test_schema(&schema, "+s", "", 0, 1);
+  test_schema(schema.children[0], "c", "d", ARROW_FLAG_NULLABLE, 0);
+  struct adr_error err;
+  ASSERT_OK(adr_schema_alloc_dictionary(schema.children[0], &err), &err);
+  test_schema(schema.children[0]->dictionary, "u", NULL, 0, 0);
+  struct ArrowDeviceArray table, views[3];
+  dict_batch(w, 4, &table);
+  for (int i = 0; i < 3; i++) {
+    views[i] = table;
+    views[i].array.offset = 2 * i;
+    views[i].array.length = 2;
+    views[i].array.release = keep_release; /* table keeps the data */
+  }
+  ASSERT_OK(adr_schema_copy(&schema, &copy, &err), &err);
+  struct ArrowDeviceArrayStream in, out;
+  ASSERT_OK(adr_device_array_stream_from_arrays(&copy, views, 3, ARROW_DEVICE_CPU, &in, &err),
+            &err);
+  int fd = memfd();
+  struct adr_ipc_stream_stats stats = {.struct_size = sizeof(stats)};
+  ASSERT_OK(adr_ipc_write_stream(fd, &in, NULL, &stats, &err), &err);
+  assert_int_equal(stats.messages, 1 + 1 + 3); /* schema, dictionary, three batches */
+  lseek(fd, 0, SEEK_SET);
+  ASSERT_OK(adr_ipc_read_stream(fd, g_dev, &out, &err), &err);
+  for (int i = 0; i < 3; i++) {
+    struct ArrowDeviceArray b, want = table;
+    want.array.offset = 2 * i;
+    want.array.length = 2;
+    ASSERT_OK(adr_device_array_stream_next(&out, &b, &err), &err);
+    assert_non_null(b.array.release);
+    bool eq = false;
+    struct adr_error diff;
+    ASSERT_OK(adr_device_array_equal(&schema, &want, &b, &eq, &diff, &err), &err);
+    if (!eq) fail_msg("batch %d: %s", i, diff.message);
+    adr_device_array_release(&b);
+  }
+  out.release(&out);
+  close(fd);
+  adr_device_array_release(&table);
+  schema.release(&schema);
+}
+
+struct held {
+  struct ArrowDeviceArray* b;
+  int n;
+};
+
+static void* release_held(void* p) {
+  struct held* h = p;
+  for (int i = h->n - 1; i >= 0; i--) adr_device_array_release(&h->b[i]);
+  return NULL;
+}
+
+/* Bodies of batches the application keeps: the reader recycles the body
+ * of a released batch for the next message, so batches held while more
+ * are read must keep their own, also after the stream is released, and
+ * may be released on another thread (clean under ASan and TSan). Then
+ * batches released one by one (each body reused for the next) of
+ * different sizes. */
+static void test_held_batches(void** state) {
+  (void)state;
+  struct adr_error err;
+  struct ArrowSchema schema, copy;
+  struct ArrowDeviceArray table;
+  ASSERT_OK(fixture_sample_table(4000, &schema, &table, &err), &err);
+  enum { N = 4 };
+  /* Growing then shrinking slices: bodies larger and smaller than the
+   * cached one. */
+  const int64_t cut[N][2] = {{0, 100}, {100, 3000}, {3000, 3010}, {3010, 4000}};
+  for (int round = 0; round < 2; round++) {
+    struct ArrowDeviceArray views[N], want[N];
+    for (int i = 0; i < N; i++) {
+      views[i] = table;
+      views[i].array.offset = cut[i][0];
+      views[i].array.length = cut[i][1] - cut[i][0];
+      views[i].array.release = keep_release;
+      want[i] = views[i];
+    }
+    ASSERT_OK(adr_schema_copy(&schema, &copy, &err), &err);
+    struct ArrowDeviceArrayStream in, out;
+    ASSERT_OK(adr_device_array_stream_from_arrays(&copy, views, N, ARROW_DEVICE_CPU, &in, &err),
+              &err);
+    int fd = memfd();
+    ASSERT_OK(adr_ipc_write_stream(fd, &in, NULL, NULL, &err), &err);
+    lseek(fd, 0, SEEK_SET);
+    ASSERT_OK(adr_ipc_read_stream(fd, NULL, &out, &err), &err);
+    struct ArrowDeviceArray got[N];
+    for (int i = 0; i < N; i++) {
+      ASSERT_OK(adr_device_array_stream_next(&out, &got[i], &err), &err);
+      assert_non_null(got[i].array.release);
+      if (round == 1) {
+        /* Released at once: the next message reuses its body. */
+        bool eq = false;
+        ASSERT_OK(adr_device_array_equal(&schema, &want[i], &got[i], &eq, NULL, &err), &err);
+        assert_true(eq);
+        adr_device_array_release(&got[i]);
+      }
+    }
+    out.release(&out);
+    close(fd);
+    if (round == 0) {
+      for (int i = 0; i < N; i++) {
+        bool eq = false;
+        ASSERT_OK(adr_device_array_equal(&schema, &want[i], &got[i], &eq, NULL, &err), &err);
+        if (!eq) fail_msg("held batch %d differs", i);
+      }
+      struct held h = {got, N};
+      pthread_t th;
+      assert_int_equal(pthread_create(&th, NULL, release_held, &h), 0);
+      pthread_join(th, NULL);
+    }
+  }
+  adr_device_array_release(&table);
+  schema.release(&schema);
+}
+
 /* The reader of the pipe is gone: EPIPE with the message index, and the
  * process lives on (no SIGPIPE). */
 static void test_broken_pipe(void** state) {
@@ -308,6 +435,8 @@ int main(void) {
       cmocka_unit_test(test_empty),
       cmocka_unit_test(test_broken_pipe),
       cmocka_unit_test(test_dictionary_replacement),
+      cmocka_unit_test(test_dictionary_sent_once),
+      cmocka_unit_test(test_held_batches),
   };
   return cmocka_run_group_tests_name("ipc-stream", tests, NULL, NULL);
 }

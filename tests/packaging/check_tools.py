@@ -135,7 +135,7 @@ DEVICE_KINDS = {"gpu": "gpu", "integrated-gpu": "gpu", "cpu": "cpu",
                 "accelerator": "accelerator", "other": "other"}
 BACKEND_KEYS = {"name", "state", "path", "reason", "abi", "device_types", "device_count"}
 TOP_KEYS = {"schema", "adr_version", "search_path", "default_device", "default_device_error",
-            "validation", "error", "backends", "devices"}
+            "validation", "ucx_module", "error", "backends", "devices"}
 
 
 def int_or_null(v, positive=True):
