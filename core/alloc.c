@@ -40,8 +40,7 @@ static int check_stream(const char* op, struct adr_device* dev, struct adr_strea
  * the call sites its messages name. Read after the allocation table's
  * insert or remove (alloc_table.c: ranges_build). */
 static inline bool ranges_kept(struct adr_device* dev, bool validating) {
-  return adr__range_indexed(dev) &&
-         (validating || adr__alloc_table_ranges_live(dev->allocs));
+  return adr__range_indexed(dev) && (validating || adr__alloc_table_ranges_live(dev->allocs));
 }
 
 int adr__alloc_common(const char* op, struct adr_device* device,

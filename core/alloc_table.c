@@ -118,8 +118,8 @@ int adr__alloc_table_insert(struct adr__alloc_table* t, void* ptr, size_t size) 
   return adr__alloc_table_insert_data(t, ptr, size, NULL, NULL);
 }
 
-static int insert_locked_data(struct adr__alloc_table* t, void* ptr, size_t size,
-                              const void* data, void* cookie, bool counted) {
+static int insert_locked_data(struct adr__alloc_table* t, void* ptr, size_t size, const void* data,
+                              void* cookie, bool counted) {
   uint64_t h;
   uintptr_t key = (uintptr_t)ptr;
   struct shard* s = shard_of(t, key, &h);
@@ -164,8 +164,7 @@ void adr__alloc_table_uncount(struct adr__alloc_table* t, void* ptr, size_t size
   adr__spin_unlock(&s->lock);
 }
 
-void adr__alloc_table_totals(struct adr__alloc_table* t, uint64_t* out_bytes,
-                             uint64_t* out_count) {
+void adr__alloc_table_totals(struct adr__alloc_table* t, uint64_t* out_bytes, uint64_t* out_count) {
   uint64_t bytes = 0, count = 0;
   for (int i = 0; i < SHARDS; i++) {
     adr__spin_lock(&t->shards[i].lock);

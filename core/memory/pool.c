@@ -198,8 +198,8 @@ struct adr__pool {
   _Atomic uint64_t reserved_peak;
   _Atomic uint64_t reserved_count_now;
   _Atomic uint64_t reserved_count_peak;
-  uint64_t serial;         /* unique per pool, never reused: names it in threads' caches */
-  struct tcache* tc_list;  /* threads' caches of this pool (tc_global) */
+  uint64_t serial;        /* unique per pool, never reused: names it in threads' caches */
+  struct tcache* tc_list; /* threads' caches of this pool (tc_global) */
 };
 
 static void bin_migrate_to_host(struct adr__pool* pool, struct arena* a, struct bin* bin);
@@ -1262,9 +1262,9 @@ struct tc_entry {
 
 struct tcache {
   struct adr__spin lock;
-  _Atomic uint64_t serial;   /* the pool's; written by the owner under tc_global */
-  struct adr__pool* pool;    /* NULL once detached (tc_global) */
-  struct tcache* pool_prev;  /* the pool's list (tc_global) */
+  _Atomic uint64_t serial;  /* the pool's; written by the owner under tc_global */
+  struct adr__pool* pool;   /* NULL once detached (tc_global) */
+  struct tcache* pool_prev; /* the pool's list (tc_global) */
   struct tcache* pool_next;
   struct tcache* thread_next; /* the owner's list */
   size_t bytes;

@@ -343,9 +343,9 @@ static double tight_pair(struct adr_device* dev, const struct vk_direct* vk, enu
     for (size_t i = 0; i < pairs; i++) {
       void* p = NULL;
       int st = which == USE_POOL || which == USE_BACKEND
-                   ? adr_alloc_with(dev, which == USE_POOL ? adr_allocator_pool()
-                                                           : adr_allocator_backend(),
-                                    size, 0, NULL, &p, NULL)
+                   ? adr_alloc_with(
+                         dev, which == USE_POOL ? adr_allocator_pool() : adr_allocator_backend(),
+                         size, 0, NULL, &p, NULL)
                    : do_alloc(&w, size, &p);
       if (st != 0) {
         if (*status == 0) *status = st;
