@@ -8,11 +8,13 @@
  * registration.
  *
  * Hot path: one atomic load of the handler, one sharded-table insert or
- * remove, relaxed atomic counters; no lock shared by all threads. Devices
- * whose copies are range-checked (not host-accessible, or the validation
- * layer on), and devices an interop call asked about (interop.c), also
- * keep the interval index (one mutex per device); the validation layer's
- * hooks are marked "validation".
+ * remove (a spin lock; the table also keeps the allocation totals), two
+ * relaxed atomic counters (current bytes and count, for the peaks), the
+ * pool's per-thread cache; no lock shared by all threads. Devices whose
+ * copies are range-checked (not host-accessible, or the validation layer
+ * on), and devices an interop call asked about (interop.c), also keep the
+ * interval index (one spin lock per device) once its first look-up built
+ * it; the validation layer's hooks are marked "validation".
  */
 #include <errno.h>
 #include <stdint.h>
@@ -29,6 +31,16 @@ static int check_stream(const char* op, struct adr_device* dev, struct adr_strea
     return adr__errorf(error, EINVAL, op, dev->backend->name, "stream belongs to %s, not to %s",
                        stream->device->name, dev->name);
   return 0;
+}
+
+/* Whether this allocation or free updates the device's interval index:
+ * where one is kept (validate.h) and once it is live (built by the first
+ * look-up: a device nobody range-checks or asks about pays nothing on
+ * adr_alloc/adr_free). The validation layer keeps it from the start, with
+ * the call sites its messages name. Read after the allocation table's
+ * insert or remove (alloc_table.c: ranges_build). */
+static inline bool ranges_kept(struct adr_device* dev, bool validating) {
+  return adr__range_indexed(dev) && (validating || adr__alloc_table_ranges_live(dev->allocs));
 }
 
 int adr__alloc_common(const char* op, struct adr_device* device,
@@ -85,16 +97,22 @@ int adr__alloc_common(const char* op, struct adr_device* device,
       adr__error_context(error, st, op, device->backend->name);
     return st;
   }
-  bool ranged = adr__range_indexed(device);
-  if (adr__alloc_table_insert_data(device->allocs, ptr, size, handler, cookie) != 0 ||
-      (ranged && adr__alloc_table_ranges_insert(device->allocs, ptr, size, site) != 0)) {
+  int rst = adr__alloc_table_insert_counted(device->allocs, ptr, size, handler, cookie);
+  /* Read after the insert: an interop call that starts keeping the index
+   * (interop.c) either sees this allocation in the table or is seen here. */
+  if (rst == 0 && ranges_kept(device, validating) &&
+      adr__alloc_table_ranges_insert(device->allocs, ptr, size, site) != 0) {
     adr__alloc_table_remove_data(device->allocs, ptr, size, NULL, NULL, NULL);
+    adr__alloc_table_uncount(device->allocs, ptr, size);
+    rst = ENOMEM;
+  }
+  if (rst != 0) {
     adr__memory_free(device, handler, ptr, handler_size, stream, cookie, NULL);
     return adr__errorf(error, ENOMEM, op, device->backend->name,
                        "out of host memory for the allocation table");
   }
   if (validating) adr__validate_note_device(device);
-  adr__counters_add(&m->counters, size);
+  adr__counters_add_live(&m->counters, size);
   *out = ptr;
   return 0;
 }
@@ -142,7 +160,7 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
     return adr__errorf(error, EINVAL, "adr_free", device->backend->name,
                        "%p was allocated with size %zu, freed with size %zu", ptr, recorded, size);
   struct adr__range range = {0, 0, NULL};
-  bool ranged = adr__range_indexed(device);
+  bool ranged = ranges_kept(device, validating);
   if (ranged) range.site = adr__alloc_table_ranges_remove(device->allocs, ptr);
   /* validation: the handler sees the free only when it leaves the
    * quarantine, so the address is not handed out again before that. */

@@ -7,10 +7,12 @@
  *
  * Concurrency: the table is split into shards by address hash, each an
  * open-addressing hash table (linear probing, backward-shift deletion, so
- * no tombstones accumulate) under its own mutex. Threads allocating on one
- * device contend only when their addresses hash to the same shard.
+ * no tombstones accumulate) under its own spin lock (internal.h: the
+ * sections are a few probes long). Threads allocating on one device contend
+ * only when their addresses hash to the same shard.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,11 +28,15 @@ struct entry {
 };
 
 struct shard {
-  pthread_mutex_t lock;
+  struct adr__spin lock;
   struct entry* slots;
   size_t cap; /* power of two */
   size_t count;
-  char pad[64 - sizeof(pthread_mutex_t) % 64];
+  /* Totals of the allocations recorded with insert_counted: the device's
+   * allocated_bytes/count totals, kept here under the lock the insert
+   * takes anyway (two atomic additions fewer per adr_alloc). */
+  uint64_t bytes_total, count_total;
+  char pad[64 - (sizeof(struct adr__spin) + sizeof(void*) + 4 * sizeof(size_t)) % 64];
 };
 
 struct adr__range_index;
@@ -38,10 +44,27 @@ struct adr__range_index;
 struct adr__alloc_table {
   struct shard shards[SHARDS];
   struct adr__range_index* ranges; /* created with the table */
+  /* The index holds every live allocation (1) or is still to be built
+   * from the hash (0): alloc.c keeps it up to date only once it is
+   * live, and the first look-up builds it (ranges_build). */
+  _Atomic int ranges_live;
+  pthread_mutex_t build_lock;
 };
 
 static struct adr__range_index* range_index_create(void);
 static void range_index_destroy(struct adr__range_index* x);
+
+void adr__spin_lock_slow(struct adr__spin* s) {
+  for (;;) {
+    for (int i = 0; i < 64; i++) {
+      if (adr__spin_trylock(s)) return;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    sched_yield();
+  }
+}
 
 static inline uint64_t mix(uintptr_t p) {
   uint64_t x = (uint64_t)p;
@@ -54,7 +77,7 @@ static inline uint64_t mix(uintptr_t p) {
 struct adr__alloc_table* adr__alloc_table_create(void) {
   struct adr__alloc_table* t = calloc(1, sizeof(*t));
   if (t == NULL) return NULL;
-  for (int i = 0; i < SHARDS; i++) pthread_mutex_init(&t->shards[i].lock, NULL);
+  pthread_mutex_init(&t->build_lock, NULL);
   t->ranges = range_index_create();
   if (t->ranges == NULL) {
     adr__alloc_table_destroy(t);
@@ -65,10 +88,8 @@ struct adr__alloc_table* adr__alloc_table_create(void) {
 
 void adr__alloc_table_destroy(struct adr__alloc_table* t) {
   if (t == NULL) return;
-  for (int i = 0; i < SHARDS; i++) {
-    pthread_mutex_destroy(&t->shards[i].lock);
-    free(t->shards[i].slots);
-  }
+  for (int i = 0; i < SHARDS; i++) free(t->shards[i].slots);
+  pthread_mutex_destroy(&t->build_lock);
   range_index_destroy(t->ranges);
   free(t);
 }
@@ -97,15 +118,15 @@ int adr__alloc_table_insert(struct adr__alloc_table* t, void* ptr, size_t size) 
   return adr__alloc_table_insert_data(t, ptr, size, NULL, NULL);
 }
 
-int adr__alloc_table_insert_data(struct adr__alloc_table* t, void* ptr, size_t size,
-                                 const void* data, void* cookie) {
+static int insert_locked_data(struct adr__alloc_table* t, void* ptr, size_t size, const void* data,
+                              void* cookie, bool counted) {
   uint64_t h;
   uintptr_t key = (uintptr_t)ptr;
   struct shard* s = shard_of(t, key, &h);
-  pthread_mutex_lock(&s->lock);
+  adr__spin_lock(&s->lock);
   if ((s->count + 1) * 4 > s->cap * 3) {
     if (rehash(s, s->cap ? s->cap * 2 : 16) != 0) {
-      pthread_mutex_unlock(&s->lock);
+      adr__spin_unlock(&s->lock);
       return ENOMEM;
     }
   }
@@ -116,8 +137,43 @@ int adr__alloc_table_insert_data(struct adr__alloc_table* t, void* ptr, size_t s
   s->slots[i].size = size;
   s->slots[i].data = data;
   s->slots[i].cookie = cookie;
-  pthread_mutex_unlock(&s->lock);
+  if (counted) {
+    s->bytes_total += size;
+    s->count_total++;
+  }
+  adr__spin_unlock(&s->lock);
   return 0;
+}
+
+int adr__alloc_table_insert_data(struct adr__alloc_table* t, void* ptr, size_t size,
+                                 const void* data, void* cookie) {
+  return insert_locked_data(t, ptr, size, data, cookie, false);
+}
+
+int adr__alloc_table_insert_counted(struct adr__alloc_table* t, void* ptr, size_t size,
+                                    const void* data, void* cookie) {
+  return insert_locked_data(t, ptr, size, data, cookie, true);
+}
+
+void adr__alloc_table_uncount(struct adr__alloc_table* t, void* ptr, size_t size) {
+  uint64_t h;
+  struct shard* s = shard_of(t, (uintptr_t)ptr, &h);
+  adr__spin_lock(&s->lock);
+  s->bytes_total -= size;
+  s->count_total--;
+  adr__spin_unlock(&s->lock);
+}
+
+void adr__alloc_table_totals(struct adr__alloc_table* t, uint64_t* out_bytes, uint64_t* out_count) {
+  uint64_t bytes = 0, count = 0;
+  for (int i = 0; i < SHARDS; i++) {
+    adr__spin_lock(&t->shards[i].lock);
+    bytes += t->shards[i].bytes_total;
+    count += t->shards[i].count_total;
+    adr__spin_unlock(&t->shards[i].lock);
+  }
+  *out_bytes = bytes;
+  *out_count = count;
 }
 
 int adr__alloc_table_remove(struct adr__alloc_table* t, void* ptr, size_t size, size_t* out_size) {
@@ -130,7 +186,7 @@ int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t s
   uintptr_t key = (uintptr_t)ptr;
   struct shard* s = shard_of(t, key, &h);
   int st = ENOENT;
-  pthread_mutex_lock(&s->lock);
+  adr__spin_lock(&s->lock);
   if (s->cap != 0) {
     size_t mask = s->cap - 1;
     size_t i = (h / SHARDS) & mask;
@@ -157,16 +213,16 @@ int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t s
       }
     }
   }
-  pthread_mutex_unlock(&s->lock);
+  adr__spin_unlock(&s->lock);
   return st;
 }
 
 size_t adr__alloc_table_count(struct adr__alloc_table* t) {
   size_t n = 0;
   for (int i = 0; i < SHARDS; i++) {
-    pthread_mutex_lock(&t->shards[i].lock);
+    adr__spin_lock(&t->shards[i].lock);
     n += t->shards[i].count;
-    pthread_mutex_unlock(&t->shards[i].lock);
+    adr__spin_unlock(&t->shards[i].lock);
   }
   return n;
 }
@@ -183,7 +239,7 @@ size_t adr__alloc_table_count(struct adr__alloc_table* t) {
  * remove moves at most one block's entries, plus the top array when a block
  * splits or empties.
  *
- * One mutex per table (glibc's reader-writer lock costs several times a
+ * One spin lock per table (glibc's reader-writer lock costs several times a
  * mutex uncontended, and the critical sections are short), and each
  * thread's last answers are cached while the index is unchanged, so repeated
  * copies on one buffer take no lock at all. The core maintains the index
@@ -197,7 +253,7 @@ struct block {
 };
 
 struct adr__range_index {
-  pthread_mutex_t lock;
+  struct adr__spin lock;
   /* Bumped by every insert and remove (under the lock), so that a thread's
    * cached answer stays valid exactly while the index has not changed. */
   _Atomic uint64_t version;
@@ -209,14 +265,11 @@ struct adr__range_index {
 
 static struct adr__range_index* range_index_create(void) {
   struct adr__range_index* x = calloc(1, sizeof(*x));
-  if (x == NULL) return NULL;
-  pthread_mutex_init(&x->lock, NULL);
   return x;
 }
 
 static void range_index_destroy(struct adr__range_index* x) {
   if (x == NULL) return;
-  pthread_mutex_destroy(&x->lock);
   for (size_t i = 0; i < x->nblocks; i++) free(x->blocks[i]);
   free(x->blocks);
   free(x->mins);
@@ -341,26 +394,40 @@ int adr__alloc_table_ranges_insert(struct adr__alloc_table* t, void* ptr, size_t
                                    const void* site) {
   struct adr__range_index* x = ranges_of(t);
   if (x == NULL) return ENOMEM;
-  pthread_mutex_lock(&x->lock);
+  adr__spin_lock(&x->lock);
   bool added;
   int st = insert_locked(x, (uintptr_t)ptr, size, site, &added);
   if (st == 0) {
     if (added) x->count++;
     bump(x);
   }
-  pthread_mutex_unlock(&x->lock);
+  adr__spin_unlock(&x->lock);
   return st;
 }
 
-/* Shard lock, then the index lock: nothing takes them in the other order. */
+bool adr__alloc_table_ranges_live(struct adr__alloc_table* t) {
+  return atomic_load_explicit(&t->ranges_live, memory_order_acquire) != 0;
+}
+
+/* Marks the index live, then adds what the hash holds, shard by shard.
+ * An allocation recorded concurrently is either in its shard when the
+ * shard is read, or its recorder (which reads the flag after its insert,
+ * alloc.c) sees the flag and adds it itself; a free likewise. Shard lock,
+ * then the index lock: nothing takes them in the other order. */
 int adr__alloc_table_ranges_build(struct adr__alloc_table* t) {
   struct adr__range_index* x = ranges_of(t);
   if (x == NULL) return ENOMEM;
+  pthread_mutex_lock(&t->build_lock);
+  if (atomic_load_explicit(&t->ranges_live, memory_order_relaxed) != 0) {
+    pthread_mutex_unlock(&t->build_lock); /* complete already */
+    return 0;
+  }
+  atomic_store_explicit(&t->ranges_live, 1, memory_order_seq_cst);
   int st = 0;
   for (int i = 0; i < SHARDS && st == 0; i++) {
     struct shard* s = &t->shards[i];
-    pthread_mutex_lock(&s->lock);
-    pthread_mutex_lock(&x->lock);
+    adr__spin_lock(&s->lock);
+    adr__spin_lock(&x->lock);
     for (size_t j = 0; j < s->cap && st == 0; j++) {
       if (s->slots[j].key == 0) continue;
       bool added;
@@ -368,10 +435,19 @@ int adr__alloc_table_ranges_build(struct adr__alloc_table* t) {
       if (st == 0 && added) x->count++;
     }
     bump(x);
-    pthread_mutex_unlock(&x->lock);
-    pthread_mutex_unlock(&s->lock);
+    adr__spin_unlock(&x->lock);
+    adr__spin_unlock(&s->lock);
   }
+  pthread_mutex_unlock(&t->build_lock);
   return st;
+}
+
+/* The first look-up of a table whose index is not live builds it. Out of
+ * host memory, the index stays partial (live: later allocations are
+ * added) and the look-ups miss what is not in it. */
+static void ranges_ensure(struct adr__alloc_table* t) {
+  if (__builtin_expect(atomic_load_explicit(&t->ranges_live, memory_order_acquire) == 0, 0))
+    (void)adr__alloc_table_ranges_build(t);
 }
 
 const void* adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr) {
@@ -379,7 +455,7 @@ const void* adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr
   const void* site = NULL;
   if (x == NULL) return NULL;
   uintptr_t key = (uintptr_t)ptr;
-  pthread_mutex_lock(&x->lock);
+  adr__spin_lock(&x->lock);
   size_t i = block_of(x, key);
   if (i < x->nblocks) {
     struct block* b = x->blocks[i];
@@ -400,7 +476,7 @@ const void* adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr
       bump(x);
     }
   }
-  pthread_mutex_unlock(&x->lock);
+  adr__spin_unlock(&x->lock);
   return site;
 }
 
@@ -428,6 +504,7 @@ bool adr__alloc_table_ranges_find(struct adr__alloc_table* t, const void* p,
                                   struct adr__range* out) {
   struct adr__range_index* x = ranges_of(t);
   if (x == NULL) return false;
+  ranges_ensure(t);
   uintptr_t key = (uintptr_t)p;
   uint64_t v = atomic_load_explicit(&x->version, memory_order_acquire);
   for (int i = 0; i < 2; i++) {
@@ -440,7 +517,7 @@ bool adr__alloc_table_ranges_find(struct adr__alloc_table* t, const void* p,
     if (!c->found && c->key == key) return false;
   }
   bool found = false;
-  pthread_mutex_lock(&x->lock);
+  adr__spin_lock(&x->lock);
   v = atomic_load_explicit(&x->version, memory_order_relaxed);
   size_t i = block_of(x, key);
   if (i < x->nblocks) {
@@ -451,7 +528,7 @@ bool adr__alloc_table_ranges_find(struct adr__alloc_table* t, const void* p,
       found = true;
     }
   }
-  pthread_mutex_unlock(&x->lock);
+  adr__spin_unlock(&x->lock);
   struct range_cache* c = &cache[cache_next++ & 1];
   c->index = x;
   c->version = v;
@@ -466,11 +543,12 @@ size_t adr__alloc_table_ranges_foreach(struct adr__alloc_table* t,
                                        void* ctx) {
   struct adr__range_index* x = ranges_of(t);
   if (x == NULL) return 0;
-  pthread_mutex_lock(&x->lock);
+  ranges_ensure(t);
+  adr__spin_lock(&x->lock);
   size_t count = x->count;
   if (fn != NULL)
     for (size_t i = 0; i < x->nblocks; i++)
       for (uint32_t j = 0; j < x->blocks[i]->count; j++) fn(ctx, &x->blocks[i]->e[j]);
-  pthread_mutex_unlock(&x->lock);
+  adr__spin_unlock(&x->lock);
   return count;
 }

@@ -406,6 +406,7 @@ int adr_memory_stats_get(struct adr_device* device, struct adr_memory_stats* out
   memset(&s, 0, sizeof(s));
   s.struct_size = out->struct_size < sizeof(s) ? out->struct_size : (uint32_t)sizeof(s);
   adr__counters_read(&m->counters, &s);
+  adr__alloc_table_totals(device->allocs, &s.allocated_bytes.total, &s.allocated_count.total);
   if (m->pool != NULL) {
     struct adr__pool_stats p;
     adr__pool_stats_get(m->pool, &p);

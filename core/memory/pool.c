@@ -52,6 +52,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "pool.h"
 
 #ifndef MADV_HUGEPAGE
@@ -103,6 +104,7 @@ enum { WHERE_NONE = 0, WHERE_CLASS = 1, WHERE_TREE = 2 };
 
 struct arena;
 struct chunk;
+struct tcache;
 
 struct block {
   struct arena* arena;
@@ -196,9 +198,13 @@ struct adr__pool {
   _Atomic uint64_t reserved_peak;
   _Atomic uint64_t reserved_count_now;
   _Atomic uint64_t reserved_count_peak;
+  uint64_t serial;        /* unique per pool, never reused: names it in threads' caches */
+  struct tcache* tc_list; /* threads' caches of this pool (tc_global) */
 };
 
 static void bin_migrate_to_host(struct adr__pool* pool, struct arena* a, struct bin* bin);
+static size_t tc_detach_all(struct adr__pool* pool);
+static _Atomic uint64_t next_pool_serial = 1;
 static void bin_release_to_host(struct adr__pool* pool, struct arena* a, struct bin* bin);
 
 /* ---- size classes -------------------------------------------------------- */
@@ -898,6 +904,7 @@ int adr__pool_create(const struct adr__pool_options* opts, const struct adr__poo
   }
   if (n > MAX_ARENAS) n = MAX_ARENAS;
   pool->narenas = n;
+  pool->serial = atomic_fetch_add_explicit(&next_pool_serial, 1, memory_order_relaxed);
   pool->up = *up;
   if (sync != NULL) {
     pool->sync = *sync;
@@ -929,6 +936,7 @@ int adr__pool_create(const struct adr__pool_options* opts, const struct adr__poo
 size_t adr__pool_destroy(struct adr__pool* pool) {
   if (pool == NULL) return 0;
   size_t outstanding = 0;
+  size_t cached = tc_detach_all(pool); /* counted as handed out by the arenas */
   for (unsigned i = 0; i < pool->narenas; i++) {
     struct arena* a = &pool->arenas[i];
     pthread_mutex_lock(&a->lock);
@@ -954,7 +962,7 @@ size_t adr__pool_destroy(struct adr__pool* pool) {
     pthread_mutex_destroy(&pool->map[i].lock);
   }
   free(pool);
-  return outstanding;
+  return outstanding - cached;
 }
 
 static _Thread_local unsigned thread_arena_index = UINT_MAX;
@@ -1042,8 +1050,10 @@ static void chunk_prepare(struct adr__pool* pool, void* mem, size_t size) {
   if (pool->opts.populate) (void)madvise(mem, size, MADV_POPULATE_WRITE);
 }
 
+/* no_grow: EAGAIN instead of growing the pool (the caller's thread cache
+ * holds blocks to give back first). */
 static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignment, void* stream,
-                            struct block** out, struct adr_error* error) {
+                            bool no_grow, struct block** out, struct adr_error* error) {
   if (alignment < MIN_ALIGN) alignment = MIN_ALIGN;
   size_t pad = alignment - MIN_ALIGN;
   if (size > SIZE_MAX - pad - LARGE_GRANULE)
@@ -1073,6 +1083,9 @@ static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignmen
   }
   if (b != NULL) {
     a->hits++;
+  } else if (no_grow) {
+    pthread_mutex_unlock(&a->lock);
+    return EAGAIN;
   } else {
     a->misses++;
     /* Grow: at least the request, at least chunk_size, and half the arena's
@@ -1208,10 +1221,295 @@ static int pool_release(struct adr__pool* pool, struct block* b, void* stream,
   return 0;
 }
 
+/* ---- per-thread caches ---------------------------------------------------
+ *
+ * In front of the arenas, each thread keeps a small cache per pool of the
+ * class blocks it freed (classes up to TC_MAX_SIZE, at most TC_SLOTS blocks
+ * per class and TC_MAX_BYTES in all), LIFO, so an allocation that follows a
+ * free of its class takes no arena lock and does no bin work. The arenas
+ * see a cached block as still handed out (its chunk's `used`, the arena's
+ * allocated counts); the cache keeps its hits and the difference between
+ * the sizes handed out and those the arena recorded, and folds both into
+ * the arena when it is flushed.
+ *
+ * Stream order: each cached block keeps the stream it was freed on. An
+ * allocation on stream S takes a block freed on S (S's own order protects
+ * it, as for S's bins) or with a NULL stream; a host allocation takes only
+ * the latter. When the blocks of the requested class are all unusable, the
+ * class goes back to the arena first, where the bins order it (event
+ * waits, seals), so no block is hidden from the stream-ordered search; and
+ * before the pool grows, the thread's whole cache goes back.
+ *
+ * Flushes: every cache of the pool on trim, statistics, the invariant check
+ * and stream retirement; the thread's own when it exits (a pthread key's
+ * destructor). A destroyed pool detaches its caches (their blocks die with
+ * the chunks); the memory of a cache belongs to its thread.
+ *
+ * Locks: a cache's spin lock is taken by its thread on every use (trylock:
+ * when a flush holds it, the thread goes to the arena instead) and by
+ * flushes. tc_global guards which caches exist (attach, detach, thread
+ * exit, flush of all). Order: tc_global, then a cache, then an arena. */
+
+#define TC_SLOTS 16u
+#define TC_MAX_SIZE ((size_t)64 << 10)
+#define TC_CLASSES 36u /* adr__pool_class_index(TC_MAX_SIZE) + 1 */
+#define TC_MAX_BYTES ((size_t)1 << 20)
+
+struct tc_entry {
+  struct block* b;
+  void* stream; /* what it was freed on (NULL: the host) */
+};
+
+struct tcache {
+  struct adr__spin lock;
+  _Atomic uint64_t serial;  /* the pool's; written by the owner under tc_global */
+  struct adr__pool* pool;   /* NULL once detached (tc_global) */
+  struct tcache* pool_prev; /* the pool's list (tc_global) */
+  struct tcache* pool_next;
+  struct tcache* thread_next; /* the owner's list */
+  size_t bytes;
+  uint64_t hits;
+  int64_t size_delta; /* sizes handed out minus those the arenas recorded */
+  uint8_t count[TC_CLASSES];
+  struct tc_entry slots[TC_CLASSES][TC_SLOTS];
+};
+
+_Static_assert(TC_CLASSES == 36u, "TC_CLASSES must cover TC_MAX_SIZE");
+
+static pthread_mutex_t tc_global = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t tc_once = PTHREAD_ONCE_INIT;
+static pthread_key_t tc_key;
+static bool tc_key_ok;
+#define TLS_IE __attribute__((tls_model("initial-exec")))
+static _Thread_local TLS_IE struct tcache* tc_last; /* checked first */
+static _Thread_local TLS_IE struct tcache* tc_mine; /* every cache of this thread */
+
+/* Gives the cache's blocks of classes [lo, hi) back to their arenas and
+ * folds its counts in (cache lock held). A block whose stream cannot be
+ * tracked (no host memory for a bin) stays cached. */
+static void tc_flush_locked(struct adr__pool* pool, struct tcache* tc, unsigned lo, unsigned hi) {
+  for (unsigned c = lo; c < hi; c++) {
+    unsigned kept = 0;
+    for (unsigned i = 0; i < tc->count[c]; i++) {
+      struct tc_entry e = tc->slots[c][i];
+      size_t size = e.b->size;
+      if (pool_release(pool, e.b, e.stream, NULL) != 0)
+        tc->slots[c][kept++] = e;
+      else
+        tc->bytes -= size;
+    }
+    tc->count[c] = (uint8_t)kept;
+  }
+  if (tc->hits != 0 || tc->size_delta != 0) {
+    struct arena* a = &pool->arenas[0];
+    pthread_mutex_lock(&a->lock);
+    a->hits += tc->hits;
+    a->allocated_bytes += (uint64_t)tc->size_delta;
+    pthread_mutex_unlock(&a->lock);
+    tc->hits = 0;
+    tc->size_delta = 0;
+  }
+}
+
+/* Flushes every thread's cache of the pool. */
+static void tc_flush_all(struct adr__pool* pool) {
+  pthread_mutex_lock(&tc_global);
+  for (struct tcache* tc = pool->tc_list; tc != NULL; tc = tc->pool_next) {
+    adr__spin_lock(&tc->lock);
+    tc_flush_locked(pool, tc, 0, TC_CLASSES);
+    adr__spin_unlock(&tc->lock);
+  }
+  pthread_mutex_unlock(&tc_global);
+}
+
+static void tc_unlink(struct adr__pool* pool, struct tcache* tc) {
+  if (tc->pool_prev != NULL)
+    tc->pool_prev->pool_next = tc->pool_next;
+  else
+    pool->tc_list = tc->pool_next;
+  if (tc->pool_next != NULL) tc->pool_next->pool_prev = tc->pool_prev;
+  tc->pool_prev = tc->pool_next = NULL;
+  tc->pool = NULL;
+}
+
+/* Thread exit: the caches go back to their pools and are freed. */
+static void tc_thread_exit(void* value) {
+  (void)value;
+  pthread_mutex_lock(&tc_global);
+  struct tcache* tc = tc_mine;
+  tc_mine = tc_last = NULL;
+  while (tc != NULL) {
+    struct tcache* next = tc->thread_next;
+    if (tc->pool != NULL) {
+      struct adr__pool* pool = tc->pool;
+      adr__spin_lock(&tc->lock);
+      tc_flush_locked(pool, tc, 0, TC_CLASSES);
+      adr__spin_unlock(&tc->lock);
+      tc_unlink(pool, tc);
+    }
+    free(tc);
+    tc = next;
+  }
+  pthread_mutex_unlock(&tc_global);
+}
+
+static void tc_key_create(void) {
+  tc_key_ok = pthread_key_create(&tc_key, tc_thread_exit) == 0;
+}
+
+/* Drops the caches of a pool being destroyed (their blocks go with the
+ * chunks); returns how many blocks they held. */
+static size_t tc_detach_all(struct adr__pool* pool) {
+  size_t blocks = 0;
+  pthread_mutex_lock(&tc_global);
+  while (pool->tc_list != NULL) {
+    struct tcache* tc = pool->tc_list;
+    adr__spin_lock(&tc->lock);
+    for (unsigned c = 0; c < TC_CLASSES; c++) {
+      blocks += tc->count[c];
+      tc->count[c] = 0;
+    }
+    tc->bytes = 0;
+    tc->hits = 0;
+    tc->size_delta = 0;
+    tc_unlink(pool, tc);
+    adr__spin_unlock(&tc->lock);
+  }
+  pthread_mutex_unlock(&tc_global);
+  return blocks;
+}
+
+/* The calling thread's cache of the pool, made on first use; NULL when out
+ * of host memory (the thread then uses the arenas only). */
+static struct tcache* tc_get(struct adr__pool* pool) {
+  struct tcache* tc = tc_last;
+  if (__builtin_expect(tc != NULL, 1) &&
+      atomic_load_explicit(&tc->serial, memory_order_relaxed) == pool->serial)
+    return tc;
+  for (tc = tc_mine; tc != NULL; tc = tc->thread_next)
+    if (atomic_load_explicit(&tc->serial, memory_order_relaxed) == pool->serial) {
+      tc_last = tc;
+      return tc;
+    }
+  pthread_once(&tc_once, tc_key_create);
+  if (!tc_key_ok || pthread_setspecific(tc_key, (void*)1) != 0) return NULL;
+  pthread_mutex_lock(&tc_global);
+  for (tc = tc_mine; tc != NULL && tc->pool != NULL; tc = tc->thread_next) {
+  }
+  if (tc == NULL) {
+    tc = calloc(1, sizeof(*tc));
+    if (tc == NULL) {
+      pthread_mutex_unlock(&tc_global);
+      return NULL;
+    }
+    tc->thread_next = tc_mine;
+    tc_mine = tc;
+  }
+  tc->pool = pool;
+  atomic_store_explicit(&tc->serial, pool->serial, memory_order_relaxed);
+  tc->pool_prev = NULL;
+  tc->pool_next = pool->tc_list;
+  if (pool->tc_list != NULL) pool->tc_list->pool_prev = tc;
+  pool->tc_list = tc;
+  pthread_mutex_unlock(&tc_global);
+  tc_last = tc;
+  return tc;
+}
+
+/* A cached block of class c usable on `stream`, removed from the cache;
+ * NULL if none. Cache lock held. */
+static struct block* tc_take(struct tcache* tc, unsigned c, void* stream) {
+  unsigned n = tc->count[c];
+  for (unsigned i = n; i-- > 0;) {
+    void* s = tc->slots[c][i].stream;
+    if (s != NULL && s != stream) continue;
+    struct block* b = tc->slots[c][i].b;
+    memmove(&tc->slots[c][i], &tc->slots[c][i + 1], (n - i - 1) * sizeof(tc->slots[c][0]));
+    tc->count[c] = (uint8_t)(n - 1);
+    tc->bytes -= b->size;
+    return b;
+  }
+  return NULL;
+}
+
+/* Allocation: the thread's cache, then the arena (which grows only once
+ * the thread's cache has gone back). */
+static int pool_get(struct adr__pool* pool, size_t size, size_t alignment, void* stream,
+                    struct block** out, struct adr_error* error) {
+  struct tcache* tc = tc_get(pool);
+  bool cached = false;
+  if (tc != NULL && adr__spin_trylock(&tc->lock)) {
+    struct block* b = NULL;
+    if (alignment <= MIN_ALIGN && size <= TC_MAX_SIZE) {
+      unsigned c = adr__pool_class_index(size);
+      if (tc->count[c] != 0) {
+        b = tc_take(tc, c, stream);
+        /* Only blocks of other streams: the arena orders them. */
+        if (b == NULL) tc_flush_locked(pool, tc, c, c + 1);
+      }
+    }
+    if (b != NULL) {
+      tc->hits++;
+      tc->size_delta += (int64_t)size - (int64_t)b->user_size;
+      adr__spin_unlock(&tc->lock);
+      b->user = b->addr;
+      b->user_size = size;
+      b->stream = stream;
+      UNPOISON(pool, b->user, size);
+      *out = b;
+      return 0;
+    }
+    cached = tc->bytes != 0;
+    adr__spin_unlock(&tc->lock);
+  }
+  if (cached) {
+    int st = pool_alloc_block(pool, size, alignment, stream, true, out, error);
+    if (st != EAGAIN) return st;
+    adr__spin_lock(&tc->lock);
+    tc_flush_locked(pool, tc, 0, TC_CLASSES);
+    adr__spin_unlock(&tc->lock);
+  }
+  return pool_alloc_block(pool, size, alignment, stream, false, out, error);
+}
+
+/* Free: into the thread's cache when the block is a cached class and the
+ * cache has room (a full class gives its older half back), else to the
+ * block's arena. */
+static int pool_put(struct adr__pool* pool, struct block* b, void* stream,
+                    struct adr_error* error) {
+  struct tcache* tc = NULL;
+  if (b->size <= TC_MAX_SIZE && is_class_size(b->size) && (tc = tc_get(pool)) != NULL &&
+      adr__spin_trylock(&tc->lock)) {
+    unsigned c = adr__pool_class_index(b->size);
+    if (tc->count[c] == TC_SLOTS) {
+      unsigned half = TC_SLOTS / 2, kept = 0;
+      for (unsigned i = 0; i < TC_SLOTS; i++) {
+        struct tc_entry e = tc->slots[c][i];
+        if (i < half && pool_release(pool, e.b, e.stream, NULL) == 0)
+          tc->bytes -= e.b->size;
+        else
+          tc->slots[c][kept++] = e;
+      }
+      tc->count[c] = (uint8_t)kept;
+    }
+    if (tc->count[c] < TC_SLOTS && tc->bytes + b->size <= TC_MAX_BYTES) {
+      /* A block freed on a stream is poisoned once the stream got there
+       * (in the arena), as in pool_release. */
+      if (stream == NULL) POISON(pool, b->addr, b->size);
+      tc->slots[c][tc->count[c]++] = (struct tc_entry){b, stream};
+      tc->bytes += b->size;
+      adr__spin_unlock(&tc->lock);
+      return 0;
+    }
+    adr__spin_unlock(&tc->lock);
+  }
+  return pool_release(pool, b, stream, error);
+}
+
 int adr__pool_alloc(struct adr__pool* pool, size_t size, size_t alignment, void* stream, void** out,
                     struct adr_error* error) {
   struct block* b = NULL;
-  int st = pool_alloc_block(pool, size, alignment, stream, &b, error);
+  int st = pool_get(pool, size, alignment, stream, &b, error);
   if (st != 0) return st;
   if (map_insert(pool, b) != 0) {
     pool_release(pool, b, NULL, NULL);
@@ -1224,7 +1522,7 @@ int adr__pool_alloc(struct adr__pool* pool, size_t size, size_t alignment, void*
 int adr__pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignment, void* stream,
                           void** out, void** out_block, struct adr_error* error) {
   struct block* b = NULL;
-  int st = pool_alloc_block(pool, size, alignment, stream, &b, error);
+  int st = pool_get(pool, size, alignment, stream, &b, error);
   if (st != 0) return st;
   *out = (void*)b->user;
   *out_block = b;
@@ -1238,7 +1536,7 @@ int adr__pool_free_block(struct adr__pool* pool, void* block, size_t size, void*
     return adr_error_set(error, ERANGE,
                          "[pool] %p was allocated with size %zu, freed with size %zu",
                          (void*)b->user, b->user_size, size);
-  return pool_release(pool, b, stream, error);
+  return pool_put(pool, b, stream, error);
 }
 
 int adr__pool_free(struct adr__pool* pool, void* ptr, size_t size, void* stream,
@@ -1253,13 +1551,14 @@ int adr__pool_free(struct adr__pool* pool, void* ptr, size_t size, void* stream,
                            actual, size);
     return adr_error_set(error, EINVAL, "[pool] %p was not allocated by this pool", ptr);
   }
-  st = pool_release(pool, b, stream, error);
+  st = pool_put(pool, b, stream, error);
   if (st != 0) map_insert(pool, b); /* still allocated: keep it findable */
   return st;
 }
 
 size_t adr__pool_trim(struct adr__pool* pool, bool wait) {
   size_t total = 0;
+  tc_flush_all(pool);
   for (unsigned i = 0; i < pool->narenas; i++) {
     struct arena* a = &pool->arenas[i];
     size_t bytes = 0;
@@ -1274,6 +1573,7 @@ size_t adr__pool_trim(struct adr__pool* pool, bool wait) {
 
 void adr__pool_stream_retire(struct adr__pool* pool, void* stream) {
   if (stream == NULL) return;
+  tc_flush_all(pool); /* the stream's cached blocks, into its bins */
   for (unsigned i = 0; i < pool->narenas; i++) {
     struct arena* a = &pool->arenas[i];
     pthread_mutex_lock(&a->lock);
@@ -1306,6 +1606,7 @@ void adr__pool_stream_retire(struct adr__pool* pool, void* stream) {
 
 void adr__pool_stats_get(struct adr__pool* pool, struct adr__pool_stats* out) {
   memset(out, 0, sizeof(*out));
+  tc_flush_all(pool); /* exact: cached blocks and hits as the arenas count them */
   for (unsigned i = 0; i < pool->narenas; i++) {
     struct arena* a = &pool->arenas[i];
     pthread_mutex_lock(&a->lock);
@@ -1351,6 +1652,7 @@ void adr__pool_stats_reset_peaks(struct adr__pool* pool) {
  * agree with the blocks. Returns 0 or EPROTO with what is wrong in msg. */
 int adr__pool_check(struct adr__pool* pool, char* msg, size_t size) {
   int st = 0;
+  tc_flush_all(pool);
   for (unsigned i = 0; i < pool->narenas && st == 0; i++) {
     struct arena* a = &pool->arenas[i];
     pthread_mutex_lock(&a->lock);

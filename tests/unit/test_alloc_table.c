@@ -89,8 +89,9 @@ static void test_concurrent(void** state) {
   adr__alloc_table_destroy(t);
 }
 
-/* The interval index built late from the hash (interop.c on a device
- * whose index was not kept), racing nothing here: every allocation is
+/* The interval index built late from the hash (by its first look-up, or
+ * interop.c on a device whose index was not kept), racing nothing here:
+ * every allocation is
  * found with its own bounds, one past the end is not, and a start added
  * twice (the build and alloc.c both) is one entry. */
 static void test_ranges_build_and_duplicates(void** state) {
@@ -101,7 +102,10 @@ static void test_ranges_build_and_duplicates(void** state) {
   for (size_t i = 1; i <= n; i++)
     assert_int_equal(adr__alloc_table_insert(t, (void*)(uintptr_t)(i * 256), 100 + i % 100), 0);
   struct adr__range r;
-  assert_false(adr__alloc_table_ranges_find(t, (void*)(uintptr_t)256, &r));
+  /* The first look-up builds the index from the hash (it is lazy). */
+  assert_false(adr__alloc_table_ranges_live(t));
+  assert_true(adr__alloc_table_ranges_find(t, (void*)(uintptr_t)256, &r));
+  assert_true(adr__alloc_table_ranges_live(t));
   /* Some already in the index (as alloc.c adds them once it keeps it). */
   for (size_t i = 1; i <= n; i += 7)
     assert_int_equal(
@@ -126,12 +130,74 @@ static void test_ranges_build_and_duplicates(void** state) {
   adr__alloc_table_destroy(t);
 }
 
+/* The lazy build racing allocations and frees done as alloc.c does them
+ * (hash first, then the index if it is live): afterwards the index holds
+ * exactly what the hash holds. */
+struct race_arg {
+  struct adr__alloc_table* t;
+  uintptr_t base;
+};
+
+static void* race_writer(void* p) {
+  struct race_arg* a = p;
+  for (int round = 0; round < 10; round++) {
+    for (uintptr_t i = 0; i < 1000; i++) {
+      void* q = (void*)(a->base + i * 128);
+      if (adr__alloc_table_insert(a->t, q, 100) != 0) return (void*)1;
+      if (adr__alloc_table_ranges_live(a->t) &&
+          adr__alloc_table_ranges_insert(a->t, q, 100, NULL) != 0)
+        return (void*)1;
+    }
+    for (uintptr_t i = 0; i < 1000; i += 2) {
+      void* q = (void*)(a->base + i * 128);
+      if (adr__alloc_table_remove(a->t, q, 100, NULL) != 0) return (void*)1;
+      if (adr__alloc_table_ranges_live(a->t)) adr__alloc_table_ranges_remove(a->t, q);
+    }
+    if (round < 9)
+      for (uintptr_t i = 1; i < 1000; i += 2) {
+        void* q = (void*)(a->base + i * 128);
+        if (adr__alloc_table_remove(a->t, q, 100, NULL) != 0) return (void*)1;
+        if (adr__alloc_table_ranges_live(a->t)) adr__alloc_table_ranges_remove(a->t, q);
+      }
+  }
+  return NULL;
+}
+
+static void test_ranges_lazy_build_race(void** state) {
+  (void)state;
+  struct adr__alloc_table* t = adr__alloc_table_create();
+  assert_non_null(t);
+  pthread_t th[2];
+  struct race_arg args[2];
+  for (int i = 0; i < 2; i++) {
+    args[i] = (struct race_arg){t, (uintptr_t)(i + 1) << 32};
+    assert_int_equal(pthread_create(&th[i], NULL, race_writer, &args[i]), 0);
+  }
+  struct adr__range r;
+  (void)adr__alloc_table_ranges_find(t, (void*)(uintptr_t)1, &r); /* builds it */
+  for (int i = 0; i < 2; i++) {
+    void* rv = (void*)1;
+    pthread_join(th[i], &rv);
+    assert_null(rv);
+  }
+  /* Left: the odd entries of the last round, 500 per writer. */
+  assert_int_equal(adr__alloc_table_count(t), 1000);
+  assert_int_equal(adr__alloc_table_ranges_foreach(t, NULL, NULL), 1000);
+  for (int w = 0; w < 2; w++)
+    for (uintptr_t i = 0; i < 1000; i++) {
+      bool found = adr__alloc_table_ranges_find(t, (void*)(args[w].base + i * 128 + 5), &r);
+      assert_int_equal(found, (i % 2) == 1);
+    }
+  adr__alloc_table_destroy(t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_insert_remove),
       cmocka_unit_test(test_many_entries),
       cmocka_unit_test(test_concurrent),
       cmocka_unit_test(test_ranges_build_and_duplicates),
+      cmocka_unit_test(test_ranges_lazy_build_race),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,6 +32,11 @@
  * chunks back at the final frees and take them again, and the rows would
  * measure the backend allocator through the pool.
  *
+ * Before them, per device, "tight" rows: one adr_alloc + adr_free of 4 KiB
+ * and 64 KiB with a NULL stream in a loop (the per-thread cache's path),
+ * CPU time per pair, against the same with the backend allocator, glibc
+ * and vkAllocateMemory + vkFreeMemory.
+ *
  * Rows: "ns/op" (lower is better), adr's pool against the backend
  * allocator (and glibc on the CPU; on Vulkan also vkAllocateMemory +
  * vkFreeMemory called directly on adr's VkDevice, since the Vulkan
@@ -326,6 +331,74 @@ static size_t usage_cap(struct adr_device* dev) {
   return cap;
 }
 
+/* A tight loop of one allocation and its free (the pool's per-thread cache
+ * path, docs/memory.md), NULL stream, CPU time per pair: the best of 5
+ * batches of `pairs`. */
+static double tight_pair(struct adr_device* dev, const struct vk_direct* vk, enum which which,
+                         size_t size, size_t pairs, int* status) {
+  struct workload w = {.dev = dev, .vk = vk, .which = which};
+  double best = 0;
+  for (int round = 0; round < 5; round++) {
+    double t0 = cpu_now();
+    for (size_t i = 0; i < pairs; i++) {
+      void* p = NULL;
+      int st = which == USE_POOL || which == USE_BACKEND
+                   ? adr_alloc_with(
+                         dev, which == USE_POOL ? adr_allocator_pool() : adr_allocator_backend(),
+                         size, 0, NULL, &p, NULL)
+                   : do_alloc(&w, size, &p);
+      if (st != 0) {
+        if (*status == 0) *status = st;
+        return 0;
+      }
+      if (which == USE_POOL || which == USE_BACKEND) {
+        st = adr_free(dev, p, size, NULL, NULL);
+        if (st != 0 && *status == 0) *status = st;
+      } else {
+        do_free(&w, p, size);
+      }
+    }
+    double v = (cpu_now() - t0) * 1e9 / (double)pairs;
+    if (round == 0 || v < best) best = v;
+  }
+  return best;
+}
+
+/* Rows "alloc+free 4KiB" / "64KiB": the pool's tight pair against the
+ * backend allocator, glibc (CPU) and vkAllocateMemory (Vulkan). */
+static void tight_rows(struct bench_ctx* ctx, struct adr_device* dev, const struct vk_direct* vk,
+                       bool has_vk, bool is_cpu) {
+  const size_t sizes[] = {4096, 65536};
+  const char* const names[] = {"alloc+free 4KiB", "alloc+free 64KiB"};
+  size_t pairs = bench_quick(ctx) ? 20000 : 200000;
+  char group[64];
+  snprintf(group, sizeof(group), "%s tight", adr_device_name(dev));
+  for (size_t i = 0; i < 2; i++) {
+    int st = 0;
+    double pool = tight_pair(dev, vk, USE_POOL, sizes[i], pairs, &st);
+    double backend = tight_pair(dev, vk, USE_BACKEND, sizes[i], pairs / 10, &st);
+    bench_expect(ctx, st == 0, "memory %s %s: an operation failed with %s", group, names[i],
+                 adr_status_name(st));
+    if (pool <= 0) continue;
+    if (backend > 0)
+      bench_report(ctx, group, names[i], pool, backend, "ns/pair", "backend alloc",
+                   BENCH_LOWER_IS_BETTER);
+    if (is_cpu) {
+      double glibc = tight_pair(dev, vk, USE_GLIBC, sizes[i], pairs, &st);
+      if (glibc > 0)
+        bench_report(ctx, group, names[i], pool, glibc, "ns/pair", "glibc aligned_alloc",
+                     BENCH_LOWER_IS_BETTER);
+    }
+    if (has_vk) {
+      double direct = tight_pair(dev, vk, USE_VULKAN, sizes[i], pairs / 10, &st);
+      if (direct > 0)
+        bench_report(ctx, group, names[i], pool, direct, "ns/pair", "vkAllocateMemory",
+                     BENCH_LOWER_IS_BETTER);
+    }
+  }
+  adr_memory_trim(dev, NULL, NULL);
+}
+
 void bench_run_memory(struct bench_ctx* ctx);
 void bench_run_memory(struct bench_ctx* ctx) {
   size_t ndev = 0;
@@ -343,6 +416,7 @@ void bench_run_memory(struct bench_ctx* ctx) {
     struct vk_direct vk;
     bool has_vk = vk_direct_open(dev, &vk);
     size_t cap = usage_cap(dev);
+    tight_rows(ctx, dev, &vk, has_vk, is_cpu);
     char group[64];
     snprintf(group, sizeof(group), "%s rand-alloc", adr_device_name(dev));
     for (int threads = 1; threads <= 2; threads++) {
