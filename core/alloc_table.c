@@ -44,10 +44,13 @@ struct adr__range_index;
 struct adr__alloc_table {
   struct shard shards[SHARDS];
   struct adr__range_index* ranges; /* created with the table */
-  /* The index holds every live allocation (1) or is still to be built
-   * from the hash (0): alloc.c keeps it up to date only once it is
-   * live, and the first look-up builds it (ranges_build). */
+  /* The index is kept up to date by alloc.c (1) or not yet (0): it goes
+   * live when the first look-up starts building it from the hash
+   * (ranges_build), and look-ups trust it only once that build has
+   * finished (ranges_built), so a look-up racing the build waits for it
+   * instead of reading a partial index. */
   _Atomic int ranges_live;
+  _Atomic int ranges_built;
   pthread_mutex_t build_lock;
 };
 
@@ -418,10 +421,12 @@ int adr__alloc_table_ranges_build(struct adr__alloc_table* t) {
   struct adr__range_index* x = ranges_of(t);
   if (x == NULL) return ENOMEM;
   pthread_mutex_lock(&t->build_lock);
-  if (atomic_load_explicit(&t->ranges_live, memory_order_relaxed) != 0) {
+  if (atomic_load_explicit(&t->ranges_built, memory_order_relaxed) != 0) {
     pthread_mutex_unlock(&t->build_lock); /* complete already */
     return 0;
   }
+  /* A failed (out of memory) earlier build left it live: copying again
+   * adds what is missing (insert_locked skips what is there). */
   atomic_store_explicit(&t->ranges_live, 1, memory_order_seq_cst);
   int st = 0;
   for (int i = 0; i < SHARDS && st == 0; i++) {
@@ -438,15 +443,18 @@ int adr__alloc_table_ranges_build(struct adr__alloc_table* t) {
     adr__spin_unlock(&x->lock);
     adr__spin_unlock(&s->lock);
   }
+  if (st == 0) atomic_store_explicit(&t->ranges_built, 1, memory_order_release);
   pthread_mutex_unlock(&t->build_lock);
   return st;
 }
 
-/* The first look-up of a table whose index is not live builds it. Out of
- * host memory, the index stays partial (live: later allocations are
- * added) and the look-ups miss what is not in it. */
+/* The first look-up of a table whose index is not built builds it; a
+ * look-up while another thread builds waits for that build (build_lock).
+ * Out of host memory, the index stays partial (live: later allocations
+ * are added), the look-ups miss what is not in it, and the next look-up
+ * tries the build again. */
 static void ranges_ensure(struct adr__alloc_table* t) {
-  if (__builtin_expect(atomic_load_explicit(&t->ranges_live, memory_order_acquire) == 0, 0))
+  if (__builtin_expect(atomic_load_explicit(&t->ranges_built, memory_order_acquire) == 0, 0))
     (void)adr__alloc_table_ranges_build(t);
 }
 
