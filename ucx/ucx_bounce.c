@@ -23,7 +23,7 @@ static pthread_once_t force_once = PTHREAD_ONCE_INIT;
 static bool force_bounce;
 
 static void read_force(void) {
-  const char* v = getenv("ADR_UCX_FORCE_BOUNCE");
+  const char* v = secure_getenv("ADR_UCX_FORCE_BOUNCE"); /* unset in elevated processes */
   force_bounce = v != NULL && v[0] == '1';
 }
 

@@ -604,7 +604,7 @@ static int conn_create_ep(struct adr_ucx_conn* conn, ucp_ep_params_t* params, co
  * the two workers share, shared memory (posix, sysv, cma) included. */
 
 static bool use_cm(void) {
-  const char* v = getenv("ADR_UCX_WIREUP");
+  const char* v = secure_getenv("ADR_UCX_WIREUP"); /* unset in elevated processes */
   return v != NULL && strcmp(v, "sockaddr") == 0;
 }
 
