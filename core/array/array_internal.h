@@ -71,6 +71,15 @@ ADR_INTERNAL int adr__deep_copy(const char* op, const struct ArrowSchema* schema
 
 /* Attaches an owned event to an adr-owned node made by adr_array_init:
  * its release waits for the event, frees the buffers, then destroys it. */
+/* A new host array (offset 0, owning copies of what it uses) holding
+ * arrays[0], arrays[1], ... one after the other: n host-readable arrays of
+ * the type `schema` describes (concat.c). ENOTSUP for dictionary-encoded
+ * nodes; EOVERFLOW when offsets or run ends would not fit their type. On
+ * failure *out is left released. */
+ADR_INTERNAL int adr__array_concat_host(const char* op, const struct ArrowSchema* schema,
+                                        const struct ArrowArray* const* arrays, int64_t n,
+                                        struct ArrowArray* out, struct adr_error* error);
+
 ADR_INTERNAL void adr__array_node_set_event(struct ArrowArray* array, struct adr_event* event);
 /* Gives an adr-owned node a malloc'd host block to free at its release
  * (after its tree's event): the source of a copy still queued. */

@@ -354,7 +354,7 @@ static int node(struct benc* e, const struct ArrowSchema* s, const struct ArrowA
   return st;
 }
 
-static int finish(struct benc* e, uint8_t hdr, int64_t length, int64_t dict_id,
+static int finish(struct benc* e, uint8_t hdr, int64_t length, int64_t dict_id, bool delta,
                   struct adr_ipc_message* out) {
   struct fbb b;
   fbb_init(&b);
@@ -367,6 +367,7 @@ static int finish(struct benc* e, uint8_t hdr, int64_t length, int64_t dict_id,
     fbb_table_begin(&d);
     if (dict_id != 0) fbb_table_scalar(&d, 0, 8, (uint64_t)dict_id);
     fbb_table_offset(&d, 1);
+    if (delta) fbb_table_scalar(&d, 2, 1, 1);
     fbb_patch(&b, hslot, fbb_table_end(&b, &d));
     rb_slot = d.pos[1];
   }
@@ -460,7 +461,7 @@ int adr_ipc_encode_record_batch(const struct ArrowSchema* schema,
   }
   for (int64_t i = 0; st == 0 && i < a->n_children; i++)
     st = child(&e, schema, a, i, a->children[i]->offset + a->offset, a->length, 0);
-  if (st == 0) st = finish(&e, IPC_HDR_RECORD_BATCH, a->length, -1, out);
+  if (st == 0) st = finish(&e, IPC_HDR_RECORD_BATCH, a->length, -1, false, out);
   benc_free(&e);
   return st;
 }
@@ -499,6 +500,35 @@ const struct ArrowArray* adr__ipc_dictionary_array(const struct ArrowSchema* sch
   return NULL;
 }
 
+/* The DictionaryBatch of dictionary `id` holding the values [from,
+ * d->length) of `d` (the values of the dictionary-encoded field `ds`), a
+ * delta when from > 0. */
+static int dictionary_values(struct benc* e, const struct ArrowSchema* ds,
+                             const struct ArrowArray* d, int64_t id, int64_t from, bool delta,
+                             struct adr_ipc_message* out) {
+  char label[48];
+  snprintf(label, sizeof(label), "<dictionary %lld>", (long long)id);
+  adr__ipc_path_push(&e->w.path, label, 0);
+  int st = node(e, ds, d, d->offset + from, d->length - from, 1, true);
+  if (st == 0) st = finish(e, IPC_HDR_DICTIONARY_BATCH, d->length - from, id, delta, out);
+  return st;
+}
+
+/* Checks and finds dictionary `id` of a batch. */
+static int find_dictionary(struct benc* e, const struct ArrowSchema* schema,
+                           const struct ArrowDeviceArray* array, int64_t id,
+                           struct adr_ipc_message* out, const struct ArrowSchema** ds,
+                           const struct ArrowArray** da) {
+  int st = begin(e, schema, array, out);
+  int64_t next = 0;
+  bool found = false;
+  for (int64_t i = 0; st == 0 && !found && i < schema->n_children; i++)
+    found = dict_array(schema->children[i], array->array.children[i], id, &next, 1, ds, da);
+  if (st == 0 && !found)
+    st = EFAIL(e, EINVAL, "no dictionary id %lld in the schema", (long long)id);
+  return st;
+}
+
 int adr_ipc_encode_dictionary_batch(const struct ArrowSchema* schema,
                                     const struct ArrowDeviceArray* array, int64_t id,
                                     struct adr_ipc_message* out, struct adr_error* error) {
@@ -506,23 +536,41 @@ int adr_ipc_encode_dictionary_batch(const struct ArrowSchema* schema,
   e.w.op = "adr_ipc_encode_dictionary_batch";
   e.w.message = -1;
   adr__path_root(&e.w.path);
-  int st = begin(&e, schema, array, out);
   const struct ArrowSchema* ds = NULL;
   const struct ArrowArray* da = NULL;
-  int64_t next = 0;
-  bool found = false;
-  for (int64_t i = 0; st == 0 && !found && i < schema->n_children; i++)
-    found = dict_array(schema->children[i], array->array.children[i], id, &next, 1, &ds, &da);
-  if (st == 0 && !found)
-    st = EFAIL(&e, EINVAL, "no dictionary id %lld in the schema", (long long)id);
-  if (st == 0) {
-    char label[48];
-    snprintf(label, sizeof(label), "<dictionary %lld>", (long long)id);
-    adr__ipc_path_push(&e.w.path, label, 0);
-    const struct ArrowArray* d = da->dictionary;
-    st = node(&e, ds, d, d->offset, d->length, 1, true);
-  }
-  if (st == 0) st = finish(&e, IPC_HDR_DICTIONARY_BATCH, da->dictionary->length, id, out);
+  int st = find_dictionary(&e, schema, array, id, out, &ds, &da);
+  if (st == 0) st = dictionary_values(&e, ds, da->dictionary, id, 0, false, out);
+  benc_free(&e);
+  return st;
+}
+
+int adr_ipc_encode_dictionary_delta(const struct ArrowSchema* schema,
+                                    const struct ArrowDeviceArray* array, int64_t id, int64_t from,
+                                    struct adr_ipc_message* out, struct adr_error* error) {
+  struct benc e = {.error = error};
+  e.w.op = "adr_ipc_encode_dictionary_delta";
+  e.w.message = -1;
+  adr__path_root(&e.w.path);
+  const struct ArrowSchema* ds = NULL;
+  const struct ArrowArray* da = NULL;
+  int st = find_dictionary(&e, schema, array, id, out, &ds, &da);
+  if (st == 0 && (from < 0 || from > da->dictionary->length))
+    st = EFAIL(&e, EINVAL, "delta start %lld outside the dictionary of %lld values",
+               (long long)from, (long long)da->dictionary->length);
+  if (st == 0) st = dictionary_values(&e, ds, da->dictionary, id, from, true, out);
+  benc_free(&e);
+  return st;
+}
+
+int adr__ipc_encode_dictionary_values(const char* op, const struct ArrowSchema* field,
+                                      const struct ArrowArray* values, int64_t id,
+                                      struct adr_ipc_message* out, struct adr_error* error) {
+  struct benc e = {.error = error};
+  e.w.op = op;
+  e.w.message = -1;
+  adr__path_root(&e.w.path);
+  memset(out, 0, sizeof(*out));
+  int st = dictionary_values(&e, field, values, id, 0, false, out);
   benc_free(&e);
   return st;
 }

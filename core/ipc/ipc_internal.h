@@ -94,6 +94,13 @@ const struct ArrowSchema* adr__ipc_dictionary_field(const struct ArrowSchema* sc
 const struct ArrowArray* adr__ipc_dictionary_array(const struct ArrowSchema* schema,
                                                    const struct ArrowArray* array, int64_t k);
 
+/* The DictionaryBatch of dictionary `id` holding `values`, host memory
+ * (the values of the dictionary-encoded field `field`); the reader uses it
+ * to turn a delta into a replacement. */
+int adr__ipc_encode_dictionary_values(const char* op, const struct ArrowSchema* field,
+                                      const struct ArrowArray* values, int64_t id,
+                                      struct adr_ipc_message* out, struct adr_error* error);
+
 /* A one-slot cache of host bodies for adr_ipc_read_stream: the body of a
  * batch the application has released is kept for the next message of a
  * similar size (no fresh pages, no page faults). Bodies from

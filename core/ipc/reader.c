@@ -681,6 +681,125 @@ static int check_tree(struct asmb* A, const struct ArrowSchema* schema, struct A
   return 0;
 }
 
+/* The body of an encoded message in one host block of the decoded
+ * message's body_alloc_size (zeroed padding). */
+static uint8_t* gather_body(const struct adr_ipc_message* m, const struct adr_ipc_decoded* dec) {
+  uint8_t* hb = aligned_alloc(64, (size_t)dec->body_alloc_size);
+  if (hb == NULL) return NULL;
+  memset(hb, 0, (size_t)dec->body_alloc_size);
+  for (int64_t i = 0; i < m->n_buffers; i++)
+    if (m->buffers[i].size > 0)
+      memcpy(hb + m->buffers[i].body_offset, m->buffers[i].data, (size_t)m->buffers[i].size);
+  return hb;
+}
+
+/* A delta DictionaryBatch (checked; `delta` assembled from it) appended to
+ * dictionary k: the old values and the delta's are concatenated on the
+ * host (device dictionaries are copied there first), encoded as one
+ * replacement DictionaryBatch and consumed as such, so the new dictionary
+ * is checked and stored like any other (docs/ipc.md, "Dictionaries").
+ * Batches assembled before keep the old dictionary. */
+static int apply_delta(struct asmb* A, int64_t k, const struct ArrowSchema* field,
+                       const struct ArrowArray* delta) {
+  struct adr_ipc_reader* r = A->reader;
+  struct dict_entry* d = &r->dicts[k];
+  struct adr_device* dev = r->device;
+  struct adr_error err;
+  struct ArrowArray old, cat;
+  struct ArrowDeviceArray host[2];
+  struct adr_ipc_message msg;
+  struct adr_ipc_decoded dec;
+  memset(&old, 0, sizeof(old));
+  memset(&cat, 0, sizeof(cat));
+  memset(host, 0, sizeof(host));
+  memset(&msg, 0, sizeof(msg));
+  memset(&dec, 0, sizeof(dec));
+  const char* step = "assembling the dictionary";
+  int st = 0;
+  struct asmb B = *A;
+  B.tree = calloc(1, sizeof(*B.tree));
+  if (B.tree == NULL) return AFAIL(A, ENOMEM, "out of memory");
+  atomic_init(&B.tree->nodes, 1);
+  B.lay = &d->layout;
+  B.n_buffers = d->n_buffers;
+  B.base = d->base;
+  B.zeros = d->base + (d->body->size - 64);
+  B.ni = B.bi = B.vi = 0;
+  st = tree_add_body(B.tree, d->body) ? AFAIL(A, ENOMEM, "out of memory") : 0;
+  if (st == 0) st = build(&B, field, &old, true, 1);
+  tree_unref(B.tree);
+  if (st) return st;
+
+  const struct ArrowArray* parts[2] = {&old, delta};
+  if (dev != NULL && adr_device_type(dev) != ARROW_DEVICE_CPU) {
+    step = "copying the dictionary to the host";
+    for (int i = 0; st == 0 && i < 2; i++) {
+      struct ArrowDeviceArray src;
+      memset(&src, 0, sizeof(src));
+      src.array = *parts[i];
+      src.device_type = adr_device_type(dev);
+      src.device_id = adr_device_id(dev);
+      st = adr_device_array_deep_copy(field->dictionary, &src, NULL, NULL, &host[i], NULL, &err);
+      parts[i] = &host[i].array;
+    }
+  }
+  if (st == 0) {
+    step = "concatenating";
+    st = adr__array_concat_host(A->w.op, field->dictionary, parts, 2, &cat, &err);
+  }
+  if (st == 0) {
+    step = "encoding the concatenation";
+    st = adr__ipc_encode_dictionary_values(A->w.op, field, &cat, d->id, &msg, &err);
+  }
+  if (st == 0)
+    st = adr_ipc_decode_message(msg.metadata + ADR_IPC_PREFIX_SIZE,
+                                (size_t)(msg.metadata_size - ADR_IPC_PREFIX_SIZE), A->w.message,
+                                &dec, &err);
+  void* body = NULL;
+  uint8_t* hb = NULL;
+  if (st == 0) {
+    step = "staging the body";
+    hb = gather_body(&msg, &dec);
+    if (hb == NULL) {
+      st = ENOMEM;
+      snprintf(err.message, sizeof(err.message), "out of memory");
+    }
+  }
+  if (st == 0 && dev == NULL && r->rec == NULL) {
+    body = hb;
+    hb = NULL;
+  } else if (st == 0 && dev == NULL) {
+    body = adr__ipc_recycler_get(r->rec, (size_t)dec.body_alloc_size);
+    if (body == NULL) {
+      st = ENOMEM;
+      snprintf(err.message, sizeof(err.message), "out of memory");
+    } else {
+      memcpy(body, hb, (size_t)dec.body_alloc_size);
+    }
+  } else if (st == 0) {
+    step = "uploading the body";
+    st = adr_alloc(dev, (size_t)dec.body_alloc_size, 64, NULL, &body, &err);
+    if (st == 0) st = adr_copy(dev, body, NULL, hb, (size_t)dec.body_size, NULL, &err);
+    if (st != 0 && body != NULL) {
+      adr_free(dev, body, (size_t)dec.body_alloc_size, NULL, NULL);
+      body = NULL;
+    }
+  }
+  free(hb);
+  if (old.release) old.release(&old);
+  if (cat.release) cat.release(&cat);
+  for (int i = 0; i < 2; i++) adr_device_array_release(&host[i]);
+  adr_ipc_message_release(&msg);
+  if (st == 0) {
+    /* The reader takes the body on success and on failure. */
+    st = adr_ipc_reader_consume(r, &dec, body, NULL, &err);
+    step = "storing the concatenation";
+  }
+  adr_ipc_decoded_release(&dec);
+  if (st) return AFAIL(A, st, "delta dictionary: %s: %s", step, err.message);
+  return 0;
+}
+
 int adr_ipc_reader_consume(struct adr_ipc_reader* reader, const struct adr_ipc_decoded* message,
                            void* body, struct ArrowDeviceArray* out_batch,
                            struct adr_error* error) {
@@ -721,9 +840,10 @@ int adr_ipc_reader_consume(struct adr_ipc_reader* reader, const struct adr_ipc_d
       return AFAIL(&A, EINVAL, "dictionary id %lld is not in the schema",
                    (long long)message->dictionary_id);
     }
-    if (message->is_delta) {
+    if (message->is_delta && !reader->dicts[k].present) {
       body_unref(b);
-      return AFAIL(&A, ENOTSUP, "delta dictionary batches are not supported");
+      return AFAIL(&A, EINVAL, "delta for dictionary id %lld, which has not been sent",
+                   (long long)message->dictionary_id);
     }
     const struct ArrowSchema* field = reader->dict_fields[k];
     char label[48];
@@ -744,8 +864,13 @@ int adr_ipc_reader_consume(struct adr_ipc_reader* reader, const struct adr_ipc_d
       st = AFAIL(&A, EINVAL, "dictionary length %lld differs from the batch's %lld",
                  (long long)tmp.length, (long long)message->length);
     if (st == 0) st = check_tree(&A, field->dictionary, &tmp);
+    if (st == 0 && message->is_delta) st = apply_delta(&A, k, field, &tmp);
     if (tmp.release) tmp.release(&tmp);
     tree_unref(A.tree);
+    if (message->is_delta) {
+      body_unref(b);
+      return st;
+    }
     if (st == 0) {
       struct dict_entry* d = &reader->dicts[k];
       struct ipc_decoded_priv lay = {0};

@@ -152,6 +152,29 @@ static bool same_array(const struct ArrowArray* a, const struct ArrowArray* b, i
          same_array(a->dictionary, b->dictionary, depth + 1);
 }
 
+/* With options.dictionary_deltas: *from = the previous dictionary's length
+ * when the new one (host memory: batches are staged) starts with the same
+ * values, else 0 (send the whole dictionary). */
+static int delta_start(const struct ArrowSchema* schema, int64_t k, const struct ArrowArray* old,
+                       const struct ArrowArray* now, int64_t* from, struct adr_error* error) {
+  *from = 0;
+  if (old->length == 0 || now->length < old->length) return 0;
+  const struct ArrowSchema* field = adr__ipc_dictionary_field(schema, k, NULL);
+  struct ArrowDeviceArray a, b;
+  memset(&a, 0, sizeof(a));
+  memset(&b, 0, sizeof(b));
+  a.array = *old;
+  b.array = *now;
+  b.array.length = old->length; /* a view of the prefix, not owned */
+  b.array.null_count = -1;
+  a.device_type = b.device_type = ARROW_DEVICE_CPU;
+  a.device_id = b.device_id = -1;
+  bool equal = false;
+  int st = adr_device_array_equal(field->dictionary, &a, &b, &equal, NULL, error);
+  if (st == 0 && equal) *from = old->length;
+  return st;
+}
+
 int adr_ipc_write_stream(int fd, struct ArrowDeviceArrayStream* stream,
                          const struct adr_ipc_write_options* options,
                          struct adr_ipc_stream_stats* out_stats, struct adr_error* error) {
@@ -175,6 +198,7 @@ int adr_ipc_write_stream(int fd, struct ArrowDeviceArrayStream* stream,
                          (unsigned)out_stats->struct_size);
   }
   int prefetch = options ? options->prefetch : 1;
+  bool deltas = options ? options->dictionary_deltas : false;
   struct ArrowDeviceArrayStream host;
   memset(&host, 0, sizeof(host));
   int st = 0;
@@ -214,11 +238,19 @@ int adr_ipc_write_stream(int fd, struct ArrowDeviceArrayStream* stream,
     st = adr_device_array_stream_next(&host, &batch, error);
     if (st || batch.array.release == NULL) break;
     for (int64_t k = 0; st == 0 && k < n_dicts; k++) {
-      if (prev.array.release != NULL &&
-          same_array(adr__ipc_dictionary_array(&schema, &prev.array, k),
-                     adr__ipc_dictionary_array(&schema, &batch.array, k), 0))
-        continue;
-      st = adr_ipc_encode_dictionary_batch(&schema, &batch, k, &m, error);
+      const struct ArrowArray* pd =
+          prev.array.release ? adr__ipc_dictionary_array(&schema, &prev.array, k) : NULL;
+      const struct ArrowArray* nd = adr__ipc_dictionary_array(&schema, &batch.array, k);
+      if (pd != NULL && same_array(pd, nd, 0)) continue;
+      int64_t from = 0;
+      if (deltas && pd != NULL) {
+        st = delta_start(&schema, k, pd, nd, &from, error);
+        if (st) break;
+      }
+      if (from > 0)
+        st = adr_ipc_encode_dictionary_delta(&schema, &batch, k, from, &m, error);
+      else
+        st = adr_ipc_encode_dictionary_batch(&schema, &batch, k, &m, error);
       if (st) break;
       w.message = index;
       w.type = ADR_IPC_MESSAGE_DICTIONARY_BATCH;
@@ -408,10 +440,28 @@ static int read_next(void* ctx, struct ArrowDeviceArray* out, struct adr_error* 
       adr_ipc_decoded_release(&m);
       return adr__ipc_fail(error, EINVAL, &w, "a second schema message");
     }
+    /* The host reader keeps a body while a batch or dictionary uses it,
+     * not a delta's, which it has appended to its dictionary: the upload
+     * needs a copy of that one. */
+    void* delta_body = NULL;
+    if (s->dev != NULL && m.type == ADR_IPC_MESSAGE_DICTIONARY_BATCH && m.is_delta) {
+      delta_body = aligned_alloc(64, (size_t)m.body_alloc_size);
+      if (delta_body == NULL) {
+        adr__ipc_recycler_put(s->rec, body);
+        struct ipc_where w = {
+            .op = "adr_ipc_read_stream", .message = m.message_index, .type = m.type};
+        adr__path_root(&w.path);
+        adr_ipc_decoded_release(&m);
+        return adr__ipc_fail(error, ENOMEM, &w, "out of memory");
+      }
+      memcpy(delta_body, body, (size_t)m.body_size);
+    }
     struct ArrowDeviceArray host;
     st = adr_ipc_reader_consume(s->host, &m, body, &host, error);
     if (st == 0 && s->dev != NULL)
-      st = to_device(s, &m, body, m.type == ADR_IPC_MESSAGE_RECORD_BATCH ? out : NULL, error);
+      st = to_device(s, &m, delta_body ? delta_body : body,
+                     m.type == ADR_IPC_MESSAGE_RECORD_BATCH ? out : NULL, error);
+    free(delta_body);
     bool batch = m.type == ADR_IPC_MESSAGE_RECORD_BATCH;
     adr_ipc_decoded_release(&m);
     if (st) {

@@ -34,8 +34,8 @@
  * by its names from the schema root ("a.item.b", "<dictionary 2>").
  * Decoding never reads outside the bytes it is given: malformed input is
  * EINVAL (EPROTO for a wrong continuation or metadata version, ENOTSUP for
- * a valid feature adr does not implement: compression, big-endian, delta
- * dictionaries, Tensor messages).
+ * a valid feature adr does not implement: compression, big-endian, a
+ * delta of dictionary values that hold dictionaries, Tensor messages).
  *
  * Thread safety: every function may be called from any thread; a given
  * message, decoded message or reader is used by one thread at a time.
@@ -160,9 +160,11 @@ ADR_API int adr_ipc_schema_dictionary_count(const struct ArrowSchema* schema, in
  * Before the record batch, a stream carries one DictionaryBatch per
  * dictionary id (adr_ipc_encode_dictionary_batch), at least when the
  * dictionary changed; adr's stream writer sends one before the first batch
- * and again (replacement, not delta) before a batch whose dictionary is
- * not the same memory as the previous batch's. EINVAL with the field path for an array that
- * does not match the schema. On failure *out is zeroed. */
+ * and again before a batch whose dictionary is not the same memory as the
+ * previous batch's (a replacement, or with options.dictionary_deltas a
+ * delta when the new dictionary starts with the old one's values). EINVAL
+ * with the field path for an array that does not match the schema. On
+ * failure *out is zeroed. */
 ADR_API int adr_ipc_encode_record_batch(const struct ArrowSchema* schema,
                                         const struct ArrowDeviceArray* array,
                                         struct adr_ipc_message* out, struct adr_error* error);
@@ -175,6 +177,18 @@ ADR_API int adr_ipc_encode_record_batch(const struct ArrowSchema* schema,
 ADR_API int adr_ipc_encode_dictionary_batch(const struct ArrowSchema* schema,
                                             const struct ArrowDeviceArray* array, int64_t id,
                                             struct adr_ipc_message* out, struct adr_error* error);
+
+/* Encodes a delta DictionaryBatch (isDelta true) of dictionary id `id` of
+ * `array`: its values [from, length), which a reader appends to the
+ * dictionary it holds for that id. The caller asserts that the reader's
+ * dictionary is the values [0, from) of this one (adr_ipc_write_stream
+ * with options.dictionary_deltas checks it). from == length gives an empty
+ * delta. EINVAL when id is out of range or from is outside [0, length];
+ * otherwise the rules of adr_ipc_encode_record_batch. */
+ADR_API int adr_ipc_encode_dictionary_delta(const struct ArrowSchema* schema,
+                                            const struct ArrowDeviceArray* array, int64_t id,
+                                            int64_t from, struct adr_ipc_message* out,
+                                            struct adr_error* error);
 
 /* ------------------------------------------------------------------------ */
 /* Decoding                                                                 */
@@ -301,8 +315,11 @@ ADR_API struct adr_device* adr_ipc_reader_device(const struct adr_ipc_reader* re
  * (options.validate_full) the data. Errors name the message index and the
  * field path.
  *
- * A DictionaryBatch replaces the dictionary of its id (delta batches:
- * ENOTSUP); *out_batch, if not NULL, is left released. A RecordBatch
+ * A DictionaryBatch replaces the dictionary of its id; a delta
+ * (isDelta) appends its values to it (the reader concatenates on the host
+ * and uploads the result: a delta costs a copy of the whole dictionary;
+ * batches assembled before keep the old one; EINVAL for a delta of an id
+ * not sent yet). *out_batch, if not NULL, is left released. A RecordBatch
  * becomes *out_batch: an ArrowDeviceArray on the reader's device (CPU
  * arrays for the host), sync_event NULL, whose buffers point into the body
  * (one allocation, freed when the last node of the tree, and of every
@@ -324,6 +341,11 @@ struct adr_ipc_write_options {
    * each batch when it is written; k >= 1 lets a worker thread copy up to
    * k batches to the host ahead. Default 1. */
   int32_t prefetch;
+  /* When a batch's dictionary is not the previous batch's memory but
+   * starts with the same values (compared by content), send only the new
+   * values as a delta DictionaryBatch instead of the whole dictionary.
+   * Default false (replacements, which every reader understands). */
+  bool dictionary_deltas;
   int64_t reserved[4];
 };
 
@@ -345,7 +367,8 @@ struct adr_ipc_stream_stats {
  * as an Arrow IPC stream: Schema, then for every batch its dictionaries (if
  * any: each sent again only when it changed, i.e. its buffers are not the
  * previous batch's, which is kept alive until the next batch has been
- * compared) and the RecordBatch, then the end-of-stream marker. Batches on
+ * compared; as a delta with options.dictionary_deltas when the old values
+ * are a prefix of the new) and the RecordBatch, then the end-of-stream marker. Batches on
  * devices are staged to the host by adr's transfer stream (deep copies of
  * what each batch uses, one batch in flight ahead of the one being
  * written: see options.prefetch). Short writes and EINTR are retried;

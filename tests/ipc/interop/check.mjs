@@ -395,16 +395,22 @@ if (mode === 'read') {
       dumpTable(tableFromIPC(readFileSync(join(dir, `js-${name}.arrows`))))) && ok;
     names.push(`js-${name}`);
   }
-  writeFileSync(join(dir, 'js-list.txt'), names.join('\n') + '\n');
-  // A delta dictionary batch: arrow-js sends one when a batch's dictionary
-  // is the previous one's chunks plus more. adr refuses it (ENOTSUP).
+  // Delta dictionary batches: arrow-js sends one when a batch's dictionary
+  // is the previous one's chunks plus more (here twice: 2 + 2 + 1 values).
   const c0 = vectorFromArray(['a', 'b'], new Utf8()).data[0];
-  const c1 = vectorFromArray(['c', 'd'], new Utf8()).data[0];
+  const c1 = vectorFromArray(['c', null], new Utf8()).data[0];
+  const c2 = vectorFromArray(['e'], new Utf8()).data[0];
   const dt = new Dictionary(new Utf8(), new Int32(), null, false);
   const b1 = makeData({ type: dt, length: 2, data: Int32Array.from([0, 1]), dictionary: new Vector([c0]) });
-  const b2 = makeData({ type: dt, length: 2, data: Int32Array.from([2, 3]), dictionary: new Vector([c0, c1]) });
-  const delta = new Table({ d: makeVector(b1) }).concat(new Table({ d: makeVector(b2) }));
+  const b2 = makeData({ type: dt, length: 3, data: Int32Array.from([2, 3, 0]), dictionary: new Vector([c0, c1]) });
+  const b3 = makeData({ type: dt, length: 2, data: Int32Array.from([4, 1]), dictionary: new Vector([c0, c1, c2]) });
+  const delta = new Table({ d: makeVector(b1) })
+    .concat(new Table({ d: makeVector(b2) }))
+    .concat(new Table({ d: makeVector(b3) }));
   writeFileSync(join(dir, 'js-delta.arrows'), tableToIPC(delta, 'stream'));
+  writeFileSync(join(dir, 'js-delta.json'), JSON.stringify(dumpTable(delta)));
+  names.push('js-delta');
+  writeFileSync(join(dir, 'js-list.txt'), names.join('\n') + '\n');
   console.log(`arrow-js wrote ${names.length} streams`);
 } else if (mode === 'compare') {
   const names = readFileSync(join(dir, 'js-list.txt'), 'utf8').split('\n').filter(Boolean);
