@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "adr/array.h"
 #include "internal.h"
@@ -121,6 +122,37 @@ static inline bool adr__valid(const struct ArrowArray* a, const struct adr_forma
   const uint8_t* v = adr__buf(a, 0);
   return v == NULL || adr__bit(v, i);
 }
+/* Element i of a host buffer of signed integers of w bytes (2, 4 or 8):
+ * offsets, run ends, sizes. */
+static inline int64_t adr__int_load(const void* b, int w, int64_t i) {
+  const uint8_t* p = (const uint8_t*)b + (size_t)w * (size_t)i;
+  if (w == 2) {
+    int16_t v;
+    memcpy(&v, p, 2);
+    return v;
+  }
+  if (w == 4) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+  }
+  int64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+static inline void adr__int_store(void* b, int w, int64_t i, int64_t v) {
+  uint8_t* p = (uint8_t*)b + (size_t)w * (size_t)i;
+  if (w == 2) {
+    int16_t x = (int16_t)v;
+    memcpy(p, &x, 2);
+  } else if (w == 4) {
+    int32_t x = (int32_t)v;
+    memcpy(p, &x, 4);
+  } else {
+    memcpy(p, &v, 8);
+  }
+}
+
 static inline int64_t adr__offset_at(const struct ArrowArray* a, int64_t buffer, int width,
                                      int64_t i) {
   if (width == 4) return ((const int32_t*)a->buffers[buffer])[i];

@@ -143,15 +143,6 @@ static int cat_fixed(struct cat_ctx* c, const struct adr_format* f, const struct
   return 0;
 }
 
-static void put_off(uint8_t* b, int w, int64_t i, int64_t v) {
-  if (w == 4) {
-    int32_t x = (int32_t)v;
-    memcpy(b + 4 * i, &x, 4);
-  } else {
-    memcpy(b + 8 * i, &v, 8);
-  }
-}
-
 /* Offsets of var-binary and list parts, rebased to run on from part to
  * part; ranges[i] receives part i's [first, last) in what the offsets
  * index. */
@@ -172,11 +163,12 @@ static int cat_offsets(struct cat_ctx* c, int w, const struct cat_part* parts, i
   int st = alloc_buf(c, out, 1, (out->length + 1) * w, &o);
   if (st) return st;
   int64_t at = 0, base = 0;
-  put_off(o, w, 0, 0);
+  adr__int_store(o, w, 0, 0);
   for (int64_t i = 0; i < n; i++) {
     int64_t p = phys(&parts[i]);
     for (int64_t k = 1; k <= parts[i].len; k++)
-      put_off(o, w, at + k, base + adr__offset_at(parts[i].a, 1, w, p + k) - ranges[i].start);
+      adr__int_store(o, w, at + k,
+                     base + adr__offset_at(parts[i].a, 1, w, p + k) - ranges[i].start);
     at += parts[i].len;
     base += ranges[i].len;
   }
@@ -297,8 +289,8 @@ static int cat_list_view(struct cat_ctx* c, const struct ArrowSchema* s, const s
       int64_t off = adr__offset_at(parts[i].a, 1, w, p + k) + base;
       if (w == 4 && off > INT32_MAX)
         return cat_fail(c, EOVERFLOW, "the concatenation needs offsets past 2^31 - 1");
-      put_off(o, w, at + k, off);
-      put_off(z, w, at + k, adr__offset_at(parts[i].a, 2, w, p + k));
+      adr__int_store(o, w, at + k, off);
+      adr__int_store(z, w, at + k, adr__offset_at(parts[i].a, 2, w, p + k));
     }
     at += parts[i].len;
     base += parts[i].a->children[0]->length;
@@ -328,7 +320,7 @@ static int cat_dense_union(struct cat_ctx* c, const struct ArrowSchema* s,
       if (off > INT32_MAX)
         return cat_fail(c, EOVERFLOW, "the concatenation needs offsets past 2^31 - 1");
       t[at + k] = (uint8_t)ids[p + k];
-      put_off(o, 4, at + k, off);
+      adr__int_store(o, 4, at + k, off);
     }
     at += parts[i].len;
     for (int64_t k = 0; k < parts[i].a->n_children; k++) base[k] += parts[i].a->children[k]->length;
@@ -337,21 +329,7 @@ static int cat_dense_union(struct cat_ctx* c, const struct ArrowSchema* s,
 }
 
 static int64_t run_end_at(const struct ArrowArray* re, int w, int64_t j) {
-  const uint8_t* b = adr__buf(re, 1);
-  int64_t i = re->offset + j;
-  if (w == 2) {
-    int16_t v;
-    memcpy(&v, b + 2 * i, 2);
-    return v;
-  }
-  if (w == 4) {
-    int32_t v;
-    memcpy(&v, b + 4 * i, 4);
-    return v;
-  }
-  int64_t v;
-  memcpy(&v, b + 8 * i, 8);
-  return v;
+  return adr__int_load(adr__buf(re, 1), w, re->offset + j);
 }
 
 /* Run-end encoded: the runs overlapping each part's range, their ends
@@ -411,17 +389,7 @@ static int cat_run_end(struct cat_ctx* c, const struct ArrowSchema* s, const str
     int64_t lo = phys(&parts[i]), hi = lo + parts[i].len;
     for (int64_t j = cp[i].start; j < cp[i].start + cp[i].len; j++) {
       int64_t e = run_end_at(re, w, j);
-      int64_t v = base + (e < hi ? e : hi) - lo;
-      if (w == 2) {
-        int16_t x = (int16_t)v;
-        memcpy(d + 2 * at, &x, 2);
-      } else if (w == 4) {
-        int32_t x = (int32_t)v;
-        memcpy(d + 4 * at, &x, 4);
-      } else {
-        memcpy(d + 8 * at, &v, 8);
-      }
-      at++;
+      adr__int_store(d, w, at++, base + (e < hi ? e : hi) - lo);
     }
     base += parts[i].len;
   }

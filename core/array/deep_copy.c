@@ -81,7 +81,7 @@ struct copy_ctx {
   struct adr_device* host;
   bool src_cpu;
   bool dst_cpu;
-  bool direct; /* host-readable source, CPU destination: plain memcpy */
+  bool direct;         /* host-readable source, CPU destination: plain memcpy */
   bool sync_downloads; /* the source's downloads complete in adr_copy */
   bool whole;
   bool round_queued; /* a read of this round went through a stream */
@@ -125,34 +125,6 @@ static void plan_free(struct copy_ctx* ctx, struct plan* p) {
   free(p->block);
   free(p->scratch);
   free(p->vlo);
-}
-
-static int64_t get_int(const unsigned char* b, int w, int64_t i) {
-  if (w == 2) {
-    int16_t v;
-    memcpy(&v, b + 2 * i, 2);
-    return v;
-  }
-  if (w == 4) {
-    int32_t v;
-    memcpy(&v, b + 4 * i, 4);
-    return v;
-  }
-  int64_t v;
-  memcpy(&v, b + 8 * i, 8);
-  return v;
-}
-
-static void set_int(unsigned char* b, int w, int64_t i, int64_t v) {
-  if (w == 2) {
-    int16_t x = (int16_t)v;
-    memcpy(b + 2 * i, &x, 2);
-  } else if (w == 4) {
-    int32_t x = (int32_t)v;
-    memcpy(b + 4 * i, &x, 4);
-  } else {
-    memcpy(b + 8 * i, &v, 8);
-  }
 }
 
 static bool host_bit(const unsigned char* bits, int64_t i) {
@@ -495,16 +467,16 @@ static int resolve_offsets(struct copy_ctx* ctx, struct plan* p) {
   unsigned char* o = p->host[1];
   const int64_t count = p->r + p->len;
   if (p->keep_offsets) { /* data [first, last) stays at its positions */
-    p->first = get_int(p->scratch, w, 0);
-    p->last = get_int(p->scratch + 8, w, 0);
+    p->first = adr__int_load(p->scratch, w, 0);
+    p->last = adr__int_load(p->scratch + 8, w, 0);
     if (p->first < 0 || p->last < p->first)
       return CFAIL(ctx, EINVAL, "offsets [%lld, %lld] of the copied range are not monotonic",
                    (long long)p->first, (long long)p->last);
     return 0;
   }
   const unsigned char* src = p->direct_offs != NULL ? p->direct_offs : o;
-  p->first = get_int(src, w, p->r);
-  p->last = get_int(src, w, count);
+  p->first = adr__int_load(src, w, p->r);
+  p->last = adr__int_load(src, w, count);
   if (p->first < 0 || p->last < p->first)
     return CFAIL(ctx, EINVAL, "offsets [%lld, %lld] of the copied range are not monotonic",
                  (long long)p->first, (long long)p->last);
@@ -550,10 +522,10 @@ static int resolve_list_view(struct copy_ctx* ctx, struct plan* p) {
   const int64_t count = p->r + p->len;
   int64_t lo = INT64_MAX, hi = 0;
   for (int64_t i = 0; i < count; i++) {
-    int64_t o = get_int(offs, w, i), n = get_int(sizes, w, i);
+    int64_t o = adr__int_load(offs, w, i), n = adr__int_load(sizes, w, i);
     if (i < p->r || !host_bit(p->host[0], i) || n == 0) {
-      set_int(offs, w, i, 0);
-      set_int(sizes, w, i, 0);
+      adr__int_store(offs, w, i, 0);
+      adr__int_store(sizes, w, i, 0);
       continue;
     }
     if (o < 0 || n < 0 || o > c->length - n)
@@ -565,7 +537,7 @@ static int resolve_list_view(struct copy_ctx* ctx, struct plan* p) {
   }
   if (hi == 0) lo = 0;
   for (int64_t i = 0; i < count; i++)
-    if (get_int(sizes, w, i) != 0) set_int(offs, w, i, get_int(offs, w, i) - lo);
+    if (adr__int_load(sizes, w, i) != 0) adr__int_store(offs, w, i, adr__int_load(offs, w, i) - lo);
   return plan_child(ctx, p, 0, c->offset + lo, hi - lo);
 }
 
@@ -583,7 +555,7 @@ static int resolve_dense_union(struct copy_ctx* ctx, struct plan* p) {
     int8_t t = (int8_t)p->host[0][i];
     int k = 0;
     while (k < nc && p->f.type_ids[k] != t) k++;
-    int64_t o = get_int(p->host[1], 4, i);
+    int64_t o = adr__int_load(p->host[1], 4, i);
     if (k == nc) return CFAIL(ctx, EINVAL, "element %lld: unknown type id %d", (long long)i, t);
     if (o < 0 || o >= s->children[k]->length)
       return CFAIL(ctx, EINVAL, "element %lld: offset %lld outside child %d's %lld elements",
@@ -595,7 +567,7 @@ static int resolve_dense_union(struct copy_ctx* ctx, struct plan* p) {
     int8_t t = (int8_t)p->host[0][i];
     int k = 0;
     while (p->f.type_ids[k] != t) k++;
-    set_int(p->host[1], 4, i, get_int(p->host[1], 4, i) - lo[k]);
+    adr__int_store(p->host[1], 4, i, adr__int_load(p->host[1], 4, i) - lo[k]);
   }
   int st = 0;
   for (int64_t k = 0; st == 0 && k < s->n_children; k++) {
@@ -626,12 +598,12 @@ static int resolve_views(struct copy_ctx* ctx, struct plan* p) {
       memset(view, 0, 16);
       continue;
     }
-    int32_t n = (int32_t)get_int(view, 4, 0), idx = (int32_t)get_int(view, 4, 2);
-    int64_t off = get_int(view, 4, 3);
+    int32_t n = (int32_t)adr__int_load(view, 4, 0), idx = (int32_t)adr__int_load(view, 4, 2);
+    int64_t off = adr__int_load(view, 4, 3);
     if (n < 0) {
       st = CFAIL(ctx, EINVAL, "view %lld has negative length %d", (long long)(i - p->r), n);
     } else if (n > 12) {
-      int64_t size = idx >= 0 && idx < nvar ? get_int(sizes, 8, idx) : 0;
+      int64_t size = idx >= 0 && idx < nvar ? adr__int_load(sizes, 8, idx) : 0;
       if (idx < 0 || idx >= nvar || off < 0 || off > size - n)
         st =
             CFAIL(ctx, EINVAL, "view %lld: bytes [%lld, %lld) of variadic buffer %d are outside it",
@@ -644,13 +616,13 @@ static int resolve_views(struct copy_ctx* ctx, struct plan* p) {
   }
   for (int64_t i = 0; st == 0 && i < count; i++) {
     unsigned char* view = p->host[1] + 16 * i;
-    if ((int32_t)get_int(view, 4, 0) <= 12) continue;
-    int32_t idx = (int32_t)get_int(view, 4, 2);
-    set_int(view, 4, 3, get_int(view, 4, 3) - p->vlo[idx]);
+    if ((int32_t)adr__int_load(view, 4, 0) <= 12) continue;
+    int32_t idx = (int32_t)adr__int_load(view, 4, 2);
+    adr__int_store(view, 4, 3, adr__int_load(view, 4, 3) - p->vlo[idx]);
   }
   for (int64_t v = 0; st == 0 && v < nvar; v++) {
     if (hi[v] == 0) p->vlo[v] = 0;
-    set_int(sizes, 8, v, hi[v] - p->vlo[v]);
+    adr__int_store(sizes, 8, v, hi[v] - p->vlo[v]);
   }
   free(hi);
   return st;
@@ -671,9 +643,9 @@ static int resolve_run_end(struct copy_ctx* ctx, struct plan* p) {
       s->children[0]->length < p->start + p->len ? s->children[0]->length : p->start + p->len;
   int64_t p0 = 0, runs = 0;
   if (p->len > 0) {
-    while (p0 < n && get_int(p->scratch, w, p0) <= p->start) p0++;
+    while (p0 < n && adr__int_load(p->scratch, w, p0) <= p->start) p0++;
     int64_t p1 = p0;
-    while (p1 < n && get_int(p->scratch, w, p1) < p->start + p->len) p1++;
+    while (p1 < n && adr__int_load(p->scratch, w, p1) < p->start + p->len) p1++;
     if (p1 >= n)
       return CFAIL(ctx, EINVAL, "run ends do not reach element %lld",
                    (long long)(p->start + p->len - 1));
@@ -685,8 +657,8 @@ static int resolve_run_end(struct copy_ctx* ctx, struct plan* p) {
   int64_t sz[3] = {0, runs * w, 0};
   st = host_blocks(ctx, e, sz);
   for (int64_t k = 0; st == 0 && k < runs; k++) {
-    int64_t end = get_int(p->scratch, w, p0 + k) - p->start;
-    set_int(e->host[1], w, k, end < p->len ? end : p->len);
+    int64_t end = adr__int_load(p->scratch, w, p0 + k) - p->start;
+    adr__int_store(e->host[1], w, k, end < p->len ? end : p->len);
   }
   if (st == 0) st = plan_child(ctx, p, 1, s->children[1]->offset + p0, runs);
   return st;
@@ -696,8 +668,8 @@ static int resolve(struct copy_ctx* ctx, struct plan* p) {
   ctx->path = p->path;
   if (ctx->whole) {
     if (p->f.layout != ADR_LAYOUT_VAR_BINARY || p->scratch == NULL) return 0;
-    p->first = get_int(p->scratch, p->f.offset_bytes, 0);
-    p->last = get_int(p->scratch + 8, p->f.offset_bytes, 0);
+    p->first = adr__int_load(p->scratch, p->f.offset_bytes, 0);
+    p->last = adr__int_load(p->scratch + 8, p->f.offset_bytes, 0);
     if (p->first < 0 || p->last < p->first)
       return CFAIL(ctx, EINVAL, "offsets [%lld, %lld] of the copied range are not monotonic",
                    (long long)p->first, (long long)p->last);
@@ -869,7 +841,7 @@ static int copy_views(struct copy_ctx* ctx, struct plan* p, struct ArrowArray* o
     if (st == 0) st = emit_host(ctx, p, out, 1, 1);
   }
   for (int64_t v = 0; st == 0 && v < nvar; v++) {
-    int64_t size = get_int(ctx->whole ? p->scratch : p->host[2], 8, v);
+    int64_t size = adr__int_load(ctx->whole ? p->scratch : p->host[2], 8, v);
     int64_t lo = ctx->whole ? 0 : p->vlo[v];
     if (size < 0)
       return CFAIL(ctx, EINVAL, "variadic buffer %lld has negative size %lld", (long long)v,
@@ -1022,9 +994,9 @@ static int deep_copy_check(struct copy_ctx* ctx, const struct ArrowSchema* schem
   if (stream != NULL && adr_device_type(adr_stream_device(stream)) == ARROW_DEVICE_CPU)
     ctx->host = adr_stream_device(stream);
   ctx->dst_cpu = dst_device == NULL || adr_device_type(dst_device) == ARROW_DEVICE_CPU;
-  if (stream != NULL && (adr_stream_device(stream) == NULL ||
-                         (adr_stream_device(stream) != dst_device &&
-                          adr_stream_device(stream) != ctx->src_dev)))
+  if (stream != NULL &&
+      (adr_stream_device(stream) == NULL ||
+       (adr_stream_device(stream) != dst_device && adr_stream_device(stream) != ctx->src_dev)))
     return adr__errorf(error, EINVAL, op, NULL, "stream belongs to %s, neither %s nor %s",
                        adr_device_name(adr_stream_device(stream)), adr__array_dev_name(dst_device),
                        adr__array_dev_name(ctx->src_dev));
@@ -1095,8 +1067,7 @@ static int deep_copy_order_copies(struct copy_ctx* ctx, struct adr_event* src_ev
  * (ADR_CAP_SYNC_DOWNLOADS: Vulkan) leaves a -> CPU copy complete once
  * queued. */
 static bool downloads_complete(const struct copy_ctx* ctx) {
-  return ctx->dst_cpu && ctx->sync_downloads &&
-         adr_stream_device(ctx->copy_stream) == ctx->src_dev;
+  return ctx->dst_cpu && ctx->sync_downloads && adr_stream_device(ctx->copy_stream) == ctx->src_dev;
 }
 
 /* After the copies were queued (st: how that went): with the caller's
