@@ -16,7 +16,10 @@ Rows:
 The issue's targets: >= 1.0x for every np.ones row, >= 2x at 64 MiB.
 The np.ones rows also count minor page faults per array (getrusage).
 Times are the process's CPU time (time.process_time), the best of several
-batches, adr's and NumPy's batches alternating.
+batches, adr's and NumPy's batches alternating (ABBA order). The load
+average is printed at the start and the end; THP is the kernel's
+transparent-huge-page mode, which decides the 64 MiB row on both sides
+(NumPy's default handler and adr's advise MADV_HUGEPAGE from 4 MiB).
 """
 import argparse
 import json
@@ -46,17 +49,26 @@ def timed(fn, number):
 def best_pair(adr_fn, np_fn, number, repeat, adr_context=None):
     """The best of `repeat` batches of each, the two alternating batch by
     batch so that both see the same machine (other jobs come and go on a
-    shared one). adr_context (a context manager factory) wraps adr's
-    batches: the NEP 49 handler is set for them only."""
+    shared one), which of the two goes first swapping every pair (a side
+    that always ran second would always find the caches the other left).
+    adr_context (a context manager factory) wraps adr's batches: the NEP 49
+    handler is set for them only."""
     a, b = [], []
-    for _ in range(repeat):
+
+    def run_adr():
         if adr_context is None:
             a.append(timed(adr_fn, number))
         else:
             with adr_context():
                 a.append(timed(adr_fn, number))
+
+    def run_np():
         if np_fn is not None:
             b.append(timed(np_fn, number))
+
+    for i in range(repeat):
+        for fn in ((run_adr, run_np) if i % 2 == 0 else (run_np, run_adr)):
+            fn()
     return min(a), (min(b) if b else None)
 
 
@@ -66,7 +78,8 @@ def main():
     ap.add_argument("--json", action="store_true", help="JSON output")
     args = ap.parse_args()
     scale = 0.1 if args.quick else 1.0
-    rep = 5 if args.quick else 9
+    rep = 5 if args.quick else 15
+    load0 = os.getloadavg()
     cpu = adr.Device("cpu")
     rows = []
 
@@ -100,8 +113,8 @@ def main():
         row("asarray (CAI), cuda:0", lambda: adr.asarray(cbuf), None, 50_000)
 
     handler = adr.numpy.allocator(cpu)
-    for label, size, number in (("1 KiB", 1 << 10, 100_000), ("1 MiB", 1 << 20, 2_000),
-                                ("64 MiB", 64 << 20, 40)):
+    for label, size, number in (("1 KiB", 1 << 10, 60_000), ("1 MiB", 1 << 20, 1_500),
+                                ("64 MiB", 64 << 20, 25)):
         def default(size=size):
             np.ones(size, np.uint8)
 
@@ -117,10 +130,17 @@ def main():
             True, adr_context=lambda: adr.numpy.use(handler))
 
     load = os.getloadavg()
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            thp = f.read().split("[")[1].split("]")[0]
+    except (OSError, IndexError):
+        thp = "-"
     if args.json:
-        print(json.dumps({"loadavg": load, "rows": rows}, indent=1))
+        print(json.dumps({"loadavg_start": load0, "loadavg": load, "thp": thp, "rows": rows},
+                         indent=1))
         return
-    print(f"adr {adr.__version__}, NumPy {np.__version__}, load average {load[0]:.2f}")
+    print(f"adr {adr.__version__}, NumPy {np.__version__}, load average {load0[0]:.2f} at the "
+          f"start, {load[0]:.2f} at the end, THP {thp}")
     print(f"{'operation':<44} {'adr':>11} {'numpy':>11} {'ratio':>7}  page faults adr/numpy")
     for r in rows:
         nps = f"{r['numpy_s'] * 1e6:9.2f}us" if r["numpy_s"] else f"{'-':>11}"

@@ -2,6 +2,7 @@
 """adr.numpy: NumPy allocation handlers backed by adr (NEP 49, shared/seeds/003)."""
 import asyncio
 import gc
+import os
 import threading
 
 import numpy as np
@@ -241,3 +242,48 @@ def test_realloc_within_the_rounded_size_keeps_the_block(cpu):
         addr = a.ctypes.data
         a.resize(110, refcheck=False)  # 100 and 110 round to the same block
         assert a.ctypes.data == addr and a[:100].tolist() == list(range(100))
+
+
+def test_thread_cache_finds_an_older_block(cpu):
+    # The newest cached block is tried first; an older one of the asked size
+    # is still found, and the newest stays for its own size.
+    with adr.numpy.use(adr.numpy.allocator(cpu)):
+        a = np.empty(3000, np.uint8)
+        b = np.empty(7000, np.uint8)
+        addr_a, addr_b = a.ctypes.data, b.ctypes.data
+        del a, b  # cached: a, then b (the newest)
+        c = np.empty(3000, np.uint8)
+        d = np.empty(7000, np.uint8)
+        assert (c.ctypes.data, d.ctypes.data) == (addr_a, addr_b)
+        del c, d
+    adr.numpy.trim()
+
+
+def _vm_flags(addr):
+    """The VmFlags of the mapping of /proc/self/smaps holding addr."""
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(None, 1)[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= addr < hi
+            elif inside and head == "VmFlags:":
+                return line.split()[1:]
+    return None
+
+
+@pytest.mark.skipif(
+    not os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"),
+    reason="no transparent huge pages in this kernel",
+)
+@pytest.mark.parametrize("pool", [True, False])
+def test_large_cpu_blocks_are_advised_huge_pages(cpu, pool):
+    # Like NumPy's default handler for its own arrays of 4 MiB or more: the
+    # block's 2 MiB-aligned part is advised MADV_HUGEPAGE before NumPy
+    # touches it (VmFlags "hg"), whatever the kernel then makes of it.
+    with adr.numpy.use(adr.numpy.allocator(cpu, pool=pool)):
+        a = np.ones(16 << 20, np.uint8)
+    mid = a.ctypes.data + (8 << 20)
+    assert "hg" in _vm_flags(mid)
+    assert a[0] == a[-1] == 1 and a.sum() == 16 << 20
