@@ -146,24 +146,49 @@ static void body_unref(struct ipc_body* b) {
   free(b);
 }
 
+/* A tree's nodes come from an arena in the tree's own allocation (one
+ * allocation per tree, not four per node): a node released before the
+ * others leaves its bytes there, and the last node released frees the
+ * tree and the arena with it. Nodes that do not fit (and those of a tree
+ * made without an arena) are allocated on their own. */
 struct ipc_tree {
   atomic_long nodes;
   int64_t n_bodies, cap_bodies;
   struct ipc_body** bodies;
+  struct ipc_body* body_slots[4]; /* `bodies` until more are needed */
+  size_t arena_used, arena_cap;
+  _Alignas(16) unsigned char arena[];
 };
+
+/* A tree with `arena` bytes for its nodes; its node count starts at 1,
+ * held by the caller (tree_unref). */
+static struct ipc_tree* tree_new(size_t arena) {
+  struct ipc_tree* t = malloc(sizeof(*t) + arena);
+  if (t == NULL) return NULL;
+  memset(t, 0, sizeof(*t));
+  atomic_init(&t->nodes, 1);
+  t->arena_cap = arena;
+  return t;
+}
 
 static void tree_unref(struct ipc_tree* t) {
   if (atomic_fetch_sub(&t->nodes, 1) != 1) return;
   for (int64_t i = 0; i < t->n_bodies; i++) body_unref(t->bodies[i]);
-  free(t->bodies);
+  if (t->bodies != t->body_slots) free(t->bodies);
   free(t);
 }
 
 static int tree_add_body(struct ipc_tree* t, struct ipc_body* b) {
+  if (t->cap_bodies == 0) {
+    t->bodies = t->body_slots;
+    t->cap_bodies = (int64_t)(sizeof(t->body_slots) / sizeof(t->body_slots[0]));
+  }
   if (t->n_bodies == t->cap_bodies) {
-    int64_t cap = t->cap_bodies ? 2 * t->cap_bodies : 4;
-    struct ipc_body** n = realloc(t->bodies, (size_t)cap * sizeof(*n));
+    int64_t cap = 2 * t->cap_bodies;
+    struct ipc_body** n = malloc((size_t)cap * sizeof(*n));
     if (n == NULL) return ENOMEM;
+    memcpy(n, t->bodies, (size_t)t->n_bodies * sizeof(*n));
+    if (t->bodies != t->body_slots) free(t->bodies);
     t->bodies = n;
     t->cap_bodies = cap;
   }
@@ -172,25 +197,24 @@ static int tree_add_body(struct ipc_tree* t, struct ipc_body* b) {
   return 0;
 }
 
+/* A node's private part, its buffer pointers, child pointers and children
+ * in one block. */
 struct anode {
   struct ipc_tree* tree;
-  const void** buffers;
-  struct ArrowArray** child_ptrs;
-  struct ArrowArray* children;
+  bool in_arena;
   struct ArrowArray dictionary;
+  _Alignas(16) unsigned char tail[];
 };
 
 static void anode_release(struct ArrowArray* a) {
   if (a == NULL || a->release == NULL) return;
   struct anode* p = a->private_data;
+  struct ArrowArray* children = (struct ArrowArray*)p->tail;
   for (int64_t i = 0; i < a->n_children; i++)
-    if (p->children[i].release != NULL) p->children[i].release(&p->children[i]);
+    if (children[i].release != NULL) children[i].release(&children[i]);
   if (p->dictionary.release != NULL) p->dictionary.release(&p->dictionary);
   struct ipc_tree* t = p->tree;
-  free(p->buffers);
-  free(p->child_ptrs);
-  free(p->children);
-  free(p);
+  if (!p->in_arena) free(p);
   a->release = NULL;
   a->private_data = NULL;
   tree_unref(t);
@@ -199,26 +223,33 @@ static void anode_release(struct ArrowArray* a) {
 /* A node with n_buffers NULL buffers and n_children released children. */
 static int anode_init(struct ipc_tree* t, struct ArrowArray* out, int64_t n_buffers,
                       int64_t n_children) {
-  struct anode* p = calloc(1, sizeof(*p));
-  if (p == NULL) return ENOMEM;
-  p->buffers = calloc((size_t)(n_buffers ? n_buffers : 1), sizeof(void*));
-  p->child_ptrs = calloc((size_t)(n_children ? n_children : 1), sizeof(void*));
-  p->children = calloc((size_t)(n_children ? n_children : 1), sizeof(struct ArrowArray));
-  if (p->buffers == NULL || p->child_ptrs == NULL || p->children == NULL) {
-    free(p->buffers);
-    free(p->child_ptrs);
-    free(p->children);
-    free(p);
+  if (n_buffers < 0 || n_children < 0 || n_buffers > (1 << 20) || n_children > (1 << 20))
     return ENOMEM;
+  size_t nb = (size_t)n_buffers, nc = (size_t)n_children;
+  size_t kids = nc * sizeof(struct ArrowArray);
+  size_t size = sizeof(struct anode) + kids + nc * sizeof(void*) + nb * sizeof(void*);
+  size = (size + 15) & ~(size_t)15;
+  struct anode* p;
+  if (t->arena_cap - t->arena_used >= size) {
+    p = (struct anode*)(t->arena + t->arena_used);
+    t->arena_used += size;
+    memset(p, 0, size);
+    p->in_arena = true;
+  } else {
+    p = calloc(1, size);
+    if (p == NULL) return ENOMEM;
   }
-  for (int64_t i = 0; i < n_children; i++) p->child_ptrs[i] = &p->children[i];
+  struct ArrowArray* children = (struct ArrowArray*)p->tail;
+  struct ArrowArray** child_ptrs = (struct ArrowArray**)(p->tail + kids);
+  const void** buffers = (const void**)(child_ptrs + nc);
+  for (size_t i = 0; i < nc; i++) child_ptrs[i] = &children[i];
   p->tree = t;
   atomic_fetch_add(&t->nodes, 1);
   memset(out, 0, sizeof(*out));
   out->n_buffers = n_buffers;
   out->n_children = n_children;
-  out->buffers = p->buffers;
-  out->children = p->child_ptrs;
+  out->buffers = buffers;
+  out->children = child_ptrs;
   out->release = anode_release;
   out->private_data = p;
   return 0;
@@ -784,12 +815,18 @@ int adr_ipc_reader_consume(struct adr_ipc_reader* reader, const struct adr_ipc_d
 
   /* Record batch. */
   const struct ArrowSchema* schema = &reader->schema;
-  A.tree = calloc(1, sizeof(*A.tree));
+  /* Room for the root and, typically, every node of the batch (a node: its
+   * private part, three buffers and its place in its parent). */
+  const struct ipc_decoded_priv* lay = message->private_data;
+  size_t arena = sizeof(struct anode) +
+                 (size_t)schema->n_children * (sizeof(struct ArrowArray) + 8) + 8 +
+                 (size_t)(lay->n_nodes < 4096 ? lay->n_nodes : 4096) *
+                     (sizeof(struct anode) + sizeof(struct ArrowArray) + 48);
+  A.tree = tree_new(arena);
   if (A.tree == NULL) {
     body_unref(b);
     return AFAIL(&A, ENOMEM, "out of memory");
   }
-  atomic_init(&A.tree->nodes, 1);
   st = tree_add_body(A.tree, b) ? AFAIL(&A, ENOMEM, "out of memory") : 0;
   body_unref(b); /* the tree holds it (or it is gone) */
   struct ArrowArray root;

@@ -167,6 +167,34 @@ ADR_API int adr_ipc_encode_record_batch(const struct ArrowSchema* schema,
                                         const struct ArrowDeviceArray* array,
                                         struct adr_ipc_message* out, struct adr_error* error);
 
+/* A RecordBatch encoder for the batches of one stream. A stream's batches
+ * usually have the same shape (the same numbers of field nodes, buffers
+ * and variadic counts, and zero or not the same length and body): the
+ * encoder keeps the last batch's metadata and, for a batch of the same
+ * shape, copies it with the new lengths, null counts, buffer offsets and
+ * sizes written in, instead of building the FlatBuffer again; it also
+ * keeps the schema's parsed formats and its work arrays. The messages are
+ * byte for byte those of adr_ipc_encode_record_batch.
+ *
+ * `schema` (a struct, as for adr_ipc_encode_record_batch) is not copied:
+ * it must stay alive and unchanged until the encoder is destroyed. One
+ * thread at a time; the messages it returns are the caller's, independent
+ * of the encoder (release them with adr_ipc_message_release, before or
+ * after adr_ipc_encoder_destroy). EINVAL for a NULL, released or
+ * non-struct schema. */
+struct adr_ipc_encoder;
+ADR_API int adr_ipc_encoder_create(const struct ArrowSchema* schema, struct adr_ipc_encoder** out,
+                                   struct adr_error* error);
+
+/* Frees the encoder. NULL is a no-op. */
+ADR_API void adr_ipc_encoder_destroy(struct adr_ipc_encoder* encoder);
+
+/* adr_ipc_encode_record_batch of `array` with the encoder's schema: the
+ * same checks, ownership and errors. */
+ADR_API int adr_ipc_encoder_record_batch(struct adr_ipc_encoder* encoder,
+                                         const struct ArrowDeviceArray* array,
+                                         struct adr_ipc_message* out, struct adr_error* error);
+
 /* Encodes the DictionaryBatch message (isDelta false) holding the whole
  * dictionary of dictionary id `id` (see adr_ipc_encode_schema) of `array`,
  * with the same rules as adr_ipc_encode_record_batch. A dictionary-encoded
