@@ -166,6 +166,12 @@ static int worker_create(const char* op, struct ucx_worker** out, struct adr_err
     free(w);
     return ucx_status_error(error, op, st, "ucp_worker_create");
   }
+  if (ucx_rcache_create(w->context, &w->rcache) != 0) {
+    ucp_worker_destroy(w->worker);
+    ucp_cleanup(w->context);
+    free(w);
+    return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
+  }
   int fd;
   if (ucp_worker_get_efd(w->worker, &fd) == UCS_OK) w->efd = fd;
   w->refs = 1;
@@ -175,6 +181,7 @@ static int worker_create(const char* op, struct ucx_worker** out, struct adr_err
 
 static void worker_unref(struct ucx_worker* w) {
   if (w == NULL || --w->refs > 0) return;
+  ucx_rcache_destroy(w->rcache);
   ucp_worker_destroy(w->worker);
   ucp_cleanup(w->context);
   free(w);
