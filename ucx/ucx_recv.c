@@ -61,12 +61,11 @@ static int decode(const uint8_t* data, size_t size, int64_t index, struct adr_ip
   return st;
 }
 
-static void body_free(struct receiver* r, void* body, int64_t size) {
-  if (body == NULL) return;
-  if (r->device == NULL)
-    free(body);
-  else
-    (void)adr_free(r->device, body, (size_t)size, NULL, NULL);
+/* Bodies come from the reader: a host reader recycles them (the body of
+ * the batch the application released is the next one's, pages mapped and
+ * registered already); a device reader allocates with adr_alloc. */
+static void body_free(struct receiver* r, const struct adr_ipc_decoded* m, void* body) {
+  adr_ipc_reader_free_body(r->reader, m, body);
 }
 
 /* Receives the body of `m` (tag number `seq`) into *out_body (NULL for an
@@ -75,17 +74,7 @@ static int receive_body(struct receiver* r, const struct adr_ipc_decoded* m, uin
                         const uint8_t* inline_body, void** out_body, struct adr_error* error) {
   struct adr_ucx_conn* conn = r->conn;
   void* body = NULL;
-  int st = 0;
-  if (m->body_size > 0) {
-    if (r->device == NULL) {
-      if (posix_memalign(&body, 64, (size_t)m->body_alloc_size) != 0) body = NULL;
-      if (body == NULL)
-        st = adr_error_set(error, ENOMEM, "[%s][ucx] out of memory for a %lld-byte body", OP,
-                           (long long)m->body_alloc_size);
-    } else {
-      st = adr_alloc(r->device, (size_t)m->body_alloc_size, 64, NULL, &body, error);
-    }
-  }
+  int st = adr_ipc_reader_alloc_body(r->reader, m, &body, error);
   if (!st && inline_body != NULL) {
     if (m->body_size == 0)
       st = 0;
@@ -94,7 +83,7 @@ static int receive_body(struct receiver* r, const struct adr_ipc_decoded* m, uin
     else
       st = adr_copy(r->device, body, NULL, inline_body, (size_t)m->body_size, NULL, error);
     if (st) {
-      body_free(r, body, m->body_alloc_size);
+      body_free(r, m, body);
       return st;
     }
     *out_body = body;
@@ -132,7 +121,7 @@ static int receive_body(struct receiver* r, const struct adr_ipc_decoded* m, uin
   ucx_rcache_put(conn->w->rcache, reg);
   free(chunks);
   if (st) {
-    body_free(r, body, m->body_alloc_size);
+    body_free(r, m, body);
     return st;
   }
   *out_body = body;
@@ -217,7 +206,7 @@ static int get_next(struct ArrowDeviceArrayStream* stream, struct ArrowDeviceArr
       if (!st) st = receive_body(r, &m, h[2], inline_body ? payload + used : NULL, &body, &e);
       if (!st && m.type == ADR_IPC_MESSAGE_RECORD_BATCH && !credited) {
         st = send_credit(r, &e);
-        if (st) body_free(r, body, m.body_alloc_size);
+        if (st) body_free(r, &m, body);
       }
       /* The reader takes the body over, on success and on failure. */
       if (!st) st = adr_ipc_reader_consume(r->reader, &m, body, out, &e);
@@ -294,6 +283,7 @@ int ucx_receive_stream(struct adr_ucx_conn* conn, struct adr_device* device,
   r->direct = ucx_device_direct(device);
   struct adr_ipc_reader_options ro = {.struct_size = sizeof(ro)};
   ro.validate_full = (conn->opt.flags & ADR_UCX_VALIDATE_FULL) != 0;
+  ro.recycle_bodies = true; /* host receivers: bodies reused (device ones: ignored) */
   st = adr_ipc_reader_create(device, &ro, &r->reader, error);
   if (!st)
     st = ucx_recv_any(conn, ucx_ctrl_tag(conn->local_id, r->stream, 0), UCX_TAG_MASK_ALL, &r->ctrl,

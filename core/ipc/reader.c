@@ -292,6 +292,11 @@ int adr_ipc_reader_create(struct adr_device* device, const struct adr_ipc_reader
   if (r == NULL) return adr__errorf(error, ENOMEM, op, NULL, "out of memory");
   r->device = device;
   r->validate_full = options ? options->validate_full : true;
+  if (device == NULL && options != NULL && options->recycle_bodies &&
+      adr__ipc_recycler_new(&r->rec) != 0) {
+    free(r);
+    return adr__errorf(error, ENOMEM, op, NULL, "out of memory");
+  }
   *out = r;
   return 0;
 }
@@ -330,6 +335,36 @@ static void reader_free_body(const struct adr_ipc_reader* r, struct adr_device* 
     adr__ipc_recycler_put(r->rec, body);
   else
     free_mem(dev, body, size);
+}
+
+int adr_ipc_reader_alloc_body(struct adr_ipc_reader* reader, const struct adr_ipc_decoded* message,
+                              void** out, struct adr_error* error) {
+  const char* op = "adr_ipc_reader_alloc_body";
+  if (out == NULL) return adr__errorf(error, EINVAL, op, NULL, "out is NULL");
+  *out = NULL;
+  if (reader == NULL || message == NULL || message->body_alloc_size < 0)
+    return adr__errorf(error, EINVAL, op, NULL, "reader or message is NULL");
+  if (message->body_size == 0) return 0;
+  size_t size = (size_t)message->body_alloc_size;
+  void* body = NULL;
+  if (reader->device != NULL) {
+    struct adr_error err;
+    int st = adr_alloc(reader->device, size, 64, NULL, &body, &err);
+    if (st) return adr__errorf(error, st, op, NULL, "a %zu-byte body: %s", size, err.message);
+  } else if (reader->rec != NULL) {
+    body = adr__ipc_recycler_get(reader->rec, size);
+  } else if (posix_memalign(&body, 64, size) != 0) {
+    body = NULL;
+  }
+  if (body == NULL) return adr__errorf(error, ENOMEM, op, NULL, "out of memory for a %zu-byte body", size);
+  *out = body;
+  return 0;
+}
+
+void adr_ipc_reader_free_body(struct adr_ipc_reader* reader, const struct adr_ipc_decoded* message,
+                              void* body) {
+  if (reader == NULL || message == NULL || body == NULL) return;
+  reader_free_body(reader, reader->device, body, (size_t)message->body_alloc_size);
 }
 
 const struct ArrowSchema* adr_ipc_reader_schema(const struct adr_ipc_reader* reader) {

@@ -284,7 +284,14 @@ struct adr_ipc_reader_options {
    * structural checks (buffer sizes against lengths), which are always
    * made. */
   bool validate_full;
-  uint8_t reserved8[7];
+  /* Host readers (device NULL): keep the body of a released batch for the
+   * next message of a similar size (between half of it and all of it), so
+   * a stream of similar batches receives into pages already mapped. Every
+   * body given to this reader must then come from
+   * adr_ipc_reader_alloc_body. Ignored for device readers (adr_alloc's
+   * pools recycle). Default false. */
+  bool recycle_bodies;
+  uint8_t reserved8[6];
   int64_t reserved[4];
 };
 
@@ -294,6 +301,21 @@ struct adr_ipc_reader_options {
 ADR_API int adr_ipc_reader_create(struct adr_device* device,
                                   const struct adr_ipc_reader_options* options,
                                   struct adr_ipc_reader** out, struct adr_error* error);
+
+/* Allocates the body of `message` for adr_ipc_reader_consume:
+ * message->body_alloc_size bytes, 64-byte aligned, on the reader's device
+ * (adr_alloc), or host memory (posix_memalign; a recycled body with
+ * options.recycle_bodies). *out is NULL when body_size is 0. The caller
+ * owns it until it passes it to adr_ipc_reader_consume, or frees it with
+ * adr_ipc_reader_free_body. ENOMEM, or the device's allocation error. */
+ADR_API int adr_ipc_reader_alloc_body(struct adr_ipc_reader* reader,
+                                      const struct adr_ipc_decoded* message, void** out,
+                                      struct adr_error* error);
+
+/* Frees a body from adr_ipc_reader_alloc_body that was not consumed. NULL
+ * is a no-op. */
+ADR_API void adr_ipc_reader_free_body(struct adr_ipc_reader* reader,
+                                      const struct adr_ipc_decoded* message, void* body);
 
 /* Frees the reader and its references to dictionaries (batches already
  * handed out keep theirs). NULL is a no-op. */
