@@ -356,7 +356,8 @@ int adr_ipc_reader_alloc_body(struct adr_ipc_reader* reader, const struct adr_ip
   } else if (posix_memalign(&body, 64, size) != 0) {
     body = NULL;
   }
-  if (body == NULL) return adr__errorf(error, ENOMEM, op, NULL, "out of memory for a %zu-byte body", size);
+  if (body == NULL)
+    return adr__errorf(error, ENOMEM, op, NULL, "out of memory for a %zu-byte body", size);
   *out = body;
   return 0;
 }
