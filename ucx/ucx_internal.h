@@ -46,7 +46,7 @@ static inline uint64_t ucx_tag(uint16_t id, unsigned kind, uint32_t stream, uint
 #define UCX_MAX_BATCH_MESSAGES 0xffffffu
 
 #define UCX_PROTOCOL_MAGIC 0x55524441u /* "ADRU" little-endian */
-#define UCX_PROTOCOL_VERSION 1u
+#define UCX_PROTOCOL_VERSION 2u
 
 /* Bodies up to this size travel inside their control message. */
 #define UCX_INLINE_BODY_MAX (16u << 10)
@@ -54,23 +54,56 @@ static inline uint64_t ucx_tag(uint16_t id, unsigned kind, uint32_t stream, uint
 /* Control message types (first word after the magic). */
 enum ucx_ctrl {
   UCX_CTRL_SCHEMA = 1,  /* words: chunk size (low, high); payload: IPC Schema message */
-  UCX_CTRL_MESSAGE = 2, /* words: body tag number, 1 when the body follows the metadata inline;
-                           payload: IPC batch message metadata (and body) */
+  UCX_CTRL_MESSAGE = 2, /* words: body tag number, flags (UCX_MSG_*); payload: IPC batch
+                           message metadata (and body) */
   UCX_CTRL_END = 3,     /* words: record batches sent */
   UCX_CTRL_ERROR = 4,   /* words: errno value; payload: message text */
 };
+
+/* Flags of a MESSAGE control message (its second word). */
+#define UCX_MSG_INLINE 1u /* the body follows the metadata */
+/* A RecordBatch (not a DictionaryBatch): with UCX_MSG_INLINE the batch is
+ * whole on arrival, and the receiver credits it before decoding it. */
+#define UCX_MSG_RECORD 2u
 
 /* Credit message values. */
 #define UCX_CREDIT_CANCEL UINT64_MAX
 
 /* ---- workers and connections -------------------------------------------- */
 
+/* ---- the registration cache (ucx_rcache.c) -------------------------------
+ * ucp_mem_map results by address range, per UCX context, handed out with a
+ * reference: a range inside a cached one gets that registration. Memory
+ * unmapped from the process (UCX's memory hooks report it) makes the
+ * entries it overlaps stale: never handed out again, unmapped from UCX
+ * when their last user puts them. Without the hooks nothing is cached.
+ * Gets and puts come from the worker's thread; the invalidation from any
+ * thread. */
+struct ucx_rcache;
+struct ucx_reg;
+struct ucx_rcache_stats {
+  uint64_t maps;        /* ucp_mem_map calls */
+  uint64_t hits;        /* gets answered from the cache */
+  uint64_t invalidated; /* entries made stale by an unmapping */
+  bool caching;         /* UCX's memory hooks are in: registrations are kept */
+};
+int ucx_rcache_create(ucp_context_h context, struct ucx_rcache** out);
+void ucx_rcache_destroy(struct ucx_rcache* cache);
+/* A registration covering [addr, addr + len), cached or new (ucp_mem_map);
+ * the caller holds it until ucx_rcache_put. */
+int ucx_rcache_get(struct ucx_rcache* cache, void* addr, size_t len, struct ucx_reg** out,
+                   const char* op, struct adr_error* error);
+void ucx_rcache_put(struct ucx_rcache* cache, struct ucx_reg* reg);
+ucp_mem_h ucx_reg_memh(const struct ucx_reg* reg);
+void ucx_rcache_stats(struct ucx_rcache* cache, struct ucx_rcache_stats* out);
+
 /* A UCX context and worker, shared by a listener and the connections it
  * accepted (reference-counted; one thread at a time, adr/ucx.h). */
 struct ucx_worker {
   ucp_context_h context;
   ucp_worker_h worker;
-  int efd; /* -1 without wakeup support */
+  struct ucx_rcache* rcache; /* registrations of batch buffers and bodies */
+  int efd;                   /* -1 without wakeup support */
   int refs;
   bool slept; /* the last idle turn slept (ucx_progress) */
 };

@@ -56,16 +56,16 @@ static int decode(const uint8_t* data, size_t size, int64_t index, struct adr_ip
               (out_used == NULL && (uint64_t)meta != size - ADR_IPC_PREFIX_SIZE)))
     st = adr_error_set(error, EPROTO, "[%s][ucx] IPC metadata of %lld bytes in a %zu-byte message",
                        OP, (long long)meta, size);
-  if (!st)
-    st = adr_ipc_decode_message(data + ADR_IPC_PREFIX_SIZE, (size_t)meta, index, out, error);
+  if (!st) st = adr_ipc_decode_message(data + ADR_IPC_PREFIX_SIZE, (size_t)meta, index, out, error);
   if (!st && out_used != NULL) *out_used = ADR_IPC_PREFIX_SIZE + (size_t)meta;
   return st;
 }
 
-static void body_free(struct receiver* r, void* body, int64_t size) {
-  if (body == NULL) return;
-  if (r->device == NULL) free(body);
-  else (void)adr_free(r->device, body, (size_t)size, NULL, NULL);
+/* Bodies come from the reader: a host reader recycles them (the body of
+ * the batch the application released is the next one's, pages mapped and
+ * registered already); a device reader allocates with adr_alloc. */
+static void body_free(struct receiver* r, const struct adr_ipc_decoded* m, void* body) {
+  adr_ipc_reader_free_body(r->reader, m, body);
 }
 
 /* Receives the body of `m` (tag number `seq`) into *out_body (NULL for an
@@ -74,22 +74,16 @@ static int receive_body(struct receiver* r, const struct adr_ipc_decoded* m, uin
                         const uint8_t* inline_body, void** out_body, struct adr_error* error) {
   struct adr_ucx_conn* conn = r->conn;
   void* body = NULL;
-  int st = 0;
-  if (m->body_size > 0) {
-    if (r->device == NULL) {
-      if (posix_memalign(&body, 64, (size_t)m->body_alloc_size) != 0) body = NULL;
-      if (body == NULL)
-        st = adr_error_set(error, ENOMEM, "[%s][ucx] out of memory for a %lld-byte body", OP,
-                           (long long)m->body_alloc_size);
-    } else {
-      st = adr_alloc(r->device, (size_t)m->body_alloc_size, 64, NULL, &body, error);
-    }
-  }
+  int st = adr_ipc_reader_alloc_body(r->reader, m, &body, error);
   if (!st && inline_body != NULL) {
-    if (r->direct) memcpy(body, inline_body, (size_t)m->body_size);
-    else st = adr_copy(r->device, body, NULL, inline_body, (size_t)m->body_size, NULL, error);
+    if (m->body_size == 0)
+      st = 0;
+    else if (r->direct)
+      memcpy(body, inline_body, (size_t)m->body_size);
+    else
+      st = adr_copy(r->device, body, NULL, inline_body, (size_t)m->body_size, NULL, error);
     if (st) {
-      body_free(r, body, m->body_alloc_size);
+      body_free(r, m, body);
       return st;
     }
     *out_body = body;
@@ -97,27 +91,26 @@ static int receive_body(struct receiver* r, const struct adr_ipc_decoded* m, uin
   }
   struct ucx_chunk* chunks = NULL;
   size_t n = 0;
-  struct ucx_body b = {.base = body, .device = r->device, .direct = r->direct,
-                       .size = m->body_size};
+  struct ucx_body b = {
+      .base = body, .device = r->device, .direct = r->direct, .size = m->body_size};
   if (!st) st = ucx_chunks_plan(&b, false, r->chunk, &chunks, &n, error);
   uint64_t tag_base = ucx_tag(conn->local_id, UCX_KIND_BODY, r->stream, seq, 0);
   struct ucx_reqs set = {0};
-  ucp_mem_h memh = NULL;
-  if (!st && r->direct && m->body_size >= (64 << 10)) {
-    ucp_mem_map_params_t mp = {0};
-    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    mp.address = body;
-    mp.length = (size_t)m->body_size;
-    if (ucp_mem_map(conn->w->context, &mp, &memh) != UCS_OK) memh = NULL;
-  }
+  /* Bodies from a pool come back at the same addresses: the cache maps
+   * them once. Unregistered memory still works (UCX copies), so a failed
+   * registration is no error. */
+  struct ucx_reg* reg = NULL;
+  if (!st && r->direct && m->body_size >= (64 << 10) &&
+      ucx_rcache_get(conn->w->rcache, body, (size_t)m->body_size, &reg, OP, NULL) != 0)
+    reg = NULL;
+  ucp_mem_h memh = reg != NULL ? ucx_reg_memh(reg) : NULL;
   for (size_t i = 0; !st && i < n; i++)
     if (chunks[i].direct != NULL)
       st = ucx_recv(conn, tag_base | chunks[i].index, UCX_TAG_MASK_ALL, chunks[i].direct,
                     chunks[i].size, memh, &set, OP, error);
   if (!st && !r->direct && n > 0) {
     if (!r->bounce_ready) {
-      st = ucx_bounce_init(&r->bounce, conn->w, r->device, conn->opt.bounce_slots, r->chunk,
-                           error);
+      st = ucx_bounce_init(&r->bounce, conn->w, r->device, conn->opt.bounce_slots, r->chunk, error);
       r->bounce_ready = st == 0;
     }
     if (!st) st = ucx_bounce_run(conn, &r->bounce, &b, chunks, n, tag_base, false, OP, error);
@@ -125,10 +118,10 @@ static int receive_body(struct receiver* r, const struct adr_ipc_decoded* m, uin
   if (!st) st = ucx_reqs_wait(conn, &set, OP, "receiving a body", error);
   if (st && set.n > 0) ucx_conn_abort(conn, &set);
   ucx_reqs_free(&set);
-  if (memh != NULL) ucp_mem_unmap(conn->w->context, memh);
+  ucx_rcache_put(conn->w->rcache, reg);
   free(chunks);
   if (st) {
-    body_free(r, body, m->body_alloc_size);
+    body_free(r, m, body);
     return st;
   }
   *out_body = body;
@@ -182,27 +175,38 @@ static int get_next(struct ArrowDeviceArrayStream* stream, struct ArrowDeviceArr
       st = adr_error_set(&e, status, "[%s][ucx] the sender failed: %.*s", OP,
                          (int)(payload_size < 900 ? payload_size : 900), (const char*)payload);
     } else if (h[1] == UCX_CTRL_MESSAGE) {
+      bool inline_body = (h[3] & UCX_MSG_INLINE) != 0;
+      bool record = (h[3] & UCX_MSG_RECORD) != 0;
+      /* A record batch whose body came inline is whole: credit it at once,
+       * before decoding, so that the sender builds and encodes its next
+       * batch while this one is decoded and assembled (with one batch in
+       * flight, this takes the decoding off the round trip). */
+      bool credited = inline_body && record;
+      if (credited) st = send_credit(r, &e);
       struct adr_ipc_decoded m = {0};
       size_t used = 0;
-      st = decode(payload, payload_size, (int64_t)index, &m, &used, &e);
+      if (!st) st = decode(payload, payload_size, (int64_t)index, &m, &used, &e);
       if (!st && m.type != ADR_IPC_MESSAGE_RECORD_BATCH &&
           m.type != ADR_IPC_MESSAGE_DICTIONARY_BATCH)
         st = adr_error_set(&e, EPROTO, "[%s][ucx] unexpected %s message %llu", OP,
                            adr_ipc_message_type_name(m.type), (unsigned long long)index);
+      if (!st && record != (m.type == ADR_IPC_MESSAGE_RECORD_BATCH))
+        st = adr_error_set(&e, EPROTO, "[%s][ucx] message %llu: a %s flagged as %s", OP,
+                           (unsigned long long)index, adr_ipc_message_type_name(m.type),
+                           record ? "a record batch" : "a dictionary batch");
       /* An inline body is exactly what follows the metadata; otherwise
        * nothing may. */
-      bool inline_body = h[3] == 1;
-      if (!st && (inline_body ? (int64_t)(payload_size - used) != m.body_size
-                              : payload_size != used))
+      if (!st &&
+          (inline_body ? (int64_t)(payload_size - used) != m.body_size : payload_size != used))
         st = adr_error_set(&e, EPROTO,
                            "[%s][ucx] message %llu: %zu bytes after the metadata, body %lld%s", OP,
-                           (unsigned long long)index, payload_size - used,
-                           (long long)m.body_size, inline_body ? " inline" : "");
+                           (unsigned long long)index, payload_size - used, (long long)m.body_size,
+                           inline_body ? " inline" : "");
       void* body = NULL;
       if (!st) st = receive_body(r, &m, h[2], inline_body ? payload + used : NULL, &body, &e);
-      if (!st && m.type == ADR_IPC_MESSAGE_RECORD_BATCH) {
+      if (!st && m.type == ADR_IPC_MESSAGE_RECORD_BATCH && !credited) {
         st = send_credit(r, &e);
-        if (st) body_free(r, body, m.body_alloc_size);
+        if (st) body_free(r, &m, body);
       }
       /* The reader takes the body over, on success and on failure. */
       if (!st) st = adr_ipc_reader_consume(r->reader, &m, body, out, &e);
@@ -215,8 +219,8 @@ static int get_next(struct ArrowDeviceArrayStream* stream, struct ArrowDeviceArr
     if (out->array.release != NULL) adr_device_array_release(out);
     if (st == ECANCELED && atomic_load(&r->conn->cancelled)) {
       uint64_t cancel = UCX_CREDIT_CANCEL;
-      ucx_send_notice(r->conn, ucx_tag(r->conn->peer_id, UCX_KIND_CREDIT, r->stream, 0, 0),
-                      &cancel, sizeof(cancel));
+      ucx_send_notice(r->conn, ucx_tag(r->conn->peer_id, UCX_KIND_CREDIT, r->stream, 0, 0), &cancel,
+                      sizeof(cancel));
     }
     return fail(r, st, &e);
   }
@@ -267,8 +271,10 @@ int ucx_receive_stream(struct adr_ucx_conn* conn, struct adr_device* device,
   int st = ucx_conn_check(conn, OP, error);
   if (st) return st;
   if (conn->receiving)
-    return adr_error_set(error, EBUSY, "[%s][ucx] the connection's previous receive stream is "
-                         "still alive", OP);
+    return adr_error_set(error, EBUSY,
+                         "[%s][ucx] the connection's previous receive stream is "
+                         "still alive",
+                         OP);
   struct receiver* r = calloc(1, sizeof(*r));
   if (r == NULL) return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", OP);
   r->conn = conn;
@@ -277,6 +283,7 @@ int ucx_receive_stream(struct adr_ucx_conn* conn, struct adr_device* device,
   r->direct = ucx_device_direct(device);
   struct adr_ipc_reader_options ro = {.struct_size = sizeof(ro)};
   ro.validate_full = (conn->opt.flags & ADR_UCX_VALIDATE_FULL) != 0;
+  ro.recycle_bodies = true; /* host receivers: bodies reused (device ones: ignored) */
   st = adr_ipc_reader_create(device, &ro, &r->reader, error);
   if (!st)
     st = ucx_recv_any(conn, ucx_ctrl_tag(conn->local_id, r->stream, 0), UCX_TAG_MASK_ALL, &r->ctrl,

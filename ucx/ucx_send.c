@@ -25,19 +25,17 @@ struct inflight {
   struct adr_ipc_message* msgs; /* what the sends read (host copies among them) */
   size_t n_msgs;
   struct ucx_reqs reqs;
-  ucp_mem_h* memh;
-  size_t n_memh;
+  struct ucx_reg** regs; /* registrations of its buffers (the cache's) */
+  size_t n_regs;
 };
 
 static void inflight_retire(struct adr_ucx_conn* conn, struct inflight* f) {
-  for (size_t i = 0; i < f->n_memh; i++)
-    if (f->memh[i] != NULL) ucp_mem_unmap(conn->w->context, f->memh[i]);
-  free(f->memh);
-  f->memh = NULL;
-  f->n_memh = 0;
+  for (size_t i = 0; i < f->n_regs; i++) ucx_rcache_put(conn->w->rcache, f->regs[i]);
+  free(f->regs);
+  f->regs = NULL;
+  f->n_regs = 0;
+  /* The message array stays for the slot's next batch (same length). */
   for (size_t i = 0; i < f->n_msgs; i++) adr_ipc_message_release(&f->msgs[i]);
-  free(f->msgs);
-  f->msgs = NULL;
   f->n_msgs = 0;
   ucx_reqs_free(&f->reqs);
   adr_device_array_release(&f->batch);
@@ -53,34 +51,20 @@ static void send_error_notice(struct adr_ucx_conn* conn, uint32_t stream, uint64
   ucx_bytes_free(&b);
 }
 
-static int map_region(struct adr_ucx_conn* conn, void* ptr, size_t size, ucp_mem_h* out,
-                      const char* op, struct adr_error* error) {
-  ucp_mem_map_params_t mp = {0};
-  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-  mp.address = ptr;
-  mp.length = size;
-  ucs_status_t us = ucp_mem_map(conn->w->context, &mp, out);
-  if (us != UCS_OK) {
-    *out = NULL;
-    return ucx_status_error(error, op, us, "ucp_mem_map of a batch buffer");
-  }
-  return 0;
-}
-
 /* Posts the sends of a body's in-place chunks; each piece of 64 KiB or
- * more is registered once (memh[piece]). */
+ * more is registered once (regs[piece], from the registration cache). */
 static int post_direct(struct adr_ucx_conn* conn, const struct ucx_body* body,
                        const struct ucx_chunk* chunks, size_t n, uint64_t tag_base,
                        struct inflight* f, const char* op, struct adr_error* error) {
-  ucp_mem_h* memh = calloc(body->n_pieces + 1, sizeof(*memh));
-  if (memh == NULL) return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
-  /* Kept with the batch: unmapped once its sends completed. */
-  ucp_mem_h* all = realloc(f->memh, (f->n_memh + body->n_pieces + 1) * sizeof(*all));
+  struct ucx_reg** regs = calloc(body->n_pieces + 1, sizeof(*regs));
+  if (regs == NULL) return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
+  /* Kept with the batch: put back once its sends completed. */
+  struct ucx_reg** all = realloc(f->regs, (f->n_regs + body->n_pieces + 1) * sizeof(*all));
   if (all == NULL) {
-    free(memh);
+    free(regs);
     return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
   }
-  f->memh = all;
+  f->regs = all;
   int st = 0;
   size_t p = 0;
   for (size_t i = 0; st == 0 && i < n; i++) {
@@ -90,14 +74,16 @@ static int post_direct(struct adr_ucx_conn* conn, const struct ucx_body* body,
            (uint64_t)(body->pieces[p].body_offset + body->pieces[p].size) <= c->offset)
       p++;
     const struct adr_ipc_body_buffer* piece = &body->pieces[p];
-    if (memh[p] == NULL && piece->size >= (int64_t)MAP_THRESHOLD)
-      st = map_region(conn, (void*)piece->data, (size_t)piece->size, &memh[p], op, error);
+    if (regs[p] == NULL && piece->size >= (int64_t)MAP_THRESHOLD)
+      st = ucx_rcache_get(conn->w->rcache, (void*)piece->data, (size_t)piece->size, &regs[p], op,
+                          error);
     if (!st)
-      st = ucx_send(conn, tag_base | c->index, c->direct, c->size, memh[p], &f->reqs, op, error);
+      st = ucx_send(conn, tag_base | c->index, c->direct, c->size,
+                    regs[p] ? ucx_reg_memh(regs[p]) : NULL, &f->reqs, op, error);
   }
   for (size_t i = 0; i < body->n_pieces; i++)
-    if (memh[i] != NULL) f->memh[f->n_memh++] = memh[i];
-  free(memh);
+    if (regs[i] != NULL) f->regs[f->n_regs++] = regs[i];
+  free(regs);
   return st;
 }
 
@@ -178,8 +164,8 @@ static int wait_taken(struct sender* s, uint64_t sent, const char* op, struct ad
     }
     ucx_waiter_step(&w, moved);
     if (!st && ucx_waiter_expired(&w, conn->opt.timeout_ms))
-      st = adr_error_set(error, ETIMEDOUT, "[%s][ucx] the receiver did not take the last batch",
-                         op);
+      st =
+          adr_error_set(error, ETIMEDOUT, "[%s][ucx] the receiver did not take the last batch", op);
     if (!st && s->taken < sent)
       ucx_waiter_acted(&w, ucx_progress(conn->w, ucx_waiter_mode(&w, false)));
   }
@@ -194,8 +180,11 @@ static int send_message(struct sender* s, struct inflight* f, const struct adr_i
                         struct adr_error* error) {
   struct adr_ucx_conn* conn = s->conn;
   uint64_t seq = s->ctrl_seq++;
-  bool inline_body = m->body_size > 0 && m->body_size <= UCX_INLINE_BODY_MAX;
-  int st = ucx_ctrl_header(ctrl, UCX_CTRL_MESSAGE, (uint32_t)seq, inline_body, error);
+  /* An empty body counts as inline: the message is then whole too. */
+  bool inline_body = m->body_size <= UCX_INLINE_BODY_MAX;
+  uint32_t flags = (inline_body ? UCX_MSG_INLINE : 0) |
+                   (m->type == ADR_IPC_MESSAGE_RECORD_BATCH ? UCX_MSG_RECORD : 0);
+  int st = ucx_ctrl_header(ctrl, UCX_CTRL_MESSAGE, (uint32_t)seq, flags, error);
   if (!st) st = ucx_bytes_put(ctrl, m->metadata, (size_t)m->metadata_size, error);
   if (!st && inline_body) {
     /* A small body rides in the control message: one message instead of
@@ -209,20 +198,22 @@ static int send_message(struct sender* s, struct inflight* f, const struct adr_i
       const struct adr_ipc_body_buffer* piece = &m->buffers[i];
       if (piece->size == 0) continue;
       uint8_t* dst = ctrl->data + at + piece->body_offset;
-      if (ucx_device_direct(piece->device)) memcpy(dst, piece->data, (size_t)piece->size);
-      else st = adr_copy(NULL, dst, piece->device, piece->data, (size_t)piece->size, NULL, error);
+      if (ucx_device_direct(piece->device))
+        memcpy(dst, piece->data, (size_t)piece->size);
+      else
+        st = adr_copy(NULL, dst, piece->device, piece->data, (size_t)piece->size, NULL, error);
     }
   }
   if (!st)
-    st = ucx_send(conn, ucx_ctrl_tag(conn->peer_id, s->stream, seq), ctrl->data, ctrl->size,
-                  NULL, NULL, op, error);
+    st = ucx_send(conn, ucx_ctrl_tag(conn->peer_id, s->stream, seq), ctrl->data, ctrl->size, NULL,
+                  NULL, op, error);
   if (!st && inline_body) {
     stats->body_bytes += m->body_size;
     stats->bounced_bytes += m->body_size;
   }
-  if (st || m->body_size == 0 || inline_body) return st;
-  struct ucx_body body = {.pieces = m->buffers, .n_pieces = (size_t)m->n_buffers,
-                          .size = m->body_size};
+  if (st || inline_body) return st;
+  struct ucx_body body = {
+      .pieces = m->buffers, .n_pieces = (size_t)m->n_buffers, .size = m->body_size};
   struct ucx_chunk* chunks = NULL;
   size_t n = 0;
   st = ucx_chunks_plan(&body, true, conn->opt.chunk_size, &chunks, &n, error);
@@ -266,6 +257,7 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
   size_t max_inflight = conn->opt.max_inflight_batches;
   struct inflight* ring = calloc(max_inflight, sizeof(*ring));
   struct ArrowSchema schema = {0};
+  struct adr_ipc_encoder* encoder = NULL;
   struct ucx_bytes msg = {0};
   struct adr_ipc_message schema_msg = {0};
   struct ucx_bounce bounce = {0};
@@ -281,6 +273,8 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
   uint64_t chunk = conn->opt.chunk_size;
   if (!st) st = adr_ipc_encode_schema(&schema, &schema_msg, error);
   if (!st) st = adr_ipc_schema_dictionary_count(&schema, &n_dict, error);
+  /* One encoder for the stream: batches of one shape reuse the metadata. */
+  if (!st) st = adr_ipc_encoder_create(&schema, &encoder, error);
   if (st) source_failed = true;
   if (!st)
     st = ucx_ctrl_header(&msg, UCX_CTRL_SCHEMA, (uint32_t)chunk, (uint32_t)(chunk >> 32), error);
@@ -340,7 +334,7 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
     struct adr_device* dev = NULL;
     st = adr_device_array_device(&slot->batch, &dev, error);
     if (!st && slot->batch.device_type == ARROW_DEVICE_CPU) dev = NULL;
-    slot->msgs = calloc((size_t)n_dict + 1, sizeof(*slot->msgs));
+    if (slot->msgs == NULL) slot->msgs = calloc((size_t)n_dict + 1, sizeof(*slot->msgs));
     if (!st && slot->msgs == NULL) st = adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
     /* Dictionaries first (replacements, as adr's IPC stream writer does),
      * then the batch; the encoder waits for the batch's sync_event. */
@@ -356,8 +350,9 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
                         &stats, op, error);
     }
     if (!st) {
-      st = adr_ipc_encode_record_batch(&schema, &slot->batch, &slot->msgs[slot->n_msgs], error);
-      if (st) source_failed = true;
+      st = adr_ipc_encoder_record_batch(encoder, &slot->batch, &slot->msgs[slot->n_msgs], error);
+      if (st)
+        source_failed = true;
       else {
         slot->n_msgs++;
         st = send_message(&s, slot, &slot->msgs[slot->n_msgs - 1], dev, &bounce, &bounce_ready,
@@ -417,12 +412,17 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
     ucx_reqs_free(&all);
   }
   cancel_credit_recv(&s);
-  for (size_t i = 0; i < max_inflight; i++)
-    if (ring[i].used) inflight_retire(conn, &ring[i]);
-    else ucx_reqs_free(&ring[i].reqs);
+  for (size_t i = 0; i < max_inflight; i++) {
+    if (ring[i].used)
+      inflight_retire(conn, &ring[i]);
+    else
+      ucx_reqs_free(&ring[i].reqs);
+    free(ring[i].msgs);
+  }
   if (bounce_ready) ucx_bounce_release(&bounce, conn->w);
   free(ring);
   ucx_bytes_free(&msg);
+  adr_ipc_encoder_destroy(encoder);
   if (schema.release != NULL) schema.release(&schema);
   stats.direct_bytes = stats.body_bytes - stats.bounced_bytes;
   if (out_stats != NULL) {

@@ -26,6 +26,38 @@ struct benc {
   void** scratch; /* NULL-terminated list of host copies */
   int64_t n_scratch, cap_scratch;
   int64_t body;
+  /* An encoder's formats parsed by earlier batches, in the order node()
+   * asks for them (NULL without an encoder). */
+  struct adr_ipc_encoder* enc;
+  int64_t n_fmt;
+};
+
+/* A format parsed once per schema node (the order of node() calls is the
+ * schema's depth-first order). */
+struct fmt_entry {
+  const char* format;
+  struct adr_format f;
+};
+
+struct adr_ipc_encoder {
+  const struct ArrowSchema* schema;
+  struct fmt_entry* fmts;
+  int64_t n_fmts, cap_fmts;
+  /* The walk's node and variadic arrays, kept from batch to batch. */
+  struct ipc_node* nodes;
+  int64_t cap_nodes;
+  int64_t* variadic;
+  int64_t cap_variadic;
+  /* The last RecordBatch metadata written, and where its values are: a
+   * batch of the same shape (counts of nodes, buffers and variadic counts;
+   * zero or not length and body, which FlatBuffers leaves out when 0) gets
+   * a copy with the values patched in. */
+  bool have_template;
+  uint8_t* tmpl;
+  int64_t tmpl_size;
+  int64_t t_nodes, t_bufs, t_variadic;
+  bool t_length, t_body;
+  size_t at_body, at_length, at_nodes, at_bufs, at_variadic; /* in tmpl */
 };
 
 #define EFAIL(e, st, ...) adr__ipc_fail((e)->error, (st), &(e)->w, __VA_ARGS__)
@@ -198,6 +230,28 @@ static int offsets(struct benc* e, const void* buf, int w, int64_t start, int64_
 static int node(struct benc* e, const struct ArrowSchema* s, const struct ArrowArray* a,
                 int64_t start, int64_t len, int depth, bool as_dict_values);
 
+/* adr_format_parse, answered from the encoder's cache when this call's
+ * format string is the one parsed there by an earlier batch. */
+static int parse_format(struct benc* e, const char* fs, struct adr_format* out) {
+  struct adr_ipc_encoder* enc = e->enc;
+  int64_t k = e->n_fmt++;
+  if (enc != NULL && k < enc->n_fmts && enc->fmts[k].format == fs) {
+    *out = enc->fmts[k].f;
+    return 0;
+  }
+  struct adr_error ferr;
+  if (adr_format_parse(fs, out, &ferr) != 0) return EINVAL;
+  if (enc != NULL && k <= enc->n_fmts) {
+    if (k == enc->n_fmts &&
+        grow(e, (void**)&enc->fmts, &enc->cap_fmts, enc->n_fmts, sizeof(*enc->fmts)) != 0)
+      return ENOMEM;
+    enc->fmts[k].format = fs;
+    enc->fmts[k].f = *out;
+    if (k == enc->n_fmts) enc->n_fmts++;
+  }
+  return 0;
+}
+
 static int child(struct benc* e, const struct ArrowSchema* s, const struct ArrowArray* a, int64_t i,
                  int64_t start, int64_t len, int depth) {
   const struct ArrowSchema* cs = s->children[i];
@@ -222,8 +276,9 @@ static int node(struct benc* e, const struct ArrowSchema* s, const struct ArrowA
   if (!as_dict_values && s->dictionary != NULL) fs = s->format; /* indices */
   const struct ArrowSchema* vs = as_dict_values ? s->dictionary : s;
   struct adr_format f;
-  struct adr_error ferr;
-  if (adr_format_parse(fs, &f, &ferr) != 0) return EFAIL(e, EINVAL, "bad format \"%s\"", fs);
+  int pst = parse_format(e, fs, &f);
+  if (pst == ENOMEM) return ENOMEM;
+  if (pst != 0) return EFAIL(e, EINVAL, "bad format \"%s\"", fs);
   int64_t nulls = 0;
   int st = 0;
   int64_t idx = e->n_nodes;
@@ -308,7 +363,12 @@ static int node(struct benc* e, const struct ArrowSchema* s, const struct ArrowA
       /* start is logical here: a->offset + slice start. */
       const struct ArrowArray* re = a->children[0];
       struct adr_format rf;
-      if (adr_format_parse(vs->children[0]->format, &rf, &ferr) != 0 ||
+      int rst = parse_format(e, vs->children[0]->format, &rf);
+      if (rst == ENOMEM) {
+        st = ENOMEM;
+        break;
+      }
+      if (rst != 0 ||
           (rf.type != ADR_TYPE_INT16 && rf.type != ADR_TYPE_INT32 && rf.type != ADR_TYPE_INT64)) {
         st = EFAIL(e, EINVAL, "run ends must be int16, int32 or int64");
         break;
@@ -354,13 +414,56 @@ static int node(struct benc* e, const struct ArrowSchema* s, const struct ArrowA
   return st;
 }
 
+/* Fills *out from the encoder's template: its bytes with this batch's
+ * values written over the last batch's. */
+static int finish_from_template(struct benc* e, int64_t length, struct adr_ipc_message* out) {
+  struct adr_ipc_encoder* enc = e->enc;
+  uint8_t* d = malloc((size_t)enc->tmpl_size);
+  if (d == NULL) return EFAIL(e, ENOMEM, "out of memory");
+  memcpy(d, enc->tmpl, (size_t)enc->tmpl_size);
+  /* Little-endian, as fbb_put64 writes. */
+#define PUT64(at, v)                                                                 \
+  do {                                                                               \
+    uint64_t x_ = (uint64_t)(v);                                                     \
+    for (int i_ = 0; i_ < 8; i_++) d[(at) + (size_t)i_] = (uint8_t)(x_ >> (8 * i_)); \
+  } while (0)
+  if (enc->t_body) PUT64(enc->at_body, e->body);
+  if (enc->t_length) PUT64(enc->at_length, length);
+  for (int64_t i = 0; i < e->n_nodes; i++) {
+    PUT64(enc->at_nodes + 16 * (size_t)i, e->nodes[i].length);
+    PUT64(enc->at_nodes + 16 * (size_t)i + 8, e->nodes[i].null_count);
+  }
+  for (int64_t i = 0; i < e->n_bufs; i++) {
+    PUT64(enc->at_bufs + 16 * (size_t)i, e->bufs[i].body_offset);
+    PUT64(enc->at_bufs + 16 * (size_t)i + 8, e->bufs[i].size);
+  }
+  for (int64_t i = 0; i < e->n_variadic; i++)
+    PUT64(enc->at_variadic + 8 * (size_t)i, e->variadic[i]);
+#undef PUT64
+  out->metadata = d;
+  out->metadata_size = enc->tmpl_size;
+  return 0;
+}
+
+static bool template_fits(const struct benc* e, int64_t length) {
+  const struct adr_ipc_encoder* enc = e->enc;
+  return enc != NULL && enc->have_template && enc->t_nodes == e->n_nodes &&
+         enc->t_bufs == e->n_bufs && enc->t_variadic == e->n_variadic &&
+         enc->t_length == (length != 0) && enc->t_body == (e->body != 0);
+}
+
 static int finish(struct benc* e, uint8_t hdr, int64_t length, int64_t dict_id, bool delta,
                   struct adr_ipc_message* out) {
+  if (hdr == IPC_HDR_RECORD_BATCH && template_fits(e, length)) {
+    int st = finish_from_template(e, length, out);
+    if (st) return st;
+    goto done;
+  }
   struct fbb b;
   fbb_init(&b);
   fbb_start(&b);
-  size_t hslot;
-  adr__ipc_message_begin(&b, hdr, e->body, &hslot);
+  size_t hslot, body_slot, nodes_at, bufs_at, variadic_at = 0;
+  adr__ipc_message_begin(&b, hdr, e->body, &hslot, &body_slot);
   size_t rb_slot = hslot;
   if (hdr == IPC_HDR_DICTIONARY_BATCH) {
     struct fbb_table d;
@@ -378,13 +481,16 @@ static int finish(struct benc* e, uint8_t hdr, int64_t length, int64_t dict_id, 
   fbb_table_offset(&t, 2);
   if (e->n_variadic > 0) fbb_table_offset(&t, 4);
   fbb_patch(&b, rb_slot, fbb_table_end(&b, &t));
+  size_t t_length_slot = length != 0 ? t.pos[0] : 0;
   size_t v = fbb_vector(&b, (size_t)e->n_nodes, 16);
   for (int64_t i = 0; i < e->n_nodes; i++) {
     fbb_put64(&b, v + 4 + 16 * (size_t)i, (uint64_t)e->nodes[i].length);
     fbb_put64(&b, v + 12 + 16 * (size_t)i, (uint64_t)e->nodes[i].null_count);
   }
   fbb_patch(&b, t.pos[1], v);
+  nodes_at = v + 4;
   v = fbb_vector(&b, (size_t)e->n_bufs, 16);
+  bufs_at = v + 4;
   for (int64_t i = 0; i < e->n_bufs; i++) {
     fbb_put64(&b, v + 4 + 16 * (size_t)i, (uint64_t)e->bufs[i].body_offset);
     fbb_put64(&b, v + 12 + 16 * (size_t)i, (uint64_t)e->bufs[i].size);
@@ -392,6 +498,7 @@ static int finish(struct benc* e, uint8_t hdr, int64_t length, int64_t dict_id, 
   fbb_patch(&b, t.pos[2], v);
   if (e->n_variadic > 0) {
     v = fbb_vector(&b, (size_t)e->n_variadic, 8);
+    variadic_at = v + 4;
     for (int64_t i = 0; i < e->n_variadic; i++)
       fbb_put64(&b, v + 4 + 8 * (size_t)i, (uint64_t)e->variadic[i]);
     fbb_patch(&b, t.pos[4], v);
@@ -399,6 +506,29 @@ static int finish(struct benc* e, uint8_t hdr, int64_t length, int64_t dict_id, 
   int st = adr__ipc_encapsulate(&b, e->w.op, &out->metadata, &out->metadata_size, e->error);
   fbb_free(&b);
   if (st) return st;
+  struct adr_ipc_encoder* enc = e->enc;
+  if (hdr == IPC_HDR_RECORD_BATCH && enc != NULL) {
+    /* The next batch of this shape starts from these bytes (positions in
+     * the encapsulated message: after the 8-byte prefix). */
+    uint8_t* keep = realloc(enc->tmpl, (size_t)out->metadata_size);
+    enc->have_template = keep != NULL;
+    if (keep != NULL) {
+      enc->tmpl = keep;
+      memcpy(keep, out->metadata, (size_t)out->metadata_size);
+      enc->tmpl_size = out->metadata_size;
+      enc->t_nodes = e->n_nodes;
+      enc->t_bufs = e->n_bufs;
+      enc->t_variadic = e->n_variadic;
+      enc->t_length = length != 0;
+      enc->t_body = e->body != 0;
+      enc->at_body = 8 + body_slot;
+      enc->at_length = 8 + t_length_slot;
+      enc->at_nodes = 8 + nodes_at;
+      enc->at_bufs = 8 + bufs_at;
+      enc->at_variadic = 8 + variadic_at;
+    }
+  }
+done:
   out->struct_size = sizeof(*out);
   out->type =
       hdr == IPC_HDR_RECORD_BATCH ? ADR_IPC_MESSAGE_RECORD_BATCH : ADR_IPC_MESSAGE_DICTIONARY_BATCH;
@@ -414,9 +544,17 @@ static int finish(struct benc* e, uint8_t hdr, int64_t length, int64_t dict_id, 
 }
 
 static void benc_free(struct benc* e) {
-  free(e->nodes);
+  if (e->enc != NULL) {
+    /* The encoder keeps the arrays (and what they grew to). */
+    e->enc->nodes = e->nodes;
+    e->enc->cap_nodes = e->cap_nodes;
+    e->enc->variadic = e->variadic;
+    e->enc->cap_variadic = e->cap_variadic;
+  } else {
+    free(e->nodes);
+    free(e->variadic);
+  }
   free(e->bufs);
-  free(e->variadic);
   if (e->scratch != NULL)
     for (int64_t i = 0; i < e->n_scratch; i++) free(e->scratch[i]);
   free(e->scratch);
@@ -441,11 +579,18 @@ static int begin(struct benc* e, const struct ArrowSchema* schema,
   return adr_device_array_wait(array, NULL, e->error);
 }
 
-int adr_ipc_encode_record_batch(const struct ArrowSchema* schema,
-                                const struct ArrowDeviceArray* array, struct adr_ipc_message* out,
-                                struct adr_error* error) {
-  struct benc e = {.error = error};
-  e.w.op = "adr_ipc_encode_record_batch";
+static int encode_record_batch(struct adr_ipc_encoder* enc, const char* op,
+                               const struct ArrowSchema* schema,
+                               const struct ArrowDeviceArray* array, struct adr_ipc_message* out,
+                               struct adr_error* error) {
+  struct benc e = {.error = error, .enc = enc};
+  if (enc != NULL) {
+    e.nodes = enc->nodes;
+    e.cap_nodes = enc->cap_nodes;
+    e.variadic = enc->variadic;
+    e.cap_variadic = enc->cap_variadic;
+  }
+  e.w.op = op;
   e.w.message = -1;
   adr__path_root(&e.w.path);
   int st = begin(&e, schema, array, out);
@@ -464,6 +609,48 @@ int adr_ipc_encode_record_batch(const struct ArrowSchema* schema,
   if (st == 0) st = finish(&e, IPC_HDR_RECORD_BATCH, a->length, -1, false, out);
   benc_free(&e);
   return st;
+}
+
+int adr_ipc_encode_record_batch(const struct ArrowSchema* schema,
+                                const struct ArrowDeviceArray* array, struct adr_ipc_message* out,
+                                struct adr_error* error) {
+  return encode_record_batch(NULL, "adr_ipc_encode_record_batch", schema, array, out, error);
+}
+
+int adr_ipc_encoder_create(const struct ArrowSchema* schema, struct adr_ipc_encoder** out,
+                           struct adr_error* error) {
+  const char* op = "adr_ipc_encoder_create";
+  if (out == NULL) return adr__errorf(error, EINVAL, op, NULL, "out is NULL");
+  *out = NULL;
+  if (schema == NULL || schema->release == NULL || schema->format == NULL ||
+      strcmp(schema->format, "+s") != 0)
+    return adr__errorf(error, EINVAL, op, NULL,
+                       "the schema of a batch must be a live struct (\"+s\")");
+  struct adr_ipc_encoder* enc = calloc(1, sizeof(*enc));
+  if (enc == NULL) return adr__errorf(error, ENOMEM, op, NULL, "out of memory");
+  enc->schema = schema;
+  *out = enc;
+  return 0;
+}
+
+void adr_ipc_encoder_destroy(struct adr_ipc_encoder* encoder) {
+  if (encoder == NULL) return;
+  free(encoder->fmts);
+  free(encoder->nodes);
+  free(encoder->variadic);
+  free(encoder->tmpl);
+  free(encoder);
+}
+
+int adr_ipc_encoder_record_batch(struct adr_ipc_encoder* encoder,
+                                 const struct ArrowDeviceArray* array, struct adr_ipc_message* out,
+                                 struct adr_error* error) {
+  const char* op = "adr_ipc_encoder_record_batch";
+  if (encoder == NULL) {
+    if (out != NULL) memset(out, 0, sizeof(*out));
+    return adr__errorf(error, EINVAL, op, NULL, "encoder is NULL");
+  }
+  return encode_record_batch(encoder, op, encoder->schema, array, out, error);
 }
 
 /* Finds the array node of dictionary field k, walking like the schema. */

@@ -76,12 +76,12 @@ int adr__ipc_schema_decode(const struct adr_ipc_decoded* message, const char* op
 int adr__ipc_encapsulate(const struct fbb* b, const char* op, uint8_t** out, int64_t* out_size,
                          struct adr_error* error);
 
-/* The Message table around a header already written: fbb_start must have
- * been called; writes Message with header type `hdr` whose table is
- * written by `write_header(b, ctx)` (returns its position), and patches
- * the root. */
+/* The Message table: fbb_start must have been called; writes Message
+ * with header type `hdr` and patches the root. *out_header_slot receives
+ * the slot of the header table's offset, *out_body_slot (may be NULL) the
+ * position of bodyLength (0 when body_length is 0: not written). */
 size_t adr__ipc_message_begin(struct fbb* b, uint8_t hdr, int64_t body_length,
-                              size_t* out_header_slot);
+                              size_t* out_header_slot, size_t* out_body_slot);
 
 /* Dictionary walk: the k-th dictionary-encoded schema node (depth-first,
  * adr_ipc_encode_schema's order). Returns NULL past the end; *count

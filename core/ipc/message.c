@@ -85,7 +85,7 @@ int adr_ipc_decode_prefix(const uint8_t prefix[ADR_IPC_PREFIX_SIZE], int64_t mes
 }
 
 size_t adr__ipc_message_begin(struct fbb* b, uint8_t hdr, int64_t body_length,
-                              size_t* out_header_slot) {
+                              size_t* out_header_slot, size_t* out_body_slot) {
   struct fbb_table t;
   fbb_table_begin(&t);
   fbb_table_scalar(&t, 0, 2, IPC_VERSION_V5);
@@ -95,6 +95,7 @@ size_t adr__ipc_message_begin(struct fbb* b, uint8_t hdr, int64_t body_length,
   size_t pos = fbb_table_end(b, &t);
   fbb_patch(b, 0, pos);
   *out_header_slot = t.pos[2];
+  if (out_body_slot != NULL) *out_body_slot = body_length != 0 ? t.pos[3] : 0;
   return pos;
 }
 
@@ -138,9 +139,8 @@ void adr_ipc_decoded_release(struct adr_ipc_decoded* message) {
   if (message == NULL) return;
   struct ipc_decoded_priv* p = message->private_data;
   if (p != NULL) {
-    /* The metadata lives in p's block, buffers and variadic counts in
-     * nodes' (adr_ipc_decode_message). */
-    free(p->nodes);
+    /* The metadata, and the nodes, buffers and variadic counts, live in
+     * p's block (adr_ipc_decode_message). */
     free(p);
   }
   memset(message, 0, sizeof(*message));
@@ -153,8 +153,9 @@ static int decode_batch(struct fbr* r, const struct fbr_table* rb, struct ipc_de
   m->length = (int64_t)fbr_scalar(r, rb, 0, 8, 0);
   if (fbr_has(r, rb, 3))
     return adr__ipc_fail(error, ENOTSUP, w, "compressed bodies (LZ4_FRAME/ZSTD) are not supported");
-  /* Nodes, buffers and variadic counts in one block (p->nodes owns it):
-   * one allocation per message. */
+  /* Nodes, buffers and variadic counts go to the room reserved after the
+   * metadata's copy: each takes as many bytes as its FlatBuffer vector
+   * (16, 16 and 8 per entry), so they fit in metadata_size bytes. */
   uint32_t nf = 0, nc = 0, bf = 0, bc = 0, vf = 0, vc = 0;
   (void)fbr_vector(r, rb, 1, 16, &nf, &nc);
   (void)fbr_vector(r, rb, 2, 16, &bf, &bc);
@@ -162,8 +163,10 @@ static int decode_batch(struct fbr* r, const struct fbr_table* rb, struct ipc_de
   if (r->bad) return adr__ipc_fail(error, EINVAL, w, "malformed flatbuffer: %s", r->why);
   size_t bytes = (size_t)nc * sizeof(*p->nodes) + (size_t)bc * sizeof(*p->buffers) +
                  (size_t)vc * sizeof(*p->variadic);
-  p->nodes = malloc(bytes ? bytes : 1);
-  if (p->nodes == NULL) return adr__ipc_fail(error, ENOMEM, w, "out of memory");
+  if (bytes > p->metadata_size)
+    return adr__ipc_fail(error, EINVAL, w,
+                         "malformed flatbuffer: vectors larger than the metadata");
+  p->nodes = (struct ipc_node*)(p->metadata + (p->metadata_size + 7) / 8 * 8);
   p->buffers = (struct adr_ipc_buffer_layout*)(p->nodes + nc);
   p->variadic = (int64_t*)(p->buffers + bc);
   p->n_nodes = nc;
@@ -217,8 +220,10 @@ int adr_ipc_decode_message(const void* metadata, size_t metadata_size, int64_t m
   if (metadata == NULL || metadata_size > ADR_IPC_MAX_METADATA_SIZE)
     return adr__ipc_fail(error, EINVAL, &w, "metadata is NULL or larger than %d bytes",
                          ADR_IPC_MAX_METADATA_SIZE);
-  /* The private part and the metadata's copy in one block. */
-  struct ipc_decoded_priv* p = malloc(sizeof(*p) + (metadata_size ? metadata_size : 1));
+  /* One block: the private part, the metadata's copy, and room for the
+   * nodes, buffers and variadic counts decode_batch reads out of it. */
+  size_t room = (metadata_size + 7) / 8 * 8;
+  struct ipc_decoded_priv* p = malloc(sizeof(*p) + 2 * room + 8);
   if (p == NULL) return adr__ipc_fail(error, ENOMEM, &w, "out of memory");
   memset(p, 0, sizeof(*p));
   p->metadata = (uint8_t*)(p + 1);

@@ -146,24 +146,49 @@ static void body_unref(struct ipc_body* b) {
   free(b);
 }
 
+/* A tree's nodes come from an arena in the tree's own allocation (one
+ * allocation per tree, not four per node): a node released before the
+ * others leaves its bytes there, and the last node released frees the
+ * tree and the arena with it. Nodes that do not fit (and those of a tree
+ * made without an arena) are allocated on their own. */
 struct ipc_tree {
   atomic_long nodes;
   int64_t n_bodies, cap_bodies;
   struct ipc_body** bodies;
+  struct ipc_body* body_slots[4]; /* `bodies` until more are needed */
+  size_t arena_used, arena_cap;
+  _Alignas(16) unsigned char arena[];
 };
+
+/* A tree with `arena` bytes for its nodes; its node count starts at 1,
+ * held by the caller (tree_unref). */
+static struct ipc_tree* tree_new(size_t arena) {
+  struct ipc_tree* t = malloc(sizeof(*t) + arena);
+  if (t == NULL) return NULL;
+  memset(t, 0, sizeof(*t));
+  atomic_init(&t->nodes, 1);
+  t->arena_cap = arena;
+  return t;
+}
 
 static void tree_unref(struct ipc_tree* t) {
   if (atomic_fetch_sub(&t->nodes, 1) != 1) return;
   for (int64_t i = 0; i < t->n_bodies; i++) body_unref(t->bodies[i]);
-  free(t->bodies);
+  if (t->bodies != t->body_slots) free(t->bodies);
   free(t);
 }
 
 static int tree_add_body(struct ipc_tree* t, struct ipc_body* b) {
+  if (t->cap_bodies == 0) {
+    t->bodies = t->body_slots;
+    t->cap_bodies = (int64_t)(sizeof(t->body_slots) / sizeof(t->body_slots[0]));
+  }
   if (t->n_bodies == t->cap_bodies) {
-    int64_t cap = t->cap_bodies ? 2 * t->cap_bodies : 4;
-    struct ipc_body** n = realloc(t->bodies, (size_t)cap * sizeof(*n));
+    int64_t cap = 2 * t->cap_bodies;
+    struct ipc_body** n = malloc((size_t)cap * sizeof(*n));
     if (n == NULL) return ENOMEM;
+    memcpy(n, t->bodies, (size_t)t->n_bodies * sizeof(*n));
+    if (t->bodies != t->body_slots) free(t->bodies);
     t->bodies = n;
     t->cap_bodies = cap;
   }
@@ -172,25 +197,24 @@ static int tree_add_body(struct ipc_tree* t, struct ipc_body* b) {
   return 0;
 }
 
+/* A node's private part, its buffer pointers, child pointers and children
+ * in one block. */
 struct anode {
   struct ipc_tree* tree;
-  const void** buffers;
-  struct ArrowArray** child_ptrs;
-  struct ArrowArray* children;
+  bool in_arena;
   struct ArrowArray dictionary;
+  _Alignas(16) unsigned char tail[];
 };
 
 static void anode_release(struct ArrowArray* a) {
   if (a == NULL || a->release == NULL) return;
   struct anode* p = a->private_data;
+  struct ArrowArray* children = (struct ArrowArray*)p->tail;
   for (int64_t i = 0; i < a->n_children; i++)
-    if (p->children[i].release != NULL) p->children[i].release(&p->children[i]);
+    if (children[i].release != NULL) children[i].release(&children[i]);
   if (p->dictionary.release != NULL) p->dictionary.release(&p->dictionary);
   struct ipc_tree* t = p->tree;
-  free(p->buffers);
-  free(p->child_ptrs);
-  free(p->children);
-  free(p);
+  if (!p->in_arena) free(p);
   a->release = NULL;
   a->private_data = NULL;
   tree_unref(t);
@@ -199,26 +223,33 @@ static void anode_release(struct ArrowArray* a) {
 /* A node with n_buffers NULL buffers and n_children released children. */
 static int anode_init(struct ipc_tree* t, struct ArrowArray* out, int64_t n_buffers,
                       int64_t n_children) {
-  struct anode* p = calloc(1, sizeof(*p));
-  if (p == NULL) return ENOMEM;
-  p->buffers = calloc((size_t)(n_buffers ? n_buffers : 1), sizeof(void*));
-  p->child_ptrs = calloc((size_t)(n_children ? n_children : 1), sizeof(void*));
-  p->children = calloc((size_t)(n_children ? n_children : 1), sizeof(struct ArrowArray));
-  if (p->buffers == NULL || p->child_ptrs == NULL || p->children == NULL) {
-    free(p->buffers);
-    free(p->child_ptrs);
-    free(p->children);
-    free(p);
+  if (n_buffers < 0 || n_children < 0 || n_buffers > (1 << 20) || n_children > (1 << 20))
     return ENOMEM;
+  size_t nb = (size_t)n_buffers, nc = (size_t)n_children;
+  size_t kids = nc * sizeof(struct ArrowArray);
+  size_t size = sizeof(struct anode) + kids + nc * sizeof(void*) + nb * sizeof(void*);
+  size = (size + 15) & ~(size_t)15;
+  struct anode* p;
+  if (t->arena_cap - t->arena_used >= size) {
+    p = (struct anode*)(t->arena + t->arena_used);
+    t->arena_used += size;
+    memset(p, 0, size);
+    p->in_arena = true;
+  } else {
+    p = calloc(1, size);
+    if (p == NULL) return ENOMEM;
   }
-  for (int64_t i = 0; i < n_children; i++) p->child_ptrs[i] = &p->children[i];
+  struct ArrowArray* children = (struct ArrowArray*)p->tail;
+  struct ArrowArray** child_ptrs = (struct ArrowArray**)(p->tail + kids);
+  const void** buffers = (const void**)(child_ptrs + nc);
+  for (size_t i = 0; i < nc; i++) child_ptrs[i] = &children[i];
   p->tree = t;
   atomic_fetch_add(&t->nodes, 1);
   memset(out, 0, sizeof(*out));
   out->n_buffers = n_buffers;
   out->n_children = n_children;
-  out->buffers = p->buffers;
-  out->children = p->child_ptrs;
+  out->buffers = buffers;
+  out->children = child_ptrs;
   out->release = anode_release;
   out->private_data = p;
   return 0;
@@ -261,6 +292,11 @@ int adr_ipc_reader_create(struct adr_device* device, const struct adr_ipc_reader
   if (r == NULL) return adr__errorf(error, ENOMEM, op, NULL, "out of memory");
   r->device = device;
   r->validate_full = options ? options->validate_full : true;
+  if (device == NULL && options != NULL && options->recycle_bodies &&
+      adr__ipc_recycler_new(&r->rec) != 0) {
+    free(r);
+    return adr__errorf(error, ENOMEM, op, NULL, "out of memory");
+  }
   *out = r;
   return 0;
 }
@@ -299,6 +335,37 @@ static void reader_free_body(const struct adr_ipc_reader* r, struct adr_device* 
     adr__ipc_recycler_put(r->rec, body);
   else
     free_mem(dev, body, size);
+}
+
+int adr_ipc_reader_alloc_body(struct adr_ipc_reader* reader, const struct adr_ipc_decoded* message,
+                              void** out, struct adr_error* error) {
+  const char* op = "adr_ipc_reader_alloc_body";
+  if (out == NULL) return adr__errorf(error, EINVAL, op, NULL, "out is NULL");
+  *out = NULL;
+  if (reader == NULL || message == NULL || message->body_alloc_size < 0)
+    return adr__errorf(error, EINVAL, op, NULL, "reader or message is NULL");
+  if (message->body_size == 0) return 0;
+  size_t size = (size_t)message->body_alloc_size;
+  void* body = NULL;
+  if (reader->device != NULL) {
+    struct adr_error err;
+    int st = adr_alloc(reader->device, size, 64, NULL, &body, &err);
+    if (st) return adr__errorf(error, st, op, NULL, "a %zu-byte body: %s", size, err.message);
+  } else if (reader->rec != NULL) {
+    body = adr__ipc_recycler_get(reader->rec, size);
+  } else if (posix_memalign(&body, 64, size) != 0) {
+    body = NULL;
+  }
+  if (body == NULL)
+    return adr__errorf(error, ENOMEM, op, NULL, "out of memory for a %zu-byte body", size);
+  *out = body;
+  return 0;
+}
+
+void adr_ipc_reader_free_body(struct adr_ipc_reader* reader, const struct adr_ipc_decoded* message,
+                              void* body) {
+  if (reader == NULL || message == NULL || body == NULL) return;
+  reader_free_body(reader, reader->device, body, (size_t)message->body_alloc_size);
 }
 
 const struct ArrowSchema* adr_ipc_reader_schema(const struct adr_ipc_reader* reader) {
@@ -717,9 +784,8 @@ static int apply_delta(struct asmb* A, int64_t k, const struct ArrowSchema* fiel
   const char* step = "assembling the dictionary";
   int st = 0;
   struct asmb B = *A;
-  B.tree = calloc(1, sizeof(*B.tree));
+  B.tree = tree_new(0);
   if (B.tree == NULL) return AFAIL(A, ENOMEM, "out of memory");
-  atomic_init(&B.tree->nodes, 1);
   B.lay = &d->layout;
   B.n_buffers = d->n_buffers;
   B.base = d->base;
@@ -849,12 +915,11 @@ int adr_ipc_reader_consume(struct adr_ipc_reader* reader, const struct adr_ipc_d
     char label[48];
     snprintf(label, sizeof(label), "<dictionary %lld>", (long long)message->dictionary_id);
     adr__ipc_path_push(&A.w.path, label, 0);
-    A.tree = calloc(1, sizeof(*A.tree));
+    A.tree = tree_new(0); /* its one node count held by this function */
     if (A.tree == NULL) {
       body_unref(b);
       return AFAIL(&A, ENOMEM, "out of memory");
     }
-    atomic_init(&A.tree->nodes, 1); /* held by this function */
     struct ArrowArray tmp;
     memset(&tmp, 0, sizeof(tmp));
     st = tree_add_body(A.tree, b) ? AFAIL(&A, ENOMEM, "out of memory") : 0;
@@ -909,12 +974,18 @@ int adr_ipc_reader_consume(struct adr_ipc_reader* reader, const struct adr_ipc_d
 
   /* Record batch. */
   const struct ArrowSchema* schema = &reader->schema;
-  A.tree = calloc(1, sizeof(*A.tree));
+  /* Room for the root and, typically, every node of the batch (a node: its
+   * private part, three buffers and its place in its parent). */
+  const struct ipc_decoded_priv* lay = message->private_data;
+  size_t arena = sizeof(struct anode) +
+                 (size_t)schema->n_children * (sizeof(struct ArrowArray) + 8) + 8 +
+                 (size_t)(lay->n_nodes < 4096 ? lay->n_nodes : 4096) *
+                     (sizeof(struct anode) + sizeof(struct ArrowArray) + 48);
+  A.tree = tree_new(arena);
   if (A.tree == NULL) {
     body_unref(b);
     return AFAIL(&A, ENOMEM, "out of memory");
   }
-  atomic_init(&A.tree->nodes, 1);
   st = tree_add_body(A.tree, b) ? AFAIL(&A, ENOMEM, "out of memory") : 0;
   body_unref(b); /* the tree holds it (or it is gone) */
   struct ArrowArray root;

@@ -387,7 +387,7 @@ int adr_ipc_encode_schema(const struct ArrowSchema* schema, struct adr_ipc_messa
   fbb_start(&b);
   e.b = &b;
   size_t hslot;
-  adr__ipc_message_begin(&b, IPC_HDR_SCHEMA, 0, &hslot);
+  adr__ipc_message_begin(&b, IPC_HDR_SCHEMA, 0, &hslot, NULL);
   struct fbb_table t;
   fbb_table_begin(&t);
   fbb_table_offset(&t, 1);

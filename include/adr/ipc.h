@@ -169,6 +169,34 @@ ADR_API int adr_ipc_encode_record_batch(const struct ArrowSchema* schema,
                                         const struct ArrowDeviceArray* array,
                                         struct adr_ipc_message* out, struct adr_error* error);
 
+/* A RecordBatch encoder for the batches of one stream. A stream's batches
+ * usually have the same shape (the same numbers of field nodes, buffers
+ * and variadic counts, and zero or not the same length and body): the
+ * encoder keeps the last batch's metadata and, for a batch of the same
+ * shape, copies it with the new lengths, null counts, buffer offsets and
+ * sizes written in, instead of building the FlatBuffer again; it also
+ * keeps the schema's parsed formats and its work arrays. The messages are
+ * byte for byte those of adr_ipc_encode_record_batch.
+ *
+ * `schema` (a struct, as for adr_ipc_encode_record_batch) is not copied:
+ * it must stay alive and unchanged until the encoder is destroyed. One
+ * thread at a time; the messages it returns are the caller's, independent
+ * of the encoder (release them with adr_ipc_message_release, before or
+ * after adr_ipc_encoder_destroy). EINVAL for a NULL, released or
+ * non-struct schema. */
+struct adr_ipc_encoder;
+ADR_API int adr_ipc_encoder_create(const struct ArrowSchema* schema, struct adr_ipc_encoder** out,
+                                   struct adr_error* error);
+
+/* Frees the encoder. NULL is a no-op. */
+ADR_API void adr_ipc_encoder_destroy(struct adr_ipc_encoder* encoder);
+
+/* adr_ipc_encode_record_batch of `array` with the encoder's schema: the
+ * same checks, ownership and errors. */
+ADR_API int adr_ipc_encoder_record_batch(struct adr_ipc_encoder* encoder,
+                                         const struct ArrowDeviceArray* array,
+                                         struct adr_ipc_message* out, struct adr_error* error);
+
 /* Encodes the DictionaryBatch message (isDelta false) holding the whole
  * dictionary of dictionary id `id` (see adr_ipc_encode_schema) of `array`,
  * with the same rules as adr_ipc_encode_record_batch. A dictionary-encoded
@@ -270,7 +298,14 @@ struct adr_ipc_reader_options {
    * structural checks (buffer sizes against lengths), which are always
    * made. */
   bool validate_full;
-  uint8_t reserved8[7];
+  /* Host readers (device NULL): keep the body of a released batch for the
+   * next message of a similar size (between half of it and all of it), so
+   * a stream of similar batches receives into pages already mapped. Every
+   * body given to this reader must then come from
+   * adr_ipc_reader_alloc_body. Ignored for device readers (adr_alloc's
+   * pools recycle). Default false. */
+  bool recycle_bodies;
+  uint8_t reserved8[6];
   int64_t reserved[4];
 };
 
@@ -280,6 +315,21 @@ struct adr_ipc_reader_options {
 ADR_API int adr_ipc_reader_create(struct adr_device* device,
                                   const struct adr_ipc_reader_options* options,
                                   struct adr_ipc_reader** out, struct adr_error* error);
+
+/* Allocates the body of `message` for adr_ipc_reader_consume:
+ * message->body_alloc_size bytes, 64-byte aligned, on the reader's device
+ * (adr_alloc), or host memory (posix_memalign; a recycled body with
+ * options.recycle_bodies). *out is NULL when body_size is 0. The caller
+ * owns it until it passes it to adr_ipc_reader_consume, or frees it with
+ * adr_ipc_reader_free_body. ENOMEM, or the device's allocation error. */
+ADR_API int adr_ipc_reader_alloc_body(struct adr_ipc_reader* reader,
+                                      const struct adr_ipc_decoded* message, void** out,
+                                      struct adr_error* error);
+
+/* Frees a body from adr_ipc_reader_alloc_body that was not consumed. NULL
+ * is a no-op. */
+ADR_API void adr_ipc_reader_free_body(struct adr_ipc_reader* reader,
+                                      const struct adr_ipc_decoded* message, void* body);
 
 /* Frees the reader and its references to dictionaries (batches already
  * handed out keep theirs). NULL is a no-op. */
