@@ -172,33 +172,6 @@ static int validity(struct benc* e, const struct ArrowArray* a, int64_t start, i
   return bitmap(e, v, start, len, false, nulls, true);
 }
 
-static int64_t load_off(const void* p, int w, int64_t i) {
-  if (w == 2) {
-    int16_t v;
-    memcpy(&v, (const uint8_t*)p + 2 * i, 2);
-    return v;
-  }
-  if (w == 4) {
-    int32_t v;
-    memcpy(&v, (const uint8_t*)p + 4 * i, 4);
-    return v;
-  }
-  int64_t v;
-  memcpy(&v, (const uint8_t*)p + 8 * i, 8);
-  return v;
-}
-static void store_off(void* p, int w, int64_t i, int64_t v) {
-  if (w == 2) {
-    int16_t x = (int16_t)v;
-    memcpy((uint8_t*)p + 2 * i, &x, 2);
-  } else if (w == 4) {
-    int32_t x = (int32_t)v;
-    memcpy((uint8_t*)p + 4 * i, &x, 4);
-  } else {
-    memcpy((uint8_t*)p + 8 * i, &v, 8);
-  }
-}
-
 /* Offsets [start, start + len] (len + 1 entries of width w), rebased to 0
  * when they do not start there; *lo and *hi receive the first and last. */
 static int offsets(struct benc* e, const void* buf, int w, int64_t start, int64_t len, int64_t* lo,
@@ -212,8 +185,8 @@ static int offsets(struct benc* e, const void* buf, int w, int64_t start, int64_
   int st = fetch(e, two, base, (size_t)w);
   if (st == 0) st = fetch(e, two + 8, base + (size_t)len * (size_t)w, (size_t)w);
   if (st) return st;
-  *lo = load_off(two, w, 0);
-  *hi = load_off(two + 8, w, 0);
+  *lo = adr__int_load(two, w, 0);
+  *hi = adr__int_load(two + 8, w, 0);
   if (*lo < 0 || *hi < *lo)
     return EFAIL(e, EINVAL, "offsets [%lld, %lld] at %lld are not increasing", (long long)*lo,
                  (long long)*hi, (long long)start);
@@ -223,7 +196,7 @@ static int offsets(struct benc* e, const void* buf, int w, int64_t start, int64_
   if (h == NULL) return ENOMEM;
   st = fetch(e, h, base, size);
   if (st) return st;
-  for (int64_t i = 0; i <= len; i++) store_off(h, w, i, load_off(h, w, i) - *lo);
+  for (int64_t i = 0; i <= len; i++) adr__int_store(h, w, i, adr__int_load(h, w, i) - *lo);
   return add_buffer(e, NULL, h, (int64_t)size);
 }
 
@@ -380,11 +353,11 @@ static int node(struct benc* e, const struct ArrowSchema* s, const struct ArrowA
                 : ENOMEM;
       if (st) break;
       int64_t i0 = 0;
-      while (i0 < nr && load_off(ends, w, i0) <= start) i0++;
+      while (i0 < nr && adr__int_load(ends, w, i0) <= start) i0++;
       int64_t i1 = i0;
       int64_t nrun = 0;
       if (len > 0) {
-        while (i1 < nr && load_off(ends, w, i1) < start + len) i1++;
+        while (i1 < nr && adr__int_load(ends, w, i1) < start + len) i1++;
         if (i1 >= nr) {
           st = EFAIL(e, EINVAL, "run ends do not cover [%lld, %lld)", (long long)start,
                      (long long)(start + len));
@@ -398,8 +371,8 @@ static int node(struct benc* e, const struct ArrowSchema* s, const struct ArrowA
         break;
       }
       for (int64_t k = 0; k < nrun; k++) {
-        int64_t v = load_off(ends, w, i0 + k) - start;
-        store_off(out, w, k, v > len ? len : v);
+        int64_t v = adr__int_load(ends, w, i0 + k) - start;
+        adr__int_store(out, w, k, v > len ? len : v);
       }
       size_t mark = adr__ipc_path_push(&e->w.path, vs->children[0]->name, 0);
       st = add_node(e, nrun, 0);
