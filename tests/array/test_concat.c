@@ -98,9 +98,51 @@ static void test_every_cut(void** state) {
   assert_true(cases >= (int)test_case_count - 3);
 }
 
+/* Results that would not fit their type are EOVERFLOW, found before any
+ * data is copied (so the arrays here need no real data buffers). */
+static void test_overflow(void** state) {
+  (void)state;
+  struct adr_error err;
+  struct ArrowArray out;
+  /* utf8: 1.5e9 bytes twice pass 32-bit offsets; large_utf8 is fine. */
+  struct ArrowSchema s;
+  ASSERT_OK(adr_schema_init(&s, "u", "s", 0, 0, &err), &err);
+  int32_t offs[2] = {0, 1500000000};
+  const void* bufs[3] = {NULL, offs, ""};
+  struct ArrowArray big = {.length = 1, .n_buffers = 3, .buffers = bufs, .release = keep_release};
+  const struct ArrowArray* two[2] = {&big, &big};
+  assert_int_equal(adr__array_concat_host("test", &s, two, 2, &out, &err), EOVERFLOW);
+  assert_non_null(strstr(err.message, "offsets past 2^31 - 1"));
+  assert_null(out.release);
+  s.release(&s);
+  /* run-end encoded with int16 run ends: two arrays of 20000 rows. */
+  ASSERT_OK(adr_schema_init(&s, "+r", "r", 0, 2, &err), &err);
+  ASSERT_OK(adr_schema_init(s.children[0], "s", "run_ends", 0, 0, &err), &err);
+  ASSERT_OK(adr_schema_init(s.children[1], "i", "values", 0, 0, &err), &err);
+  int16_t ends[1] = {20000};
+  int32_t vals[1] = {7};
+  const void* rb[2] = {NULL, ends};
+  const void* vb[2] = {NULL, vals};
+  struct ArrowArray re = {.length = 1, .n_buffers = 2, .buffers = rb, .release = keep_release};
+  struct ArrowArray va = {.length = 1, .n_buffers = 2, .buffers = vb, .release = keep_release};
+  struct ArrowArray* kids[2] = {&re, &va};
+  struct ArrowArray ree = {
+      .length = 20000, .n_children = 2, .children = kids, .release = keep_release};
+  const struct ArrowArray* pair[2] = {&ree, &ree};
+  assert_int_equal(adr__array_concat_host("test", &s, pair, 2, &out, &err), EOVERFLOW);
+  assert_non_null(strstr(err.message, "run ends"));
+  assert_null(out.release);
+  /* One of them fits. */
+  ASSERT_OK(adr__array_concat_host("test", &s, pair, 1, &out, &err), &err);
+  assert_int_equal(out.length, 20000);
+  out.release(&out);
+  s.release(&s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_cut),
+      cmocka_unit_test(test_overflow),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
