@@ -28,6 +28,7 @@
 #include "adr/adr.h"
 #include "adr/memory.h"
 #include "adr/spill.h"
+#include "spill_test.h"
 #include "adr/testing.h"
 
 #define KiB ((size_t)1 << 10)
@@ -39,28 +40,6 @@ static bool host_memory; /* the no-op devices */
 static size_t capacity;  /* ADR_SPILL_TEST_CAPACITY */
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static void fill(uint8_t* p, size_t n, uint32_t seed) {
-  uint32_t x = seed * 2654435761u + 1;
-  for (size_t i = 0; i < n; i++) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    p[i] = (uint8_t)x;
-  }
-}
-
-static struct adr_spill_manager* manager(uint32_t flags, uint64_t limit, uint32_t level) {
-  struct adr_spill_options o;
-  adr_spill_options_init(&o);
-  o.flags = flags;
-  o.device_limit = limit;
-  o.stats_level = level;
-  struct adr_spill_manager* m = NULL;
-  struct adr_error e;
-  if (adr_spill_manager_create(dev, &o, &m, &e) != 0) fail_msg("manager: %s", e.message);
-  return m;
-}
 
 static struct adr_spill_buffer* balloc(struct adr_spill_manager* m, size_t size) {
   struct adr_spill_buffer* b = NULL;
@@ -87,7 +66,7 @@ static void write_seed(struct adr_spill_buffer* b, uint32_t seed) {
   size_t n = adr_spill_buffer_size(b);
   uint8_t* h = malloc(n);
   assert_non_null(h);
-  fill(h, n, seed);
+  spill_test_fill(h, n, seed);
   void* d = acquire(b, ADR_SPILL_ACCESS_WRITE);
   struct adr_error e;
   if (adr_copy(dev, d, cpu, h, n, NULL, &e) != 0) fail_msg("copy in: %s", e.message);
@@ -101,7 +80,7 @@ static void check_ptr(void* d, size_t n, uint32_t seed) {
   uint8_t* want = malloc(n);
   assert_non_null(h);
   assert_non_null(want);
-  fill(want, n, seed);
+  spill_test_fill(want, n, seed);
   struct adr_error e;
   if (adr_copy(cpu, h, dev, d, n, NULL, &e) != 0) fail_msg("copy out: %s", e.message);
   if (memcmp(h, want, n) != 0) {
@@ -117,14 +96,6 @@ static void check_seed(struct adr_spill_buffer* b, uint32_t seed) {
   void* d = acquire(b, ADR_SPILL_ACCESS_READ);
   check_ptr(d, adr_spill_buffer_size(b), seed);
   release(b);
-}
-
-static struct adr_spill_stats stats(struct adr_spill_manager* m) {
-  struct adr_spill_stats s;
-  memset(&s, 0, sizeof(s));
-  s.struct_size = sizeof(s);
-  assert_int_equal(adr_spill_stats_get(m, &s, NULL), 0);
-  return s;
 }
 
 static uint64_t device_allocated(void) {
@@ -154,7 +125,7 @@ static void destroy(struct adr_spill_manager* m) {
 
 static void test_basics(void** state) {
   (void)state;
-  struct adr_spill_manager* m = manager(ADR_SPILL_ON_DEMAND, 0, 1);
+  struct adr_spill_manager* m = spill_test_manager(dev, ADR_SPILL_ON_DEMAND, 0, 1);
   assert_ptr_equal(adr_spill_manager_device(m), dev);
   struct adr_spill_buffer* b = balloc(m, 100 * KiB + 3);
   assert_int_equal(adr_spill_buffer_size(b), 100 * KiB + 3);
@@ -190,7 +161,7 @@ static void test_basics(void** state) {
 
   uint64_t spilled = 0;
   assert_int_equal(adr_spill_manager_spill(m, UINT64_MAX, &spilled, &e), 0);
-  struct adr_spill_stats s = stats(m);
+  struct adr_spill_stats s = spill_test_stats(m);
   if (host_memory) {
     assert_int_equal(spilled, 0);
     assert_int_equal(adr_spill_buffer_location(b), ADR_SPILL_LOCATION_DEVICE);
@@ -205,7 +176,7 @@ static void test_basics(void** state) {
   }
   check_seed(b, 1);
   assert_int_equal(adr_spill_buffer_location(b), ADR_SPILL_LOCATION_DEVICE);
-  s = stats(m);
+  s = spill_test_stats(m);
   assert_int_equal(s.unspilled.bytes, host_memory ? 0 : 100 * KiB + 3);
   assert_int_equal(s.buffers, 1);
   char text[1024];
@@ -221,7 +192,7 @@ static void test_working_set_3x_limit(void** state) {
   (void)state;
   SKIP_ON_HOST_MEMORY();
   const size_t limit = 4 * MiB, size = 256 * KiB, n = 3 * limit / size;
-  struct adr_spill_manager* m = manager(0, limit, 1);
+  struct adr_spill_manager* m = spill_test_manager(dev, 0, limit, 1);
   assert_int_equal(adr_spill_manager_device_limit(m), limit);
   struct adr_spill_buffer* b[48];
   uint32_t seed[48];
@@ -230,7 +201,7 @@ static void test_working_set_3x_limit(void** state) {
     b[i] = balloc(m, size);
     seed[i] = (uint32_t)i + 1;
     write_seed(b[i], seed[i]);
-    assert_true(stats(m).device_bytes <= limit);
+    assert_true(spill_test_stats(m).device_bytes <= limit);
   }
   uint32_t rng = 12345;
   for (int pass = 0; pass < 4; pass++) {
@@ -246,17 +217,17 @@ static void test_working_set_3x_limit(void** state) {
       if (pass % 2) {
         uint8_t* h = malloc(size);
         seed[i] += 1000;
-        fill(h, size, seed[i]);
+        spill_test_fill(h, size, seed[i]);
         assert_int_equal(adr_copy(dev, d, cpu, h, size, NULL, NULL), 0);
         free(h);
       }
       release(b[i]);
       (void)was_host;
-      assert_true(stats(m).device_bytes <= limit);
+      assert_true(spill_test_stats(m).device_bytes <= limit);
     }
   }
   for (size_t i = 0; i < n; i++) check_seed(b[i], seed[i]);
-  struct adr_spill_stats s = stats(m);
+  struct adr_spill_stats s = spill_test_stats(m);
   assert_true(s.spilled[ADR_SPILL_TRIGGER_LIMIT].bytes >= 2 * limit);
   assert_true(s.unspilled.bytes >= 2 * limit);
   assert_int_equal(s.spilled[ADR_SPILL_TRIGGER_ON_DEMAND].bytes, 0);
@@ -273,7 +244,7 @@ static void test_on_demand_real_failure(void** state) {
   (void)state;
   SKIP_ON_HOST_MEMORY();
   const size_t size = 512 * KiB, n = 3 * capacity / size;
-  struct adr_spill_manager* m = manager(ADR_SPILL_ON_DEMAND, 0, 1);
+  struct adr_spill_manager* m = spill_test_manager(dev, ADR_SPILL_ON_DEMAND, 0, 1);
   struct adr_spill_buffer** b = calloc(n, sizeof(*b));
   uint32_t* seed = calloc(n, sizeof(*seed));
   for (size_t i = 0; i < n; i++) {
@@ -281,7 +252,7 @@ static void test_on_demand_real_failure(void** state) {
     seed[i] = (uint32_t)(7 * i + 3);
     write_seed(b[i], seed[i]);
   }
-  struct adr_spill_stats s = stats(m);
+  struct adr_spill_stats s = spill_test_stats(m);
   assert_true(s.spilled[ADR_SPILL_TRIGGER_ON_DEMAND].bytes >= capacity);
   assert_true(s.device_bytes <= capacity);
   for (int pass = 0; pass < 2; pass++)
@@ -291,7 +262,7 @@ static void test_on_demand_real_failure(void** state) {
   struct adr_error e;
   if (adr_alloc(dev, capacity / 2, 0, NULL, &big, &e) != 0) fail_msg("adr_alloc: %s", e.message);
   assert_int_equal(adr_free(dev, big, capacity / 2, NULL, NULL), 0);
-  s = stats(m);
+  s = spill_test_stats(m);
   assert_true(s.unspilled.bytes >= 2 * capacity);
   assert_int_equal(s.spill_failures, 0);
   for (size_t i = 0; i < n; i++) check_seed(b[i], seed[i]);
@@ -306,7 +277,7 @@ static void test_on_demand_real_failure(void** state) {
 static void test_cannot_fit(void** state) {
   (void)state;
   SKIP_ON_HOST_MEMORY();
-  struct adr_spill_manager* m = manager(ADR_SPILL_ON_DEMAND, 0, 1);
+  struct adr_spill_manager* m = spill_test_manager(dev, ADR_SPILL_ON_DEMAND, 0, 1);
   struct adr_spill_buffer* b[4];
   for (int i = 0; i < 4; i++) {
     b[i] = balloc(m, MiB);
@@ -331,7 +302,7 @@ static void test_cannot_fit(void** state) {
   check_ptr(held, MiB, 50);
   check_ptr(exposed, MiB, 51);
   release(b[0]);
-  struct adr_spill_stats s = stats(m);
+  struct adr_spill_stats s = spill_test_stats(m);
   assert_int_equal(s.buffers, 4);
   assert_int_equal(s.exposed_buffers, 1);
   assert_int_equal(s.exposed_bytes, MiB);
@@ -346,7 +317,7 @@ static void test_locked_and_exposed_stay(void** state) {
   (void)state;
   SKIP_ON_HOST_MEMORY();
   const size_t size = 512 * KiB;
-  struct adr_spill_manager* m = manager(ADR_SPILL_ON_DEMAND, 2 * MiB, 1);
+  struct adr_spill_manager* m = spill_test_manager(dev, ADR_SPILL_ON_DEMAND, 2 * MiB, 1);
   struct adr_spill_buffer* a = balloc(m, size);
   struct adr_spill_buffer* x = balloc(m, size);
   write_seed(a, 901);
@@ -395,13 +366,13 @@ static void test_locked_and_exposed_stay(void** state) {
 static void test_limit_exceeded(void** state) {
   (void)state;
   SKIP_ON_HOST_MEMORY();
-  struct adr_spill_manager* m = manager(0, MiB, 1);
+  struct adr_spill_manager* m = spill_test_manager(dev, 0, MiB, 1);
   struct adr_spill_buffer* x = balloc(m, MiB);
   write_seed(x, 5);
   assert_int_equal(adr_spill_buffer_expose(x, "limit test", NULL, NULL), 0);
   struct adr_spill_buffer* y = balloc(m, 512 * KiB); /* nothing can make room */
   write_seed(y, 6);
-  struct adr_spill_stats s = stats(m);
+  struct adr_spill_stats s = spill_test_stats(m);
   assert_true(s.limit_exceeded >= 1);
   assert_int_equal(s.device_bytes, MiB + 512 * KiB);
   assert_int_equal(s.spillable_bytes, 512 * KiB);
@@ -409,7 +380,7 @@ static void test_limit_exceeded(void** state) {
   struct adr_spill_buffer* z = balloc(m, 256 * KiB);
   assert_int_equal(adr_spill_buffer_location(y), ADR_SPILL_LOCATION_HOST);
   assert_int_equal(adr_spill_buffer_location(x), ADR_SPILL_LOCATION_DEVICE);
-  s = stats(m);
+  s = spill_test_stats(m);
   assert_int_equal(s.spilled[ADR_SPILL_TRIGGER_LIMIT].bytes, 512 * KiB);
   check_seed(y, 6);
   check_seed(x, 5);
@@ -424,7 +395,7 @@ static void test_limit_exceeded(void** state) {
 static void test_spill_waits_for_last_use(void** state) {
   (void)state;
   const size_t size = 4 * MiB;
-  struct adr_spill_manager* m = manager(0, 0, 1);
+  struct adr_spill_manager* m = spill_test_manager(dev, 0, 0, 1);
   struct adr_spill_buffer* b = balloc(m, size);
   struct adr_stream* s = NULL;
   assert_int_equal(adr_stream_create(dev, &s, NULL), 0);
@@ -503,10 +474,10 @@ static void test_faults(void** state) {
   (void)state;
   SKIP_ON_HOST_MEMORY();
   /* Pageable host memory: the core's host allocation fails. */
-  struct adr_spill_manager* m = manager(ADR_SPILL_PAGEABLE, 0, 1);
+  struct adr_spill_manager* m = spill_test_manager(dev, ADR_SPILL_PAGEABLE, 0, 1);
   spill_fault(m, "malloc", ENOMEM, false);
   spill_fault(m, "copy", EIO, false);
-  struct adr_spill_stats s = stats(m);
+  struct adr_spill_stats s = spill_test_stats(m);
   assert_int_equal(s.spill_failures, 2);
 
   /* Unspill: the copy back fails; the buffer stays spilled, usable. */
@@ -522,7 +493,7 @@ static void test_faults(void** state) {
   print_message("  unspill with 'copy' failing: %s\n", e.message);
   assert_int_equal(adr_spill_buffer_location(b), ADR_SPILL_LOCATION_HOST);
   assert_int_equal(device_allocated(), dev_before);
-  s = stats(m);
+  s = spill_test_stats(m);
   assert_int_equal(s.unspill_failures, 1);
   assert_int_equal(s.device_bytes, 0);
   check_seed(b, 78);
@@ -538,7 +509,7 @@ static void test_faults(void** state) {
                                                 : ARROW_DEVICE_CPU;
   struct adr_device* pinned = NULL;
   if (pt != ARROW_DEVICE_CPU && adr_device_get(pt, adr_device_id(dev), &pinned, NULL) == 0) {
-    m = manager(0, 0, 1);
+    m = spill_test_manager(dev, 0, 0, 1);
     struct adr_memory_stats ps;
     memset(&ps, 0, sizeof(ps));
     ps.struct_size = sizeof(ps);
@@ -580,7 +551,7 @@ static bool verify(struct adr_spill_buffer* b, void* d, uint32_t seed, uint8_t* 
   if (seed >= UNIFORM(0))
     memset(want, (int)(seed & 0xff), TSIZE);
   else
-    fill(want, TSIZE, seed);
+    spill_test_fill(want, TSIZE, seed);
   struct adr_error e;
   if (adr_copy(cpu, h, dev, d, TSIZE, NULL, &e) != 0) {
     snprintf(why, whysize, "copy out: %.400s", e.message);
@@ -623,7 +594,7 @@ static void* work(void* arg) {
     void* d = NULL;
     if (adr_spill_buffer_acquire(own[i], ADR_SPILL_ACCESS_WRITE, &d, &e) != 0)
       FAIL("acquire: %s", e.message);
-    fill(h, TSIZE, seed[i]);
+    spill_test_fill(h, TSIZE, seed[i]);
     if (adr_copy(dev, d, cpu, h, TSIZE, NULL, &e) != 0) FAIL("copy in: %s", e.message);
     adr_spill_buffer_release(own[i], NULL, NULL);
   }
@@ -649,7 +620,7 @@ static void* work(void* arg) {
         FAIL("acquire: %s", e.message);
       if (!verify(own[i], d, seed[i], h, want, w->failure, sizeof(w->failure))) goto out;
       seed[i] += 100000;
-      fill(h, TSIZE, seed[i]);
+      spill_test_fill(h, TSIZE, seed[i]);
       if (adr_copy(dev, d, cpu, h, TSIZE, NULL, &e) != 0) FAIL("copy in: %s", e.message);
       if (adr_spill_buffer_release(own[i], NULL, &e) != 0) FAIL("release: %s", e.message);
     } else if (op < 80) { /* shared: nested read acquires from every thread */
@@ -672,7 +643,7 @@ static void* work(void* arg) {
       seed[i] = (uint32_t)(w->id * 1000 + i + it * 17);
       if (adr_spill_buffer_acquire(own[i], ADR_SPILL_ACCESS_WRITE, &d, &e) != 0)
         FAIL("acquire: %s", e.message);
-      fill(h, TSIZE, seed[i]);
+      spill_test_fill(h, TSIZE, seed[i]);
       if (adr_copy(dev, d, cpu, h, TSIZE, NULL, &e) != 0) FAIL("copy in: %s", e.message);
       adr_spill_buffer_release(own[i], NULL, NULL);
     } else if (op < 97) { /* explicit spill from this thread */
@@ -696,7 +667,7 @@ out:
 static void test_threads(void** state) {
   (void)state;
   /* 8 x 12 x 64 KiB own + 8 x 64 KiB shared = 6.5 MiB: 3x a 2 MiB limit. */
-  struct adr_spill_manager* m = manager(ADR_SPILL_ON_DEMAND, 2 * MiB, 1);
+  struct adr_spill_manager* m = spill_test_manager(dev, ADR_SPILL_ON_DEMAND, 2 * MiB, 1);
   struct adr_spill_buffer* shared[SHARED];
   for (int k = 0; k < SHARED; k++) {
     shared[k] = balloc(m, TSIZE);
@@ -713,7 +684,7 @@ static void test_threads(void** state) {
   for (int i = 0; i < THREADS; i++)
     if (w[i].failure[0] != '\0') fail_msg("thread %d: %s", i, w[i].failure);
   for (int k = 0; k < SHARED; k++) check_seed(shared[k], 424242u + (uint32_t)k);
-  struct adr_spill_stats s = stats(m);
+  struct adr_spill_stats s = spill_test_stats(m);
   char text[1024];
   print_message("%s", adr_spill_stats_format(&s, text, sizeof(text)));
   assert_int_equal(s.buffers, SHARED);
@@ -751,11 +722,11 @@ static void* expose_export(void* b) {
 
 static void test_exposure_records(void** state) {
   (void)state;
-  struct adr_spill_manager* m = manager(0, 0, 1);
+  struct adr_spill_manager* m = spill_test_manager(dev, 0, 0, 1);
   struct adr_error e;
   assert_int_equal(adr_spill_exposures_list(m, on_exposure, NULL, NULL, &e), ENOTSUP);
   destroy(m);
-  m = manager(0, 0, 2);
+  m = spill_test_manager(dev, 0, 0, 2);
   struct adr_spill_buffer* b[3];
   for (int i = 0; i < 3; i++) b[i] = balloc(m, 1000);
   /* The same stack twice: one thread function, run twice (two call sites
@@ -796,14 +767,13 @@ static int setup(void** state) {
 }
 
 int main(void) {
+  int missing = spill_test_device(&dev, &host_memory);
+  if (missing) return missing;
   struct adr_error e;
-  const char* require = getenv("ADR_SPILL_REQUIRE");
-  if (adr_device_default(&dev, &e) != 0 || adr_device_get(ARROW_DEVICE_CPU, 0, &cpu, &e) != 0) {
-    fprintf(stderr, "no device: %s\n", e.message);
-    return require && require[0] == '1' ? 1 : 77;
+  if (adr_device_get(ARROW_DEVICE_CPU, 0, &cpu, &e) != 0) {
+    fprintf(stderr, "no cpu device: %s\n", e.message);
+    return 1;
   }
-  ArrowDeviceType t = adr_device_type(dev);
-  host_memory = t == ARROW_DEVICE_CPU || t == ARROW_DEVICE_CUDA_HOST || t == ARROW_DEVICE_ROCM_HOST;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_basics),
       cmocka_unit_test(test_working_set_3x_limit),

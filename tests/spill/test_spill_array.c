@@ -24,6 +24,7 @@
 #include "adr/adr.h"
 #include "adr/array.h"
 #include "adr/spill.h"
+#include "spill_test.h"
 #include "sample_table.h"
 
 #define ROWS 1000
@@ -32,16 +33,6 @@ static struct adr_device* dev;
 static bool host_memory; /* the no-op devices */
 static struct ArrowSchema schema;
 static struct ArrowDeviceArray source;
-
-static struct adr_spill_manager* manager(uint32_t level) {
-  struct adr_spill_options o;
-  adr_spill_options_init(&o);
-  o.stats_level = level;
-  struct adr_spill_manager* m = NULL;
-  struct adr_error e;
-  if (adr_spill_manager_create(dev, &o, &m, &e) != 0) fail_msg("manager: %s", e.message);
-  return m;
-}
 
 static struct adr_spill_array* copy(struct adr_spill_manager* m, const struct ArrowDeviceArray* a) {
   struct adr_spill_array* t = NULL;
@@ -99,7 +90,7 @@ static void expect_location(struct adr_spill_array* t, int location) {
 /* The whole table moves at once, both ways, and keeps its values. */
 static void test_spill_unspill(void** state) {
   (void)state;
-  struct adr_spill_manager* m = manager(1);
+  struct adr_spill_manager* m = spill_test_manager(dev, 0, 0, 1);
   struct adr_spill_array* t = copy(m, &source);
   struct adr_error e;
   check_table(t, &source);
@@ -135,7 +126,7 @@ static void test_spill_unspill(void** state) {
 /* A table acquired is locked: spilling it moves nothing until release. */
 static void test_acquired_stays(void** state) {
   (void)state;
-  struct adr_spill_manager* m = manager(0);
+  struct adr_spill_manager* m = spill_test_manager(dev, 0, 0, 0);
   struct adr_spill_array* t = copy(m, &source);
   struct ArrowDeviceArray a;
   assert_int_equal(adr_spill_array_acquire(t, ADR_SPILL_ACCESS_WRITE, &a, NULL), 0);
@@ -160,7 +151,7 @@ static void test_acquired_stays(void** state) {
 static void test_slices(void** state) {
   (void)state;
   static const int64_t slices[][2] = {{3, 500}, {13, 987}, {999, 1}, {517, 0}};
-  struct adr_spill_manager* m = manager(0);
+  struct adr_spill_manager* m = spill_test_manager(dev, 0, 0, 0);
   for (size_t k = 0; k < sizeof(slices) / sizeof(slices[0]); k++) {
     struct ArrowDeviceArray sliced = source; /* a view: never released */
     sliced.array.offset = slices[k][0];
@@ -183,7 +174,7 @@ static void on_exposure(void* ctx, const struct adr_spill_exposure* x) {
  * consumer after the table itself is destroyed. */
 static void test_export(void** state) {
   (void)state;
-  struct adr_spill_manager* m = manager(2);
+  struct adr_spill_manager* m = spill_test_manager(dev, 0, 0, 2);
   struct adr_spill_array* t = copy(m, &source);
   struct adr_error e;
   assert_int_equal(adr_spill_array_spill(t, NULL, NULL), 0);
@@ -221,7 +212,7 @@ static void test_export(void** state) {
  * spill array's own acquired tree (device to device). */
 static void test_copy_from_device(void** state) {
   (void)state;
-  struct adr_spill_manager* m = manager(0);
+  struct adr_spill_manager* m = spill_test_manager(dev, 0, 0, 0);
   struct adr_spill_array* t = copy(m, &source);
   struct ArrowDeviceArray a;
   assert_int_equal(adr_spill_array_acquire(t, ADR_SPILL_ACCESS_READ, &a, NULL), 0);
@@ -234,7 +225,6 @@ static void test_copy_from_device(void** state) {
 }
 
 static bool no_buffer_shared(struct adr_spill_array* a, struct adr_spill_array* b);
-static struct adr_spill_stats spill_stats(struct adr_spill_manager* m);
 
 static void expect_equal_on(struct adr_spill_array* t, struct adr_device* d) {
   struct ArrowDeviceArray b;
@@ -261,19 +251,19 @@ static void test_copy_to_other_device(void** state) {
   peers[np++] = dev; /* the same device, another table */
   if (adr_device_get(ARROW_DEVICE_CPU, 0, &peers[np], &e) == 0 && peers[np] != dev) np++;
   if (peer_name != NULL && adr_device_select(peer_name, &peers[np], &e) == 0) np++;
-  struct adr_spill_manager* m = manager(1);
+  struct adr_spill_manager* m = spill_test_manager(dev, 0, 0, 1);
   struct adr_spill_array* t = copy(m, &source);
   for (size_t k = 0; k < np; k++) {
     struct adr_spill_manager* pm = NULL;
     if (adr_spill_manager_create(peers[k], NULL, &pm, &e) != 0) fail_msg("peer: %s", e.message);
     /* Spilled: copied from the host copies. */
     assert_int_equal(adr_spill_array_spill(t, NULL, NULL), 0);
-    uint64_t unspilled = spill_stats(m).unspilled.bytes;
+    uint64_t unspilled = spill_test_stats(m).unspilled.bytes;
     struct adr_spill_array* pt = NULL;
     if (adr_spill_array_copy(t, pm, &pt, &e) != 0)
       fail_msg("copy of the spilled table to %s: %s", adr_device_name(peers[k]), e.message);
     if (!host_memory) expect_location(t, ADR_SPILL_LOCATION_HOST);
-    assert_int_equal(spill_stats(m).unspilled.bytes, unspilled);
+    assert_int_equal(spill_test_stats(m).unspilled.bytes, unspilled);
     expect_equal_on(pt, peers[k]);
     assert_true(no_buffer_shared(t, pt));
     assert_int_equal(adr_spill_array_destroy(pt, NULL), 0);
@@ -313,14 +303,6 @@ static bool no_buffer_shared(struct adr_spill_array* a, struct adr_spill_array* 
   return true;
 }
 
-static struct adr_spill_stats spill_stats(struct adr_spill_manager* m) {
-  struct adr_spill_stats s;
-  memset(&s, 0, sizeof(s));
-  s.struct_size = sizeof(s);
-  assert_int_equal(adr_spill_stats_get(m, &s, NULL), 0);
-  return s;
-}
-
 static bool equal(const struct ArrowDeviceArray* want, struct adr_spill_array* t) {
   struct ArrowDeviceArray a;
   assert_int_equal(adr_spill_array_acquire(t, ADR_SPILL_ACCESS_READ, &a, NULL), 0);
@@ -337,7 +319,7 @@ static bool equal(const struct ArrowDeviceArray* want, struct adr_spill_array* t
  * copies the table never sees; an exported table's later slices copy. */
 static void test_cow_slices(void** state) {
   (void)state;
-  struct adr_spill_manager* m = manager(2);
+  struct adr_spill_manager* m = spill_test_manager(dev, 0, 0, 2);
   struct adr_spill_array* t = copy(m, &source);
   size_t n = adr_spill_array_buffer_count(t);
   struct adr_spill_array* sl = NULL;
@@ -348,14 +330,14 @@ static void test_cow_slices(void** state) {
   want.array.length = 500;
   want.array.null_count = -1;
   assert_true(same_buffers(t, sl));
-  assert_int_equal(spill_stats(m).buffers, n);
+  assert_int_equal(spill_test_stats(m).buffers, n);
   check_table(sl, &want);
   /* Spilling the slice moves the shared buffers: the table's too. */
   assert_int_equal(adr_spill_array_spill(sl, NULL, NULL), 0);
   if (!host_memory) expect_location(t, ADR_SPILL_LOCATION_HOST);
   check_table(t, &source);
   check_table(sl, &want);
-  assert_int_equal(spill_stats(m).cow_copies, 0);
+  assert_int_equal(spill_test_stats(m).cow_copies, 0);
   struct adr_spill_array* bad = NULL;
   assert_int_equal(adr_spill_array_slice(t, 999, 2, &bad, &e), EINVAL);
   assert_non_null(strstr(e.message, "outside the table's 1000"));
@@ -367,7 +349,7 @@ static void test_cow_slices(void** state) {
   if (adr_spill_array_acquire(sl, ADR_SPILL_ACCESS_WRITE, &w, &e) != 0)
     fail_msg("write acquire: %s", e.message);
   assert_true(no_buffer_shared(t, sl));
-  struct adr_spill_stats st = spill_stats(m);
+  struct adr_spill_stats st = spill_test_stats(m);
   assert_int_equal(st.cow_copies, n);
   assert_int_equal(st.buffers, 2 * n);
   const struct ArrowArray* ints = w.array.children[0];
@@ -390,7 +372,7 @@ static void test_cow_slices(void** state) {
   struct ArrowDeviceArray x;
   if (adr_spill_array_export(t, "test export", &x, &e) != 0) fail_msg("export: %s", e.message);
   assert_true(no_buffer_shared(t, sl2));
-  assert_int_equal(spill_stats(m).cow_copies, 2 * n);
+  assert_int_equal(spill_test_stats(m).cow_copies, 2 * n);
   ints = x.array.children[0];
   assert_int_equal(adr_memset(dev, (int64_t*)ints->buffers[1] + ints->offset, 0,
                               1000 * sizeof(int64_t), NULL, NULL),
@@ -401,7 +383,7 @@ static void test_cow_slices(void** state) {
   struct adr_spill_array* sl3 = NULL;
   assert_int_equal(adr_spill_array_slice(t, 10, 20, &sl3, NULL), 0);
   assert_true(no_buffer_shared(t, sl3));
-  assert_int_equal(spill_stats(m).cow_copies, 3 * n);
+  assert_int_equal(spill_test_stats(m).cow_copies, 3 * n);
   for (size_t i = 0; i < n; i++)
     assert_int_equal(adr_spill_buffer_exposed(adr_spill_array_buffer(sl3, i)), 0);
   uint64_t moved = 0;
@@ -416,7 +398,7 @@ static void test_cow_slices(void** state) {
 
 static void test_errors(void** state) {
   (void)state;
-  struct adr_spill_manager* m = manager(0);
+  struct adr_spill_manager* m = spill_test_manager(dev, 0, 0, 0);
   struct adr_spill_array* t = NULL;
   struct adr_error e;
   assert_int_equal(adr_spill_array_deep_copy(m, &schema, NULL, &t, &e), EINVAL);
@@ -443,14 +425,9 @@ static void test_errors(void** state) {
 }
 
 int main(void) {
+  int missing = spill_test_device(&dev, &host_memory);
+  if (missing) return missing;
   struct adr_error e;
-  const char* require = getenv("ADR_SPILL_REQUIRE");
-  if (adr_device_default(&dev, &e) != 0) {
-    fprintf(stderr, "no device: %s\n", e.message);
-    return require && require[0] == '1' ? 1 : 77;
-  }
-  ArrowDeviceType t = adr_device_type(dev);
-  host_memory = t == ARROW_DEVICE_CPU || t == ARROW_DEVICE_CUDA_HOST || t == ARROW_DEVICE_ROCM_HOST;
   if (fixture_sample_table(ROWS, &schema, &source, &e) != 0) {
     fprintf(stderr, "sample table: %s\n", e.message);
     return 1;

@@ -33,6 +33,7 @@
 
 #include "adr/adr.h"
 #include "adr/spill.h"
+#include "spill_test.h"
 #include "conf_native.h"
 
 #define MiB ((size_t)1 << 20)
@@ -97,14 +98,6 @@ static void* reader_main(void* arg) {
   return NULL;
 }
 
-static struct adr_spill_stats stats(struct adr_spill_manager* m) {
-  struct adr_spill_stats s;
-  memset(&s, 0, sizeof(s));
-  s.struct_size = sizeof(s);
-  assert_int_equal(adr_spill_stats_get(m, &s, NULL), 0);
-  return s;
-}
-
 /* The spill returns before the gated work ran; a concurrent acquire waits
  * for the spill's copy; the bytes are the gated work's. */
 static void test_spill_behind_gate(void** state) {
@@ -149,7 +142,7 @@ static void test_spill_behind_gate(void** state) {
   if (adr_spill_manager_spill(m, UINT64_MAX, &spilled, &e) != 0) fail_msg("spill: %s", e.message);
   bool returned_closed = !atomic_load(&w.opened);
   assert_int_equal(spilled, size);
-  struct adr_spill_stats ss = stats(m);
+  struct adr_spill_stats ss = spill_test_stats(m);
   assert_int_equal(ss.queued_spills, 1);
   if (!sync_downloads) { /* queued on the spill stream: accounted as moved */
     assert_int_equal(adr_spill_buffer_location(b), ADR_SPILL_LOCATION_HOST);
@@ -181,7 +174,7 @@ static void test_spill_behind_gate(void** state) {
   assert_true(r.uniform);
   assert_int_equal(r.first, 0x7e);
   assert_int_equal(adr_spill_buffer_location(b), ADR_SPILL_LOCATION_DEVICE);
-  ss = stats(m);
+  ss = spill_test_stats(m);
   assert_int_equal(ss.unspilled.bytes, size);
 
   assert_int_equal(adr_stream_synchronize(s, NULL), 0);
@@ -233,7 +226,7 @@ static void test_queued_then_free(void** state) {
       if (h[k] != 0x40 + i) fail_msg("buffer %d byte %zu: 0x%02x", i, k, h[k]);
   }
   free(h);
-  struct adr_spill_stats ss = stats(m);
+  struct adr_spill_stats ss = spill_test_stats(m);
   if (host_memory)
     assert_int_equal(ss.spilled[ADR_SPILL_TRIGGER_EXPLICIT].bytes, 0);
   else
@@ -248,7 +241,7 @@ static void test_queued_then_free(void** state) {
   struct adr_spill_buffer* x = NULL;
   assert_int_equal(adr_spill_buffer_alloc(m2, size, &x, NULL), 0);
   assert_int_equal(adr_spill_manager_spill(m2, UINT64_MAX, NULL, NULL), 0);
-  assert_int_equal(stats(m2).queued_spills, 0);
+  assert_int_equal(spill_test_stats(m2).queued_spills, 0);
   assert_int_equal(adr_spill_buffer_free(x, NULL), 0);
   assert_int_equal(adr_spill_manager_destroy(m2, NULL), 0);
   for (int i = 1; i < 8; i += 2) assert_int_equal(adr_spill_buffer_free(b[i], NULL), 0);
@@ -339,7 +332,7 @@ static void test_threads_background(void** state) {
   for (int i = 0; i < BG_THREADS; i++) pthread_join(t[i], NULL);
   for (int i = 0; i < BG_THREADS; i++)
     if (w[i].failure[0] != '\0') fail_msg("thread %d: %s", i, w[i].failure);
-  struct adr_spill_stats ss = stats(m);
+  struct adr_spill_stats ss = spill_test_stats(m);
   print_message("  %" PRIu64 " spills, %" PRIu64 " of them queued\n",
                 ss.spilled[ADR_SPILL_TRIGGER_EXPLICIT].count, ss.queued_spills);
   assert_int_equal(ss.buffers, 0);
@@ -348,14 +341,9 @@ static void test_threads_background(void** state) {
 }
 
 int main(void) {
+  int missing = spill_test_device(&dev, &host_memory);
+  if (missing) return missing;
   struct adr_error e;
-  const char* require = getenv("ADR_SPILL_REQUIRE");
-  if (adr_device_default(&dev, &e) != 0) {
-    fprintf(stderr, "no device: %s\n", e.message);
-    return require && require[0] == '1' ? 1 : 77;
-  }
-  ArrowDeviceType t = adr_device_type(dev);
-  host_memory = t == ARROW_DEVICE_CPU || t == ARROW_DEVICE_CUDA_HOST || t == ARROW_DEVICE_ROCM_HOST;
   struct adr_device_info info;
   memset(&info, 0, sizeof(info));
   info.struct_size = sizeof(info);

@@ -24,31 +24,12 @@
 #include "adr/adr.h"
 #include "adr/memory.h"
 #include "adr/spill.h"
+#include "spill_test.h"
 
 #define KiB ((size_t)1 << 10)
 
 static struct adr_device* dev;
 static bool host_memory;
-
-static void fill(uint8_t* p, size_t n, uint32_t seed) {
-  uint32_t x = seed * 2654435761u + 1;
-  for (size_t i = 0; i < n; i++) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    p[i] = (uint8_t)x;
-  }
-}
-
-static struct adr_spill_manager* manager(uint32_t level) {
-  struct adr_spill_options o;
-  adr_spill_options_init(&o);
-  o.stats_level = level;
-  struct adr_spill_manager* m = NULL;
-  struct adr_error e;
-  if (adr_spill_manager_create(dev, &o, &m, &e) != 0) fail_msg("manager: %s", e.message);
-  return m;
-}
 
 static struct adr_spill_slice* salloc(struct adr_spill_manager* m, size_t size) {
   struct adr_spill_slice* s = NULL;
@@ -84,7 +65,7 @@ static void expect(struct adr_spill_slice* s, uint32_t seed, size_t off) {
   uint8_t* got = malloc(n);
   assert_non_null(want);
   assert_non_null(got);
-  fill(want, off + n, seed);
+  spill_test_fill(want, off + n, seed);
   void* d = acq(s, ADR_SPILL_ACCESS_READ, NULL);
   assert_int_equal(adr_copy(NULL, got, dev, d, n, NULL, NULL), 0);
   rel(s, NULL);
@@ -102,20 +83,12 @@ static void write_seed(struct adr_spill_slice* s, uint32_t seed, struct adr_stre
   size_t n = adr_spill_slice_size(s);
   uint8_t* h = malloc(n);
   assert_non_null(h);
-  fill(h, n, seed);
+  spill_test_fill(h, n, seed);
   void* d = acq(s, ADR_SPILL_ACCESS_WRITE, stream);
   assert_int_equal(adr_copy(dev, d, NULL, h, n, stream, NULL), 0);
   if (stream != NULL) assert_int_equal(adr_stream_synchronize(stream, NULL), 0);
   rel(s, stream);
   free(h);
-}
-
-static struct adr_spill_stats stats(struct adr_spill_manager* m) {
-  struct adr_spill_stats s;
-  memset(&s, 0, sizeof(s));
-  s.struct_size = sizeof(s);
-  assert_int_equal(adr_spill_stats_get(m, &s, NULL), 0);
-  return s;
 }
 
 static void spill_all(struct adr_spill_manager* m) {
@@ -128,7 +101,7 @@ static void spill_all(struct adr_spill_manager* m) {
 static void test_shallow_copies(void** state) {
   (void)state;
   const size_t n = 256 * KiB;
-  struct adr_spill_manager* m = manager(1);
+  struct adr_spill_manager* m = spill_test_manager(dev, 0, 0, 1);
   struct adr_spill_slice* s1 = salloc(m, n);
   write_seed(s1, 11, NULL);
   assert_int_equal(adr_spill_slice_shared(s1), 0);
@@ -151,7 +124,7 @@ static void test_shallow_copies(void** state) {
   rel(s1, NULL);
   rel(s2, NULL);
   rel(s3, NULL);
-  assert_int_equal(stats(m).cow_copies, 0);
+  assert_int_equal(spill_test_stats(m).cow_copies, 0);
   /* Freeing the owner directly is refused. */
   assert_int_equal(adr_spill_buffer_free(adr_spill_slice_buffer(s1), &e), EBUSY);
   assert_non_null(strstr(e.message, "owner of 3 slices"));
@@ -165,7 +138,7 @@ static void test_shallow_copies(void** state) {
   expect(s1, 11, 0);
   expect(s2, 22, 0);
   expect(s3, 11, 0);
-  struct adr_spill_stats st = stats(m);
+  struct adr_spill_stats st = spill_test_stats(m);
   assert_int_equal(st.cow_copies, 1);
   assert_int_equal(st.cow_bytes, n);
   assert_int_equal(st.buffers, 2);
@@ -185,7 +158,7 @@ static void test_shallow_copies(void** state) {
   assert_ptr_equal(adr_spill_slice_buffer(s3), owner3);
   assert_ptr_equal(acq(s3, ADR_SPILL_ACCESS_READ, NULL), before);
   rel(s3, NULL);
-  st = stats(m);
+  st = spill_test_stats(m);
   assert_int_equal(st.cow_copies, 2);
   assert_int_equal(st.buffers, 3);
 
@@ -208,7 +181,7 @@ static void test_shallow_copies(void** state) {
 static void test_ranges_and_spill(void** state) {
   (void)state;
   const size_t n = 512 * KiB;
-  struct adr_spill_manager* m = manager(1);
+  struct adr_spill_manager* m = spill_test_manager(dev, 0, 0, 1);
   struct adr_spill_slice* whole = salloc(m, n);
   write_seed(whole, 5, NULL);
   struct adr_spill_slice* mid = view(whole, 100 * KiB + 3, 64 * KiB);
@@ -237,7 +210,7 @@ static void test_ranges_and_spill(void** state) {
   expect(mid, 6, 0);
   expect(whole, 5, 0);
   expect(inner, 5, 100 * KiB + 3 + 1000);
-  struct adr_spill_stats st = stats(m);
+  struct adr_spill_stats st = spill_test_stats(m);
   assert_int_equal(st.cow_copies, 1);
   assert_int_equal(st.cow_bytes, 64 * KiB);
   if (!host_memory) assert_true(st.unspilled.bytes >= n);
@@ -271,7 +244,7 @@ static void test_ranges_and_spill(void** state) {
 static void test_exposure(void** state) {
   (void)state;
   const size_t n = 128 * KiB;
-  struct adr_spill_manager* m = manager(2);
+  struct adr_spill_manager* m = spill_test_manager(dev, 0, 0, 2);
   struct adr_spill_slice* a = salloc(m, n);
   write_seed(a, 71, NULL);
   struct adr_spill_slice* b = view(a, 0, n);
@@ -291,7 +264,7 @@ static void test_exposure(void** state) {
   struct adr_spill_slice* c = view(b, 16, n - 16);
   assert_ptr_not_equal(adr_spill_slice_buffer(c), adr_spill_slice_buffer(b));
   assert_int_equal(adr_spill_buffer_exposed(adr_spill_slice_buffer(c)), 0);
-  assert_int_equal(stats(m).cow_copies, 2);
+  assert_int_equal(spill_test_stats(m).cow_copies, 2);
   assert_int_equal(adr_memset(dev, px, 0x11, n, NULL, NULL), 0);
   uint8_t* h = malloc(n);
   void* d = acq(c, ADR_SPILL_ACCESS_READ, NULL);
@@ -304,7 +277,7 @@ static void test_exposure(void** state) {
   assert_int_equal(adr_spill_slice_copy(a, NULL, &dc, NULL), 0);
   assert_ptr_not_equal(adr_spill_slice_buffer(dc), adr_spill_slice_buffer(a));
   expect(dc, 71, 0);
-  assert_int_equal(stats(m).cow_copies, 2); /* a requested copy is not copy-on-write's */
+  assert_int_equal(spill_test_stats(m).cow_copies, 2); /* a requested copy is not copy-on-write's */
   /* The exposed one never spills; the others do. */
   spill_all(m);
   assert_int_equal(adr_spill_buffer_location(adr_spill_slice_buffer(b)), ADR_SPILL_LOCATION_DEVICE);
@@ -354,7 +327,7 @@ static void* cow_work(void* arg) {
     }
     void* d = NULL;
     /* Read: the base's pattern. */
-    fill(want, BSIZE, 9000u + (uint32_t)k);
+    spill_test_fill(want, BSIZE, 9000u + (uint32_t)k);
     if (adr_spill_slice_acquire(v, ADR_SPILL_ACCESS_READ, NULL, &d, &e) != 0 ||
         adr_copy(NULL, h, dev, d, n, NULL, &e) != 0) {
       snprintf(w->failure, sizeof(w->failure), "read: %.500s", e.message);
@@ -415,7 +388,7 @@ static void test_threads(void** state) {
     expect(bases[k], 9000u + (uint32_t)k, 0);
     assert_int_equal(adr_spill_slice_shared(bases[k]), 0);
   }
-  struct adr_spill_stats s = stats(m);
+  struct adr_spill_stats s = spill_test_stats(m);
   assert_int_equal(s.buffers, BASES);
   assert_true(s.cow_copies > 0);
   for (int k = 0; k < BASES; k++) assert_int_equal(adr_spill_slice_free(bases[k], NULL), 0);
@@ -424,7 +397,7 @@ static void test_threads(void** state) {
 
 static void test_errors(void** state) {
   (void)state;
-  struct adr_spill_manager* m = manager(0);
+  struct adr_spill_manager* m = spill_test_manager(dev, 0, 0, 0);
   struct adr_spill_slice* s = NULL;
   struct adr_error e;
   assert_int_equal(adr_spill_slice_alloc(m, 0, &s, &e), EINVAL);
@@ -447,14 +420,8 @@ static void test_errors(void** state) {
 }
 
 int main(void) {
-  struct adr_error e;
-  const char* require = getenv("ADR_SPILL_REQUIRE");
-  if (adr_device_default(&dev, &e) != 0) {
-    fprintf(stderr, "no device: %s\n", e.message);
-    return require && require[0] == '1' ? 1 : 77;
-  }
-  ArrowDeviceType t = adr_device_type(dev);
-  host_memory = t == ARROW_DEVICE_CPU || t == ARROW_DEVICE_CUDA_HOST || t == ARROW_DEVICE_ROCM_HOST;
+  int missing = spill_test_device(&dev, &host_memory);
+  if (missing) return missing;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shallow_copies), cmocka_unit_test(test_ranges_and_spill),
       cmocka_unit_test(test_exposure),       cmocka_unit_test(test_threads),
