@@ -76,6 +76,16 @@ static struct adr_ucx_conn* accept_peer(void) {
   return conn;
 }
 
+/* A peer sending in `mode`, accepted, and the stream it sends opened. */
+static struct adr_ucx_conn* receive_from(const char* mode, pid_t* pid,
+                                         struct ArrowDeviceArrayStream* s) {
+  *pid = spawn_peer(mode, src_name);
+  struct adr_ucx_conn* conn = accept_peer();
+  struct adr_error e = {{0}};
+  if (adr_ucx_receive_stream(conn, dst_dev, s, &e) != 0) fail_msg("receive: %s", e.message);
+  return conn;
+}
+
 static void test_receive(void** state) {
   (void)state;
   pid_t pid = spawn_peer("send", src_name);
@@ -130,8 +140,10 @@ static void test_send(void** state) {
     direct = (info.caps & ADR_CAP_HOST_ACCESSIBLE) != 0;
   }
   if (getenv("ADR_UCX_FORCE_BOUNCE") != NULL) direct = false;
-  if (direct) assert_true(stats.direct_bytes >= 2 * 1024 * 1024);
-  else assert_int_equal(stats.direct_bytes, 0);
+  if (direct)
+    assert_true(stats.direct_bytes >= 2 * 1024 * 1024);
+  else
+    assert_int_equal(stats.direct_bytes, 0);
   st = send_stream(conn, 2, -1, &stats, &e);
   if (st) fail_msg("stream dict: %s", e.message);
   assert_int_equal(stats.batches, ucx_test_batches(2));
@@ -141,11 +153,10 @@ static void test_send(void** state) {
 
 static void test_source_error(void** state) {
   (void)state;
-  pid_t pid = spawn_peer("send-fail", src_name);
-  struct adr_ucx_conn* conn = accept_peer();
-  struct adr_error e = {{0}};
+  pid_t pid;
   struct ArrowDeviceArrayStream s;
-  assert_int_equal(adr_ucx_receive_stream(conn, dst_dev, &s, &e), 0);
+  struct adr_ucx_conn* conn = receive_from("send-fail", &pid, &s);
+  struct adr_error e = {{0}};
   struct ArrowDeviceArray b;
   assert_int_equal(adr_device_array_stream_next(&s, &b, &e), 0);
   assert_non_null(b.array.release);
@@ -160,11 +171,10 @@ static void test_source_error(void** state) {
 
 static void test_receiver_cancels(void** state) {
   (void)state;
-  pid_t pid = spawn_peer("send-cancelled", src_name);
-  struct adr_ucx_conn* conn = accept_peer();
-  struct adr_error e = {{0}};
+  pid_t pid;
   struct ArrowDeviceArrayStream s;
-  assert_int_equal(adr_ucx_receive_stream(conn, dst_dev, &s, &e), 0);
+  struct adr_ucx_conn* conn = receive_from("send-cancelled", &pid, &s);
+  struct adr_error e = {{0}};
   struct ArrowDeviceArray b;
   assert_int_equal(adr_device_array_stream_next(&s, &b, &e), 0);
   adr_device_array_release(&b);
@@ -177,11 +187,10 @@ static void test_receiver_cancels(void** state) {
 
 static void test_sender_dies(void** state) {
   (void)state;
-  pid_t pid = spawn_peer("send-die", src_name);
-  struct adr_ucx_conn* conn = accept_peer();
-  struct adr_error e = {{0}};
+  pid_t pid;
   struct ArrowDeviceArrayStream s;
-  assert_int_equal(adr_ucx_receive_stream(conn, dst_dev, &s, &e), 0);
+  struct adr_ucx_conn* conn = receive_from("send-die", &pid, &s);
+  struct adr_error e = {{0}};
   int st = 0, got = 0;
   for (int i = 0; i < 10 && st == 0; i++) {
     struct ArrowDeviceArray b;
@@ -240,7 +249,8 @@ static void test_kill_peer_anytime(void** state) {
     assert_int_equal(pthread_create(&t, NULL, kill_later, &k), 0);
     struct adr_error e = {{0}};
     int st = 0, batches = 0;
-    for (int i = 0; i < 20 && st == 0; i++) st = ucx_test_receive_all(conn, 1, dst_dev, &batches, &e);
+    for (int i = 0; i < 20 && st == 0; i++)
+      st = ucx_test_receive_all(conn, 1, dst_dev, &batches, &e);
     if (st != 0 && st != ECONNRESET && st != ETIMEDOUT)
       fail_msg("delay %d ms: %s (%s)", delays[d], adr_status_name(st), e.message);
     pthread_join(t, NULL);
