@@ -748,16 +748,14 @@ static int check_tree(struct asmb* A, const struct ArrowSchema* schema, struct A
   return 0;
 }
 
-/* The body of an encoded message in one host block of the decoded
- * message's body_alloc_size (zeroed padding). */
-static uint8_t* gather_body(const struct adr_ipc_message* m, const struct adr_ipc_decoded* dec) {
-  uint8_t* hb = aligned_alloc(64, (size_t)dec->body_alloc_size);
-  if (hb == NULL) return NULL;
-  memset(hb, 0, (size_t)dec->body_alloc_size);
+/* Copies the buffers of an encoded message into `body` (host memory of
+ * the decoded message's body_size bytes) at their offsets, padding zeroed. */
+static void gather_body(const struct adr_ipc_message* m, const struct adr_ipc_decoded* dec,
+                        uint8_t* body) {
+  memset(body, 0, (size_t)dec->body_size);
   for (int64_t i = 0; i < m->n_buffers; i++)
     if (m->buffers[i].size > 0)
-      memcpy(hb + m->buffers[i].body_offset, m->buffers[i].data, (size_t)m->buffers[i].size);
-  return hb;
+      memcpy(body + m->buffers[i].body_offset, m->buffers[i].data, (size_t)m->buffers[i].size);
 }
 
 /* A delta DictionaryBatch (checked; `delta` assembled from it) appended to
@@ -821,37 +819,29 @@ static int apply_delta(struct asmb* A, int64_t k, const struct ArrowSchema* fiel
     st = adr_ipc_decode_message(msg.metadata + ADR_IPC_PREFIX_SIZE,
                                 (size_t)(msg.metadata_size - ADR_IPC_PREFIX_SIZE), A->w.message,
                                 &dec, &err);
+  /* The body, from the reader's own allocator; a device body is staged
+   * on the host and uploaded. */
   void* body = NULL;
-  uint8_t* hb = NULL;
+  uint8_t* staged = NULL;
   if (st == 0) {
-    step = "staging the body";
-    hb = gather_body(&msg, &dec);
-    if (hb == NULL) {
-      st = ENOMEM;
-      snprintf(err.message, sizeof(err.message), "out of memory");
-    }
+    step = "allocating the body";
+    st = adr_ipc_reader_alloc_body(r, &dec, &body, &err);
   }
-  if (st == 0 && dev == NULL && r->rec == NULL) {
-    body = hb;
-    hb = NULL;
-  } else if (st == 0 && dev == NULL) {
-    body = adr__ipc_recycler_get(r->rec, (size_t)dec.body_alloc_size);
-    if (body == NULL) {
-      st = ENOMEM;
-      snprintf(err.message, sizeof(err.message), "out of memory");
-    } else {
-      memcpy(body, hb, (size_t)dec.body_alloc_size);
-    }
-  } else if (st == 0) {
+  if (st == 0 && body != NULL && dev == NULL) {
+    gather_body(&msg, &dec, body);
+  } else if (st == 0 && body != NULL) {
     step = "uploading the body";
-    st = adr_alloc(dev, (size_t)dec.body_alloc_size, 64, NULL, &body, &err);
-    if (st == 0) st = adr_copy(dev, body, NULL, hb, (size_t)dec.body_size, NULL, &err);
-    if (st != 0 && body != NULL) {
-      adr_free(dev, body, (size_t)dec.body_alloc_size, NULL, NULL);
-      body = NULL;
-    }
+    staged = malloc((size_t)dec.body_size);
+    st = staged ? 0 : ENOMEM;
+    if (st) snprintf(err.message, sizeof(err.message), "out of memory");
+    if (st == 0) gather_body(&msg, &dec, staged);
+    if (st == 0) st = adr_copy(dev, body, NULL, staged, (size_t)dec.body_size, NULL, &err);
+    free(staged);
   }
-  free(hb);
+  if (st != 0 && body != NULL) {
+    adr_ipc_reader_free_body(r, &dec, body);
+    body = NULL;
+  }
   if (old.release) old.release(&old);
   if (cat.release) cat.release(&cat);
   for (int i = 0; i < 2; i++) adr_device_array_release(&host[i]);
