@@ -21,6 +21,7 @@
 
 struct inflight {
   bool used;
+  uint64_t seq; /* its place in the stream (0, 1, ...) */
   struct ArrowDeviceArray batch;
   struct adr_ipc_message* msgs; /* what the sends read (host copies among them) */
   size_t n_msgs;
@@ -29,7 +30,10 @@ struct inflight {
   size_t n_regs;
 };
 
-static void inflight_retire(struct adr_ucx_conn* conn, struct inflight* f) {
+/* Frees what the slot's batch held once its sends completed; the batch is
+ * released, or moved into *keep (a batch *keep held is released). */
+static void inflight_retire(struct adr_ucx_conn* conn, struct inflight* f,
+                            struct ArrowDeviceArray* keep) {
   for (size_t i = 0; i < f->n_regs; i++) ucx_rcache_put(conn->w->rcache, f->regs[i]);
   free(f->regs);
   f->regs = NULL;
@@ -38,7 +42,12 @@ static void inflight_retire(struct adr_ucx_conn* conn, struct inflight* f) {
   for (size_t i = 0; i < f->n_msgs; i++) adr_ipc_message_release(&f->msgs[i]);
   f->n_msgs = 0;
   ucx_reqs_free(&f->reqs);
-  adr_device_array_release(&f->batch);
+  if (keep != NULL) {
+    if (keep->array.release != NULL) adr_device_array_release(keep);
+    adr_device_array_move(&f->batch, keep);
+  } else {
+    adr_device_array_release(&f->batch);
+  }
   f->used = false;
 }
 
@@ -85,6 +94,11 @@ static int post_direct(struct adr_ucx_conn* conn, const struct ucx_body* body,
     if (regs[i] != NULL) f->regs[f->n_regs++] = regs[i];
   free(regs);
   return st;
+}
+
+static void count_control(struct adr_ucx_send_stats* stats, size_t bytes) {
+  stats->control_messages++;
+  stats->control_bytes += (int64_t)bytes;
 }
 
 struct sender {
@@ -207,6 +221,7 @@ static int send_message(struct sender* s, struct inflight* f, const struct adr_i
   if (!st)
     st = ucx_send(conn, ucx_ctrl_tag(conn->peer_id, s->stream, seq), ctrl->data, ctrl->size, NULL,
                   NULL, op, error);
+  if (!st) count_control(stats, ctrl->size);
   if (!st && inline_body) {
     stats->body_bytes += m->body_size;
     stats->bounced_bytes += m->body_size;
@@ -266,6 +281,18 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
   struct adr_ucx_send_stats stats = {0};
   uint64_t sent = 0;
   int64_t n_dict = 0;
+  /* With dictionaries, the last batch sent stays alive after its sends
+   * completed (here, or in its ring slot) until the next batch's
+   * dictionaries are compared with its own: an unchanged dictionary is
+   * not sent again, and an equal pointer cannot be reused memory. */
+  struct ArrowDeviceArray last = {0};
+  /* The source's next batch, pulled while the sender waits for a credit or
+   * a free slot: off the round trip's critical path (one batch more held,
+   * at most). */
+  struct ArrowDeviceArray ahead = {0};
+  bool have_ahead = false;
+  int ahead_st = 0;
+  struct adr_error ahead_error = {{0}};
   if (ring == NULL) return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
 
   st = adr_device_array_stream_get_schema(source, &schema, error);
@@ -284,6 +311,7 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
   if (!st)
     st = ucx_send(conn, ucx_ctrl_tag(conn->peer_id, s.stream, s.ctrl_seq++), msg.data, msg.size,
                   NULL, NULL, op, error);
+  if (!st) count_control(&stats, msg.size);
 
   struct ucx_waiter w;
   ucx_waiter_init(&w);
@@ -299,7 +327,8 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
         st = ucx_request_failed(conn, failed, op, "sending a body", error);
         break;
       }
-      if (ring[i].reqs.n == 0) inflight_retire(conn, &ring[i]);
+      if (ring[i].reqs.n == 0)
+        inflight_retire(conn, &ring[i], n_dict > 0 && ring[i].seq + 1 == sent ? &last : NULL);
     }
     if (!st) st = poll_credits(&s, &moved, op, error);
     if (!st) st = ucx_conn_check(conn, op, error);
@@ -308,6 +337,10 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
     for (size_t i = 0; i < max_inflight && slot == NULL; i++)
       if (!ring[i].used) slot = &ring[i];
     if (slot == NULL || sent - s.taken >= max_inflight) {
+      if (!have_ahead) {
+        ahead_st = adr_device_array_stream_next(source, &ahead, &ahead_error);
+        have_ahead = moved = true;
+      }
       ucx_waiter_step(&w, moved);
       if (ucx_waiter_expired(&w, conn->opt.timeout_ms)) {
         st = adr_error_set(error, ETIMEDOUT,
@@ -324,13 +357,25 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
     }
     ucx_waiter_step(&w, true);
     /* The next batch from the source. */
-    st = adr_device_array_stream_next(source, &slot->batch, error);
+    if (have_ahead) {
+      st = ahead_st;
+      if (st && error != NULL) *error = ahead_error;
+      slot->batch = ahead;
+      memset(&ahead, 0, sizeof(ahead));
+      have_ahead = false;
+    } else {
+      st = adr_device_array_stream_next(source, &slot->batch, error);
+    }
     if (st) {
       source_failed = true;
       break;
     }
     if (slot->batch.array.release == NULL) break;
     slot->used = true;
+    slot->seq = sent;
+    const struct ArrowDeviceArray* prev = last.array.release != NULL ? &last : NULL;
+    for (size_t i = 0; prev == NULL && sent > 0 && i < max_inflight; i++)
+      if (ring[i].used && ring[i].seq + 1 == sent) prev = &ring[i].batch;
     struct adr_device* dev = NULL;
     st = adr_device_array_device(&slot->batch, &dev, error);
     if (!st && slot->batch.device_type == ARROW_DEVICE_CPU) dev = NULL;
@@ -339,8 +384,13 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
     /* Dictionaries first (replacements, as adr's IPC stream writer does),
      * then the batch; the encoder waits for the batch's sync_event. */
     for (int64_t id = 0; !st && id < n_dict; id++) {
-      st = adr_ipc_encode_dictionary_batch(&schema, &slot->batch, id, &slot->msgs[slot->n_msgs],
-                                           error);
+      bool unchanged = false;
+      if (prev != NULL)
+        st = adr_ipc_dictionary_unchanged(&schema, prev, &slot->batch, id, &unchanged, error);
+      if (!st && unchanged) continue;
+      if (!st)
+        st = adr_ipc_encode_dictionary_batch(&schema, &slot->batch, id, &slot->msgs[slot->n_msgs],
+                                             error);
       if (st) {
         source_failed = true;
         break;
@@ -362,6 +412,7 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
     if (st) break;
     sent++;
     stats.batches++;
+    if (last.array.release != NULL) adr_device_array_release(&last); /* compared */
     int64_t inflight_now = (int64_t)(sent - s.taken);
     if (inflight_now > stats.max_inflight) stats.max_inflight = inflight_now;
   }
@@ -371,10 +422,11 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
     if (!st)
       st = ucx_send(conn, ucx_ctrl_tag(conn->peer_id, s.stream, s.ctrl_seq++), msg.data, msg.size,
                     NULL, NULL, op, error);
+    if (!st) count_control(&stats, msg.size);
     for (size_t i = 0; !st && i < max_inflight; i++) {
       if (!ring[i].used) continue;
       st = ucx_reqs_wait(conn, &ring[i].reqs, op, "sending batch bodies", error);
-      if (!st) inflight_retire(conn, &ring[i]);
+      if (!st) inflight_retire(conn, &ring[i], NULL);
     }
     if (!st) st = wait_taken(&s, sent, op, error);
   } else if (source_failed && conn->ep_status == UCS_OK && !atomic_load(&conn->cancelled)) {
@@ -384,7 +436,7 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
     for (size_t i = 0; i < max_inflight; i++) {
       if (!ring[i].used) continue;
       if (ucx_reqs_wait(conn, &ring[i].reqs, op, "sending batch bodies", NULL) != 0) break;
-      inflight_retire(conn, &ring[i]);
+      inflight_retire(conn, &ring[i], NULL);
     }
     /* Leave only once the receiver has taken what was announced (it reads
      * the error after them). */
@@ -414,11 +466,13 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
   cancel_credit_recv(&s);
   for (size_t i = 0; i < max_inflight; i++) {
     if (ring[i].used)
-      inflight_retire(conn, &ring[i]);
+      inflight_retire(conn, &ring[i], NULL);
     else
       ucx_reqs_free(&ring[i].reqs);
     free(ring[i].msgs);
   }
+  if (last.array.release != NULL) adr_device_array_release(&last);
+  if (ahead.array.release != NULL) adr_device_array_release(&ahead);
   if (bounce_ready) ucx_bounce_release(&bounce, conn->w);
   free(ring);
   ucx_bytes_free(&msg);

@@ -660,6 +660,43 @@ const struct ArrowArray* adr__ipc_dictionary_array(const struct ArrowSchema* sch
   return NULL;
 }
 
+/* Same shape and the same buffer pointers at every level. */
+static bool same_array(const struct ArrowArray* a, const struct ArrowArray* b, int depth) {
+  if (a == b) return true;
+  if (a == NULL || b == NULL || depth > ADR_IPC_MAX_DEPTH) return false;
+  if (a->length != b->length || a->offset != b->offset || a->null_count != b->null_count ||
+      a->n_buffers != b->n_buffers || a->n_children != b->n_children)
+    return false;
+  for (int64_t i = 0; i < a->n_buffers; i++)
+    if (a->buffers[i] != b->buffers[i]) return false;
+  for (int64_t i = 0; i < a->n_children; i++)
+    if (!same_array(a->children[i], b->children[i], depth + 1)) return false;
+  return (a->dictionary == NULL && b->dictionary == NULL) ||
+         same_array(a->dictionary, b->dictionary, depth + 1);
+}
+
+int adr_ipc_dictionary_unchanged(const struct ArrowSchema* schema,
+                                 const struct ArrowDeviceArray* previous,
+                                 const struct ArrowDeviceArray* array, int64_t id, bool* out,
+                                 struct adr_error* error) {
+  static const char op[] = "adr_ipc_dictionary_unchanged";
+  if (out == NULL) return adr_error_set(error, EINVAL, "[%s] out is NULL", op);
+  *out = false;
+  if (schema == NULL || schema->release == NULL)
+    return adr_error_set(error, EINVAL, "[%s] schema is NULL or released", op);
+  if (previous == NULL || previous->array.release == NULL || array == NULL ||
+      array->array.release == NULL)
+    return adr_error_set(error, EINVAL, "[%s] a batch is NULL or released", op);
+  const struct ArrowArray* a = adr__ipc_dictionary_array(schema, &previous->array, id);
+  const struct ArrowArray* b = adr__ipc_dictionary_array(schema, &array->array, id);
+  if (id < 0 || a == NULL || b == NULL)
+    return adr_error_set(error, EINVAL, "[%s] no dictionary id %lld in both batches of the schema",
+                         op, (long long)id);
+  *out = previous->device_type == array->device_type &&
+         previous->device_id == array->device_id && same_array(a, b, 0);
+  return 0;
+}
+
 /* The DictionaryBatch of dictionary `id` holding the values [from,
  * d->length) of `d` (the values of the dictionary-encoded field `ds`), a
  * delta when from > 0. */

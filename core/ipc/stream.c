@@ -133,25 +133,6 @@ static int write_message(struct wout* o, const struct adr_ipc_message* m) {
   return st;
 }
 
-/* Whether two dictionary arrays are the same memory: same shape and the
- * same buffer pointers at every level (the dictionary memo of Arrow C++:
- * an unchanged dictionary is not sent again). The previous batch is kept
- * alive while the next one is compared, so equal pointers cannot be a
- * freed and reused allocation. */
-static bool same_array(const struct ArrowArray* a, const struct ArrowArray* b, int depth) {
-  if (a == b) return true;
-  if (a == NULL || b == NULL || depth > ADR_IPC_MAX_DEPTH) return false;
-  if (a->length != b->length || a->offset != b->offset || a->null_count != b->null_count ||
-      a->n_buffers != b->n_buffers || a->n_children != b->n_children)
-    return false;
-  for (int64_t i = 0; i < a->n_buffers; i++)
-    if (a->buffers[i] != b->buffers[i]) return false;
-  for (int64_t i = 0; i < a->n_children; i++)
-    if (!same_array(a->children[i], b->children[i], depth + 1)) return false;
-  return (a->dictionary == NULL && b->dictionary == NULL) ||
-         same_array(a->dictionary, b->dictionary, depth + 1);
-}
-
 /* With options.dictionary_deltas: *from = the previous dictionary's length
  * when the new one (host memory: batches are staged) starts with the same
  * values, else 0 (send the whole dictionary). */
@@ -238,10 +219,15 @@ int adr_ipc_write_stream(int fd, struct ArrowDeviceArrayStream* stream,
     st = adr_device_array_stream_next(&host, &batch, error);
     if (st || batch.array.release == NULL) break;
     for (int64_t k = 0; st == 0 && k < n_dicts; k++) {
+      /* prev is kept alive until here: equal pointers cannot be a freed
+       * and reused allocation. */
       const struct ArrowArray* pd =
           prev.array.release ? adr__ipc_dictionary_array(&schema, &prev.array, k) : NULL;
       const struct ArrowArray* nd = adr__ipc_dictionary_array(&schema, &batch.array, k);
-      if (pd != NULL && same_array(pd, nd, 0)) continue;
+      bool unchanged = false;
+      if (pd != NULL) st = adr_ipc_dictionary_unchanged(&schema, &prev, &batch, k, &unchanged, error);
+      if (st) break;
+      if (unchanged) continue;
       int64_t from = 0;
       if (deltas && pd != NULL) {
         st = delta_start(&schema, k, pd, nd, &from, error);

@@ -218,6 +218,21 @@ ADR_API int adr_ipc_encode_dictionary_delta(const struct ArrowSchema* schema,
                                             int64_t from, struct adr_ipc_message* out,
                                             struct adr_error* error);
 
+/* Whether dictionary `id` (see adr_ipc_encode_schema) of `array` is the
+ * same memory as that of `previous`, two batches of `schema` on the same
+ * device: same lengths, offsets and null counts and the same buffer
+ * pointers at every level. Pointers only: no device is touched and
+ * nothing is waited on. A writer that keeps the previous batch alive
+ * until this call (so that an equal pointer cannot be memory freed and
+ * reused) need not send an unchanged dictionary again; adr_ipc_write_stream
+ * and adr_ucx_send_stream do so (the dictionary memo of Arrow C++'s
+ * writers). EINVAL for a NULL or released argument or an id that is not
+ * in both batches. */
+ADR_API int adr_ipc_dictionary_unchanged(const struct ArrowSchema* schema,
+                                         const struct ArrowDeviceArray* previous,
+                                         const struct ArrowDeviceArray* array, int64_t id,
+                                         bool* out, struct adr_error* error);
+
 /* ------------------------------------------------------------------------ */
 /* Decoding                                                                 */
 /* ------------------------------------------------------------------------ */

@@ -62,8 +62,9 @@ struct adr_ucx_conn;
 struct adr_ucx_options {
   uint32_t struct_size;
   /* Sender: batches sent but not yet taken by the receiver (back-pressure:
-   * adr_ucx_send_stream pulls the next batch from its source only below
-   * this). Default 2. */
+   * adr_ucx_send_stream sends the next batch only below this, and holds
+   * at most this many + 1 of its source's batches: the next one is pulled
+   * while it waits). Default 2. */
   uint32_t max_inflight_batches;
   /* Largest message a buffer body is cut into, and the size of one bounce
    * buffer slot. Default 8 MiB; rounded up to 64 KiB. The sender's value
@@ -135,7 +136,11 @@ struct adr_ucx_send_stats {
                              buffers) or into the control message (bodies up to
                              16 KiB) */
   int64_t max_inflight;   /* most batches in flight at once */
-  int64_t reserved[4];
+  int64_t control_messages; /* protocol messages sent: the schema, each
+                               dictionary and record batch's metadata (an
+                               Arrow IPC message with its framing), the end */
+  int64_t control_bytes;  /* their bytes, bodies carried inline included */
+  int64_t reserved[2];
 };
 
 /* Sends every batch of `source` (any device; read through get_schema and

@@ -330,6 +330,65 @@ static void test_dictionary_sent_once(void** state) {
   schema.release(&schema);
 }
 
+/* adr_ipc_dictionary_unchanged compares memory, not values: equal words
+ * in other memory, another offset inside the dictionary or another device
+ * make it false; bad arguments are EINVAL with *out false. */
+static void test_dictionary_unchanged(void** state) {
+  (void)state;
+  static const char* const w[] = {"alpha", "beta", "gamma"};
+  struct ArrowSchema schema;
+  test_schema(&schema, "+s", "", 0, 1);
+  test_schema(schema.children[0], "c", "d", ARROW_FLAG_NULLABLE, 0);
+  struct adr_error err;
+  ASSERT_OK(adr_schema_alloc_dictionary(schema.children[0], &err), &err);
+  test_schema(schema.children[0]->dictionary, "u", NULL, 0, 0);
+  struct ArrowDeviceArray a, b, view;
+  dict_batch(w, 3, &a);
+  dict_batch(w, 3, &b); /* the same words, other memory */
+  view = a;
+  view.array.offset = 1; /* the batch is sliced; its dictionary is not */
+  view.array.length = 4;
+  view.array.release = keep_release;
+  bool same = false;
+  ASSERT_OK(adr_ipc_dictionary_unchanged(&schema, &a, &view, 0, &same, &err), &err);
+  assert_true(same);
+  ASSERT_OK(adr_ipc_dictionary_unchanged(&schema, &a, &b, 0, &same, &err), &err);
+  assert_false(same);
+  struct ArrowArray* dict = a.array.children[0]->dictionary;
+  dict->offset = 1;
+  dict->length = 2;
+  ASSERT_OK(adr_ipc_dictionary_unchanged(&schema, &a, &view, 0, &same, &err), &err);
+  assert_true(same); /* one dictionary object */
+  /* The same buffers at another offset: not the same dictionary. */
+  struct ArrowArray column = *a.array.children[0], moved = *dict;
+  struct ArrowArray* children[1] = {&column};
+  moved.offset = 0;
+  column.dictionary = &moved;
+  view.array.children = children;
+  ASSERT_OK(adr_ipc_dictionary_unchanged(&schema, &a, &view, 0, &same, &err), &err);
+  assert_false(same);
+  view = a;
+  view.array.release = keep_release;
+  view.device_type = ARROW_DEVICE_CUDA_HOST;
+  ASSERT_OK(adr_ipc_dictionary_unchanged(&schema, &a, &view, 0, &same, &err), &err);
+  assert_false(same);
+  same = true;
+  assert_int_equal(adr_ipc_dictionary_unchanged(&schema, &a, &a, 1, &same, &err), EINVAL);
+  assert_false(same);
+  assert_non_null(strstr(err.message, "no dictionary id 1"));
+  assert_int_equal(adr_ipc_dictionary_unchanged(&schema, &a, &a, -1, &same, &err), EINVAL);
+  assert_int_equal(adr_ipc_dictionary_unchanged(NULL, &a, &a, 0, &same, &err), EINVAL);
+  assert_int_equal(adr_ipc_dictionary_unchanged(&schema, NULL, &a, 0, &same, &err), EINVAL);
+  assert_int_equal(adr_ipc_dictionary_unchanged(&schema, &a, &a, 0, NULL, &err), EINVAL);
+  struct ArrowDeviceArray released = a;
+  released.array.release = NULL;
+  assert_int_equal(adr_ipc_dictionary_unchanged(&schema, &a, &released, 0, &same, &err), EINVAL);
+  assert_false(same);
+  adr_device_array_release(&a);
+  adr_device_array_release(&b);
+  schema.release(&schema);
+}
+
 struct held {
   struct ArrowDeviceArray* b;
   int n;
@@ -436,6 +495,7 @@ int main(void) {
       cmocka_unit_test(test_broken_pipe),
       cmocka_unit_test(test_dictionary_replacement),
       cmocka_unit_test(test_dictionary_sent_once),
+      cmocka_unit_test(test_dictionary_unchanged),
       cmocka_unit_test(test_held_batches),
   };
   return cmocka_run_group_tests_name("ipc-stream", tests, NULL, NULL);

@@ -101,17 +101,24 @@ static void test_receive(void** state) {
   st = ucx_test_receive_all(conn, 2, dst_dev, &batches, &e);
   if (st) fail_msg("stream dict: %s", e.message);
   assert_int_equal(batches, ucx_test_batches(2));
+  st = ucx_test_receive_all(conn, 3, dst_dev, &batches, &e);
+  if (st) fail_msg("stream dict-shared: %s", e.message);
+  assert_int_equal(batches, ucx_test_batches(3));
   assert_int_equal(wait_peer(pid), 0);
   assert_int_equal(adr_ucx_conn_destroy(conn, NULL), 0);
 }
 
+/* Sends stream `which`; the sender holds at most one batch from the
+ * source beyond max_inflight_batches (2 here, ucx_test_options). */
 static int send_stream(struct adr_ucx_conn* conn, int which, int fail_at,
                        struct adr_ucx_send_stats* stats, struct adr_error* e) {
   struct ArrowDeviceArrayStream s;
+  ucx_test_reset_live();
   int st = ucx_test_stream(which, src_dev, fail_at, NULL, &s, e);
   if (st) return st;
   st = adr_ucx_send_stream(conn, &s, stats, e);
   s.release(&s);
+  if (ucx_test_max_live() > 3) fail_msg("%d batches alive at once", ucx_test_max_live());
   return st;
 }
 
@@ -125,11 +132,18 @@ static void test_send(void** state) {
   if (st) fail_msg("stream table: %s", e.message);
   assert_int_equal(stats.batches, ucx_test_batches(0));
   assert_true(stats.max_inflight <= 2);
+  /* One protocol message per batch, plus the schema and the end, each at
+   * least its framing and an IPC message's continuation and length. */
+  assert_int_equal(stats.control_messages, stats.batches + 2);
+  assert_true(stats.control_bytes >= stats.control_messages * 24);
   st = send_stream(conn, 1, -1, &stats, &e);
   if (st) fail_msg("stream column: %s", e.message);
   assert_int_equal(stats.batches, ucx_test_batches(1));
   assert_int_equal(stats.body_bytes, stats.direct_bytes + stats.bounced_bytes);
   assert_true(stats.body_bytes >= 300000 * 8);
+  /* Its bodies are too large to ride inline: metadata only. */
+  assert_int_equal(stats.control_messages, stats.batches + 2);
+  assert_true(stats.control_bytes < stats.control_messages * 1024);
   /* Memory UCX can address goes in place (the column's 2.4 MB in 64 KiB
    * chunks, but for the chunk holding its start); other memory is all
    * staged. */
@@ -147,6 +161,14 @@ static void test_send(void** state) {
   st = send_stream(conn, 2, -1, &stats, &e);
   if (st) fail_msg("stream dict: %s", e.message);
   assert_int_equal(stats.batches, ucx_test_batches(2));
+  /* Its dictionary changes: sent with every batch. */
+  assert_int_equal(stats.control_messages, 2 * stats.batches + 2);
+  st = send_stream(conn, 3, -1, &stats, &e);
+  if (st) fail_msg("stream dict-shared: %s", e.message);
+  assert_int_equal(stats.batches, ucx_test_batches(3));
+  /* One dictionary in the same memory for every batch: sent once (the
+   * receiver checks that every batch decodes with it). */
+  assert_int_equal(stats.control_messages, stats.batches + 1 + 2);
   assert_int_equal(wait_peer(pid), 0);
   assert_int_equal(adr_ucx_conn_destroy(conn, NULL), 0);
 }

@@ -2,6 +2,7 @@
 #include "ucx_data.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,7 @@ static const int64_t table_rows[] = {1000, 0, 5000};
 static const int64_t column_rows[] = {300000, 17};
 
 int ucx_test_batches(int which) {
-  return which == 0 ? 3 : 2;
+  return which == 0 || which == 3 ? 3 : 2;
 }
 
 static const int64_t dict_rows[] = {100, 7};
@@ -113,6 +114,7 @@ static int host_batch(int which, int index, struct ArrowSchema* schema,
                       struct ArrowDeviceArray* out, struct adr_error* error) {
   if (which == 0) return fixture_sample_table(table_rows[index], schema, out, error);
   if (which == 2) return dict_host(index, schema, out, error);
+  if (which == 3) return dict_host(0, schema, out, error);
   return column_host(index, schema, out, error);
 }
 
@@ -120,7 +122,78 @@ struct source {
   int which, next, fail_at;
   struct adr_device* device;
   void (*on_batch)(int);
+  struct ArrowDeviceArray shared; /* stream 3: the one batch every batch views */
 };
+
+static void view_release(struct ArrowArray* a) {
+  a->release = NULL;
+}
+
+/* Batches produced and not yet released by the sender, and the most at
+ * once since ucx_test_reset_live. */
+static atomic_int live, max_live;
+
+int ucx_test_max_live(void) {
+  return atomic_load(&max_live);
+}
+
+void ucx_test_reset_live(void) {
+  atomic_store(&max_live, atomic_load(&live));
+}
+
+/* Wraps a batch's release to count it. */
+struct counted {
+  void (*release)(struct ArrowArray*);
+  void* private_data;
+};
+
+static void counted_release(struct ArrowArray* a) {
+  struct counted* c = a->private_data;
+  a->release = c->release;
+  a->private_data = c->private_data;
+  free(c);
+  atomic_fetch_sub(&live, 1);
+  a->release(a);
+}
+
+static int count_batch(struct ArrowDeviceArray* out, struct adr_error* error) {
+  struct counted* c = malloc(sizeof(*c));
+  if (c == NULL) {
+    adr_device_array_release(out);
+    return adr_error_set(error, ENOMEM, "out of memory");
+  }
+  *c = (struct counted){out->array.release, out->array.private_data};
+  out->array.release = counted_release;
+  out->array.private_data = c;
+  int now = atomic_fetch_add(&live, 1) + 1;
+  int seen = atomic_load(&max_live);
+  while (now > seen && !atomic_compare_exchange_weak(&max_live, &seen, now)) {
+  }
+  return 0;
+}
+
+static void source_free(void* ctx) {
+  struct source* s = ctx;
+  if (s->shared.array.release != NULL) adr_device_array_release(&s->shared);
+  free(s);
+}
+
+/* The source's next batch on its device, and the schema (the caller's on
+ * success). */
+static int make_batch(struct source* s, struct ArrowSchema* schema, struct ArrowDeviceArray* out,
+                      struct adr_error* error) {
+  struct ArrowDeviceArray host;
+  int st = host_batch(s->which, s->next, schema, &host, error);
+  if (st) return st;
+  if (s->device == NULL) {
+    adr_device_array_move(&host, out);
+  } else {
+    st = adr_device_array_deep_copy(schema, &host, s->device, NULL, out, NULL, error);
+    adr_device_array_release(&host);
+  }
+  if (st) schema->release(schema);
+  return st;
+}
 
 static int source_next(void* ctx, struct ArrowDeviceArray* out, struct adr_error* error) {
   struct source* s = ctx;
@@ -130,25 +203,30 @@ static int source_next(void* ctx, struct ArrowDeviceArray* out, struct adr_error
   if (s->next >= ucx_test_batches(s->which)) return 0;
   if (s->on_batch) s->on_batch(s->next);
   struct ArrowSchema schema;
-  struct ArrowDeviceArray host;
-  int st = host_batch(s->which, s->next, &schema, &host, error);
-  if (st) return st;
-  if (s->device == NULL) {
-    adr_device_array_move(&host, out);
+  if (s->which == 3) {
+    /* Views of one batch, alive until the stream is released: the same
+     * dictionary memory in every batch. */
+    if (s->shared.array.release == NULL) {
+      int st = make_batch(s, &schema, &s->shared, error);
+      if (st) return st;
+      schema.release(&schema);
+    }
+    *out = s->shared;
+    out->array.release = view_release;
   } else {
-    st = adr_device_array_deep_copy(&schema, &host, s->device, NULL, out, NULL, error);
-    adr_device_array_release(&host);
+    int st = make_batch(s, &schema, out, error);
+    if (st) return st;
+    schema.release(&schema);
   }
-  schema.release(&schema);
-  if (!st) s->next++;
-  return st;
+  s->next++;
+  return count_batch(out, error);
 }
 
 int ucx_test_stream(int which, struct adr_device* device, int fail_at, void (*on_batch)(int),
                     struct ArrowDeviceArrayStream* out, struct adr_error* error) {
   struct source* s = calloc(1, sizeof(*s));
   if (s == NULL) return ENOMEM;
-  *s = (struct source){which, 0, fail_at, device, on_batch};
+  *s = (struct source){.which = which, .fail_at = fail_at, .device = device, .on_batch = on_batch};
   struct ArrowSchema schema;
   struct ArrowDeviceArray first;
   int st = host_batch(which, 0, &schema, &first, error);
@@ -158,8 +236,8 @@ int ucx_test_stream(int which, struct adr_device* device, int fail_at, void (*on
   }
   adr_device_array_release(&first);
   st = adr_device_array_stream_from_callback(
-      &schema, device ? adr_device_type(device) : ARROW_DEVICE_CPU, source_next, free, s, out,
-      error);
+      &schema, device ? adr_device_type(device) : ARROW_DEVICE_CPU, source_next, source_free, s,
+      out, error);
   if (st) {
     schema.release(&schema);
     free(s);

@@ -4,8 +4,10 @@
  * stream 0 "table", the sample table in batches of 1000, 0 and 5000 rows;
  * stream 1 "column", a struct of one int64 column of 300000 then 17 values
  * whose bytes are checked exactly; stream 2 "dict", a dictionary-encoded
- * utf8 column whose dictionary changes between its 2 batches. Built on a device named like ADR_DEVICE ("host" is
- * host memory, the NULL device).
+ * utf8 column whose dictionary changes between its 2 batches; stream 3
+ * "dict-shared", 3 batches that are views of one batch of stream 2 (the
+ * same dictionary memory each time). Built on a device named like
+ * ADR_DEVICE ("host" is host memory, the NULL device).
  */
 #ifndef ADR_TESTS_UCX_DATA_H
 #define ADR_TESTS_UCX_DATA_H
@@ -15,15 +17,22 @@
 #include "adr/adr.h"
 #include "adr/ucx.h"
 
+#define UCX_TEST_STREAMS 4
+
 /* The device a name selects; "host" gives NULL. 0 or an error. */
 int ucx_test_device(const char* name, struct adr_device** out, struct adr_error* error);
 
-/* Stream `which` (0: table, 1: column, 2: dict) on `device`; `fail_at` >= 0 makes
+/* Stream `which` (0: table, 1: column, 2: dict, 3: dict-shared) on `device`; `fail_at` >= 0 makes
  * get_next fail with EIO ("source failed on purpose") at that batch;
  * `on_batch` (may be NULL) is called with each batch index as it is
  * produced. */
 int ucx_test_stream(int which, struct adr_device* device, int fail_at, void (*on_batch)(int),
                     struct ArrowDeviceArrayStream* out, struct adr_error* error);
+
+/* The most batches of the streams above alive at once (produced and not
+ * yet released) since the last ucx_test_reset_live. */
+int ucx_test_max_live(void);
+void ucx_test_reset_live(void);
 
 /* Number of batches of stream `which`. */
 int ucx_test_batches(int which);
