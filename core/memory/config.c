@@ -6,7 +6,7 @@
  *   handler   = "pool" | "backend" | "none"          ("none" = "backend")
  *   option    = "max_cached=" size | "release_threshold=" size
  *             | "chunk=" size | "arenas=" count       (pool only)
- *             | "hugepages" | "populate"              (pool only, CPU device)
+ *             | "hugepages" | "nohugepages" | "populate"  (pool only, CPU device)
  *             | "limit=" size | "track"
  *   size      = the byte-size grammar of backends/common/bytesize.h, shared
  *               with the backends' size variables (digits [ "." digits ]
@@ -87,15 +87,16 @@ static int parse_option(struct parser* p, struct adr__alloc_config* c) {
   size_t start = p->pos;
   char name[32];
   const char* expected =
-      "an option (max_cached=, release_threshold=, chunk=, arenas=, hugepages, populate, limit=, "
-      "track)";
+      "an option (max_cached=, release_threshold=, chunk=, arenas=, hugepages, nohugepages, "
+      "populate, limit=, track)";
   int st = parse_word(p, name, sizeof(name), expected);
   if (st) return st;
   if (strcmp(name, "track") == 0) {
     c->track = true;
     return 0;
   }
-  if (strcmp(name, "hugepages") == 0 || strcmp(name, "populate") == 0) {
+  if (strcmp(name, "hugepages") == 0 || strcmp(name, "nohugepages") == 0 ||
+      strcmp(name, "populate") == 0) {
     if (!c->use_pool) {
       p->pos = start;
       return adr_error_set(p->error, EINVAL,
@@ -103,7 +104,9 @@ static int parse_option(struct parser* p, struct adr__alloc_config* c) {
                            p->variable, p->text, start + 1, name);
     }
     if (name[0] == 'h')
-      c->pool.hugepages = true;
+      c->pool.hugepages = ADR__POOL_THP_ALL;
+    else if (name[0] == 'n')
+      c->pool.hugepages = ADR__POOL_THP_OFF;
     else
       c->pool.populate = true;
     return 0;

@@ -882,7 +882,7 @@ void adr__pool_options_default(struct adr__pool_options* opts) {
   opts->arenas = 0;
   opts->poison = false;
   opts->host_pages = false;
-  opts->hugepages = false;
+  opts->hugepages = ADR__POOL_THP_LARGE;
   opts->populate = false;
 }
 
@@ -1038,15 +1038,17 @@ static struct block* arena_take(struct adr__pool* pool, struct arena* a, void* s
   return b;
 }
 
-/* A new host chunk's pages (options host_pages, hugepages, populate).
- * Advice only: a kernel without THP (or with it "never") or without
- * MADV_POPULATE_WRITE refuses, and the pages fault in on first touch as
- * usual. */
-static void chunk_prepare(struct adr__pool* pool, void* mem, size_t size) {
+/* A new host chunk's pages (options host_pages, hugepages, populate), made
+ * for a request of `want` bytes. Advice only: a kernel without THP (or
+ * with it "never") or without MADV_POPULATE_WRITE refuses, and the pages
+ * fault in on first touch as usual. */
+static void chunk_prepare(struct adr__pool* pool, void* mem, size_t size, size_t want) {
   if (!pool->opts.host_pages) return;
   uintptr_t lo = ((uintptr_t)mem + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
   uintptr_t hi = ((uintptr_t)mem + size) & ~(HUGE_PAGE - 1);
-  if (pool->opts.hugepages && hi > lo) (void)madvise((void*)lo, hi - lo, MADV_HUGEPAGE);
+  bool huge = pool->opts.hugepages == ADR__POOL_THP_ALL ||
+              (pool->opts.hugepages == ADR__POOL_THP_LARGE && want >= ADR__POOL_THP_MIN);
+  if (huge && hi > lo) (void)madvise((void*)lo, hi - lo, MADV_HUGEPAGE);
   if (pool->opts.populate) (void)madvise(mem, size, MADV_POPULATE_WRITE);
 }
 
@@ -1113,7 +1115,7 @@ static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignmen
       free(c);
       return st;
     }
-    chunk_prepare(pool, mem, grow);
+    chunk_prepare(pool, mem, grow, want);
     c->base = (uintptr_t)mem;
     c->size = grow;
     pthread_mutex_lock(&a->lock);

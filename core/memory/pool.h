@@ -44,6 +44,15 @@ struct adr__pool_sync {
   int (*event_synchronize)(void* ctx, void* event);
 };
 
+/* Which new host chunks are advised transparent huge pages. */
+enum adr__pool_thp {
+  ADR__POOL_THP_LARGE = 0, /* those made for a request of ADR__POOL_THP_MIN or more (default,
+                              NumPy's rule) */
+  ADR__POOL_THP_ALL,       /* every chunk (ADR_ALLOC option hugepages) */
+  ADR__POOL_THP_OFF,       /* none (option nohugepages) */
+};
+#define ADR__POOL_THP_MIN ((size_t)4 << 20)
+
 struct adr__pool_options {
   /* Cap on the free bytes kept (by default 1/8 of the device's memory,
    * from 256 MiB to 4 GiB; SIZE_MAX = no cap) and
@@ -58,12 +67,13 @@ struct adr__pool_options {
    * AddressSanitizer build, poison what is not allocated. */
   bool poison;
   /* The chunks are ordinary anonymous host pages (the CPU device): a new
-   * chunk may be given transparent huge pages (hugepages: MADV_HUGEPAGE on
-   * its 2 MiB-aligned part) and be faulted in before it is carved
-   * (populate: MADV_POPULATE_WRITE), outside the arena lock. Both off by
-   * default (docs/memory.md: what they cost and gain on this kind of host). */
+   * chunk may be given transparent huge pages (MADV_HUGEPAGE on its 2
+   * MiB-aligned part; `hugepages`, below) and be faulted in before it is
+   * carved (populate: MADV_POPULATE_WRITE, off by default), outside the
+   * arena lock (docs/memory.md: what they cost and gain on this kind of
+   * host). */
   bool host_pages;
-  bool hugepages;
+  enum adr__pool_thp hugepages;
   bool populate;
 };
 

@@ -146,21 +146,25 @@ static void test_malformed(void** state) {
                "byte 0x01");
 }
 
-/* The host-page options: off by default, on by name, pool only. */
+/* The host-page options: huge pages for large chunks and no populate by
+ * default, changed by name, pool only. */
 static void test_host_page_options(void** state) {
   (void)state;
   struct adr__alloc_config c = parse_ok(NULL);
-  assert_false(c.pool.hugepages);
+  assert_int_equal(c.pool.hugepages, ADR__POOL_THP_LARGE);
   assert_false(c.pool.populate);
   c = parse_ok("pool:populate");
   assert_true(c.pool.populate);
-  assert_false(c.pool.hugepages);
+  assert_int_equal(c.pool.hugepages, ADR__POOL_THP_LARGE);
+  c = parse_ok("pool:nohugepages");
+  assert_int_equal(c.pool.hugepages, ADR__POOL_THP_OFF);
   c = parse_ok("pool:HugePages,max_cached=1GiB,populate");
-  assert_true(c.pool.hugepages);
+  assert_int_equal(c.pool.hugepages, ADR__POOL_THP_ALL);
   assert_true(c.pool.populate);
   assert_int_equal(c.pool.max_cached, (size_t)1 << 30);
   expect_error("backend:populate", "column 9: option 'populate' applies only to the pool");
   expect_error("none:hugepages", "option 'hugepages' applies only to the pool");
+  expect_error("backend:nohugepages", "option 'nohugepages' applies only to the pool");
   expect_error("pool:populate=1", "',' and an option, or the end");
 }
 

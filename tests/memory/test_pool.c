@@ -828,12 +828,16 @@ static size_t resident_pages(void* p, size_t size) {
 
 /* Fresh anonymous mappings, so untouched pages are not resident whatever
  * malloc does (MALLOC_PERTURB_ fills what aligned_alloc returns). */
+static uintptr_t last_chunk, last_chunk_end; /* the last mapping mmap_alloc made */
+
 static int mmap_alloc(void* ctx, size_t size, size_t alignment, void** out,
                       struct adr_error* error) {
   (void)ctx;
   (void)alignment; /* 4096: page-aligned anyway */
   void* p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return adr_error_set(error, ENOMEM, "[alloc][mmap] ENOMEM");
+  last_chunk = (uintptr_t)p;
+  last_chunk_end = last_chunk + size;
   *out = p;
   return 0;
 }
@@ -856,7 +860,7 @@ static void test_host_pages(void** state) {
     o.chunk_size = chunk;
     o.host_pages = true;
     o.populate = populate;
-    o.hugepages = populate;
+    o.hugepages = populate ? ADR__POOL_THP_ALL : ADR__POOL_THP_OFF;
     struct adr__pool_upstream up = {NULL, mmap_alloc, mmap_free};
     struct adr__pool* pool = NULL;
     assert_int_equal(adr__pool_create(&o, &up, NULL, &pool, NULL), 0);
@@ -884,10 +888,73 @@ static void test_host_pages(void** state) {
   }
 }
 
+/* Whether part of [lo, hi) is advised huge pages: VmFlags "hg" on a
+ * mapping of /proc/self/smaps that overlaps it (the advice covers the
+ * 2 MiB-aligned part of a chunk, a mapping of its own). */
+static bool advised_huge(uintptr_t lo, uintptr_t hi) {
+  FILE* f = fopen("/proc/self/smaps", "r");
+  assert_non_null(f);
+  char line[512];
+  bool inside = false, huge = false;
+  while (!huge && fgets(line, sizeof(line), f) != NULL) {
+    unsigned long a, b;
+    char* space = strchr(line, ' ');
+    if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && space != NULL && strchr(line, '-') < space)
+      inside = a < hi && b > lo;
+    else if (inside && strncmp(line, "VmFlags:", 8) == 0)
+      huge = strstr(line, " hg") != NULL;
+  }
+  fclose(f);
+  return huge;
+}
+
+/* Which chunks are advised transparent huge pages: by default those made
+ * for a request of 4 MiB or more (NumPy's rule), with "hugepages" every
+ * chunk, with "nohugepages" none. Advice on a kernel that has THP at all
+ * (probed), whatever its mode. */
+static void test_huge_page_advice(void** state) {
+  (void)state;
+  void* probe = mmap(NULL, 4 * MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(probe != MAP_FAILED);
+  bool thp = madvise(probe, 4 * MiB, 14 /* MADV_HUGEPAGE */) == 0;
+  munmap(probe, 4 * MiB);
+  if (!thp) {
+    print_message("kernel without transparent huge pages: the advice is refused\n");
+    return;
+  }
+  const enum adr__pool_thp modes[] = {ADR__POOL_THP_LARGE, ADR__POOL_THP_ALL, ADR__POOL_THP_OFF};
+  for (int m = 0; m < 3; m++) {
+    for (int large = 0; large <= 1; large++) {
+      struct adr__pool_options o;
+      adr__pool_options_default(&o);
+      assert_int_equal(o.hugepages, ADR__POOL_THP_LARGE);
+      o.arenas = 1;
+      o.chunk_size = 8 * MiB; /* a 2 MiB-aligned part whatever the request */
+      o.host_pages = true;
+      o.hugepages = modes[m];
+      struct adr__pool_upstream up = {NULL, mmap_alloc, mmap_free};
+      struct adr__pool* pool = NULL;
+      assert_int_equal(adr__pool_create(&o, &up, NULL, &pool, NULL), 0);
+      size_t size = large ? 4 * MiB : 64 * 1024;
+      void* p = NULL;
+      struct adr_error err;
+      assert_int_equal(adr__pool_alloc(pool, size, 4096, NULL, &p, &err), 0);
+      bool want = modes[m] == ADR__POOL_THP_ALL || (modes[m] == ADR__POOL_THP_LARGE && large);
+      assert_true((uintptr_t)p >= last_chunk && (uintptr_t)p + size <= last_chunk_end);
+      if (advised_huge(last_chunk, last_chunk_end) != want)
+        fail_msg("mode %d, %zu bytes: huge page advice %s", m, size, want ? "missing" : "given");
+      memset(p, 1, size);
+      assert_int_equal(adr__pool_free(pool, p, size, NULL, &err), 0);
+      assert_int_equal(adr__pool_destroy(pool), 0);
+    }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_size_classes),
       cmocka_unit_test(test_host_pages),
+      cmocka_unit_test(test_huge_page_advice),
       cmocka_unit_test(test_alignment),
       cmocka_unit_test(test_same_size_reuse_is_a_hit),
       cmocka_unit_test(test_split_and_coalesce),
