@@ -2,7 +2,8 @@
  *
  * adr-ipc: Arrow IPC streams from files and pipes (docs/ipc.md, adr-ipc(1)).
  *
- *   adr-ipc cat [--device SPEC] [IN [OUT]]   copy a stream, optionally via a device
+ *   adr-ipc cat [--device SPEC] [-D] [IN [OUT]]
+ *                                           copy a stream, optionally via a device
  *   adr-ipc to-device SPEC [IN]             move every batch to a device and verify
  *   adr-ipc info [IN]                       schema, then every message
  *   adr-ipc sample [--batches K] ROWS [OUT] write the sample table
@@ -40,6 +41,9 @@ static void usage(FILE* f) {
           "\n"
           "  -d, --device=SPEC   cat: the device the batches go through (as ADR_DEVICE\n"
           "                      spells it: opencl:0, vulkan, cuda:0, cpu ...)\n"
+          "  -D, --dictionary-deltas\n"
+          "                      cat: write a dictionary that extends the previous one\n"
+          "                      as a delta (only its new values)\n"
           "  -b, --batches=K     sample: split the table into K batches (default 1)\n"
           "  -h, --help          show this help and exit\n"
           "  -V, --version       show the adr version and exit\n"
@@ -85,7 +89,7 @@ static int select_device(const char* spec, struct adr_device** out) {
 
 /* ---- cat ------------------------------------------------------------------ */
 
-static int cmd_cat(const char* device, const char* in, const char* out) {
+static int cmd_cat(const char* device, bool deltas, const char* in, const char* out) {
   struct adr_device* dev = NULL;
   if (device != NULL && select_device(device, &dev)) return 1;
   int ifd = open_in(in);
@@ -102,7 +106,9 @@ static int cmd_cat(const char* device, const char* in, const char* out) {
     rc = fail("read", &err);
   } else {
     struct adr_ipc_stream_stats st = {.struct_size = sizeof(st)};
-    if (adr_ipc_write_stream(ofd, &s, NULL, &st, &err) != 0)
+    struct adr_ipc_write_options wo = {.struct_size = sizeof(wo), .prefetch = 1,
+                                       .dictionary_deltas = deltas};
+    if (adr_ipc_write_stream(ofd, &s, &wo, &st, &err) != 0)
       rc = fail("cat", &err);
     else if (dev != NULL)
       fprintf(stderr, "adr-ipc: %lld batches, %lld rows through %s\n", (long long)st.batches,
@@ -272,8 +278,9 @@ static int cmd_info(const char* in) {
       struct ArrowDeviceArray batch;
       st = adr_ipc_reader_consume(r, &d, body, &batch, &err);
       if (st == 0 && d.type == ADR_IPC_MESSAGE_DICTIONARY_BATCH) {
-        printf("message %lld: dictionary batch, id %lld, %lld values, %lld body bytes\n",
-               (long long)idx, (long long)d.dictionary_id, (long long)d.length,
+        printf("message %lld: %s, id %lld, %lld values%s, %lld body bytes\n", (long long)idx,
+               d.is_delta ? "delta dictionary batch" : "dictionary batch",
+               (long long)d.dictionary_id, (long long)d.length, d.is_delta ? " appended" : "",
                (long long)d.body_size);
       } else if (st == 0) {
         printf("message %lld: record batch %lld, %lld rows, %lld body bytes, %lld buffers\n",
@@ -357,14 +364,16 @@ int main(int argc, char** argv) {
   static const struct option options[] = {
       {"device", required_argument, NULL, 'd'},
       {"batches", required_argument, NULL, 'b'},
+      {"dictionary-deltas", no_argument, NULL, 'D'},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
   };
   const char* device = NULL;
   int64_t batches = 1;
+  bool deltas = false;
   int c;
-  while ((c = getopt_long(argc, argv, "d:b:hV", options, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "d:b:DhV", options, NULL)) != -1) {
     switch (c) {
       case 'd':
         device = optarg;
@@ -375,6 +384,9 @@ int main(int argc, char** argv) {
           usage(stderr);
           return 2;
         }
+        break;
+      case 'D':
+        deltas = true;
         break;
       case 'h':
         usage(stdout);
@@ -396,9 +408,9 @@ int main(int argc, char** argv) {
   }
   const char* cmd = a[0];
   if (strcmp(cmd, "cat") == 0 && n <= 3)
-    return cmd_cat(device, n > 1 ? a[1] : NULL, n > 2 ? a[2] : NULL);
-  if (device != NULL) {
-    fprintf(stderr, "adr-ipc: --device applies to cat only\n");
+    return cmd_cat(device, deltas, n > 1 ? a[1] : NULL, n > 2 ? a[2] : NULL);
+  if (device != NULL || deltas) {
+    fprintf(stderr, "adr-ipc: %s applies to cat only\n", device ? "--device" : "--dictionary-deltas");
     usage(stderr);
     return 2;
   }
