@@ -263,6 +263,54 @@ static int send_message(struct sender* s, struct inflight* f, const struct adr_i
   return st;
 }
 
+/* The source's next batch with its messages encoded (the dictionaries that
+ * changed since `prev`, the batch sent before it, then the record batch;
+ * the encoder waits for the batch's sync_event). Made while the sender
+ * waits for a credit or a slot, so that neither the producer nor the
+ * encoder is on the round trip. */
+struct prepared {
+  struct ArrowDeviceArray batch; /* release NULL: the end of the source */
+  struct adr_ipc_message* msgs;  /* room for n_dict + 1 */
+  size_t n_msgs;
+  int st; /* a source or encoding error, with its message in `error` */
+  struct adr_error error;
+};
+
+static void prepare(struct prepared* p, struct ArrowDeviceArrayStream* source,
+                    const struct ArrowSchema* schema, struct adr_ipc_encoder* encoder,
+                    int64_t n_dict, const struct ArrowDeviceArray* prev, const char* op) {
+  struct adr_error* e = &p->error;
+  p->n_msgs = 0;
+  int st = adr_device_array_stream_next(source, &p->batch, e);
+  if (!st && p->batch.array.release != NULL && p->msgs == NULL) {
+    p->msgs = calloc((size_t)n_dict + 1, sizeof(*p->msgs));
+    if (p->msgs == NULL) st = adr_error_set(e, ENOMEM, "[%s][ucx] out of memory", op);
+  }
+  for (int64_t id = 0; !st && p->batch.array.release != NULL && id < n_dict; id++) {
+    bool unchanged = false;
+    if (prev != NULL) st = adr_ipc_dictionary_unchanged(schema, prev, &p->batch, id, &unchanged, e);
+    if (!st && !unchanged) {
+      st = adr_ipc_encode_dictionary_batch(schema, &p->batch, id, &p->msgs[p->n_msgs], e);
+      if (!st) p->n_msgs++;
+    }
+  }
+  if (!st && p->batch.array.release != NULL) {
+    st = adr_ipc_encoder_record_batch(encoder, &p->batch, &p->msgs[p->n_msgs], e);
+    if (!st) p->n_msgs++;
+  }
+  p->st = st;
+}
+
+/* The batch sent before the next one (sent - 1), alive in its ring slot or
+ * in `last`; NULL before the first. */
+static const struct ArrowDeviceArray* previous(const struct inflight* ring, size_t n, uint64_t sent,
+                                               const struct ArrowDeviceArray* last) {
+  if (last->array.release != NULL) return last;
+  for (size_t i = 0; sent > 0 && i < n; i++)
+    if (ring[i].used && ring[i].seq + 1 == sent) return &ring[i].batch;
+  return NULL;
+}
+
 int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* source,
                     struct adr_ucx_send_stats* out_stats, struct adr_error* error) {
   const char* op = "adr_ucx_send_stream";
@@ -286,13 +334,10 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
    * dictionaries are compared with its own: an unchanged dictionary is
    * not sent again, and an equal pointer cannot be reused memory. */
   struct ArrowDeviceArray last = {0};
-  /* The source's next batch, pulled while the sender waits for a credit or
-   * a free slot: off the round trip's critical path (one batch more held,
-   * at most). */
-  struct ArrowDeviceArray ahead = {0};
+  /* The next batch, prepared while the sender waits for a credit or a free
+   * slot (one batch more held, at most). */
+  struct prepared ahead = {0};
   bool have_ahead = false;
-  int ahead_st = 0;
-  struct adr_error ahead_error = {{0}};
   if (ring == NULL) return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
 
   st = adr_device_array_stream_get_schema(source, &schema, error);
@@ -338,7 +383,8 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
       if (!ring[i].used) slot = &ring[i];
     if (slot == NULL || sent - s.taken >= max_inflight) {
       if (!have_ahead) {
-        ahead_st = adr_device_array_stream_next(source, &ahead, &ahead_error);
+        prepare(&ahead, source, &schema, encoder, n_dict,
+                previous(ring, max_inflight, sent, &last), op);
         have_ahead = moved = true;
       }
       ucx_waiter_step(&w, moved);
@@ -356,59 +402,35 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
       continue;
     }
     ucx_waiter_step(&w, true);
-    /* The next batch from the source. */
-    if (have_ahead) {
-      st = ahead_st;
-      if (st && error != NULL) *error = ahead_error;
-      slot->batch = ahead;
-      memset(&ahead, 0, sizeof(ahead));
-      have_ahead = false;
-    } else {
-      st = adr_device_array_stream_next(source, &slot->batch, error);
+    if (!have_ahead)
+      prepare(&ahead, source, &schema, encoder, n_dict, previous(ring, max_inflight, sent, &last),
+              op);
+    have_ahead = false;
+    /* The slot takes the batch and its messages (the message arrays swap). */
+    slot->batch = ahead.batch;
+    memset(&ahead.batch, 0, sizeof(ahead.batch));
+    struct adr_ipc_message* spare = slot->msgs;
+    slot->msgs = ahead.msgs;
+    slot->n_msgs = ahead.n_msgs;
+    ahead.msgs = spare;
+    ahead.n_msgs = 0;
+    if (slot->batch.array.release != NULL) {
+      slot->used = true;
+      slot->seq = sent;
     }
-    if (st) {
+    if (ahead.st) {
+      st = ahead.st;
+      if (error != NULL) *error = ahead.error;
       source_failed = true;
       break;
     }
-    if (slot->batch.array.release == NULL) break;
-    slot->used = true;
-    slot->seq = sent;
-    const struct ArrowDeviceArray* prev = last.array.release != NULL ? &last : NULL;
-    for (size_t i = 0; prev == NULL && sent > 0 && i < max_inflight; i++)
-      if (ring[i].used && ring[i].seq + 1 == sent) prev = &ring[i].batch;
+    if (!slot->used) break; /* the end of the source */
     struct adr_device* dev = NULL;
     st = adr_device_array_device(&slot->batch, &dev, error);
     if (!st && slot->batch.device_type == ARROW_DEVICE_CPU) dev = NULL;
-    if (slot->msgs == NULL) slot->msgs = calloc((size_t)n_dict + 1, sizeof(*slot->msgs));
-    if (!st && slot->msgs == NULL) st = adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
-    /* Dictionaries first (replacements, as adr's IPC stream writer does),
-     * then the batch; the encoder waits for the batch's sync_event. */
-    for (int64_t id = 0; !st && id < n_dict; id++) {
-      bool unchanged = false;
-      if (prev != NULL)
-        st = adr_ipc_dictionary_unchanged(&schema, prev, &slot->batch, id, &unchanged, error);
-      if (!st && unchanged) continue;
-      if (!st)
-        st = adr_ipc_encode_dictionary_batch(&schema, &slot->batch, id, &slot->msgs[slot->n_msgs],
-                                             error);
-      if (st) {
-        source_failed = true;
-        break;
-      }
-      slot->n_msgs++;
-      st = send_message(&s, slot, &slot->msgs[slot->n_msgs - 1], dev, &bounce, &bounce_ready, &msg,
-                        &stats, op, error);
-    }
-    if (!st) {
-      st = adr_ipc_encoder_record_batch(encoder, &slot->batch, &slot->msgs[slot->n_msgs], error);
-      if (st)
-        source_failed = true;
-      else {
-        slot->n_msgs++;
-        st = send_message(&s, slot, &slot->msgs[slot->n_msgs - 1], dev, &bounce, &bounce_ready,
-                          &msg, &stats, op, error);
-      }
-    }
+    for (size_t k = 0; !st && k < slot->n_msgs; k++)
+      st = send_message(&s, slot, &slot->msgs[k], dev, &bounce, &bounce_ready, &msg, &stats, op,
+                        error);
     if (st) break;
     sent++;
     stats.batches++;
@@ -472,7 +494,9 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
     free(ring[i].msgs);
   }
   if (last.array.release != NULL) adr_device_array_release(&last);
-  if (ahead.array.release != NULL) adr_device_array_release(&ahead);
+  for (size_t k = 0; k < ahead.n_msgs; k++) adr_ipc_message_release(&ahead.msgs[k]);
+  free(ahead.msgs);
+  if (ahead.batch.array.release != NULL) adr_device_array_release(&ahead.batch);
   if (bounce_ready) ucx_bounce_release(&bounce, conn->w);
   free(ring);
   ucx_bytes_free(&msg);
