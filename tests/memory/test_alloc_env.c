@@ -10,6 +10,11 @@
  *              tagged allocation; then checks the exit report in the log
  *   malformed  ADR_ALLOC=pool:max_cached=2XB: every allocation fails with
  *              the parser's message; other calls still work
+ *   thp-default, thp-all, thp-off
+ *              ADR_ALLOC=pool:chunk=8MiB[,hugepages|,nohugepages]: which
+ *              CPU allocations land in memory advised transparent huge
+ *              pages (a 3 MiB and an 8 MiB request, each in a chunk of its
+ *              own; the default advises chunks made for 4 MiB or more)
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -24,6 +29,7 @@
 
 #include "adr/adr.h"
 #include "adr/memory.h"
+#include "vmflags.h"
 
 static struct adr_device* cpu;
 static const char* mode;
@@ -139,11 +145,36 @@ static void test_malformed(void** state) {
   assert_int_equal(adr_device_info_get(cpu, &info, NULL), 0);
 }
 
+/* Allocates `size` bytes on the CPU device and says whether they lie in
+ * memory advised huge pages (kept allocated: each request gets a chunk). */
+static bool alloc_advised(size_t size) {
+  void* p = NULL;
+  struct adr_error err;
+  if (adr_alloc(cpu, size, 0, NULL, &p, &err) != 0) fail_msg("adr_alloc: %s", err.message);
+  memset(p, 1, size);
+  return vmflags_huge_advised((uintptr_t)p, (uintptr_t)p + size);
+}
+
+static void test_thp(void** state) {
+  (void)state;
+  if (!vmflags_thp_supported()) {
+    print_message("kernel without transparent huge pages: the advice is refused\n");
+    return;
+  }
+  bool all = strcmp(mode, "thp-all") == 0, off = strcmp(mode, "thp-off") == 0;
+  /* A 3 MiB block in an 8 MiB chunk overlaps the chunk's 2 MiB-aligned
+   * part wherever the pool puts it. Checked before the 8 MiB request, so
+   * that no advised mapping exists yet in the default mode. */
+  assert_int_equal(alloc_advised((size_t)3 << 20), all);
+  assert_int_equal(alloc_advised((size_t)8 << 20), !off);
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(
         stderr,
-        "usage: test_alloc_env none|limit|track|track-child|malformed|decimal-limit|max-limit\n");
+        "usage: test_alloc_env none|limit|track|track-child|malformed|decimal-limit|max-limit|"
+        "thp-default|thp-all|thp-off\n");
     return 2;
   }
   mode = argv[1];
@@ -163,6 +194,8 @@ int main(int argc, char** argv) {
     t = (struct CMUnitTest)cmocka_unit_test(test_decimal_limit);
   else if (strcmp(mode, "max-limit") == 0)
     t = (struct CMUnitTest)cmocka_unit_test(test_max_limit);
+  else if (strncmp(mode, "thp-", 4) == 0)
+    t = (struct CMUnitTest)cmocka_unit_test(test_thp);
   else
     return 2;
   const struct CMUnitTest tests[] = {t};

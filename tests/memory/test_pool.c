@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "memory/pool.h"
+#include "vmflags.h"
 
 #define MiB ((size_t)1 << 20)
 
@@ -826,10 +827,10 @@ static size_t resident_pages(void* p, size_t size) {
   return count;
 }
 
-/* Fresh anonymous mappings, so untouched pages are not resident whatever
- * malloc does (MALLOC_PERTURB_ fills what aligned_alloc returns). */
 static uintptr_t last_chunk, last_chunk_end; /* the last mapping mmap_alloc made */
 
+/* Fresh anonymous mappings, so untouched pages are not resident whatever
+ * malloc does (MALLOC_PERTURB_ fills what aligned_alloc returns). */
 static int mmap_alloc(void* ctx, size_t size, size_t alignment, void** out,
                       struct adr_error* error) {
   (void)ctx;
@@ -888,37 +889,13 @@ static void test_host_pages(void** state) {
   }
 }
 
-/* Whether part of [lo, hi) is advised huge pages: VmFlags "hg" on a
- * mapping of /proc/self/smaps that overlaps it (the advice covers the
- * 2 MiB-aligned part of a chunk, a mapping of its own). */
-static bool advised_huge(uintptr_t lo, uintptr_t hi) {
-  FILE* f = fopen("/proc/self/smaps", "r");
-  assert_non_null(f);
-  char line[512];
-  bool inside = false, huge = false;
-  while (!huge && fgets(line, sizeof(line), f) != NULL) {
-    unsigned long a, b;
-    char* space = strchr(line, ' ');
-    if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && space != NULL && strchr(line, '-') < space)
-      inside = a < hi && b > lo;
-    else if (inside && strncmp(line, "VmFlags:", 8) == 0)
-      huge = strstr(line, " hg") != NULL;
-  }
-  fclose(f);
-  return huge;
-}
-
 /* Which chunks are advised transparent huge pages: by default those made
  * for a request of 4 MiB or more (NumPy's rule), with "hugepages" every
  * chunk, with "nohugepages" none. Advice on a kernel that has THP at all
  * (probed), whatever its mode. */
 static void test_huge_page_advice(void** state) {
   (void)state;
-  void* probe = mmap(NULL, 4 * MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  assert_true(probe != MAP_FAILED);
-  bool thp = madvise(probe, 4 * MiB, 14 /* MADV_HUGEPAGE */) == 0;
-  munmap(probe, 4 * MiB);
-  if (!thp) {
+  if (!vmflags_thp_supported()) {
     print_message("kernel without transparent huge pages: the advice is refused\n");
     return;
   }
@@ -941,7 +918,7 @@ static void test_huge_page_advice(void** state) {
       assert_int_equal(adr__pool_alloc(pool, size, 4096, NULL, &p, &err), 0);
       bool want = modes[m] == ADR__POOL_THP_ALL || (modes[m] == ADR__POOL_THP_LARGE && large);
       assert_true((uintptr_t)p >= last_chunk && (uintptr_t)p + size <= last_chunk_end);
-      if (advised_huge(last_chunk, last_chunk_end) != want)
+      if (vmflags_huge_advised(last_chunk, last_chunk_end) != want)
         fail_msg("mode %d, %zu bytes: huge page advice %s", m, size, want ? "missing" : "given");
       memset(p, 1, size);
       assert_int_equal(adr__pool_free(pool, p, size, NULL, &err), 0);
