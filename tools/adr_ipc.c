@@ -106,8 +106,8 @@ static int cmd_cat(const char* device, bool deltas, const char* in, const char* 
     rc = fail("read", &err);
   } else {
     struct adr_ipc_stream_stats st = {.struct_size = sizeof(st)};
-    struct adr_ipc_write_options wo = {.struct_size = sizeof(wo), .prefetch = 1,
-                                       .dictionary_deltas = deltas};
+    struct adr_ipc_write_options wo = {
+        .struct_size = sizeof(wo), .prefetch = 1, .dictionary_deltas = deltas};
     if (adr_ipc_write_stream(ofd, &s, &wo, &st, &err) != 0)
       rc = fail("cat", &err);
     else if (dev != NULL)
@@ -361,6 +361,7 @@ static bool parse_count(const char* s, int64_t lo, int64_t hi, int64_t* out) {
 }
 
 int main(int argc, char** argv) {
+  /* clang-format off */
   static const struct option options[] = {
       {"device", required_argument, NULL, 'd'},
       {"batches", required_argument, NULL, 'b'},
@@ -369,6 +370,7 @@ int main(int argc, char** argv) {
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
   };
+  /* clang-format on */
   const char* device = NULL;
   int64_t batches = 1;
   bool deltas = false;
@@ -410,7 +412,8 @@ int main(int argc, char** argv) {
   if (strcmp(cmd, "cat") == 0 && n <= 3)
     return cmd_cat(device, deltas, n > 1 ? a[1] : NULL, n > 2 ? a[2] : NULL);
   if (device != NULL || deltas) {
-    fprintf(stderr, "adr-ipc: %s applies to cat only\n", device ? "--device" : "--dictionary-deltas");
+    fprintf(stderr, "adr-ipc: %s applies to cat only\n",
+            device ? "--device" : "--dictionary-deltas");
     usage(stderr);
     return 2;
   }

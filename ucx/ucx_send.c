@@ -332,10 +332,12 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
   /* With dictionaries, the last batch sent stays alive after its sends
    * completed (here, or in its ring slot) until the next batch's
    * dictionaries are compared with its own: an unchanged dictionary is
-   * not sent again, and an equal pointer cannot be reused memory. */
+   * not sent again, and an equal pointer cannot be reused memory. Its
+   * slot is free meanwhile: with `ahead`, at most max_inflight + 1
+   * batches are held. */
   struct ArrowDeviceArray last = {0};
   /* The next batch, prepared while the sender waits for a credit or a free
-   * slot (one batch more held, at most). */
+   * slot. */
   struct prepared ahead = {0};
   bool have_ahead = false;
   if (ring == NULL) return adr_error_set(error, ENOMEM, "[%s][ucx] out of memory", op);
@@ -383,8 +385,8 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
       if (!ring[i].used) slot = &ring[i];
     if (slot == NULL || sent - s.taken >= max_inflight) {
       if (!have_ahead) {
-        prepare(&ahead, source, &schema, encoder, n_dict,
-                previous(ring, max_inflight, sent, &last), op);
+        prepare(&ahead, source, &schema, encoder, n_dict, previous(ring, max_inflight, sent, &last),
+                op);
         have_ahead = moved = true;
       }
       ucx_waiter_step(&w, moved);

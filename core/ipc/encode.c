@@ -692,8 +692,8 @@ int adr_ipc_dictionary_unchanged(const struct ArrowSchema* schema,
   if (id < 0 || a == NULL || b == NULL)
     return adr_error_set(error, EINVAL, "[%s] no dictionary id %lld in both batches of the schema",
                          op, (long long)id);
-  *out = previous->device_type == array->device_type &&
-         previous->device_id == array->device_id && same_array(a, b, 0);
+  *out = previous->device_type == array->device_type && previous->device_id == array->device_id &&
+         same_array(a, b, 0);
   return 0;
 }
 

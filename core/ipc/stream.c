@@ -224,8 +224,11 @@ int adr_ipc_write_stream(int fd, struct ArrowDeviceArrayStream* stream,
       const struct ArrowArray* pd =
           prev.array.release ? adr__ipc_dictionary_array(&schema, &prev.array, k) : NULL;
       const struct ArrowArray* nd = adr__ipc_dictionary_array(&schema, &batch.array, k);
+      /* A batch without dictionary k is left to the encoder, whose error
+       * names the field. */
       bool unchanged = false;
-      if (pd != NULL) st = adr_ipc_dictionary_unchanged(&schema, &prev, &batch, k, &unchanged, error);
+      if (pd != NULL && nd != NULL)
+        st = adr_ipc_dictionary_unchanged(&schema, &prev, &batch, k, &unchanged, error);
       if (st) break;
       if (unchanged) continue;
       int64_t from = 0;

@@ -128,18 +128,18 @@ ADR_API int adr_ucx_connect(const char* address, const struct adr_ucx_options* o
 struct adr_ucx_send_stats {
   uint32_t struct_size;
   uint32_t reserved32;
-  int64_t batches;        /* batches sent */
-  int64_t body_bytes;     /* buffer bytes sent */
-  int64_t direct_bytes;   /* of which sent straight from the batch's memory */
-  int64_t bounced_bytes;  /* of which copied first: into the bounce buffer (memory
-                             UCX cannot address, chunks spanning several
-                             buffers) or into the control message (bodies up to
-                             16 KiB) */
-  int64_t max_inflight;   /* most batches in flight at once */
+  int64_t batches;          /* batches sent */
+  int64_t body_bytes;       /* buffer bytes sent */
+  int64_t direct_bytes;     /* of which sent straight from the batch's memory */
+  int64_t bounced_bytes;    /* of which copied first: into the bounce buffer (memory
+                               UCX cannot address, chunks spanning several
+                               buffers) or into the control message (bodies up to
+                               16 KiB) */
+  int64_t max_inflight;     /* most batches in flight at once */
   int64_t control_messages; /* protocol messages sent: the schema, each
                                dictionary and record batch's metadata (an
                                Arrow IPC message with its framing), the end */
-  int64_t control_bytes;  /* their bytes, bodies carried inline included */
+  int64_t control_bytes;    /* their bytes, bodies carried inline included */
   int64_t reserved[2];
 };
 

@@ -171,10 +171,9 @@ static void test_thp(void** state) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(
-        stderr,
-        "usage: test_alloc_env none|limit|track|track-child|malformed|decimal-limit|max-limit|"
-        "thp-default|thp-all|thp-off\n");
+    fprintf(stderr,
+            "usage: test_alloc_env none|limit|track|track-child|malformed|decimal-limit|max-limit|"
+            "thp-default|thp-all|thp-off\n");
     return 2;
   }
   mode = argv[1];

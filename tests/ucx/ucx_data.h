@@ -22,10 +22,10 @@
 /* The device a name selects; "host" gives NULL. 0 or an error. */
 int ucx_test_device(const char* name, struct adr_device** out, struct adr_error* error);
 
-/* Stream `which` (0: table, 1: column, 2: dict, 3: dict-shared) on `device`; `fail_at` >= 0 makes
- * get_next fail with EIO ("source failed on purpose") at that batch;
- * `on_batch` (may be NULL) is called with each batch index as it is
- * produced. */
+/* Stream `which` (0: table, 1: column, 2: dict, 3: dict-shared) on
+ * `device`; `fail_at` >= 0 makes get_next fail with EIO ("source failed on
+ * purpose") at that batch; `on_batch` (may be NULL) is called with each
+ * batch index as it is produced. */
 int ucx_test_stream(int which, struct adr_device* device, int fail_at, void (*on_batch)(int),
                     struct ArrowDeviceArrayStream* out, struct adr_error* error);
 

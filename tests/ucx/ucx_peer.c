@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
   int expect = 0;
   int batches = 0;
   if (strcmp(mode, "send") == 0) {
-    for (int which = 0; which < UCX_TEST_STREAMS && st == 0; which++) st = send_one(conn, which, dev, -1, NULL, &e);
+    for (int which = 0; which < UCX_TEST_STREAMS && st == 0; which++)
+      st = send_one(conn, which, dev, -1, NULL, &e);
   } else if (strcmp(mode, "recv") == 0) {
     for (int which = 0; which < UCX_TEST_STREAMS && st == 0; which++)
       st = ucx_test_receive_all(conn, which, dev, &batches, &e);
