@@ -960,33 +960,6 @@ int ucx_conn_destroy(struct adr_ucx_conn* conn, struct adr_error* error) {
 
 /* ---- control messages --------------------------------------------------- */
 
-void ucx_bytes_free(struct ucx_bytes* b) {
-  free(b->data);
-  b->data = NULL;
-  b->size = b->cap = 0;
-}
-
-int ucx_bytes_put(struct ucx_bytes* b, const void* p, size_t n, struct adr_error* error) {
-  if (b->size + n > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->size + n) cap *= 2;
-    uint8_t* d = realloc(b->data, cap);
-    if (d == NULL) return adr_error_set(error, ENOMEM, "[adr_ucx] out of memory");
-    b->data = d;
-    b->cap = cap;
-  }
-  if (n) memcpy(b->data + b->size, p, n);
-  b->size += n;
-  return 0;
-}
-
-int ucx_ctrl_header(struct ucx_bytes* b, uint32_t type, uint32_t a, uint32_t c,
-                    struct adr_error* error) {
-  uint32_t h[4] = {UCX_PROTOCOL_MAGIC, type, a, c};
-  b->size = 0;
-  return ucx_bytes_put(b, h, sizeof(h), error);
-}
-
 uint64_t ucx_ctrl_tag(uint16_t id, uint32_t stream, uint64_t seq) {
   return ucx_tag(id, UCX_KIND_CTRL, stream, (uint32_t)(seq >> 24), (uint32_t)seq);
 }

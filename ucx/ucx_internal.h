@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * Internals of the UCX module (libadr_ucx.so): connections and their
- * progress loop (ucx_conn.c), the metadata framing (ucx_meta.c), the
- * sender (ucx_send.c) and the receiver (ucx_recv.c). docs/ucx.md describes
+ * progress loop (ucx_conn.c), record batch metadata sent as patches
+ * (ucx_meta.c), the sender (ucx_send.c) and the receiver (ucx_recv.c). docs/ucx.md describes
  * the wire protocol.
  */
 #ifndef ADR_UCX_INTERNAL_H
@@ -46,7 +46,7 @@ static inline uint64_t ucx_tag(uint16_t id, unsigned kind, uint32_t stream, uint
 #define UCX_MAX_BATCH_MESSAGES 0xffffffu
 
 #define UCX_PROTOCOL_MAGIC 0x55524441u /* "ADRU" little-endian */
-#define UCX_PROTOCOL_VERSION 2u
+#define UCX_PROTOCOL_VERSION 3u
 
 /* Bodies up to this size travel inside their control message. */
 #define UCX_INLINE_BODY_MAX (16u << 10)
@@ -65,6 +65,9 @@ enum ucx_ctrl {
 /* A RecordBatch (not a DictionaryBatch): with UCX_MSG_INLINE the batch is
  * whole on arrival, and the receiver credits it before decoding it. */
 #define UCX_MSG_RECORD 2u
+/* A RecordBatch whose metadata is a patch (ucx_meta.c) against the
+ * previous RecordBatch's of the stream, instead of the metadata. */
+#define UCX_MSG_PATCH 4u
 
 /* Credit message values. */
 #define UCX_CREDIT_CANCEL UINT64_MAX
@@ -358,6 +361,33 @@ bool ucx_device_direct(struct adr_device* device);
 int ucx_ctrl_header(struct ucx_bytes* b, uint32_t type, uint32_t a, uint32_t c,
                     struct adr_error* error);
 int ucx_bytes_put(struct ucx_bytes* b, const void* p, size_t n, struct adr_error* error);
+/* Record batch metadata remembered for patches (ucx_meta.c): the last
+ * one of each of up to UCX_META_MEMO sizes. */
+#define UCX_META_MEMO 4
+struct ucx_meta_memo {
+  struct ucx_bytes slot[UCX_META_MEMO];
+  uint64_t used[UCX_META_MEMO];
+  uint64_t clock;
+};
+/* Remembers a record batch's encapsulated metadata (after sending or
+ * receiving it whole or patched: both sides do the same). */
+int ucx_meta_remember(struct ucx_meta_memo* memo, const uint8_t* meta, size_t size,
+                      struct adr_error* error);
+void ucx_meta_memo_free(struct ucx_meta_memo* memo);
+/* Appends to `b` the patch that turns the remembered metadata of `size`
+ * bytes into meta[0..size), and sets *out_patched; leaves `b` as it was
+ * and *out_patched false when none of that size is remembered or the
+ * patch would not be smaller than the metadata. */
+int ucx_meta_patch(struct ucx_bytes* b, const struct ucx_meta_memo* memo, const uint8_t* meta,
+                   size_t size, bool* out_patched, struct adr_error* error);
+/* Applies the patch at patch[0..avail) (a body may follow it) to the
+ * remembered metadata it names, in place: *out_meta is that metadata,
+ * *out_used the patch's size. EPROTO (with the message index) for a patch
+ * that is truncated, leaves the metadata, goes back, or names a size not
+ * remembered. */
+int ucx_meta_apply(struct ucx_meta_memo* memo, const uint8_t* patch, size_t avail,
+                   size_t* out_used, const struct ucx_bytes** out_meta, const char* op,
+                   uint64_t index, struct adr_error* error);
 uint64_t ucx_ctrl_tag(uint16_t id, uint32_t stream, uint64_t seq);
 void ucx_send_notice(struct adr_ucx_conn* conn, uint64_t tag, const void* buf, size_t size);
 

@@ -33,6 +33,9 @@ struct receiver {
   struct ucx_bounce bounce;
   bool bounce_ready;
   struct ucx_bytes ctrl; /* the control messages, one buffer reused */
+  /* Record batch metadata received, which patched ones are written over
+   * (ucx_meta.c). */
+  struct ucx_meta_memo memo;
 };
 
 static const char* OP = "adr_ucx_receive_stream";
@@ -177,6 +180,7 @@ static int get_next(struct ArrowDeviceArrayStream* stream, struct ArrowDeviceArr
     } else if (h[1] == UCX_CTRL_MESSAGE) {
       bool inline_body = (h[3] & UCX_MSG_INLINE) != 0;
       bool record = (h[3] & UCX_MSG_RECORD) != 0;
+      bool patched = (h[3] & UCX_MSG_PATCH) != 0;
       /* A record batch whose body came inline is whole: credit it at once,
        * before decoding, so that the sender builds and encodes its next
        * batch while this one is decoded and assembled (with one batch in
@@ -185,7 +189,19 @@ static int get_next(struct ArrowDeviceArrayStream* stream, struct ArrowDeviceArr
       if (credited) st = send_credit(r, &e);
       struct adr_ipc_decoded m = {0};
       size_t used = 0;
-      if (!st) st = decode(payload, payload_size, (int64_t)index, &m, &used, &e);
+      if (!st && patched && !record)
+        st = adr_error_set(&e, EPROTO, "[%s][ucx] message %llu: a patched dictionary batch", OP,
+                           (unsigned long long)index);
+      if (!st && patched) {
+        /* The metadata is the previous record batch's with the patch
+         * written over it; what follows the patch is the inline body. */
+        const struct ucx_bytes* meta = NULL;
+        st = ucx_meta_apply(&r->memo, payload, payload_size, &used, &meta, OP, index, &e);
+        if (!st) st = decode(meta->data, meta->size, (int64_t)index, &m, NULL, &e);
+      } else if (!st) {
+        st = decode(payload, payload_size, (int64_t)index, &m, &used, &e);
+        if (!st && record) st = ucx_meta_remember(&r->memo, payload, used, &e);
+      }
       if (!st && m.type != ADR_IPC_MESSAGE_RECORD_BATCH &&
           m.type != ADR_IPC_MESSAGE_DICTIONARY_BATCH)
         st = adr_error_set(&e, EPROTO, "[%s][ucx] unexpected %s message %llu", OP,
@@ -243,6 +259,7 @@ static const char* get_last_error(struct ArrowDeviceArrayStream* stream) {
 static void receiver_free(struct receiver* r) {
   if (r->bounce_ready) ucx_bounce_release(&r->bounce, r->conn->w);
   ucx_bytes_free(&r->ctrl);
+  ucx_meta_memo_free(&r->memo);
   adr_ipc_reader_destroy(r->reader);
   free(r);
 }

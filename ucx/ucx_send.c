@@ -109,6 +109,9 @@ struct sender {
   void* credit_req;
   uint64_t taken;
   bool cancelled_by_peer;
+  /* Record batch metadata sent, which the next batches' are sent as
+   * patches against (ucx_meta.c). */
+  struct ucx_meta_memo memo;
 };
 
 static int post_credit_recv(struct sender* s, const char* op, struct adr_error* error) {
@@ -196,10 +199,23 @@ static int send_message(struct sender* s, struct inflight* f, const struct adr_i
   uint64_t seq = s->ctrl_seq++;
   /* An empty body counts as inline: the message is then whole too. */
   bool inline_body = m->body_size <= UCX_INLINE_BODY_MAX;
-  uint32_t flags = (inline_body ? UCX_MSG_INLINE : 0) |
-                   (m->type == ADR_IPC_MESSAGE_RECORD_BATCH ? UCX_MSG_RECORD : 0);
+  bool record = m->type == ADR_IPC_MESSAGE_RECORD_BATCH;
+  uint32_t flags = (inline_body ? UCX_MSG_INLINE : 0) | (record ? UCX_MSG_RECORD : 0);
   int st = ucx_ctrl_header(ctrl, UCX_CTRL_MESSAGE, (uint32_t)seq, flags, error);
-  if (!st) st = ucx_bytes_put(ctrl, m->metadata, (size_t)m->metadata_size, error);
+  /* A record batch's metadata goes as a patch against an earlier one's of
+   * the same size when that is smaller: for batches of one shape, a few
+   * bytes. */
+  bool patched = false;
+  if (!st && record)
+    st = ucx_meta_patch(ctrl, &s->memo, m->metadata, (size_t)m->metadata_size, &patched, error);
+  if (!st && patched) {
+    flags |= UCX_MSG_PATCH;
+    memcpy(ctrl->data + 3 * sizeof(uint32_t), &flags, sizeof(flags));
+    stats->patched_messages++;
+  }
+  if (!st && !patched) st = ucx_bytes_put(ctrl, m->metadata, (size_t)m->metadata_size, error);
+  if (!st && record)
+    st = ucx_meta_remember(&s->memo, m->metadata, (size_t)m->metadata_size, error);
   if (!st && inline_body) {
     /* A small body rides in the control message: one message instead of
      * two, and no receive to post for it. */
@@ -502,6 +518,7 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
   if (bounce_ready) ucx_bounce_release(&bounce, conn->w);
   free(ring);
   ucx_bytes_free(&msg);
+  ucx_meta_memo_free(&s.memo);
   adr_ipc_encoder_destroy(encoder);
   if (schema.release != NULL) schema.release(&schema);
   stats.direct_bytes = stats.body_bytes - stats.bounced_bytes;

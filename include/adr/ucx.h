@@ -140,7 +140,10 @@ struct adr_ucx_send_stats {
                                dictionary and record batch's metadata (an
                                Arrow IPC message with its framing), the end */
   int64_t control_bytes;    /* their bytes, bodies carried inline included */
-  int64_t reserved[2];
+  int64_t patched_messages; /* record batches whose metadata went as a patch
+                               against the previous record batch's (the bytes
+                               that differ; docs/ucx.md) */
+  int64_t reserved[1];
 };
 
 /* Sends every batch of `source` (any device; read through get_schema and

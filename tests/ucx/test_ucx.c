@@ -136,6 +136,11 @@ static void test_send(void** state) {
    * least its framing and an IPC message's continuation and length. */
   assert_int_equal(stats.control_messages, stats.batches + 2);
   assert_true(stats.control_bytes >= stats.control_messages * 24);
+  /* Its batches (1000, 0 and 5000 rows) have one shape: the third batch's
+   * metadata goes as a patch against the first's (the receiver checks
+   * every value); the empty batch's is shorter (flatbuffers leave zero
+   * fields out), so there is none to patch. */
+  assert_int_equal(stats.patched_messages, 1);
   st = send_stream(conn, 1, -1, &stats, &e);
   if (st) fail_msg("stream column: %s", e.message);
   assert_int_equal(stats.batches, ucx_test_batches(1));
@@ -169,6 +174,11 @@ static void test_send(void** state) {
   /* One dictionary in the same memory for every batch: sent once (the
    * receiver checks that every batch decodes with it). */
   assert_int_equal(stats.control_messages, stats.batches + 1 + 2);
+  /* The same metadata three times: the patches are empty. A schema, the
+   * dictionary's message and the first batch's are whole, the end is 16
+   * bytes, and each later batch's message is its header, an empty patch
+   * and its body. */
+  assert_int_equal(stats.patched_messages, stats.batches - 1);
   assert_int_equal(wait_peer(pid), 0);
   assert_int_equal(adr_ucx_conn_destroy(conn, NULL), 0);
 }
