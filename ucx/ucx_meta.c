@@ -102,8 +102,15 @@ int ucx_meta_patch(struct ucx_bytes* b, const struct ucx_meta_memo* memo, const 
   uint8_t head[8];
   put32(head, (uint32_t)size);
   int st = ucx_bytes_put(b, head, sizeof(head), error);
-  size_t i = 0;
+  /* Equal metadata (batches of one length) is the common case. */
+  size_t i = memcmp(prev->data, meta, size) == 0 ? size : 0;
   while (!st && i < size) {
+    /* Equal words skipped 8 bytes at a time. */
+    uint64_t x, y;
+    if (i + 8 <= size && (memcpy(&x, prev->data + i, 8), memcpy(&y, meta + i, 8), x == y)) {
+      i += 8;
+      continue;
+    }
     if (prev->data[i] == meta[i]) {
       i++;
       continue;

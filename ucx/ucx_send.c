@@ -127,10 +127,19 @@ static int post_credit_recv(struct sender* s, const char* op, struct adr_error* 
   return 0;
 }
 
-/* Takes in the credits that arrived. */
-static int poll_credits(struct sender* s, bool* out_moved, const char* op,
+/* Takes in the credits that arrived. The receive of the next credit is
+ * posted at once, or with `defer` left for the next call: the sender then
+ * sends the batch a credit let go before it posts that receive (the next
+ * credit cannot come before the batch is taken). */
+static int poll_credits(struct sender* s, bool defer, bool* out_moved, const char* op,
                         struct adr_error* error) {
   for (int guard = 0; guard < 64; guard++) {
+    if (s->credit_req == NULL) {
+      if (defer) return 0;
+      /* NULL again: the credit had come and was received at once. */
+      int st = post_credit_recv(s, op, error);
+      if (st) return st;
+    }
     if (s->credit_req != NULL) {
       ucs_status_t us = ucp_request_check_status(s->credit_req);
       if (us == UCS_INPROGRESS) return 0;
@@ -145,9 +154,6 @@ static int poll_credits(struct sender* s, bool* out_moved, const char* op,
       return adr_error_set(error, ECANCELED, "[%s][ucx] the receiver cancelled the stream", op);
     }
     if (s->credit_value > s->taken) s->taken = s->credit_value;
-    int st = post_credit_recv(s, op, error);
-    if (st) return st;
-    if (s->credit_req != NULL) return 0;
   }
   return 0;
 }
@@ -171,12 +177,12 @@ static int wait_taken(struct sender* s, uint64_t sent, const char* op, struct ad
   int st = 0;
   while (!st && s->taken < sent) {
     bool moved = false;
-    st = poll_credits(s, &moved, op, error);
+    st = poll_credits(s, false, &moved, op, error);
     if (!st) st = ucx_conn_check(conn, op, error);
     if (st && conn->ep_status != UCS_OK && !s->cancelled_by_peer) {
       /* The receiver may have taken the last batch and left: its credit
        * came in with the news. */
-      int again = poll_credits(s, &moved, op, NULL);
+      int again = poll_credits(s, false, &moved, op, NULL);
       if (again == 0 && s->taken >= sent) return 0;
     }
     ucx_waiter_step(&w, moved);
@@ -189,19 +195,17 @@ static int wait_taken(struct sender* s, uint64_t sent, const char* op, struct ad
   return st;
 }
 
-/* Sends one IPC message: its metadata, then its body's chunks (posted in
- * place, or through the bounce buffer, which is (re)made for `device`). */
-static int send_message(struct sender* s, struct inflight* f, const struct adr_ipc_message* m,
-                        struct adr_device* device, struct ucx_bounce* bounce, bool* bounce_ready,
-                        struct ucx_bytes* ctrl, struct adr_ucx_send_stats* stats, const char* op,
-                        struct adr_error* error) {
-  struct adr_ucx_conn* conn = s->conn;
-  uint64_t seq = s->ctrl_seq++;
+/* Composes the control message of one IPC message into `ctrl` (its
+ * sequence number is written when it is sent): the header, the metadata or
+ * its patch, and a small body inline. Done ahead of the send, while the
+ * sender waits, so that a small batch's send is a single UCX call. */
+static int compose(struct sender* s, const struct adr_ipc_message* m, struct ucx_bytes* ctrl,
+                   struct adr_error* error) {
   /* An empty body counts as inline: the message is then whole too. */
   bool inline_body = m->body_size <= UCX_INLINE_BODY_MAX;
   bool record = m->type == ADR_IPC_MESSAGE_RECORD_BATCH;
   uint32_t flags = (inline_body ? UCX_MSG_INLINE : 0) | (record ? UCX_MSG_RECORD : 0);
-  int st = ucx_ctrl_header(ctrl, UCX_CTRL_MESSAGE, (uint32_t)seq, flags, error);
+  int st = ucx_ctrl_header(ctrl, UCX_CTRL_MESSAGE, 0, flags, error);
   /* A record batch's metadata goes as a patch against an earlier one's of
    * the same size when that is smaller: for batches of one shape, a few
    * bytes. */
@@ -211,7 +215,6 @@ static int send_message(struct sender* s, struct inflight* f, const struct adr_i
   if (!st && patched) {
     flags |= UCX_MSG_PATCH;
     memcpy(ctrl->data + 3 * sizeof(uint32_t), &flags, sizeof(flags));
-    stats->patched_messages++;
   }
   if (!st && !patched) st = ucx_bytes_put(ctrl, m->metadata, (size_t)m->metadata_size, error);
   if (!st && record)
@@ -234,10 +237,35 @@ static int send_message(struct sender* s, struct inflight* f, const struct adr_i
         st = adr_copy(NULL, dst, piece->device, piece->data, (size_t)piece->size, NULL, error);
     }
   }
-  if (!st)
-    st = ucx_send(conn, ucx_ctrl_tag(conn->peer_id, s->stream, seq), ctrl->data, ctrl->size, NULL,
-                  NULL, op, error);
-  if (!st) count_control(stats, ctrl->size);
+  return st;
+}
+
+/* Sends one IPC message: its control message (composed), then its body's
+ * chunks (posted in place, or through the bounce buffer, which is (re)made
+ * for the device a piece is on). */
+static int send_message(struct sender* s, struct inflight* f, const struct adr_ipc_message* m,
+                        struct ucx_bytes* ctrl, struct ucx_bounce* bounce, bool* bounce_ready,
+                        struct adr_ucx_send_stats* stats, const char* op,
+                        struct adr_error* error) {
+  struct adr_ucx_conn* conn = s->conn;
+  uint64_t seq = s->ctrl_seq++;
+  uint32_t words[2] = {(uint32_t)seq, 0};
+  memcpy(ctrl->data + 2 * sizeof(uint32_t), &words[0], sizeof(words[0]));
+  memcpy(&words[1], ctrl->data + 3 * sizeof(uint32_t), sizeof(words[1]));
+  bool inline_body = (words[1] & UCX_MSG_INLINE) != 0;
+  int st = ucx_send(conn, ucx_ctrl_tag(conn->peer_id, s->stream, seq), ctrl->data, ctrl->size,
+                    NULL, NULL, op, error);
+  if (!st) {
+    count_control(stats, ctrl->size);
+    if (words[1] & UCX_MSG_PATCH) stats->patched_messages++;
+  }
+  /* The receive of the next credit, left unposted by the credit that let
+   * this batch go (poll_credits): posted now that the batch is on its way,
+   * before any body goes, so that a cancel is seen while they do. */
+  if (!st && s->credit_req == NULL) {
+    bool moved = false;
+    st = poll_credits(s, false, &moved, op, error);
+  }
   if (!st && inline_body) {
     stats->body_bytes += m->body_size;
     stats->bounced_bytes += m->body_size;
@@ -261,7 +289,6 @@ static int send_message(struct sender* s, struct inflight* f, const struct adr_i
   struct adr_device* copy_device = NULL;
   for (size_t i = 0; i < body.n_pieces; i++)
     if (!ucx_device_direct(body.pieces[i].device)) copy_device = body.pieces[i].device;
-  (void)device;
   if (!st && bounced > 0) {
     if (*bounce_ready && bounce->device != copy_device) {
       ucx_bounce_release(bounce, conn->w);
@@ -287,12 +314,13 @@ static int send_message(struct sender* s, struct inflight* f, const struct adr_i
 struct prepared {
   struct ArrowDeviceArray batch; /* release NULL: the end of the source */
   struct adr_ipc_message* msgs;  /* room for n_dict + 1 */
+  struct ucx_bytes* ctrl;        /* their control messages (compose) */
   size_t n_msgs;
   int st; /* a source or encoding error, with its message in `error` */
   struct adr_error error;
 };
 
-static void prepare(struct prepared* p, struct ArrowDeviceArrayStream* source,
+static void prepare(struct sender* s, struct prepared* p, struct ArrowDeviceArrayStream* source,
                     const struct ArrowSchema* schema, struct adr_ipc_encoder* encoder,
                     int64_t n_dict, const struct ArrowDeviceArray* prev, const char* op) {
   struct adr_error* e = &p->error;
@@ -301,6 +329,10 @@ static void prepare(struct prepared* p, struct ArrowDeviceArrayStream* source,
   if (!st && p->batch.array.release != NULL && p->msgs == NULL) {
     p->msgs = calloc((size_t)n_dict + 1, sizeof(*p->msgs));
     if (p->msgs == NULL) st = adr_error_set(e, ENOMEM, "[%s][ucx] out of memory", op);
+  }
+  if (!st && p->batch.array.release != NULL && p->ctrl == NULL) {
+    p->ctrl = calloc((size_t)n_dict + 1, sizeof(*p->ctrl));
+    if (p->ctrl == NULL) st = adr_error_set(e, ENOMEM, "[%s][ucx] out of memory", op);
   }
   for (int64_t id = 0; !st && p->batch.array.release != NULL && id < n_dict; id++) {
     bool unchanged = false;
@@ -314,6 +346,7 @@ static void prepare(struct prepared* p, struct ArrowDeviceArrayStream* source,
     st = adr_ipc_encoder_record_batch(encoder, &p->batch, &p->msgs[p->n_msgs], e);
     if (!st) p->n_msgs++;
   }
+  for (size_t k = 0; !st && k < p->n_msgs; k++) st = compose(s, &p->msgs[k], &p->ctrl[k], e);
   p->st = st;
 }
 
@@ -393,15 +426,20 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
       if (ring[i].reqs.n == 0)
         inflight_retire(conn, &ring[i], n_dict > 0 && ring[i].seq + 1 == sent ? &last : NULL);
     }
-    if (!st) st = poll_credits(&s, &moved, op, error);
+    if (!st) st = poll_credits(&s, true, &moved, op, error);
     if (!st) st = ucx_conn_check(conn, op, error);
     if (st) break;
     struct inflight* slot = NULL;
     for (size_t i = 0; i < max_inflight && slot == NULL; i++)
       if (!ring[i].used) slot = &ring[i];
     if (slot == NULL || sent - s.taken >= max_inflight) {
+      /* Waiting: the next credit's receive is posted first. */
+      uint64_t taken = s.taken;
+      st = poll_credits(&s, false, &moved, op, error);
+      if (st) break;
+      if (s.taken != taken) continue;
       if (!have_ahead) {
-        prepare(&ahead, source, &schema, encoder, n_dict, previous(ring, max_inflight, sent, &last),
+        prepare(&s, &ahead, source, &schema, encoder, n_dict, previous(ring, max_inflight, sent, &last),
                 op);
         have_ahead = moved = true;
       }
@@ -421,7 +459,7 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
     }
     ucx_waiter_step(&w, true);
     if (!have_ahead)
-      prepare(&ahead, source, &schema, encoder, n_dict, previous(ring, max_inflight, sent, &last),
+      prepare(&s, &ahead, source, &schema, encoder, n_dict, previous(ring, max_inflight, sent, &last),
               op);
     have_ahead = false;
     /* The slot takes the batch and its messages (the message arrays swap). */
@@ -443,12 +481,9 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
       break;
     }
     if (!slot->used) break; /* the end of the source */
-    struct adr_device* dev = NULL;
-    st = adr_device_array_device(&slot->batch, &dev, error);
-    if (!st && slot->batch.device_type == ARROW_DEVICE_CPU) dev = NULL;
     for (size_t k = 0; !st && k < slot->n_msgs; k++)
-      st = send_message(&s, slot, &slot->msgs[k], dev, &bounce, &bounce_ready, &msg, &stats, op,
-                        error);
+      st = send_message(&s, slot, &slot->msgs[k], &ahead.ctrl[k], &bounce, &bounce_ready, &stats,
+                        op, error);
     if (st) break;
     sent++;
     stats.batches++;
@@ -514,6 +549,8 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
   if (last.array.release != NULL) adr_device_array_release(&last);
   for (size_t k = 0; k < ahead.n_msgs; k++) adr_ipc_message_release(&ahead.msgs[k]);
   free(ahead.msgs);
+  for (size_t k = 0; ahead.ctrl != NULL && k <= (size_t)n_dict; k++) ucx_bytes_free(&ahead.ctrl[k]);
+  free(ahead.ctrl);
   if (ahead.batch.array.release != NULL) adr_device_array_release(&ahead.batch);
   if (bounce_ready) ucx_bounce_release(&bounce, conn->w);
   free(ring);

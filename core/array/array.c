@@ -207,13 +207,8 @@ static void node_release(struct ArrowArray* array) {
       adr_free(p->device, (void*)p->buffers[i], p->sizes[i], NULL, NULL);
   if (p->event != NULL) adr_event_destroy(p->event, NULL);
   free(p->host_keep);
-  free(p->buffers);
-  free(p->sizes);
-  free(p->owned);
-  free(p->child_ptrs);
-  free(p->children);
   free(p->dictionary);
-  free(p);
+  free(p); /* and its arrays (adr_array_init) */
   array->release = NULL;
   array->private_data = NULL;
 }
@@ -246,26 +241,26 @@ int adr_array_init(struct adr_device* device, int64_t n_buffers, int64_t n_child
   if (n_buffers < 0 || n_buffers > (1 << 20) || n_children < 0 || n_children > (1 << 20))
     return adr__errorf(error, EINVAL, op, NULL, "n_buffers %lld / n_children %lld out of range",
                        (long long)n_buffers, (long long)n_children);
-  struct node_priv* p = calloc(1, sizeof(*p));
-  if (p == NULL) return adr__errorf(error, ENOMEM, op, NULL, "out of memory");
-  p->device = device;
+  /* One allocation per node: the private part, then its arrays (children,
+   * child pointers, buffer pointers, sizes, ownership flags), each at an
+   * offset aligned for its type. */
   size_t nb = n_buffers > 0 ? (size_t)n_buffers : 1;
-  p->buffers = calloc(nb, sizeof(*p->buffers));
-  p->sizes = calloc(nb, sizeof(*p->sizes));
-  p->owned = calloc(nb, 1);
+  size_t nc = (size_t)n_children;
+  size_t at_children = sizeof(struct node_priv);
+  size_t at_ptrs = at_children + nc * sizeof(struct ArrowArray);
+  size_t at_buffers = at_ptrs + nc * sizeof(struct ArrowArray*);
+  size_t at_sizes = at_buffers + nb * sizeof(void*);
+  size_t at_owned = at_sizes + nb * sizeof(size_t);
+  unsigned char* block = calloc(1, at_owned + nb);
+  if (block == NULL) return adr__errorf(error, ENOMEM, op, NULL, "out of memory");
+  struct node_priv* p = (struct node_priv*)block;
+  p->device = device;
+  p->buffers = (const void**)(block + at_buffers);
+  p->sizes = (size_t*)(block + at_sizes);
+  p->owned = block + at_owned;
   if (n_children > 0) {
-    p->child_ptrs = calloc((size_t)n_children, sizeof(*p->child_ptrs));
-    p->children = calloc((size_t)n_children, sizeof(*p->children));
-  }
-  if (p->buffers == NULL || p->sizes == NULL || p->owned == NULL ||
-      (n_children > 0 && (p->child_ptrs == NULL || p->children == NULL))) {
-    free(p->buffers);
-    free(p->sizes);
-    free(p->owned);
-    free(p->child_ptrs);
-    free(p->children);
-    free(p);
-    return adr__errorf(error, ENOMEM, op, NULL, "out of memory");
+    p->children = (struct ArrowArray*)(block + at_children);
+    p->child_ptrs = (struct ArrowArray**)(block + at_ptrs);
   }
   for (int64_t i = 0; i < n_children; i++) p->child_ptrs[i] = &p->children[i];
   memset(out, 0, sizeof(*out));

@@ -50,13 +50,14 @@ static int producer_get_next(struct ArrowDeviceArrayStream* self, struct ArrowDe
     return 0;
   }
   struct adr_error err;
-  snprintf(err.message, sizeof(err.message), "(source callback gave no message)");
+  err.message[0] = '\0';
   memset(out, 0, sizeof(*out));
   int st = s->fn(s->ctx, out, &err);
   if (st != 0) {
     adr_device_array_release(out);
     s->failed = st;
-    snprintf(s->last_error, sizeof(s->last_error), "%s", err.message);
+    snprintf(s->last_error, sizeof(s->last_error), "%s",
+             err.message[0] ? err.message : "(source callback gave no message)");
   }
   return st;
 }
