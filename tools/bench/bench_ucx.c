@@ -23,9 +23,10 @@
  *     batch, a round trip; against ucx_perftest -t tag_lat (one-way
  *     latency doubled to a round trip) with 8-byte messages, the
  *     transport's floor, and with messages of the size adr sends per batch
- *     (its control message: framing, the batch's Arrow IPC metadata and
- *     its 8-byte body inline; adr_ucx_send_stats.control_bytes), the same
- *     bytes on the wire. Target <= 1.5x.
+ *     (its control message: framing, the batch's Arrow IPC metadata or
+ *     its patch against the previous batch's, and its 8-byte body inline;
+ *     adr_ucx_send_stats.control_bytes), the same bytes on the wire.
+ *     Target <= 1.5x.
  */
 #include <errno.h>
 #include <pthread.h>
