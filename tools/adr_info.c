@@ -366,6 +366,17 @@ static void print_memory(struct adr_device* dev, const struct adr_device_info* i
            ", \"max_cached\": %" PRIu64,
            s.cached_bytes, s.largest_free_block, s.cache_hits, s.cache_misses, s.stream_waits,
            s.oom_retries, s.oom_failures, s.trimmed_bytes, s.max_cached);
+    /* The built-in pool's host-page treatment (its cap above is reported
+     * whatever the handler, so is this): null for pools of device memory. */
+    printf(", \"host_pages\": ");
+    if (adr_device_type(dev) == ARROW_DEVICE_CPU)
+      printf("{\"huge_pages\": \"%s\", \"populate\": %s}",
+             (s.host_pages & ADR_HOST_PAGES_HUGE_ALL)     ? "all"
+             : (s.host_pages & ADR_HOST_PAGES_HUGE_LARGE) ? "large"
+                                                          : "none",
+             (s.host_pages & ADR_HOST_PAGES_POPULATE) ? "true" : "false");
+    else
+      printf("null");
     print_spill(dev);
     printf("}}");
   } else {

@@ -421,6 +421,7 @@ int adr_memory_stats_get(struct adr_device* device, struct adr_memory_stats* out
     s.stream_waits = p.stream_waits;
     s.trimmed_bytes = p.trimmed_bytes;
     s.max_cached = p.max_cached;
+    s.host_pages = p.host_pages;
   }
   s.oom_retries = atomic_load_explicit(&m->oom_retries, memory_order_relaxed);
   s.oom_failures = atomic_load_explicit(&m->oom_failures, memory_order_relaxed);
@@ -443,16 +444,22 @@ const char* adr_memory_stats_format(const struct adr_memory_stats* s, char* buf,
     snprintf(buf, size, "(no statistics)");
     return buf;
   }
-  char a[32], ap[32], r[32], rp[32], c[32], l[32], m[48] = "";
+  char a[32], ap[32], r[32], rp[32], c[32], l[32], m[48] = "", hp[96] = "";
   if (s->max_cached == UINT64_MAX) {
     snprintf(m, sizeof(m), " (no cap)");
   } else if (s->max_cached != 0) {
     char cap[32];
     snprintf(m, sizeof(m), " (cap %s)", adr__format_bytes(s->max_cached, cap, sizeof(cap)));
   }
+  if (s->host_pages != 0)
+    snprintf(hp, sizeof(hp), ", host pages: %s%s",
+             (s->host_pages & ADR_HOST_PAGES_HUGE_ALL)     ? "huge pages for every chunk"
+             : (s->host_pages & ADR_HOST_PAGES_HUGE_LARGE) ? "huge pages for chunks of 4 MiB+"
+                                                           : "no huge pages",
+             (s->host_pages & ADR_HOST_PAGES_POPULATE) ? ", populated" : "");
   snprintf(buf, size,
            "allocated %s in %llu (peak %s in %llu), reserved %s in %llu chunk%s (peak %s), "
-           "cached %s%s, largest free block %s, cache hits %llu, misses %llu, oom retries %llu",
+           "cached %s%s, largest free block %s, cache hits %llu, misses %llu, oom retries %llu%s",
            adr__format_bytes(s->allocated_bytes.current, a, sizeof(a)),
            (unsigned long long)s->allocated_count.current,
            adr__format_bytes(s->allocated_bytes.peak, ap, sizeof(ap)),
@@ -463,7 +470,7 @@ const char* adr_memory_stats_format(const struct adr_memory_stats* s, char* buf,
            adr__format_bytes(s->cached_bytes, c, sizeof(c)), m,
            adr__format_bytes(s->largest_free_block, l, sizeof(l)),
            (unsigned long long)s->cache_hits, (unsigned long long)s->cache_misses,
-           (unsigned long long)s->oom_retries);
+           (unsigned long long)s->oom_retries, hp);
   return buf;
 }
 

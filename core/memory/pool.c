@@ -52,6 +52,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "adr/memory.h"
 #include "internal.h"
 #include "pool.h"
 
@@ -1631,6 +1632,12 @@ void adr__pool_stats_get(struct adr__pool* pool, struct adr__pool_stats* out) {
   }
   size_t cap = atomic_load_explicit(&pool->max_cached, memory_order_relaxed);
   out->max_cached = cap == SIZE_MAX ? UINT64_MAX : cap;
+  if (pool->opts.host_pages) {
+    out->host_pages = pool->opts.hugepages == ADR__POOL_THP_ALL     ? ADR_HOST_PAGES_HUGE_ALL
+                      : pool->opts.hugepages == ADR__POOL_THP_LARGE ? ADR_HOST_PAGES_HUGE_LARGE
+                                                                     : 0;
+    if (pool->opts.populate) out->host_pages |= ADR_HOST_PAGES_POPULATE;
+  }
   out->reserved_bytes_peak = atomic_load_explicit(&pool->reserved_peak, memory_order_relaxed);
   out->reserved_count_peak = atomic_load_explicit(&pool->reserved_count_peak, memory_order_relaxed);
 }

@@ -85,6 +85,7 @@ struct adr__pool_stats {
   uint64_t cache_hits, cache_misses, stream_waits, trimmed_bytes;
   uint64_t allocated_bytes, allocated_count; /* outstanding, as handed out */
   uint64_t max_cached;                       /* the cap in force (UINT64_MAX: none) */
+  uint32_t host_pages;                       /* ADR_HOST_PAGES_* of the options */
 };
 
 /* max_cached's default: "an eighth of the device" (from memory_total, bytes;

@@ -115,9 +115,18 @@ struct adr_memory_counter {
 /* Statistics of a device (adr_memory_stats_get) or of a statistics adaptor
  * (adr_allocator_stats_get). The caller sets struct_size. Fields a source
  * does not know stay 0 (an adaptor has no reserved or cache figures). */
+/* How a pool of host memory (the CPU device's) treats its chunks' pages
+ * (adr_memory_stats.host_pages; ADR_ALLOC's hugepages, nohugepages and
+ * populate, docs/memory.md "Host pages"). 0: no advice, or a pool of
+ * device memory. */
+#define ADR_HOST_PAGES_HUGE_LARGE 1u /* transparent huge pages for chunks made for a request
+                                        of 4 MiB or more (the default) */
+#define ADR_HOST_PAGES_HUGE_ALL 2u   /* transparent huge pages for every chunk (hugepages) */
+#define ADR_HOST_PAGES_POPULATE 4u   /* chunks faulted in when they are made (populate) */
+
 struct adr_memory_stats {
   uint32_t struct_size;
-  uint32_t reserved32;
+  uint32_t host_pages; /* ADR_HOST_PAGES_* flags of the device's pool (0: none) */
   struct adr_memory_counter allocated_bytes; /* handed to the application */
   struct adr_memory_counter allocated_count;
   struct adr_memory_counter reserved_bytes; /* taken from the backend by the pool */

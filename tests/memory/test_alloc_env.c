@@ -157,11 +157,24 @@ static bool alloc_advised(size_t size) {
 
 static void test_thp(void** state) {
   (void)state;
+  bool all = strcmp(mode, "thp-all") == 0, off = strcmp(mode, "thp-off") == 0;
+  /* What the pool says it does, whatever the kernel supports. */
+  struct adr_memory_stats s = {.struct_size = sizeof(s)};
+  struct adr_error err;
+  if (adr_memory_stats_get(cpu, &s, &err) != 0) fail_msg("adr_memory_stats_get: %s", err.message);
+  assert_int_equal(s.host_pages, all   ? ADR_HOST_PAGES_HUGE_ALL
+                                 : off ? 0u
+                                       : ADR_HOST_PAGES_HUGE_LARGE);
+  char line[512];
+  const char* text = adr_memory_stats_format(&s, line, sizeof(line));
+  assert_non_null(strstr(text, all   ? "host pages: huge pages for every chunk"
+                               : off ? "oom retries 0"
+                                     : "host pages: huge pages for chunks of 4 MiB+"));
+  assert_int_equal(strstr(text, "host pages") != NULL, !off);
   if (!vmflags_thp_supported()) {
     print_message("kernel without transparent huge pages: the advice is refused\n");
     return;
   }
-  bool all = strcmp(mode, "thp-all") == 0, off = strcmp(mode, "thp-off") == 0;
   /* A 3 MiB block in an 8 MiB chunk overlaps the chunk's 2 MiB-aligned
    * part wherever the pool puts it. Checked before the 8 MiB request, so
    * that no advised mapping exists yet in the default mode. */

@@ -208,6 +208,12 @@ def case_json(info, _demo, _bench, _src):
                 check(all(int_or_null(m["device"][k]) for k in ("total", "free", "used")),
                       f"device {d['device']}: memory.device numbers or null")
                 check("process" in m["process"]["scope"], f"device {d['device']}: scope says process")
+                hp = m["process"].get("host_pages", "missing")
+                if d["device"] == "cpu:0":
+                    check(hp == {"huge_pages": "large", "populate": False},
+                          f"cpu:0: host_pages by default ({hp})")
+                else:
+                    check(hp is None, f"device {d['device']}: host_pages null ({hp})")
         cpu = [d for d in doc["devices"] if d["device"] == "cpu:0"]
         check(cpu and type(cpu[0]["memory_total"]) is int and cpu[0]["memory_total"] > 0,
               "cpu:0 memory_total is a positive integer")
@@ -274,6 +280,20 @@ def case_memory(info, _demo, _bench, _src):
           f"cpu:0 device memory figures: {m.group(0) if m else None}")
     check("statistics are per process" in cpu and "this adr-info process" in cpu,
           "the statistics say whose they are")
+    check("host pages: huge pages for chunks of 4 MiB+" in cpu, "cpu:0 shows its host-page advice")
+    # ADR_ALLOC's host-page options, as adr-info shows them.
+    for value, text, doc in (("pool:hugepages,populate", "host pages: huge pages for every chunk, populated",
+                              {"huge_pages": "all", "populate": True}),
+                             ("pool:nohugepages", None, {"huge_pages": "none", "populate": False}),
+                             ("backend", "host pages: huge pages for chunks of 4 MiB+",
+                              {"huge_pages": "large", "populate": False})):
+        rc, out, _ = run([info, "--memory"], {"ADR_ALLOC": value, "ADR_BACKENDS": "cpu"})
+        check(rc == 0 and ((text in out) if text else ("host pages" not in out)),
+              f"ADR_ALLOC={value}: adr-info --memory says {text}")
+        rc, out, _ = run([info, "--memory", "--json"], {"ADR_ALLOC": value, "ADR_BACKENDS": "cpu"})
+        cpu = [d for d in json.loads(out)["devices"] if d["device"] == "cpu:0"] if rc == 0 else []
+        check(cpu and cpu[0]["memory"]["process"].get("host_pages", "missing") == doc,
+              f"ADR_ALLOC={value}: host_pages {doc}")
 
 
 def case_log(info, demo, _bench, _src):
