@@ -966,7 +966,9 @@ size_t adr__pool_destroy(struct adr__pool* pool) {
   return outstanding - cached;
 }
 
-static _Thread_local unsigned thread_arena_index = UINT_MAX;
+/* initial-exec, as the thread caches below: no __tls_get_addr per pick. */
+static _Thread_local __attribute__((tls_model("initial-exec"))) unsigned thread_arena_index =
+    UINT_MAX;
 static _Atomic unsigned next_arena_index;
 
 static struct arena* pick_arena(struct adr__pool* pool) {
