@@ -11,17 +11,74 @@
 
 #include "array_internal.h"
 
+/* A schema node's format with its children's and dictionary's, parsed
+ * once per comparison rather than once per element. */
+struct fmt_node {
+  struct adr_format f;
+  int64_t n_children;
+  struct fmt_node* children;
+  struct fmt_node* dictionary;
+};
+
+static void fmt_free(struct fmt_node* n) {
+  for (int64_t i = 0; n->children != NULL && i < n->n_children; i++) fmt_free(&n->children[i]);
+  free(n->children);
+  if (n->dictionary != NULL) {
+    fmt_free(n->dictionary);
+    free(n->dictionary);
+  }
+}
+
+/* Parses the tree of `s` (validated already: every format parses). */
+static int fmt_tree(const struct ArrowSchema* s, struct fmt_node* out) {
+  memset(out, 0, sizeof(*out));
+  if (adr_format_parse(s->format, &out->f, NULL) != 0) return EINVAL;
+  if (s->n_children > 0) {
+    out->children = calloc((size_t)s->n_children, sizeof(*out->children));
+    if (out->children == NULL) return ENOMEM;
+    out->n_children = s->n_children;
+    for (int64_t i = 0; i < s->n_children; i++) {
+      int st = fmt_tree(s->children[i], &out->children[i]);
+      if (st) return st;
+    }
+  }
+  if (s->dictionary != NULL) {
+    out->dictionary = calloc(1, sizeof(*out->dictionary));
+    if (out->dictionary == NULL) return ENOMEM;
+    return fmt_tree(s->dictionary, out->dictionary);
+  }
+  return 0;
+}
+
+/* The steps from the root to the element being compared: a child index,
+ * or -1 for a dictionary; formatted only when a difference is found. */
+#define CMP_MAX_STEPS (2 * ADR__MAX_DEPTH + 2)
+
 struct cmp_ctx {
-  struct adr__path path;
+  int64_t steps[CMP_MAX_STEPS];
+  int depth;
   char reason[512];
   bool differs;
 };
+
+static void push(struct cmp_ctx* c, int64_t step) {
+  if (c->depth < CMP_MAX_STEPS) c->steps[c->depth] = step;
+  c->depth++;
+}
 
 static bool differ(struct cmp_ctx* c, int64_t index, const char* fmt, ...) ADR_PRINTF(3, 4);
 static bool differ(struct cmp_ctx* c, int64_t index, const char* fmt, ...) {
   if (!c->differs) {
     c->differs = true;
-    int n = snprintf(c->reason, sizeof(c->reason), "%s[%lld]: ", adr__path_str(&c->path),
+    struct adr__path path;
+    adr__path_root(&path);
+    for (int i = 0; i < c->depth && i < CMP_MAX_STEPS; i++) {
+      if (c->steps[i] < 0)
+        adr__path_push_name(&path, "dictionary");
+      else
+        adr__path_push_child(&path, c->steps[i]);
+    }
+    int n = snprintf(c->reason, sizeof(c->reason), "%s[%lld]: ", adr__path_str(&path),
                      (long long)index);
     if (n > 0 && (size_t)n < sizeof(c->reason)) {
       va_list ap;
@@ -77,34 +134,33 @@ static int64_t run_index(const struct ArrowArray* re, int bits, int64_t i) {
   return lo;
 }
 
-static bool elem_equal(struct cmp_ctx* c, const struct ArrowSchema* schema,
-                       const struct ArrowArray* a, int64_t ia, const struct ArrowArray* b,
-                       int64_t ib, int64_t logical);
+static bool elem_equal(struct cmp_ctx* c, const struct fmt_node* n, const struct ArrowArray* a,
+                       int64_t ia, const struct ArrowArray* b, int64_t ib, int64_t logical);
 
 /* Element (relative index ia / ib) of child k. The path keeps the child on
  * a mismatch so the reason names it. */
-static bool child_equal(struct cmp_ctx* c, const struct ArrowSchema* schema, int64_t k,
+static bool child_equal(struct cmp_ctx* c, const struct fmt_node* n, int64_t k,
                         const struct ArrowArray* a, int64_t ia, const struct ArrowArray* b,
                         int64_t ib) {
-  size_t mark = adr__path_push_child(&c->path, k);
-  bool eq = elem_equal(c, schema->children[k], a->children[k], a->children[k]->offset + ia,
+  push(c, k);
+  bool eq = elem_equal(c, &n->children[k], a->children[k], a->children[k]->offset + ia,
                        b->children[k], b->children[k]->offset + ib, ia);
-  if (eq) adr__path_pop(&c->path, mark);
+  c->depth--;
   return eq;
 }
 
 /* Dictionary-encoded: the decoded values, compared in the dictionaries. */
-static bool equal_dictionary(struct cmp_ctx* c, const struct ArrowSchema* schema,
+static bool equal_dictionary(struct cmp_ctx* c, const struct fmt_node* n,
                              const struct adr_format* f, const struct ArrowArray* a, int64_t ia,
                              const struct ArrowArray* b, int64_t ib) {
   bool sg = f->type == ADR_TYPE_INT8 || f->type == ADR_TYPE_INT16 || f->type == ADR_TYPE_INT32 ||
             f->type == ADR_TYPE_INT64;
   int64_t xa = int_at(a->buffers[1], f->bit_width, sg, ia);
   int64_t xb = int_at(b->buffers[1], f->bit_width, sg, ib);
-  size_t mark = adr__path_push_name(&c->path, "dictionary");
-  bool eq = elem_equal(c, schema->dictionary, a->dictionary, a->dictionary->offset + xa,
-                       b->dictionary, b->dictionary->offset + xb, xa);
-  if (eq) adr__path_pop(&c->path, mark);
+  push(c, -1);
+  bool eq = elem_equal(c, n->dictionary, a->dictionary, a->dictionary->offset + xa, b->dictionary,
+                       b->dictionary->offset + xb, xa);
+  c->depth--;
   return eq;
 }
 
@@ -140,8 +196,7 @@ static bool equal_binary(struct cmp_ctx* c, const struct adr_format* f, const st
 }
 
 /* Lists and list views: the same length, then item by item. */
-static bool equal_list(struct cmp_ctx* c, const struct ArrowSchema* schema,
-                       const struct adr_format* f, const struct ArrowArray* a, int64_t ia,
+static bool equal_list(struct cmp_ctx* c, const struct fmt_node* n, const struct adr_format* f, const struct ArrowArray* a, int64_t ia,
                        const struct ArrowArray* b, int64_t ib, int64_t logical) {
   int ob = f->offset_bytes;
   int64_t sa = adr__offset_at(a, 1, ob, ia), sb = adr__offset_at(b, 1, ob, ib);
@@ -152,14 +207,13 @@ static bool equal_list(struct cmp_ctx* c, const struct ArrowSchema* schema,
   if (na != nb)
     return differ(c, logical, "list lengths %lld != %lld", (long long)na, (long long)nb);
   for (int64_t k = 0; k < na; k++)
-    if (!child_equal(c, schema, 0, a, sa + k, b, sb + k)) return false;
+    if (!child_equal(c, n, 0, a, sa + k, b, sb + k)) return false;
   return true;
 }
 
 /* Sparse and dense unions: the same type id, then the selected child's
  * value. */
-static bool equal_union(struct cmp_ctx* c, const struct ArrowSchema* schema,
-                        const struct adr_format* f, const struct ArrowArray* a, int64_t ia,
+static bool equal_union(struct cmp_ctx* c, const struct fmt_node* n, const struct adr_format* f, const struct ArrowArray* a, int64_t ia,
                         const struct ArrowArray* b, int64_t ib, int64_t logical) {
   int8_t ta = ((const int8_t*)a->buffers[0])[ia], tb = ((const int8_t*)b->buffers[0])[ib];
   if (ta != tb) return differ(c, logical, "union type ids %d != %d", ta, tb);
@@ -171,56 +225,52 @@ static bool equal_union(struct cmp_ctx* c, const struct ArrowSchema* schema,
     xa = ((const int32_t*)a->buffers[1])[ia];
     xb = ((const int32_t*)b->buffers[1])[ib];
   }
-  return child_equal(c, schema, k, a, xa, b, xb);
+  return child_equal(c, n, k, a, xa, b, xb);
 }
 
 /* Run-end encoded: the values of the runs that hold the element. */
-static bool equal_run_end(struct cmp_ctx* c, const struct ArrowSchema* schema,
-                          const struct ArrowArray* a, int64_t ia, const struct ArrowArray* b,
-                          int64_t ib) {
-  struct adr_format rf;
-  adr_format_parse(schema->children[0]->format, &rf, NULL);
-  int64_t ra = run_index(a->children[0], rf.bit_width, ia);
-  int64_t rb = run_index(b->children[0], rf.bit_width, ib);
-  return child_equal(c, schema, 1, a, ra, b, rb);
+static bool equal_run_end(struct cmp_ctx* c, const struct fmt_node* n, const struct ArrowArray* a,
+                          int64_t ia, const struct ArrowArray* b, int64_t ib) {
+  int bits = n->children[0].f.bit_width;
+  int64_t ra = run_index(a->children[0], bits, ia);
+  int64_t rb = run_index(b->children[0], bits, ib);
+  return child_equal(c, n, 1, a, ra, b, rb);
 }
 
 /* ia / ib are absolute buffer indices; `logical` is reported on mismatch. */
-static bool elem_equal(struct cmp_ctx* c, const struct ArrowSchema* schema,
-                       const struct ArrowArray* a, int64_t ia, const struct ArrowArray* b,
-                       int64_t ib, int64_t logical) {
-  struct adr_format f;
-  adr_format_parse(schema->format, &f, NULL);
-  if (f.layout == ADR_LAYOUT_NULL) return true;
-  bool va = adr__valid(a, &f, ia), vb = adr__valid(b, &f, ib);
+static bool elem_equal(struct cmp_ctx* c, const struct fmt_node* n, const struct ArrowArray* a,
+                       int64_t ia, const struct ArrowArray* b, int64_t ib, int64_t logical) {
+  const struct adr_format* fp = &n->f;
+  if (fp->layout == ADR_LAYOUT_NULL) return true;
+  bool va = adr__valid(a, fp, ia), vb = adr__valid(b, fp, ib);
   if (va != vb) return differ(c, logical, "%s != %s", va ? "value" : "null", vb ? "value" : "null");
   if (!va) return true;
-  if (schema->dictionary != NULL) return equal_dictionary(c, schema, &f, a, ia, b, ib);
-  switch (f.layout) {
+  if (n->dictionary != NULL) return equal_dictionary(c, n, fp, a, ia, b, ib);
+  switch (fp->layout) {
     case ADR_LAYOUT_NULL:
       return true;
     case ADR_LAYOUT_FIXED:
-      return equal_fixed(c, &f, a, ia, b, ib, logical);
+      return equal_fixed(c, fp, a, ia, b, ib, logical);
     case ADR_LAYOUT_VAR_BINARY:
     case ADR_LAYOUT_BINARY_VIEW:
-      return equal_binary(c, &f, a, ia, b, ib, logical);
+      return equal_binary(c, fp, a, ia, b, ib, logical);
     case ADR_LAYOUT_LIST:
     case ADR_LAYOUT_LIST_VIEW:
-      return equal_list(c, schema, &f, a, ia, b, ib, logical);
+      return equal_list(c, n, fp, a, ia, b, ib, logical);
     case ADR_LAYOUT_FIXED_LIST:
-      for (int64_t k = 0; k < f.fixed_size; k++)
-        if (!child_equal(c, schema, 0, a, ia * f.fixed_size + k, b, ib * f.fixed_size + k))
+      for (int64_t k = 0; k < fp->fixed_size; k++)
+        if (!child_equal(c, n, 0, a, ia * fp->fixed_size + k, b, ib * fp->fixed_size + k))
           return false;
       return true;
     case ADR_LAYOUT_STRUCT:
       for (int64_t k = 0; k < a->n_children; k++)
-        if (!child_equal(c, schema, k, a, ia, b, ib)) return false;
+        if (!child_equal(c, n, k, a, ia, b, ib)) return false;
       return true;
     case ADR_LAYOUT_SPARSE_UNION:
     case ADR_LAYOUT_DENSE_UNION:
-      return equal_union(c, schema, &f, a, ia, b, ib, logical);
+      return equal_union(c, n, fp, a, ia, b, ib, logical);
     case ADR_LAYOUT_RUN_END:
-      return equal_run_end(c, schema, a, ia, b, ib);
+      return equal_run_end(c, n, a, ia, b, ib);
   }
   return true;
 }
@@ -264,17 +314,22 @@ int adr_device_array_equal(const struct ArrowSchema* schema, const struct ArrowD
   if (st == 0) {
     struct cmp_ctx c;
     memset(&c, 0, sizeof(c));
-    adr__path_root(&c.path);
+    struct fmt_node root;
+    st = fmt_tree(schema, &root);
+    if (st != 0)
+      st = adr__errorf(error, st, "adr_device_array_equal", NULL,
+                       st == ENOMEM ? "out of memory" : "bad format");
     bool eq = true;
-    if (ha->length != hb->length) {
+    if (st == 0 && ha->length != hb->length) {
       eq = false;
       snprintf(c.reason, sizeof(c.reason), "lengths %lld != %lld", (long long)ha->length,
                (long long)hb->length);
     }
-    for (int64_t i = 0; eq && i < ha->length; i++)
-      eq = elem_equal(&c, schema, ha, ha->offset + i, hb, hb->offset + i, i);
-    *out_equal = eq;
-    if (!eq && out_difference != NULL)
+    for (int64_t i = 0; st == 0 && eq && i < ha->length; i++)
+      eq = elem_equal(&c, &root, ha, ha->offset + i, hb, hb->offset + i, i);
+    fmt_free(&root);
+    if (st == 0) *out_equal = eq;
+    if (st == 0 && !eq && out_difference != NULL)
       snprintf(out_difference->message, sizeof(out_difference->message), "%s", c.reason);
   }
   adr_device_array_release(&ta);
