@@ -175,6 +175,7 @@ struct arena {
   uint64_t collect_retry_at; /* or once cached_bytes reaches this */
   size_t free_chunks;        /* chunks with used == 0 */
   uint64_t hits, misses, stream_waits, trimmed;
+  uint64_t stolen; /* hits on this arena by another arena's thread */
   uint64_t allocated_bytes, allocated_count;
 };
 
@@ -1086,6 +1087,31 @@ static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignmen
       b = arena_take(pool, a, stream, need, csize, &pending);
     }
   }
+  if (b == NULL && pool->narenas > 1) {
+    /* Another arena's cached memory before new memory: threads come and go
+     * (a transfer stream's worker, a thread pool's threads each get the
+     * next arena), and an arena each would otherwise grow, and fault in
+     * fresh pages, while another sits on free blocks. One arena lock at a
+     * time; an arena whose published cache is smaller than the request is
+     * skipped without its lock. */
+    struct arena* own = a;
+    pthread_mutex_unlock(&own->lock);
+    unsigned first = (unsigned)(own - pool->arenas);
+    for (unsigned k = 1; k < pool->narenas && b == NULL; k++) {
+      struct arena* o = &pool->arenas[(first + k) % pool->narenas];
+      if (atomic_load_explicit(&o->cached_pub, memory_order_relaxed) < want) continue;
+      pthread_mutex_lock(&o->lock);
+      size_t other_pending = 0;
+      b = arena_take(pool, o, stream, need, csize, &other_pending);
+      if (b != NULL) {
+        a = o; /* locked: the block is this arena's */
+        a->stolen++;
+      } else {
+        pthread_mutex_unlock(&o->lock);
+      }
+    }
+    if (b == NULL) pthread_mutex_lock(&own->lock);
+  }
   if (b != NULL) {
     a->hits++;
   } else if (no_grow) {
@@ -1622,6 +1648,7 @@ void adr__pool_stats_get(struct adr__pool* pool, struct adr__pool_stats* out) {
     out->cached_bytes += a->cached_bytes;
     out->cache_hits += a->hits;
     out->cache_misses += a->misses;
+    out->stolen += a->stolen;
     out->stream_waits += a->stream_waits;
     out->trimmed_bytes += a->trimmed;
     out->allocated_bytes += a->allocated_bytes;

@@ -83,6 +83,7 @@ struct adr__pool_stats {
   uint64_t cached_bytes;
   uint64_t largest_free_block;
   uint64_t cache_hits, cache_misses, stream_waits, trimmed_bytes;
+  uint64_t stolen; /* of the hits, blocks taken from another thread's arena */
   uint64_t allocated_bytes, allocated_count; /* outstanding, as handed out */
   uint64_t max_cached;                       /* the cap in force (UINT64_MAX: none) */
   uint32_t host_pages;                       /* ADR_HOST_PAGES_* of the options */

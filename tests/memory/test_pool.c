@@ -816,6 +816,56 @@ static void test_threads(void** state) {
   unmake(f);
 }
 
+struct one_alloc {
+  struct fixture* f;
+  size_t size;
+  int status;
+};
+
+/* An allocation and its free on a thread of its own (so in the arena the
+ * next thread gets). */
+static void* alloc_free_thread(void* p) {
+  struct one_alloc* a = p;
+  void* mem = NULL;
+  struct adr_error err;
+  a->status = adr__pool_alloc(a->f->pool, a->size, 0, NULL, &mem, &err);
+  if (a->status == 0) a->status = adr__pool_free(a->f->pool, mem, a->size, NULL, &err);
+  return NULL;
+}
+
+/* A thread whose arena has nothing cached takes another arena's free
+ * block rather than growing the pool: a transfer stream's worker thread,
+ * new for every stream, reuses the blocks the previous one left. */
+static void test_other_arena_reused(void** state) {
+  (void)state;
+  struct adr__pool_options o;
+  adr__pool_options_default(&o);
+  o.arenas = 2;
+  o.chunk_size = (size_t)1 << 20;
+  struct fixture* f = make(&o);
+  size_t size = (size_t)8 << 20;
+  for (int i = 0; i < 2; i++) {
+    /* Consecutive threads get consecutive arena indices: different arenas. */
+    struct one_alloc a = {f, size, -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, alloc_free_thread, &a), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(a.status, 0);
+    struct adr__pool_stats s = stats(f);
+    assert_int_equal(s.reserved_count, 1);
+    assert_int_equal(s.cache_misses, 1);
+    assert_int_equal(s.stolen, (uint64_t)i);
+  }
+  /* A request larger than anything cached still grows the pool. */
+  struct one_alloc big = {f, (size_t)32 << 20, -1};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, alloc_free_thread, &big), 0);
+  pthread_join(t, NULL);
+  assert_int_equal(big.status, 0);
+  assert_int_equal(stats(f).reserved_count, 2);
+  unmake(f);
+}
+
 /* Resident 4 KiB pages of [p, p + size) (p page-aligned). */
 static size_t resident_pages(void* p, size_t size) {
   size_t n = size / 4096, count = 0;
@@ -954,6 +1004,7 @@ int main(void) {
       cmocka_unit_test(test_random_model),
       cmocka_unit_test(test_random_streams_invariants),
       cmocka_unit_test(test_threads),
+      cmocka_unit_test(test_other_arena_reused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
