@@ -147,9 +147,9 @@ int ucx_meta_patch(struct ucx_bytes* b, const struct ucx_meta_memo* memo, const 
   return 0;
 }
 
-int ucx_meta_apply(struct ucx_meta_memo* memo, const uint8_t* patch, size_t avail,
-                   size_t* out_used, const struct ucx_bytes** out_meta, const char* op,
-                   uint64_t index, struct adr_error* error) {
+int ucx_meta_apply(struct ucx_meta_memo* memo, const uint8_t* patch, size_t avail, size_t* out_used,
+                   const struct ucx_bytes** out_meta, const char* op, uint64_t index,
+                   struct adr_error* error) {
   if (avail < 8 || get32(patch + 4) > avail - 8)
     return adr_error_set(error, EPROTO, "[%s][ucx] message %llu: a metadata patch past its message",
                          op, (unsigned long long)index);

@@ -217,8 +217,7 @@ static int compose(struct sender* s, const struct adr_ipc_message* m, struct ucx
     memcpy(ctrl->data + 3 * sizeof(uint32_t), &flags, sizeof(flags));
   }
   if (!st && !patched) st = ucx_bytes_put(ctrl, m->metadata, (size_t)m->metadata_size, error);
-  if (!st && record)
-    st = ucx_meta_remember(&s->memo, m->metadata, (size_t)m->metadata_size, error);
+  if (!st && record) st = ucx_meta_remember(&s->memo, m->metadata, (size_t)m->metadata_size, error);
   if (!st && inline_body) {
     /* A small body rides in the control message: one message instead of
      * two, and no receive to post for it. */
@@ -245,16 +244,15 @@ static int compose(struct sender* s, const struct adr_ipc_message* m, struct ucx
  * for the device a piece is on). */
 static int send_message(struct sender* s, struct inflight* f, const struct adr_ipc_message* m,
                         struct ucx_bytes* ctrl, struct ucx_bounce* bounce, bool* bounce_ready,
-                        struct adr_ucx_send_stats* stats, const char* op,
-                        struct adr_error* error) {
+                        struct adr_ucx_send_stats* stats, const char* op, struct adr_error* error) {
   struct adr_ucx_conn* conn = s->conn;
   uint64_t seq = s->ctrl_seq++;
   uint32_t words[2] = {(uint32_t)seq, 0};
   memcpy(ctrl->data + 2 * sizeof(uint32_t), &words[0], sizeof(words[0]));
   memcpy(&words[1], ctrl->data + 3 * sizeof(uint32_t), sizeof(words[1]));
   bool inline_body = (words[1] & UCX_MSG_INLINE) != 0;
-  int st = ucx_send(conn, ucx_ctrl_tag(conn->peer_id, s->stream, seq), ctrl->data, ctrl->size,
-                    NULL, NULL, op, error);
+  int st = ucx_send(conn, ucx_ctrl_tag(conn->peer_id, s->stream, seq), ctrl->data, ctrl->size, NULL,
+                    NULL, op, error);
   if (!st) {
     count_control(stats, ctrl->size);
     if (words[1] & UCX_MSG_PATCH) stats->patched_messages++;
@@ -439,8 +437,8 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
       if (st) break;
       if (s.taken != taken) continue;
       if (!have_ahead) {
-        prepare(&s, &ahead, source, &schema, encoder, n_dict, previous(ring, max_inflight, sent, &last),
-                op);
+        prepare(&s, &ahead, source, &schema, encoder, n_dict,
+                previous(ring, max_inflight, sent, &last), op);
         have_ahead = moved = true;
       }
       ucx_waiter_step(&w, moved);
@@ -459,8 +457,8 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
     }
     ucx_waiter_step(&w, true);
     if (!have_ahead)
-      prepare(&s, &ahead, source, &schema, encoder, n_dict, previous(ring, max_inflight, sent, &last),
-              op);
+      prepare(&s, &ahead, source, &schema, encoder, n_dict,
+              previous(ring, max_inflight, sent, &last), op);
     have_ahead = false;
     /* The slot takes the batch and its messages (the message arrays swap). */
     slot->batch = ahead.batch;

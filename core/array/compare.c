@@ -196,8 +196,9 @@ static bool equal_binary(struct cmp_ctx* c, const struct adr_format* f, const st
 }
 
 /* Lists and list views: the same length, then item by item. */
-static bool equal_list(struct cmp_ctx* c, const struct fmt_node* n, const struct adr_format* f, const struct ArrowArray* a, int64_t ia,
-                       const struct ArrowArray* b, int64_t ib, int64_t logical) {
+static bool equal_list(struct cmp_ctx* c, const struct fmt_node* n, const struct adr_format* f,
+                       const struct ArrowArray* a, int64_t ia, const struct ArrowArray* b,
+                       int64_t ib, int64_t logical) {
   int ob = f->offset_bytes;
   int64_t sa = adr__offset_at(a, 1, ob, ia), sb = adr__offset_at(b, 1, ob, ib);
   int64_t na = f->layout == ADR_LAYOUT_LIST ? adr__offset_at(a, 1, ob, ia + 1) - sa
@@ -213,8 +214,9 @@ static bool equal_list(struct cmp_ctx* c, const struct fmt_node* n, const struct
 
 /* Sparse and dense unions: the same type id, then the selected child's
  * value. */
-static bool equal_union(struct cmp_ctx* c, const struct fmt_node* n, const struct adr_format* f, const struct ArrowArray* a, int64_t ia,
-                        const struct ArrowArray* b, int64_t ib, int64_t logical) {
+static bool equal_union(struct cmp_ctx* c, const struct fmt_node* n, const struct adr_format* f,
+                        const struct ArrowArray* a, int64_t ia, const struct ArrowArray* b,
+                        int64_t ib, int64_t logical) {
   int8_t ta = ((const int8_t*)a->buffers[0])[ia], tb = ((const int8_t*)b->buffers[0])[ib];
   if (ta != tb) return differ(c, logical, "union type ids %d != %d", ta, tb);
   int k = 0;

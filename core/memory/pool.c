@@ -1664,7 +1664,7 @@ void adr__pool_stats_get(struct adr__pool* pool, struct adr__pool_stats* out) {
   if (pool->opts.host_pages) {
     out->host_pages = pool->opts.hugepages == ADR__POOL_THP_ALL     ? ADR_HOST_PAGES_HUGE_ALL
                       : pool->opts.hugepages == ADR__POOL_THP_LARGE ? ADR_HOST_PAGES_HUGE_LARGE
-                                                                     : 0;
+                                                                    : 0;
     if (pool->opts.populate) out->host_pages |= ADR_HOST_PAGES_POPULATE;
   }
   out->reserved_bytes_peak = atomic_load_explicit(&pool->reserved_peak, memory_order_relaxed);

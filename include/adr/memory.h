@@ -119,10 +119,13 @@ struct adr_memory_counter {
  * (adr_memory_stats.host_pages; ADR_ALLOC's hugepages, nohugepages and
  * populate, docs/memory.md "Host pages"). 0: no advice, or a pool of
  * device memory. */
-#define ADR_HOST_PAGES_HUGE_LARGE 1u /* transparent huge pages for chunks made for a request
-                                        of 4 MiB or more (the default) */
-#define ADR_HOST_PAGES_HUGE_ALL 2u   /* transparent huge pages for every chunk (hugepages) */
-#define ADR_HOST_PAGES_POPULATE 4u   /* chunks faulted in when they are made (populate) */
+/* Transparent huge pages for chunks made for a request of 4 MiB or more
+ * (the default). */
+#define ADR_HOST_PAGES_HUGE_LARGE 1u
+/* Transparent huge pages for every chunk (hugepages). */
+#define ADR_HOST_PAGES_HUGE_ALL 2u
+/* Chunks faulted in when they are made (populate). */
+#define ADR_HOST_PAGES_POPULATE 4u
 
 struct adr_memory_stats {
   uint32_t struct_size;
