@@ -499,9 +499,8 @@ struct range_cache {
   bool found;
   struct adr__range r;
 };
-#define TLS_IE __attribute__((tls_model("initial-exec")))
-static _Thread_local TLS_IE struct range_cache cache[2];
-static _Thread_local TLS_IE unsigned cache_next;
+static _Thread_local ADR__TLS_HOT struct range_cache cache[2];
+static _Thread_local ADR__TLS_HOT unsigned cache_next;
 
 static inline bool contains(const struct adr__range* r, uintptr_t key) {
   /* A zero-byte allocation owns its one address. */

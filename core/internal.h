@@ -24,6 +24,13 @@
  * declarations drop it. */
 #define ADR_INTERNAL
 
+/* Thread-local state on a hot path (the range cache, the pool's thread
+ * caches and arena index): initial-exec, so that no __tls_get_addr call
+ * is made per access when libadr is opened with dlopen. It comes out of
+ * glibc's static TLS surplus, which libadr and the modules keep within a
+ * budget (docs/backend-abi.md "Threads"; the static-tls-budget test). */
+#define ADR__TLS_HOT __attribute__((tls_model("initial-exec")))
+
 #include "fault.h" /* the fault-injection hook of dispatch.c */
 
 /* ---- spin lock (hot-path critical sections) ----------------------------- */

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "opencl_internal.h"
+#include "tls.h"
 
 struct adr_range_map ocl_allocations = ADR_RANGE_MAP_INIT(struct ocl_alloc);
 
@@ -45,15 +46,13 @@ struct adr_range_map ocl_allocations = ADR_RANGE_MAP_INIT(struct ocl_alloc);
  * look-up (resolve) is good while the count it saw is unchanged, so
  * repeated copies on one allocation skip the map's lock. */
 static _Atomic uint64_t removals;
-/* initial-exec TLS: no __tls_get_addr call per look-up (an eighth of a
- * 64-byte svm-fine copy's time); the ~100 bytes fit in the static TLS
- * glibc keeps for libraries opened with dlopen. */
-#define TLS_IE __attribute__((tls_model("initial-exec")))
-static _Thread_local TLS_IE struct {
+/* Initial-exec (tls.h): a __tls_get_addr call per look-up was an eighth
+ * of a 64-byte svm-fine copy's time. */
+static _Thread_local ADR_TLS_HOT struct {
   uint64_t removals;
   struct ocl_alloc a; /* a.size == 0: empty */
 } last_found[2];      /* two: a device-to-device copy resolves both sides */
-static _Thread_local TLS_IE unsigned last_next;
+static _Thread_local ADR_TLS_HOT unsigned last_next;
 
 static bool alloc_owned_by(const void* entry, const void* owner) {
   return ((const struct ocl_alloc*)entry)->owner == owner;

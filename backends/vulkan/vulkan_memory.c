@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tls.h"
 #include "vulkan_internal.h"
 
 #define VKB_GRANULE 64u
@@ -457,11 +458,9 @@ int vkb_range_alloc(struct adr_backend_device* dev, VkDeviceSize size, VkDeviceS
  * cached look-up (vkb_resolve) is good while the count it saw holds, so
  * repeated copies on one allocation skip mem_lock. */
 static _Atomic uint64_t removals;
-/* initial-exec TLS: no __tls_get_addr call per look-up (a twentieth of a
- * 64-byte mapped copy's time); the ~100 bytes fit in the static TLS glibc
- * keeps for libraries opened with dlopen, as the core's range cache. */
-#define TLS_IE __attribute__((tls_model("initial-exec")))
-static _Thread_local TLS_IE struct {
+/* Initial-exec (tls.h): a __tls_get_addr call per look-up was a twentieth
+ * of a 64-byte mapped copy's time. */
+static _Thread_local ADR_TLS_HOT struct {
   struct adr_backend_device* dev; /* NULL: empty */
   uint64_t removals;
   VkDeviceAddress addr;
@@ -469,7 +468,7 @@ static _Thread_local TLS_IE struct {
   struct vkb_block* block;
   VkDeviceSize offset;
 } last_found[2]; /* two: a device-to-device copy resolves both sides */
-static _Thread_local TLS_IE unsigned last_next;
+static _Thread_local ADR_TLS_HOT unsigned last_next;
 
 static void range_free_locked(struct adr_backend_device* dev, struct vkb_range* r, uint64_t after) {
   tdelete(r, &dev->live_tree, range_cmp);

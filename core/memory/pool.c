@@ -967,9 +967,7 @@ size_t adr__pool_destroy(struct adr__pool* pool) {
   return outstanding - cached;
 }
 
-/* initial-exec, as the thread caches below: no __tls_get_addr per pick. */
-static _Thread_local __attribute__((tls_model("initial-exec"))) unsigned thread_arena_index =
-    UINT_MAX;
+static _Thread_local ADR__TLS_HOT unsigned thread_arena_index = UINT_MAX;
 static _Atomic unsigned next_arena_index;
 
 static struct arena* pick_arena(struct adr__pool* pool) {
@@ -1311,9 +1309,8 @@ static pthread_mutex_t tc_global = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t tc_once = PTHREAD_ONCE_INIT;
 static pthread_key_t tc_key;
 static bool tc_key_ok;
-#define TLS_IE __attribute__((tls_model("initial-exec")))
-static _Thread_local TLS_IE struct tcache* tc_last; /* checked first */
-static _Thread_local TLS_IE struct tcache* tc_mine; /* every cache of this thread */
+static _Thread_local ADR__TLS_HOT struct tcache* tc_last; /* checked first */
+static _Thread_local ADR__TLS_HOT struct tcache* tc_mine; /* every cache of this thread */
 
 /* Gives the cache's blocks of classes [lo, hi) back to their arenas and
  * folds its counts in (cache lock held). A block whose stream cannot be
