@@ -431,11 +431,14 @@ int ucx_send_stream(struct adr_ucx_conn* conn, struct ArrowDeviceArrayStream* so
     for (size_t i = 0; i < max_inflight && slot == NULL; i++)
       if (!ring[i].used) slot = &ring[i];
     if (slot == NULL || sent - s.taken >= max_inflight) {
-      /* Waiting: the next credit's receive is posted first. */
-      uint64_t taken = s.taken;
-      st = poll_credits(&s, false, &moved, op, error);
-      if (st) break;
-      if (s.taken != taken) continue;
+      /* Waiting: the next credit's receive is posted first (it may find
+       * the credit already there). */
+      if (s.credit_req == NULL) {
+        uint64_t taken = s.taken;
+        st = poll_credits(&s, false, &moved, op, error);
+        if (st) break;
+        if (s.taken != taken) continue;
+      }
       if (!have_ahead) {
         prepare(&s, &ahead, source, &schema, encoder, n_dict,
                 previous(ring, max_inflight, sent, &last), op);
