@@ -8,9 +8,10 @@
  * registration.
  *
  * Hot path: one atomic load of the handler, one sharded-table insert or
- * remove (a spin lock; the table also keeps the allocation totals), two
- * relaxed atomic counters (current bytes and count, for the peaks), the
- * pool's per-thread cache; no lock shared by all threads. Devices whose
+ * remove (a spin lock; the table also keeps the allocation totals), the
+ * current bytes and count in the calling thread's stripe (a spin lock of
+ * its own; live_counters.c), the pool's per-thread cache; no lock or
+ * counter shared by all threads. Devices whose
  * copies are range-checked (not host-accessible, or the validation layer
  * on), and devices an interop call asked about (interop.c), also keep the
  * interval index (one spin lock per device) once its first look-up built
@@ -112,7 +113,7 @@ int adr__alloc_common(const char* op, struct adr_device* device,
                        "out of host memory for the allocation table");
   }
   if (validating) adr__validate_note_device(device);
-  adr__counters_add_live(&m->counters, size);
+  adr__live_add(&m->live, size);
   *out = ptr;
   return 0;
 }
@@ -166,7 +167,7 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
    * quarantine, so the address is not handed out again before that. */
   if (validating && adr__validate_free_defer(device, handler, ptr, size, cookie, stream, range.site,
                                              ADR__CALL_SITE())) {
-    adr__counters_sub(&device->memory->counters, size);
+    adr__live_sub(&device->memory->live, size);
     return 0;
   }
   st = adr__memory_free(device, handler, ptr, size ? size : 1, stream, cookie, error);
@@ -177,7 +178,7 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
     if (ranged) adr__alloc_table_ranges_insert(device->allocs, ptr, size, range.site);
     return st;
   }
-  adr__counters_sub(&device->memory->counters, size);
+  adr__live_sub(&device->memory->live, size);
   return 0;
 }
 

@@ -5,11 +5,22 @@
  * pointers, double frees and wrong sizes before anything reaches a handler,
  * and return every allocation to the handler that made it.
  *
- * Concurrency: the table is split into shards by address hash, each an
- * open-addressing hash table (linear probing, backward-shift deletion, so
- * no tombstones accumulate) under its own spin lock (internal.h: the
- * sections are a few probes long). Threads allocating on one device contend
- * only when their addresses hash to the same shard.
+ * Concurrency: the table is split into shards, each an open-addressing
+ * hash table (linear probing, backward-shift deletion, so no tombstones
+ * accumulate) under its own spin lock (internal.h: the sections are a few
+ * probes long) on a cache line of its own. An address's shard is that of
+ * its 2 MiB region, which the first thread to record an address in the
+ * region claims for its own shard (its ordinal modulo the shard count) in
+ * a region directory whose entries are written once and never change. A
+ * pool's new chunk is assigned to the shard of the arena that owns it
+ * (adr__alloc_table_assign; a region wholly inside a chunk holds nothing
+ * else, so its entry may change while the chunk is new), and a pool hands
+ * each thread blocks from chunks of the thread's own arena, so threads
+ * allocating and freeing on one device mostly write shards of their own.
+ * With shards picked by address hash two threads wrote the same shards'
+ * lines all the time (each free and allocation a cache miss, 3-5x slower
+ * per operation than one thread). A directory neighbourhood that is full
+ * sends its regions to the shard of their address hash.
  */
 #include <errno.h>
 #include <sched.h>
@@ -19,6 +30,9 @@
 #include "internal.h"
 
 #define SHARDS 64
+#define REGION_SHIFT 16 /* 64 KiB */
+#define DIR_SLOTS ((size_t)1 << 18) /* 2 MiB of address space, touched as used */
+#define DIR_PROBES 32
 
 struct entry {
   uintptr_t key; /* 0 = empty */
@@ -28,7 +42,7 @@ struct entry {
 };
 
 struct shard {
-  struct adr__spin lock;
+  _Alignas(64) struct adr__spin lock;
   struct entry* slots;
   size_t cap; /* power of two */
   size_t count;
@@ -36,13 +50,17 @@ struct shard {
    * allocated_bytes/count totals, kept here under the lock the insert
    * takes anyway (two atomic additions fewer per adr_alloc). */
   uint64_t bytes_total, count_total;
-  char pad[64 - (sizeof(struct adr__spin) + sizeof(void*) + 4 * sizeof(size_t)) % 64];
 };
 
 struct adr__range_index;
 
 struct adr__alloc_table {
   struct shard shards[SHARDS];
+  /* Region directory (entry layout at entry_make), 0 = empty. An entry is
+   * claimed by a compare-and-swap from 0 (so a region has at most one) and
+   * never removed; the shard of an address in it changes only while the
+   * address's chunk holds no recorded allocation (adr__alloc_table_assign). */
+  _Atomic uint64_t* dir;
   struct adr__range_index* ranges; /* created with the table */
   /* The index is kept up to date by alloc.c (1) or not yet (0): it goes
    * live when the first look-up starts building it from the hash
@@ -78,9 +96,17 @@ static inline uint64_t mix(uintptr_t p) {
 }
 
 struct adr__alloc_table* adr__alloc_table_create(void) {
-  struct adr__alloc_table* t = calloc(1, sizeof(*t));
+  size_t size = (sizeof(struct adr__alloc_table) + 63) & ~(size_t)63;
+  struct adr__alloc_table* t = aligned_alloc(64, size);
   if (t == NULL) return NULL;
+  memset(t, 0, size);
   pthread_mutex_init(&t->build_lock, NULL);
+  t->dir = calloc(DIR_SLOTS, sizeof(*t->dir));
+  if (t->dir == NULL) {
+    pthread_mutex_destroy(&t->build_lock);
+    free(t);
+    return NULL;
+  }
   t->ranges = range_index_create();
   if (t->ranges == NULL) {
     adr__alloc_table_destroy(t);
@@ -92,14 +118,135 @@ struct adr__alloc_table* adr__alloc_table_create(void) {
 void adr__alloc_table_destroy(struct adr__alloc_table* t) {
   if (t == NULL) return;
   for (int i = 0; i < SHARDS; i++) free(t->shards[i].slots);
+  free((void*)t->dir);
   pthread_mutex_destroy(&t->build_lock);
   range_index_destroy(t->ranges);
   free(t);
 }
 
-static struct shard* shard_of(struct adr__alloc_table* t, uintptr_t key, uint64_t* hash) {
+/* Directory entries: bits 16-63 the region + 1, bits 12-15 a split page
+ * (0: none), bits 6-11 the shard of the region's addresses below the split
+ * page, bits 0-5 the shard of those at or above it. A split lets a region
+ * that a chunk starts or ends in send the chunk's part to the chunk's
+ * shard and the rest where it went before (chunks are page-aligned; a
+ * region with more than one boundary keeps its entry). */
+#define ENTRY_TAG_MASK (~(uint64_t)0xffff)
+#define REGION_PAGES (1u << (REGION_SHIFT - 12))
+_Static_assert(SHARDS <= 64 && REGION_PAGES <= 16, "directory entry fields");
+
+static inline uint64_t entry_tag(uintptr_t region) { return ((uint64_t)region + 1) << 16; }
+static inline uint64_t entry_make(uint64_t tag, unsigned split, uint64_t below, uint64_t above) {
+  return tag | (uint64_t)split << 12 | below << 6 | above;
+}
+static inline unsigned entry_split(uint64_t v) { return (unsigned)(v >> 12) & 15; }
+static inline unsigned entry_below(uint64_t v) { return (unsigned)(v >> 6) & 63; }
+static inline unsigned entry_above(uint64_t v) { return (unsigned)v & 63; }
+static inline unsigned entry_shard(uint64_t v, uintptr_t key) {
+  unsigned page = (unsigned)(key >> 12) & (REGION_PAGES - 1);
+  return page < entry_split(v) ? entry_below(v) : entry_above(v);
+}
+
+/* The directory slot of `region`, with its entry in *out. When the region
+ * has none: with `claim` != 0, claims the first free slot for it with that
+ * entry (a compare-and-swap, so a region never gets two), else NULL. NULL
+ * too when its neighbourhood is full (entries never leave, so a region
+ * not found there never will be). */
+static _Atomic uint64_t* dir_find(struct adr__alloc_table* t, uintptr_t region, uint64_t claim,
+                                  uint64_t* out) {
+  uint64_t tag = entry_tag(region);
+  size_t at = (size_t)mix(region) & (DIR_SLOTS - 1);
+  for (unsigned probe = 0; probe < DIR_PROBES; probe++, at = (at + 1) & (DIR_SLOTS - 1)) {
+    uint64_t v = atomic_load_explicit(&t->dir[at], memory_order_acquire);
+    if (v == 0) {
+      if (claim == 0) return NULL;
+      if (atomic_compare_exchange_strong_explicit(&t->dir[at], &v, claim, memory_order_acq_rel,
+                                                  memory_order_acquire)) {
+        *out = claim;
+        return &t->dir[at];
+      }
+      /* another thread took the slot: v is its entry, maybe this region's */
+    }
+    if ((v & ENTRY_TAG_MASK) == tag) {
+      *out = v;
+      return &t->dir[at];
+    }
+  }
+  return NULL;
+}
+
+/* The shard of key: its region's, by the directory; `claim`: a region not
+ * yet there is claimed for the calling thread's shard. A region the
+ * directory has no room for goes to the shard of the address hash. */
+static struct shard* shard_of(struct adr__alloc_table* t, uintptr_t key, bool claim,
+                              uint64_t* hash) {
   *hash = mix(key);
+  uintptr_t region = key >> REGION_SHIFT;
+  uint64_t v;
+  uint64_t mine = claim ? entry_make(entry_tag(region), 0, 0, adr__thread_ordinal() % SHARDS) : 0;
+  if (dir_find(t, region, mine, &v) != NULL) return &t->shards[entry_shard(v, key)];
   return &t->shards[*hash % SHARDS];
+}
+
+/* Sets the entry of `region` to what make() computes from the present one
+ * (retried while another thread changes it; make returns 0 to leave it).
+ * `fresh`: the entry to claim with when the region has none. */
+static void dir_update(struct adr__alloc_table* t, uintptr_t region, uint64_t fresh,
+                       uint64_t (*make)(uint64_t v, uint64_t arg), uint64_t arg) {
+  uint64_t v;
+  _Atomic uint64_t* slot = dir_find(t, region, fresh, &v);
+  if (slot == NULL || v == fresh) return;
+  for (;;) {
+    uint64_t n = make(v, arg);
+    if (n == 0 || n == v) return;
+    if (atomic_compare_exchange_weak_explicit(slot, &v, n, memory_order_acq_rel,
+                                              memory_order_acquire))
+      return;
+  }
+}
+
+/* arg: the owner shard. */
+static uint64_t make_whole(uint64_t v, uint64_t arg) {
+  return entry_make(v & ENTRY_TAG_MASK, 0, 0, arg);
+}
+/* A chunk starts in the region at split page arg >> 8 (owner shard arg &
+ * 0xff): the pages below keep their shard if they have one. */
+static uint64_t make_start(uint64_t v, uint64_t arg) {
+  unsigned split = (unsigned)(arg >> 8), sv = entry_split(v);
+  if (sv != 0 && sv < split && entry_below(v) != entry_above(v)) return 0; /* two below */
+  unsigned below = sv >= split ? entry_below(v) : entry_above(v);
+  return entry_make(v & ENTRY_TAG_MASK, split, below, arg & 0xff);
+}
+/* A chunk ends in the region at split page arg >> 8: the pages from there
+ * on keep their shard if they have one. */
+static uint64_t make_end(uint64_t v, uint64_t arg) {
+  unsigned split = (unsigned)(arg >> 8), sv = entry_split(v);
+  if (sv > split && entry_below(v) != entry_above(v)) return 0; /* two above */
+  unsigned above = sv > split ? entry_below(v) : entry_above(v);
+  return entry_make(v & ENTRY_TAG_MASK, split, arg & 0xff, above);
+}
+
+void adr__alloc_table_assign(struct adr__alloc_table* t, void* base, size_t size, unsigned owner) {
+  uintptr_t lo = (uintptr_t)base, hi = lo + size;
+  const uintptr_t region_size = (uintptr_t)1 << REGION_SHIFT;
+  if (hi <= lo || ((lo | hi) & 4095) != 0) return;
+  uint64_t shard = owner % SHARDS;
+  uintptr_t first = (lo + region_size - 1) >> REGION_SHIFT; /* first region wholly inside */
+  uintptr_t end = hi >> REGION_SHIFT;                       /* past the last one */
+  if (first > end) return; /* the chunk starts and ends inside one region: leave it */
+  for (uintptr_t r = first; r < end; r++)
+    dir_update(t, r, entry_make(entry_tag(r), 0, 0, shard), make_whole, shard);
+  unsigned start_page = (unsigned)(lo >> 12) & (REGION_PAGES - 1);
+  if (start_page != 0) {
+    uintptr_t r = lo >> REGION_SHIFT;
+    dir_update(t, r, entry_make(entry_tag(r), start_page, shard, shard), make_start,
+               (uint64_t)start_page << 8 | shard);
+  }
+  unsigned end_page = (unsigned)(hi >> 12) & (REGION_PAGES - 1);
+  if (end_page != 0) {
+    uintptr_t r = hi >> REGION_SHIFT;
+    dir_update(t, r, entry_make(entry_tag(r), end_page, shard, shard), make_end,
+               (uint64_t)end_page << 8 | shard);
+  }
 }
 
 static int rehash(struct shard* s, size_t cap) {
@@ -125,7 +272,7 @@ static int insert_locked_data(struct adr__alloc_table* t, void* ptr, size_t size
                               void* cookie, bool counted) {
   uint64_t h;
   uintptr_t key = (uintptr_t)ptr;
-  struct shard* s = shard_of(t, key, &h);
+  struct shard* s = shard_of(t, key, true, &h);
   adr__spin_lock(&s->lock);
   if ((s->count + 1) * 4 > s->cap * 3) {
     if (rehash(s, s->cap ? s->cap * 2 : 16) != 0) {
@@ -160,7 +307,7 @@ int adr__alloc_table_insert_counted(struct adr__alloc_table* t, void* ptr, size_
 
 void adr__alloc_table_uncount(struct adr__alloc_table* t, void* ptr, size_t size) {
   uint64_t h;
-  struct shard* s = shard_of(t, (uintptr_t)ptr, &h);
+  struct shard* s = shard_of(t, (uintptr_t)ptr, false, &h);
   adr__spin_lock(&s->lock);
   s->bytes_total -= size;
   s->count_total--;
@@ -187,7 +334,7 @@ int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t s
                                  size_t* out_size, const void** out_data, void** out_cookie) {
   uint64_t h;
   uintptr_t key = (uintptr_t)ptr;
-  struct shard* s = shard_of(t, key, &h);
+  struct shard* s = shard_of(t, key, false, &h);
   int st = ENOENT;
   adr__spin_lock(&s->lock);
   if (s->cap != 0) {

@@ -16,9 +16,9 @@
 
 /* Every symbol of the core is hidden unless its declaration says ADR_API
  * (-fvisibility=hidden in meson.build), so internal declarations carry no
- * visibility mark. The exception is the four extern variables read on hot
+ * visibility mark. The exception is the five extern variables read on hot
  * paths (adr__log_level_value, adr__shutdown_flag, adr__fault_armed,
- * adr__validate_state): the flag does not reach extern declarations, and
+ * adr__validate_state, adr__thread_index): the flag does not reach extern declarations, and
  * marked hidden they are read PC-relative instead of through the GOT.
  * ADR_INTERNAL is kept empty only for core/array/array_internal.h until its
  * declarations drop it. */
@@ -59,6 +59,20 @@ static inline void adr__spin_lock(struct adr__spin* s) {
 }
 static inline void adr__spin_unlock(struct adr__spin* s) {
   atomic_store_explicit(&s->held, 0, memory_order_release);
+}
+
+/* ---- thread ordinal (memory/live_counters.c) ----------------------------- */
+
+/* A small number per thread, given in the order threads first ask (0, 1,
+ * 2 ...): the pool's arena and the device counters' stripe are picked by
+ * it, so that threads mostly write cache lines of their own. */
+extern __attribute__((visibility("hidden"))) _Thread_local ADR__TLS_HOT unsigned
+    adr__thread_index; /* UINT32_MAX until assigned */
+unsigned adr__thread_index_assign(void);
+
+static inline unsigned adr__thread_ordinal(void) {
+  unsigned i = adr__thread_index;
+  return __builtin_expect(i != UINT32_MAX, 1) ? i : adr__thread_index_assign();
 }
 
 /* ---- logging (log.c) ---------------------------------------------------- */
@@ -316,6 +330,10 @@ int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t s
 int adr__alloc_table_insert_counted(struct adr__alloc_table* t, void* ptr, size_t size,
                                     const void* data, void* cookie);
 void adr__alloc_table_uncount(struct adr__alloc_table* t, void* ptr, size_t size);
+/* Sends the addresses of [base, base + size), which hold no recorded
+ * allocation (a pool's new chunk), to shard `owner` (modulo the shard
+ * count) from now on: the pool's arena that owns the chunk. */
+void adr__alloc_table_assign(struct adr__alloc_table* t, void* base, size_t size, unsigned owner);
 void adr__alloc_table_totals(struct adr__alloc_table* t, uint64_t* out_bytes,
                              uint64_t* out_count);
 

@@ -6,8 +6,8 @@
  *
  * Concurrency: the state is created with the device (registry lock held)
  * and lives as long as the device. The hot path reads the handler pointer
- * with one atomic load and updates lock-free counters; the pool has its own
- * per-arena locks (pool.c). The OOM callback list is under a rwlock, taken
+ * with one atomic load and updates the counters' stripe of the calling
+ * thread (live_counters.c); the pool has its own per-arena locks (pool.c). The OOM callback list is under a rwlock, taken
  * only on the out-of-memory path and to change the list.
  */
 #include <errno.h>
@@ -110,6 +110,10 @@ static int up_alloc(void* ctx, size_t size, size_t alignment, void** out, struct
 }
 static void up_free(void* ctx, void* ptr, size_t size) {
   backend_free(NULL, ctx, ptr, size, NULL, NULL);
+}
+static void up_placed(void* ctx, void* ptr, size_t size, unsigned arena) {
+  struct adr_device* dev = ctx;
+  adr__alloc_table_assign(dev->allocs, ptr, size, arena);
 }
 /* The pool's event calls. A failure is not the application's: the pool
  * falls back to not reusing the block (pool.h), so it is returned to the
@@ -405,7 +409,7 @@ int adr_memory_stats_get(struct adr_device* device, struct adr_memory_stats* out
   struct adr_memory_stats s;
   memset(&s, 0, sizeof(s));
   s.struct_size = out->struct_size < sizeof(s) ? out->struct_size : (uint32_t)sizeof(s);
-  adr__counters_read(&m->counters, &s);
+  adr__live_read(&m->live, &s);
   adr__alloc_table_totals(device->allocs, &s.allocated_bytes.total, &s.allocated_count.total);
   if (m->pool != NULL) {
     struct adr__pool_stats p;
@@ -433,7 +437,7 @@ int adr_memory_stats_reset_peaks(struct adr_device* device, struct adr_error* er
   int st;
   struct adr__device_memory* m = state_of("adr_memory_stats_reset_peaks", device, error, &st);
   if (m == NULL) return st;
-  adr__counters_reset_peaks(&m->counters);
+  adr__live_reset_peaks(&m->live);
   if (m->pool != NULL) adr__pool_stats_reset_peaks(m->pool);
   return 0;
 }
@@ -508,12 +512,16 @@ int adr_memory_max_cached_set(struct adr_device* device, uint64_t max_cached,
 /* ---- device life cycle --------------------------------------------------- */
 
 void adr__memory_device_init(struct adr_device* dev) {
-  struct adr__device_memory* m = calloc(1, sizeof(*m));
+  /* Aligned for the counters' stripes (a cache line each). */
+  size_t msize = (sizeof(struct adr__device_memory) + 63) & ~(size_t)63;
+  struct adr__device_memory* m = aligned_alloc(64, msize);
+  if (m != NULL) memset(m, 0, msize);
   if (m == NULL) {
     adr__log(ADR_LOG_ERROR, dev->name, "out of host memory for the memory state");
     return;
   }
   m->device = dev;
+  adr__live_init(&m->live);
   pthread_rwlock_init(&m->oom_lock, NULL);
   const struct adr__alloc_config* cfg = adr__alloc_config();
   if (cfg->status != 0) {
@@ -526,7 +534,7 @@ void adr__memory_device_init(struct adr_device* dev) {
   if (adr__dispatch_device_info(dev, "adr_device_get", &info, NULL) == 0)
     m->stream_ordered_alloc = (info.caps & ADR_CAP_STREAM_ORDERED_ALLOC) != 0;
 
-  struct adr__pool_upstream up = {dev, up_alloc, up_free};
+  struct adr__pool_upstream up = {dev, up_alloc, up_free, up_placed};
   struct adr__pool_sync sync = {dev, ev_create, ev_destroy, ev_record, ev_wait, ev_query, ev_sync};
   /* The CPU device's chunks are plain host memory that only adr's own
    * (instrumented) code and the application touch: poisoned for ASan. */
@@ -580,6 +588,7 @@ void adr__memory_device_teardown(struct adr_device* dev) {
     if (m->default_stack[i] != NULL) adr__adaptor_destroy_force(m->default_stack[i]);
   adr__pool_destroy(m->pool);
   pthread_rwlock_destroy(&m->oom_lock);
+  adr__live_destroy(&m->live);
   free(m->oom);
   free(m);
   dev->memory = NULL;

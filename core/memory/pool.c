@@ -156,7 +156,9 @@ struct bin {
 };
 
 struct arena {
-  pthread_mutex_t lock;
+  /* A cache line of its own start: one arena's figures, written on every
+   * operation, must not share a line with the next arena's lock. */
+  _Alignas(64) pthread_mutex_t lock;
   struct adr__pool* pool;
   struct bin** bins; /* bins[0] is the host bin */
   size_t nbins, capbins;
@@ -175,7 +177,11 @@ struct arena {
   uint64_t collect_retry_at; /* or once cached_bytes reaches this */
   size_t free_chunks;        /* chunks with used == 0 */
   uint64_t hits, misses, stream_waits, trimmed;
-  uint64_t stolen; /* hits on this arena by another arena's thread */
+  uint64_t adopted; /* chunks this arena took from another (fully free) */
+  /* Threads with a cache of the pool that use this arena (made with their
+   * first allocation, gone when they exit): another arena adopts chunks
+   * only from an arena no live thread uses. */
+  _Atomic unsigned threads;
   uint64_t allocated_bytes, allocated_count;
 };
 
@@ -271,6 +277,20 @@ static size_t align_up(size_t v, size_t a) {
 
 /* ---- metadata ------------------------------------------------------------ */
 
+/* Zeroed memory on cache lines of its own, for metadata written on the hot
+ * path (chunks' `used`, bins, block slabs, threads' caches): from calloc,
+ * two arenas' chunk records could share a line, and two threads each
+ * working in its own arena wrote it in turn (a cache miss per operation;
+ * allocating 1 MiB blocks on two threads was 2.3x slower per operation than
+ * on one). Freed with free(). */
+static void* line_calloc(size_t n, size_t size) {
+  if (size != 0 && n > (SIZE_MAX - 63) / size) return NULL;
+  size_t bytes = (n * size + 63) & ~(size_t)63;
+  void* p = aligned_alloc(64, bytes ? bytes : 64);
+  if (p != NULL) memset(p, 0, bytes ? bytes : 64);
+  return p;
+}
+
 static struct block* block_new(struct arena* a) {
   if (a->spare == NULL) {
     if (a->nslabs == a->capslabs) {
@@ -280,7 +300,7 @@ static struct block* block_new(struct arena* a) {
       a->slabs = n;
       a->capslabs = ncap;
     }
-    struct block* slab = calloc(BLOCKS_PER_SLAB, sizeof(*slab));
+    struct block* slab = line_calloc(BLOCKS_PER_SLAB, sizeof(*slab));
     if (slab == NULL) return NULL;
     a->slabs[a->nslabs++] = slab;
     for (unsigned i = 0; i < BLOCKS_PER_SLAB; i++) {
@@ -523,7 +543,7 @@ static struct bin* bin_new(struct adr__pool* pool, struct arena* a, void* stream
     a->bins = n;
     a->capbins = ncap;
   }
-  struct bin* bin = calloc(1, sizeof(*bin));
+  struct bin* bin = line_calloc(1, sizeof(*bin));
   if (bin == NULL) return NULL;
   bin->stream = stream;
   bin->seal_at = SEAL_BYTES;
@@ -891,7 +911,9 @@ void adr__pool_options_default(struct adr__pool_options* opts) {
 int adr__pool_create(const struct adr__pool_options* opts, const struct adr__pool_upstream* up,
                      const struct adr__pool_sync* sync, struct adr__pool** out,
                      struct adr_error* error) {
-  struct adr__pool* pool = calloc(1, sizeof(*pool));
+  size_t pool_size = (sizeof(struct adr__pool) + 63) & ~(size_t)63;
+  struct adr__pool* pool = aligned_alloc(64, pool_size); /* arenas are line-aligned */
+  if (pool != NULL) memset(pool, 0, pool_size);
   if (pool == NULL) return adr_error_set(error, ENOMEM, "[pool] out of host memory");
   pool->opts = *opts;
   if (pool->opts.max_cached == ADR__POOL_MAX_CACHED_AUTO)
@@ -920,7 +942,7 @@ int adr__pool_create(const struct adr__pool_options* opts, const struct adr__poo
     a->rng = 0x9E3779B9u ^ (i * 0x85EBCA6Bu) ^ 1u;
     a->capbins = 4;
     a->bins = calloc(a->capbins, sizeof(*a->bins));
-    struct bin* host = calloc(1, sizeof(*host));
+    struct bin* host = line_calloc(1, sizeof(*host));
     if (a->bins == NULL || host == NULL) {
       free(host);
       pool->narenas = i + (a->bins != NULL ? 1 : 0);
@@ -967,13 +989,8 @@ size_t adr__pool_destroy(struct adr__pool* pool) {
   return outstanding - cached;
 }
 
-static _Thread_local ADR__TLS_HOT unsigned thread_arena_index = UINT_MAX;
-static _Atomic unsigned next_arena_index;
-
 static struct arena* pick_arena(struct adr__pool* pool) {
-  if (thread_arena_index == UINT_MAX)
-    thread_arena_index = atomic_fetch_add_explicit(&next_arena_index, 1, memory_order_relaxed);
-  return &pool->arenas[thread_arena_index % pool->narenas];
+  return &pool->arenas[adr__thread_ordinal() % pool->narenas];
 }
 
 static void note_peak(_Atomic uint64_t* now, _Atomic uint64_t* peak, uint64_t add) {
@@ -1054,6 +1071,83 @@ static void chunk_prepare(struct adr__pool* pool, void* mem, size_t size, size_t
   if (pool->opts.populate) (void)madvise(mem, size, MADV_POPULATE_WRITE);
 }
 
+/* A fully free chunk of an arena no live thread uses before new memory:
+ * threads come and go (a transfer stream's worker, a thread pool's
+ * threads each get the next arena), and an arena each would otherwise
+ * grow, and fault in fresh pages, while the arena of a thread that exited
+ * sits on chunks nothing uses any more. The chunk moves to `own` (one
+ * arena lock at a time; an arena with a live thread, or whose published
+ * cache is smaller than the request, is skipped without its lock), and
+ * with it the allocation-table shard of its addresses (up.placed). The
+ * arenas of live threads are left alone: taking free blocks from them (the
+ * first version of this) made two threads share one arena's lock and
+ * cache lines, and taking their free chunks made two threads that each
+ * free all they allocated hand chunks back and forth; either way
+ * allocating on two threads was 4-10x slower per operation than on one. Returns the block taken
+ * from the adopted chunk (own's lock held on return when not NULL), or
+ * NULL with own's lock not held. */
+static struct block* adopt_chunk(struct adr__pool* pool, struct arena* own, size_t need,
+                                 size_t csize, size_t want) {
+  unsigned first = (unsigned)(own - pool->arenas);
+  for (unsigned k = 1; k < pool->narenas; k++) {
+    struct arena* o = &pool->arenas[(first + k) % pool->narenas];
+    if (atomic_load_explicit(&o->threads, memory_order_relaxed) != 0 ||
+        atomic_load_explicit(&o->cached_pub, memory_order_relaxed) < want)
+      continue;
+    pthread_mutex_lock(&o->lock);
+    struct chunk* c = o->chunks;
+    while (c != NULL && (c->used != 0 || c->size < want || !chunk_ready(pool, o, c, false)))
+      c = c->next;
+    if (c == NULL) {
+      pthread_mutex_unlock(&o->lock);
+      continue;
+    }
+    for (struct block* b = c->first; b != NULL;) {
+      struct block* n = b->next_phys;
+      bin_remove(o, b);
+      block_release(o, b);
+      b = n;
+    }
+    if (c->prev)
+      c->prev->next = c->next;
+    else
+      o->chunks = c->next;
+    if (c->next) c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+    o->free_chunks--;
+    o->reserved_bytes -= c->size;
+    o->reserved_count--;
+    atomic_store_explicit(&o->cached_pub, o->cached_bytes, memory_order_relaxed);
+    pthread_mutex_unlock(&o->lock);
+
+    if (pool->up.placed != NULL) pool->up.placed(pool->up.ctx, (void*)c->base, c->size, first);
+    pthread_mutex_lock(&own->lock);
+    struct block* whole = block_new(own);
+    if (whole == NULL) {
+      /* No metadata for it: give the chunk back rather than lose it. */
+      pthread_mutex_unlock(&own->lock);
+      atomic_fetch_sub_explicit(&pool->reserved_now, c->size, memory_order_relaxed);
+      atomic_fetch_sub_explicit(&pool->reserved_count_now, 1, memory_order_relaxed);
+      c->next = NULL;
+      chunks_give_back(pool, c);
+      return NULL;
+    }
+    c->next = own->chunks;
+    if (own->chunks) own->chunks->prev = c;
+    own->chunks = c;
+    own->free_chunks++;
+    own->reserved_bytes += c->size;
+    own->reserved_count++;
+    whole->addr = c->base;
+    whole->size = c->size;
+    whole->chunk = c;
+    c->first = whole;
+    bin_insert(own, own->bins[0], whole);
+    return bin_take(own, own->bins[0], need, csize);
+  }
+  return NULL;
+}
+
 /* no_grow: EAGAIN instead of growing the pool (the caller's thread cache
  * holds blocks to give back first). */
 static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignment, void* stream,
@@ -1086,29 +1180,12 @@ static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignmen
     }
   }
   if (b == NULL && pool->narenas > 1) {
-    /* Another arena's cached memory before new memory: threads come and go
-     * (a transfer stream's worker, a thread pool's threads each get the
-     * next arena), and an arena each would otherwise grow, and fault in
-     * fresh pages, while another sits on free blocks. One arena lock at a
-     * time; an arena whose published cache is smaller than the request is
-     * skipped without its lock. */
-    struct arena* own = a;
-    pthread_mutex_unlock(&own->lock);
-    unsigned first = (unsigned)(own - pool->arenas);
-    for (unsigned k = 1; k < pool->narenas && b == NULL; k++) {
-      struct arena* o = &pool->arenas[(first + k) % pool->narenas];
-      if (atomic_load_explicit(&o->cached_pub, memory_order_relaxed) < want) continue;
-      pthread_mutex_lock(&o->lock);
-      size_t other_pending = 0;
-      b = arena_take(pool, o, stream, need, csize, &other_pending);
-      if (b != NULL) {
-        a = o; /* locked: the block is this arena's */
-        a->stolen++;
-      } else {
-        pthread_mutex_unlock(&o->lock);
-      }
-    }
-    if (b == NULL) pthread_mutex_lock(&own->lock);
+    pthread_mutex_unlock(&a->lock);
+    b = adopt_chunk(pool, a, need, csize, want);
+    if (b != NULL)
+      a->adopted++;
+    else
+      pthread_mutex_lock(&a->lock);
   }
   if (b != NULL) {
     a->hits++;
@@ -1132,7 +1209,7 @@ static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignmen
       if (grow > room) grow = room > want ? align_up(room, 4096) : align_up(want, 4096);
     }
     pthread_mutex_unlock(&a->lock);
-    struct chunk* c = calloc(1, sizeof(*c));
+    struct chunk* c = line_calloc(1, sizeof(*c));
     void* mem = NULL;
     int st = c == NULL ? adr_error_set(error, ENOMEM, "[pool] out of host memory")
                        : pool->up.alloc(pool->up.ctx, grow, 4096, &mem, error);
@@ -1143,6 +1220,8 @@ static int pool_alloc_block(struct adr__pool* pool, size_t size, size_t alignmen
       return st;
     }
     chunk_prepare(pool, mem, grow, want);
+    if (pool->up.placed != NULL)
+      pool->up.placed(pool->up.ctx, mem, grow, (unsigned)(a - pool->arenas));
     c->base = (uintptr_t)mem;
     c->size = grow;
     pthread_mutex_lock(&a->lock);
@@ -1296,6 +1375,7 @@ struct tcache {
   struct tcache* pool_prev; /* the pool's list (tc_global) */
   struct tcache* pool_next;
   struct tcache* thread_next; /* the owner's list */
+  unsigned arena;             /* the owner's arena in pool (counted in its `threads`) */
   size_t bytes;
   uint64_t hits;
   int64_t size_delta; /* sizes handed out minus those the arenas recorded */
@@ -1373,6 +1453,7 @@ static void tc_thread_exit(void* value) {
       adr__spin_lock(&tc->lock);
       tc_flush_locked(pool, tc, 0, TC_CLASSES);
       adr__spin_unlock(&tc->lock);
+      atomic_fetch_sub_explicit(&pool->arenas[tc->arena].threads, 1, memory_order_relaxed);
       tc_unlink(pool, tc);
     }
     free(tc);
@@ -1425,7 +1506,7 @@ static struct tcache* tc_get(struct adr__pool* pool) {
   for (tc = tc_mine; tc != NULL && tc->pool != NULL; tc = tc->thread_next) {
   }
   if (tc == NULL) {
-    tc = calloc(1, sizeof(*tc));
+    tc = line_calloc(1, sizeof(*tc));
     if (tc == NULL) {
       pthread_mutex_unlock(&tc_global);
       return NULL;
@@ -1434,6 +1515,8 @@ static struct tcache* tc_get(struct adr__pool* pool) {
     tc_mine = tc;
   }
   tc->pool = pool;
+  tc->arena = (unsigned)(pick_arena(pool) - pool->arenas);
+  atomic_fetch_add_explicit(&pool->arenas[tc->arena].threads, 1, memory_order_relaxed);
   atomic_store_explicit(&tc->serial, pool->serial, memory_order_relaxed);
   tc->pool_prev = NULL;
   tc->pool_next = pool->tc_list;
@@ -1645,7 +1728,7 @@ void adr__pool_stats_get(struct adr__pool* pool, struct adr__pool_stats* out) {
     out->cached_bytes += a->cached_bytes;
     out->cache_hits += a->hits;
     out->cache_misses += a->misses;
-    out->stolen += a->stolen;
+    out->adopted += a->adopted;
     out->stream_waits += a->stream_waits;
     out->trimmed_bytes += a->trimmed;
     out->allocated_bytes += a->allocated_bytes;

@@ -27,6 +27,10 @@ struct adr__pool_upstream {
   void* ctx;
   int (*alloc)(void* ctx, size_t size, size_t alignment, void** out, struct adr_error* error);
   void (*free)(void* ctx, void* ptr, size_t size);
+  /* May be NULL. Told of each new chunk before any block of it is handed
+   * out, with the index of the arena that owns it (the device glue sends
+   * the chunk's addresses to that arena's allocation-table shard). */
+  void (*placed)(void* ctx, void* ptr, size_t size, unsigned arena);
 };
 
 /* Events on opaque streams. All may fail with an errno value; a failure
@@ -83,7 +87,7 @@ struct adr__pool_stats {
   uint64_t cached_bytes;
   uint64_t largest_free_block;
   uint64_t cache_hits, cache_misses, stream_waits, trimmed_bytes;
-  uint64_t stolen; /* of the hits, blocks taken from another thread's arena */
+  uint64_t adopted; /* of the hits, served by a fully free chunk moved from another arena */
   uint64_t allocated_bytes, allocated_count; /* outstanding, as handed out */
   uint64_t max_cached;                       /* the cap in force (UINT64_MAX: none) */
   uint32_t host_pages;                       /* ADR_HOST_PAGES_* of the options */

@@ -833,9 +833,9 @@ static void* alloc_free_thread(void* p) {
   return NULL;
 }
 
-/* A thread whose arena has nothing cached takes another arena's free
- * block rather than growing the pool: a transfer stream's worker thread,
- * new for every stream, reuses the blocks the previous one left. */
+/* A thread whose arena has nothing cached takes another arena's fully
+ * free chunk rather than growing the pool: a transfer stream's worker
+ * thread, new for every stream, reuses the memory the previous one left. */
 static void test_other_arena_reused(void** state) {
   (void)state;
   struct adr__pool_options o;
@@ -854,7 +854,7 @@ static void test_other_arena_reused(void** state) {
     struct adr__pool_stats s = stats(f);
     assert_int_equal(s.reserved_count, 1);
     assert_int_equal(s.cache_misses, 1);
-    assert_int_equal(s.stolen, (uint64_t)i);
+    assert_int_equal(s.adopted, (uint64_t)i);
   }
   /* A request larger than anything cached still grows the pool. */
   struct one_alloc big = {f, (size_t)32 << 20, -1};
@@ -863,6 +863,64 @@ static void test_other_arena_reused(void** state) {
   pthread_join(t, NULL);
   assert_int_equal(big.status, 0);
   assert_int_equal(stats(f).reserved_count, 2);
+  unmake(f);
+}
+
+struct keep_alloc {
+  struct fixture* f;
+  size_t size;
+  void* mem;
+  int status;
+};
+
+static void* alloc_keep_thread(void* p) {
+  struct keep_alloc* a = p;
+  struct adr_error err;
+  a->status = adr__pool_alloc(a->f->pool, a->size, 0, NULL, &a->mem, &err);
+  return NULL;
+}
+
+/* Free space in a chunk another arena still hands blocks out of is not
+ * taken: the thread grows its own arena, so that two threads allocating at
+ * once do not share one arena's lock and cache lines. Once the chunk is
+ * wholly free it is adopted. */
+static void test_busy_arena_left_alone(void** state) {
+  (void)state;
+  struct adr__pool_options o;
+  adr__pool_options_default(&o);
+  o.arenas = 2;
+  o.chunk_size = (size_t)8 << 20;
+  struct fixture* f = make(&o);
+  size_t size = (size_t)1 << 20;
+  struct keep_alloc keep = {f, size, NULL, -1};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, alloc_keep_thread, &keep), 0);
+  pthread_join(t, NULL);
+  assert_int_equal(keep.status, 0);
+  /* The next thread (the other arena) wants what the first chunk has free. */
+  struct one_alloc a = {f, size, -1};
+  assert_int_equal(pthread_create(&t, NULL, alloc_free_thread, &a), 0);
+  pthread_join(t, NULL);
+  assert_int_equal(a.status, 0);
+  struct adr__pool_stats s = stats(f);
+  assert_int_equal(s.reserved_count, 2);
+  assert_int_equal(s.cache_misses, 2);
+  assert_int_equal(s.adopted, 0);
+  /* Freed from here, the first chunk is wholly free: a thread of the
+   * first arena (two threads on) takes its own cache. The one after, in
+   * the second arena, finds its own chunk free too: nothing adopted. */
+  struct adr_error err;
+  assert_int_equal(adr__pool_free(f->pool, keep.mem, size, NULL, &err), 0);
+  for (int i = 0; i < 2; i++) {
+    struct one_alloc b = {f, size, -1};
+    assert_int_equal(pthread_create(&t, NULL, alloc_free_thread, &b), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(b.status, 0);
+  }
+  s = stats(f);
+  assert_int_equal(s.reserved_count, 2);
+  assert_int_equal(s.cache_misses, 2);
+  assert_int_equal(s.adopted, 0);
   unmake(f);
 }
 
@@ -1005,6 +1063,7 @@ int main(void) {
       cmocka_unit_test(test_random_streams_invariants),
       cmocka_unit_test(test_threads),
       cmocka_unit_test(test_other_arena_reused),
+      cmocka_unit_test(test_busy_arena_left_alone),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
