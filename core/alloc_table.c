@@ -225,6 +225,11 @@ static uint64_t make_end(uint64_t v, uint64_t arg) {
   return entry_make(v & ENTRY_TAG_MASK, split, arg & 0xff, above);
 }
 
+unsigned adr__alloc_table_shard(struct adr__alloc_table* t, const void* ptr) {
+  uint64_t h;
+  return (unsigned)(shard_of(t, (uintptr_t)ptr, false, &h) - t->shards);
+}
+
 void adr__alloc_table_assign(struct adr__alloc_table* t, void* base, size_t size, unsigned owner) {
   uintptr_t lo = (uintptr_t)base, hi = lo + size;
   const uintptr_t region_size = (uintptr_t)1 << REGION_SHIFT;

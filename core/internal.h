@@ -334,6 +334,8 @@ void adr__alloc_table_uncount(struct adr__alloc_table* t, void* ptr, size_t size
  * allocation (a pool's new chunk), to shard `owner` (modulo the shard
  * count) from now on: the pool's arena that owns the chunk. */
 void adr__alloc_table_assign(struct adr__alloc_table* t, void* base, size_t size, unsigned owner);
+/* The shard an allocation at ptr is recorded in (tests). */
+unsigned adr__alloc_table_shard(struct adr__alloc_table* t, const void* ptr);
 void adr__alloc_table_totals(struct adr__alloc_table* t, uint64_t* out_bytes,
                              uint64_t* out_count);
 

@@ -6,6 +6,7 @@
  * in the spirit of SQLite's test_vfs: a countdown to failure).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -239,6 +240,103 @@ static void test_device_statistics(void** state) {
   struct adr_error err;
   assert_int_equal(adr_memory_stats_get(cpu, &small, &err), EINVAL);
   assert_non_null(strstr(err.message, "struct_size 4 is too small"));
+}
+
+struct alloc_job {
+  size_t size;
+  int n;
+  void* ptr[8];
+};
+
+/* Allocates job->n blocks of job->size on a thread of its own (its own
+ * stripe of the device's counters); they stay live. */
+static void* alloc_job_thread(void* p) {
+  struct alloc_job* job = p;
+  for (int i = 0; i < job->n; i++) job->ptr[i] = xalloc(job->size);
+  return NULL;
+}
+
+static void run_alloc_job(struct alloc_job* job) {
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, alloc_job_thread, job), 0);
+  assert_int_equal(pthread_join(t, NULL), 0);
+}
+
+/* Peaks are exact when threads allocate what others free: the device's
+ * counters keep a stripe per thread, and the peak rises only when the
+ * sum of every thread's allocations exceeds it. */
+static void test_statistics_peaks_across_threads(void** state) {
+  (void)state;
+  assert_int_equal(adr_memory_stats_reset_peaks(cpu, NULL), 0);
+  struct adr_memory_stats s0 = device_stats();
+  uint64_t bytes0 = s0.allocated_bytes.current, count0 = s0.allocated_count.current;
+  assert_int_equal(s0.allocated_bytes.peak, bytes0);
+  struct alloc_job a = {MiB, 4, {NULL}};
+  run_alloc_job(&a); /* thread A: 4 MiB in 4 */
+  struct adr_memory_stats s1 = device_stats();
+  assert_int_equal(s1.allocated_bytes.current, bytes0 + 4 * MiB);
+  assert_int_equal(s1.allocated_bytes.peak, bytes0 + 4 * MiB);
+  assert_int_equal(s1.allocated_count.peak, count0 + 4);
+  for (int i = 0; i < a.n; i++) xfree(a.ptr[i], a.size); /* freed here, not on A */
+  struct adr_memory_stats s2 = device_stats();
+  assert_int_equal(s2.allocated_bytes.current, bytes0);
+  assert_int_equal(s2.allocated_bytes.peak, bytes0 + 4 * MiB);
+  struct alloc_job b = {MiB, 3, {NULL}};
+  run_alloc_job(&b); /* thread B: 3 MiB in 3, below the peak: not raised */
+  struct adr_memory_stats s3 = device_stats();
+  assert_int_equal(s3.allocated_bytes.current, bytes0 + 3 * MiB);
+  assert_int_equal(s3.allocated_bytes.peak, bytes0 + 4 * MiB);
+  assert_int_equal(s3.allocated_count.peak, count0 + 4);
+  struct alloc_job c = {MiB, 2, {NULL}};
+  run_alloc_job(&c); /* thread C: 2 MiB more while B's are live: 5 MiB */
+  struct adr_memory_stats s4 = device_stats();
+  assert_int_equal(s4.allocated_bytes.current, bytes0 + 5 * MiB);
+  assert_int_equal(s4.allocated_bytes.peak, bytes0 + 5 * MiB);
+  assert_int_equal(s4.allocated_count.current, count0 + 5);
+  assert_int_equal(s4.allocated_count.peak, count0 + 5);
+  for (int i = 0; i < b.n; i++) xfree(b.ptr[i], b.size);
+  for (int i = 0; i < c.n; i++) xfree(c.ptr[i], c.size);
+  assert_int_equal(adr_memory_stats_reset_peaks(cpu, NULL), 0);
+  struct adr_memory_stats s5 = device_stats();
+  assert_int_equal(s5.allocated_bytes.current, bytes0);
+  assert_int_equal(s5.allocated_bytes.peak, bytes0);
+  assert_int_equal(s5.allocated_count.peak, count0);
+}
+
+enum { CHURN_THREADS = 4, CHURN_LIVE = 8, CHURN_ROUNDS = 5000 };
+
+/* Each thread holds at most CHURN_LIVE blocks of 4 KiB at once. */
+static void* churn_thread(void* p) {
+  (void)p;
+  void* live[CHURN_LIVE];
+  for (int r = 0; r < CHURN_ROUNDS; r++) {
+    for (int i = 0; i < CHURN_LIVE; i++) live[i] = xalloc(4 * KiB);
+    for (int i = 0; i < CHURN_LIVE; i++) xfree(live[i], 4 * KiB);
+  }
+  return NULL;
+}
+
+/* Threads allocating and freeing at once: the current values come back
+ * exactly, and the peak lies between what one thread held and what all
+ * could hold together. */
+static void test_statistics_concurrent(void** state) {
+  (void)state;
+  assert_int_equal(adr_memory_stats_reset_peaks(cpu, NULL), 0);
+  struct adr_memory_stats s0 = device_stats();
+  pthread_t th[CHURN_THREADS];
+  for (int i = 0; i < CHURN_THREADS; i++)
+    assert_int_equal(pthread_create(&th[i], NULL, churn_thread, NULL), 0);
+  for (int i = 0; i < CHURN_THREADS; i++) assert_int_equal(pthread_join(th[i], NULL), 0);
+  struct adr_memory_stats s1 = device_stats();
+  assert_int_equal(s1.allocated_bytes.current, s0.allocated_bytes.current);
+  assert_int_equal(s1.allocated_count.current, s0.allocated_count.current);
+  assert_int_equal(s1.allocated_count.total,
+                   s0.allocated_count.total + (uint64_t)CHURN_THREADS * CHURN_LIVE * CHURN_ROUNDS);
+  assert_true(s1.allocated_count.peak >= s0.allocated_count.current + CHURN_LIVE);
+  assert_true(s1.allocated_count.peak <= s0.allocated_count.current + CHURN_THREADS * CHURN_LIVE);
+  assert_true(s1.allocated_bytes.peak >= s0.allocated_bytes.current + CHURN_LIVE * 4 * KiB);
+  assert_true(s1.allocated_bytes.peak <=
+              s0.allocated_bytes.current + CHURN_THREADS * CHURN_LIVE * 4 * KiB);
 }
 
 static void test_trim(void** state) {
@@ -547,6 +645,8 @@ int main(void) {
       cmocka_unit_test(test_bad_handlers),
       cmocka_unit_test(test_zero_size_and_bad_free),
       cmocka_unit_test(test_device_statistics),
+      cmocka_unit_test(test_statistics_peaks_across_threads),
+      cmocka_unit_test(test_statistics_concurrent),
       cmocka_unit_test(test_trim),
       cmocka_unit_test(test_stats_adaptor),
       cmocka_unit_test(test_stacked_adaptors_hold_upstream),

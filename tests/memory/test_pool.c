@@ -924,6 +924,62 @@ static void test_busy_arena_left_alone(void** state) {
   unmake(f);
 }
 
+struct live_thread {
+  struct fixture* f;
+  size_t size;
+  int status;
+  pthread_barrier_t* freed; /* reached once its block is freed */
+  pthread_barrier_t* go;    /* waited for before the thread exits */
+};
+
+static void* alloc_free_wait_thread(void* p) {
+  struct live_thread* a = p;
+  void* mem = NULL;
+  struct adr_error err;
+  a->status = adr__pool_alloc(a->f->pool, a->size, 0, NULL, &mem, &err);
+  if (a->status == 0) a->status = adr__pool_free(a->f->pool, mem, a->size, NULL, &err);
+  pthread_barrier_wait(a->freed);
+  pthread_barrier_wait(a->go);
+  return NULL;
+}
+
+/* The fully free chunks of an arena whose thread is alive stay with it:
+ * that thread allocates again soon, and two threads that each free what
+ * they allocate would otherwise hand chunks back and forth. Once the
+ * thread has exited, its chunk is adopted (test_other_arena_reused). */
+static void test_live_arena_left_alone(void** state) {
+  (void)state;
+  struct adr__pool_options o;
+  adr__pool_options_default(&o);
+  o.arenas = 2;
+  o.chunk_size = (size_t)4 << 20;
+  struct fixture* f = make(&o);
+  pthread_barrier_t freed, go;
+  pthread_barrier_init(&freed, NULL, 2);
+  pthread_barrier_init(&go, NULL, 2);
+  size_t size = (size_t)1 << 20;
+  struct live_thread live = {f, size, -1, &freed, &go};
+  pthread_t lt;
+  assert_int_equal(pthread_create(&lt, NULL, alloc_free_wait_thread, &live), 0);
+  pthread_barrier_wait(&freed);
+  assert_int_equal(live.status, 0);
+  /* The next thread, in the other arena, grows its own. */
+  struct one_alloc a = {f, size, -1};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, alloc_free_thread, &a), 0);
+  pthread_join(t, NULL);
+  assert_int_equal(a.status, 0);
+  struct adr__pool_stats s = stats(f);
+  assert_int_equal(s.reserved_count, 2);
+  assert_int_equal(s.cache_misses, 2);
+  assert_int_equal(s.adopted, 0);
+  pthread_barrier_wait(&go);
+  pthread_join(lt, NULL);
+  pthread_barrier_destroy(&freed);
+  pthread_barrier_destroy(&go);
+  unmake(f);
+}
+
 /* Resident 4 KiB pages of [p, p + size) (p page-aligned). */
 static size_t resident_pages(void* p, size_t size) {
   size_t n = size / 4096, count = 0;
@@ -1064,6 +1120,7 @@ int main(void) {
       cmocka_unit_test(test_threads),
       cmocka_unit_test(test_other_arena_reused),
       cmocka_unit_test(test_busy_arena_left_alone),
+      cmocka_unit_test(test_live_arena_left_alone),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

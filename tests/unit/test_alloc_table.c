@@ -89,6 +89,135 @@ static void test_concurrent(void** state) {
   adr__alloc_table_destroy(t);
 }
 
+/* Shards follow chunks: a chunk assigned to an owner sends every address
+ * in it to the owner's shard, also in the regions it shares with its
+ * neighbours, whose addresses keep their shard; allocations recorded
+ * before a neighbour's assignment stay findable. Addresses are never
+ * dereferenced. */
+static void test_assign_regions(void** state) {
+  (void)state;
+  struct adr__alloc_table* t = adr__alloc_table_create();
+  assert_non_null(t);
+  const uintptr_t R = 64 << 10, base = (uintptr_t)1 << 40;
+  /* Chunk A: from 3 pages into one region to 5 pages into the third. */
+  uintptr_t a_lo = base + 3 * 4096, a_hi = base + 2 * R + 5 * 4096;
+  adr__alloc_table_assign(t, (void*)a_lo, a_hi - a_lo, 5);
+  for (uintptr_t p = a_lo; p < a_hi; p += 4096)
+    assert_int_equal(adr__alloc_table_shard(t, (void*)p), 5);
+  /* Record allocations at A's first and last pages. */
+  assert_int_equal(adr__alloc_table_insert(t, (void*)a_lo, 64), 0);
+  assert_int_equal(adr__alloc_table_insert(t, (void*)(a_hi - 4096), 64), 0);
+  /* Chunk B right after A (owner 9), chunk C right before A (owner 11). */
+  uintptr_t b_hi = a_hi + 3 * R;
+  adr__alloc_table_assign(t, (void*)a_hi, b_hi - a_hi, 9);
+  uintptr_t c_lo = base + 4096;
+  adr__alloc_table_assign(t, (void*)c_lo, a_lo - c_lo, 11);
+  for (uintptr_t p = a_lo; p < a_hi; p += 4096)
+    assert_int_equal(adr__alloc_table_shard(t, (void*)p), 5);
+  for (uintptr_t p = a_hi; p < b_hi; p += 4096)
+    assert_int_equal(adr__alloc_table_shard(t, (void*)p), 9);
+  /* C lies inside one region (A's first): it is left alone. */
+  assert_int_equal(adr__alloc_table_shard(t, (void*)a_lo), 5);
+  assert_int_equal(adr__alloc_table_remove(t, (void*)a_lo, 64, NULL), 0);
+  assert_int_equal(adr__alloc_table_remove(t, (void*)(a_hi - 4096), 64, NULL), 0);
+  /* A's end and B's start are given back to a chunk D of owner 2 from two
+   * pages before A's end to five pages into B's second region: the pages
+   * of A before D keep shard 5, D's go to 2, B's after D keep 9. */
+  uintptr_t d_lo = a_hi - 2 * 4096, d_hi = base + 4 * R + 5 * 4096;
+  adr__alloc_table_assign(t, (void*)d_lo, d_hi - d_lo, 2);
+  assert_int_equal(adr__alloc_table_shard(t, (void*)(d_lo - 4096)), 5);
+  for (uintptr_t p = d_lo; p < d_hi; p += 4096)
+    assert_int_equal(adr__alloc_table_shard(t, (void*)p), 2);
+  for (uintptr_t p = d_hi; p < b_hi; p += 4096)
+    assert_int_equal(adr__alloc_table_shard(t, (void*)p), 9);
+  /* A chunk inside one region is left to the shards it had. */
+  adr__alloc_table_assign(t, (void*)(d_hi + 4096), 2 * 4096, 4);
+  assert_int_equal(adr__alloc_table_shard(t, (void*)(d_hi + 4096)), 9);
+  /* Unaligned chunks are left alone. */
+  unsigned before = adr__alloc_table_shard(t, (void*)(b_hi + 9 * R));
+  adr__alloc_table_assign(t, (void*)(b_hi + 8 * R + 100), 4 * R, 3);
+  assert_int_equal(adr__alloc_table_shard(t, (void*)(b_hi + 9 * R)), before);
+  adr__alloc_table_destroy(t);
+}
+
+/* A directory with no room left (a chunk larger than it can describe)
+ * sends the rest to the shards of the address hash: every allocation is
+ * still found, with its size checked, and removed once. */
+static void test_directory_full(void** state) {
+  (void)state;
+  struct adr__alloc_table* t = adr__alloc_table_create();
+  assert_non_null(t);
+  const uintptr_t R = 64 << 10, base = (uintptr_t)1 << 44;
+  const uintptr_t regions = (uintptr_t)1 << 19; /* twice the directory's slots */
+  adr__alloc_table_assign(t, (void*)base, regions * R, 7);
+  unsigned in_owner = 0;
+  const uintptr_t step = 997 * R + 4096;
+  for (uintptr_t p = base; p < base + regions * R; p += step) {
+    assert_int_equal(adr__alloc_table_insert(t, (void*)p, 128), 0);
+    in_owner += adr__alloc_table_shard(t, (void*)p) == 7;
+  }
+  /* Some regions made it into the directory, not all. */
+  size_t n = adr__alloc_table_count(t);
+  assert_true(in_owner > 0 && in_owner < n);
+  for (uintptr_t p = base; p < base + regions * R; p += step) {
+    size_t got = 0;
+    assert_int_equal(adr__alloc_table_remove(t, (void*)p, 64, &got), ERANGE);
+    assert_int_equal(got, 128);
+    assert_int_equal(adr__alloc_table_remove(t, (void*)p, 128, NULL), 0);
+    assert_int_equal(adr__alloc_table_remove(t, (void*)p, 128, NULL), ENOENT);
+  }
+  assert_int_equal(adr__alloc_table_count(t), 0);
+  adr__alloc_table_destroy(t);
+}
+
+struct assign_arg {
+  struct adr__alloc_table* t;
+  uintptr_t lo, hi;
+  unsigned owner;
+  int errors;
+};
+
+/* Assigns its chunk, then records and removes allocations in it. */
+static void* assign_and_hammer(void* p) {
+  struct assign_arg* a = p;
+  for (int round = 0; round < 50; round++) {
+    adr__alloc_table_assign(a->t, (void*)a->lo, a->hi - a->lo, a->owner);
+    for (uintptr_t q = a->lo; q < a->hi; q += 4096)
+      if (adr__alloc_table_insert(a->t, (void*)q, 64) != 0 ||
+          adr__alloc_table_shard(a->t, (void*)q) != a->owner)
+        a->errors++;
+    for (uintptr_t q = a->lo; q < a->hi; q += 4096)
+      if (adr__alloc_table_remove(a->t, (void*)q, 64, NULL) != 0) a->errors++;
+  }
+  return NULL;
+}
+
+/* Neighbouring chunks that share regions, each assigned again and again
+ * by its own thread while the other records allocations in its part: no
+ * update of a shared region's entry loses the other chunk's shard. */
+static void test_assign_concurrent(void** state) {
+  (void)state;
+  struct adr__alloc_table* t = adr__alloc_table_create();
+  assert_non_null(t);
+  const uintptr_t R = 64 << 10, base = (uintptr_t)1 << 42;
+  enum { N = 4 };
+  struct assign_arg args[N];
+  pthread_t th[N];
+  for (int i = 0; i < N; i++) {
+    /* Boundaries at odd pages: every chunk shares a region each side. */
+    args[i] = (struct assign_arg){t, base + (uintptr_t)i * (R + 3 * 4096) + 4096,
+                                  base + (uintptr_t)(i + 1) * (R + 3 * 4096) + 4096,
+                                  (unsigned)(10 + i), 0};
+    assert_int_equal(pthread_create(&th[i], NULL, assign_and_hammer, &args[i]), 0);
+  }
+  for (int i = 0; i < N; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(args[i].errors, 0);
+  }
+  assert_int_equal(adr__alloc_table_count(t), 0);
+  adr__alloc_table_destroy(t);
+}
+
 /* The interval index built late from the hash (by its first look-up, or
  * interop.c on a device whose index was not kept), racing nothing here:
  * every allocation is
@@ -196,6 +325,9 @@ int main(void) {
       cmocka_unit_test(test_insert_remove),
       cmocka_unit_test(test_many_entries),
       cmocka_unit_test(test_concurrent),
+      cmocka_unit_test(test_assign_regions),
+      cmocka_unit_test(test_directory_full),
+      cmocka_unit_test(test_assign_concurrent),
       cmocka_unit_test(test_ranges_build_and_duplicates),
       cmocka_unit_test(test_ranges_lazy_build_race),
   };
