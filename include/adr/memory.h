@@ -147,7 +147,11 @@ struct adr_memory_stats {
 };
 
 /* Statistics of everything allocated on `device` through adr_alloc, plus its
- * pool's figures. Cheap: sums per-thread-shard counters. */
+ * pool's figures. Cheap: sums per-thread-shard counters. The allocated
+ * peaks are exact, also when threads allocate what others free (the
+ * highest the current values reached); current values read while other
+ * threads allocate or free may miss the calls in flight, and are exact
+ * once they return. */
 ADR_API int adr_memory_stats_get(struct adr_device* device, struct adr_memory_stats* out,
                                  struct adr_error* error);
 

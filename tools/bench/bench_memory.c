@@ -35,7 +35,8 @@
  * Before them, per device, "tight" rows: one adr_alloc + adr_free of 4 KiB
  * and 64 KiB with a NULL stream in a loop (the per-thread cache's path),
  * CPU time per pair, against the same with the backend allocator, glibc
- * and vkAllocateMemory + vkFreeMemory.
+ * and vkAllocateMemory + vkFreeMemory; and the same pair of 4 KiB and of
+ * 1 MiB on two threads at once against one thread (scaling).
  *
  * Rows: "ns/op" (lower is better), adr's pool against the backend
  * allocator (and glibc on the CPU; on Vulkan also vkAllocateMemory +
@@ -46,6 +47,7 @@
  * (1.0 = flat: the cost does not grow with the number of live blocks).
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <time.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -364,6 +366,81 @@ static double tight_pair(struct adr_device* dev, const struct vk_direct* vk, enu
   return best;
 }
 
+struct tight_thread {
+  struct adr_device* dev;
+  size_t size, pairs;
+  int status;
+};
+
+static void* tight_thread_run(void* p) {
+  struct tight_thread* t = p;
+  for (size_t i = 0; i < t->pairs; i++) {
+    void* mem = NULL;
+    int st = adr_alloc(t->dev, t->size, 0, NULL, &mem, NULL);
+    if (st == 0) st = adr_free(t->dev, mem, t->size, NULL, NULL);
+    if (st != 0) {
+      t->status = st;
+      break;
+    }
+  }
+  return NULL;
+}
+
+/* The tight pair on `threads` (1 or 2) threads at once, each `pairs`
+ * times: the process's CPU time per pair (thread creation included: tens
+ * of microseconds against milliseconds), the best of 3 rounds (new threads
+ * each round, as a thread pool's would be). */
+static double tight_pair_threads(struct adr_device* dev, size_t size, size_t pairs,
+                                 unsigned threads, int* status) {
+  double best = 0;
+  for (int round = 0; round < 3; round++) {
+    struct tight_thread t[2];
+    pthread_t th[2];
+    unsigned made = 0;
+    double t0 = cpu_now();
+    for (; made < threads && made < 2; made++) {
+      t[made] = (struct tight_thread){dev, size, pairs, 0};
+      if (pthread_create(&th[made], NULL, tight_thread_run, &t[made]) != 0) break;
+    }
+    for (unsigned i = 0; i < made; i++) {
+      pthread_join(th[i], NULL);
+      if (t[i].status != 0 && *status == 0) *status = t[i].status;
+    }
+    double v = (cpu_now() - t0) * 1e9 / (double)(pairs * threads);
+    if (made != threads) {
+      if (*status == 0) *status = EAGAIN;
+      return 0;
+    }
+    if (round == 0 || v < best) best = v;
+  }
+  return best;
+}
+
+/* Rows "alloc+free 4KiB 2T" / "1MiB 2T": two threads allocating and
+ * freeing at once on one device (the per-thread cache's path, and the
+ * arena's for 1 MiB), CPU time per pair, against one thread doing the
+ * same: 1.0 when the threads share no cache line (each writes its own
+ * arena, allocation-table shard and counter stripe, docs/memory.md
+ * "Concurrency"). */
+static void thread_rows(struct bench_ctx* ctx, struct adr_device* dev) {
+  const size_t sizes[] = {4096, MiB};
+  const char* const names[] = {"alloc+free 4KiB 2T", "alloc+free 1MiB 2T"};
+  size_t pairs = bench_quick(ctx) ? 20000 : 200000;
+  char group[64];
+  snprintf(group, sizeof(group), "%s tight", adr_device_name(dev));
+  for (size_t i = 0; i < 2; i++) {
+    int st = 0;
+    double one = tight_pair_threads(dev, sizes[i], pairs, 1, &st);
+    double two = tight_pair_threads(dev, sizes[i], pairs, 2, &st);
+    bench_expect(ctx, st == 0, "memory %s %s: an operation failed with %s", group, names[i],
+                 adr_status_name(st));
+    if (one > 0 && two > 0)
+      bench_report(ctx, group, names[i], two, one, "ns/pair", "same, 1 thread",
+                   BENCH_LOWER_IS_BETTER);
+  }
+  adr_memory_trim(dev, NULL, NULL);
+}
+
 /* Rows "alloc+free 4KiB" / "64KiB": the pool's tight pair against the
  * backend allocator, glibc (CPU) and vkAllocateMemory (Vulkan). */
 static void tight_rows(struct bench_ctx* ctx, struct adr_device* dev, const struct vk_direct* vk,
@@ -417,6 +494,7 @@ void bench_run_memory(struct bench_ctx* ctx) {
     bool has_vk = vk_direct_open(dev, &vk);
     size_t cap = usage_cap(dev);
     tight_rows(ctx, dev, &vk, has_vk, is_cpu);
+    thread_rows(ctx, dev);
     char group[64];
     snprintf(group, sizeof(group), "%s rand-alloc", adr_device_name(dev));
     for (int threads = 1; threads <= 2; threads++) {
