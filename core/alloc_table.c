@@ -30,7 +30,7 @@
 #include "internal.h"
 
 #define SHARDS 64
-#define REGION_SHIFT 16 /* 64 KiB */
+#define REGION_SHIFT 16             /* 64 KiB */
 #define DIR_SLOTS ((size_t)1 << 18) /* 2 MiB of address space, touched as used */
 #define DIR_PROBES 32
 
@@ -134,13 +134,21 @@ void adr__alloc_table_destroy(struct adr__alloc_table* t) {
 #define REGION_PAGES (1u << (REGION_SHIFT - 12))
 _Static_assert(SHARDS <= 64 && REGION_PAGES <= 16, "directory entry fields");
 
-static inline uint64_t entry_tag(uintptr_t region) { return ((uint64_t)region + 1) << 16; }
+static inline uint64_t entry_tag(uintptr_t region) {
+  return ((uint64_t)region + 1) << 16;
+}
 static inline uint64_t entry_make(uint64_t tag, unsigned split, uint64_t below, uint64_t above) {
   return tag | (uint64_t)split << 12 | below << 6 | above;
 }
-static inline unsigned entry_split(uint64_t v) { return (unsigned)(v >> 12) & 15; }
-static inline unsigned entry_below(uint64_t v) { return (unsigned)(v >> 6) & 63; }
-static inline unsigned entry_above(uint64_t v) { return (unsigned)v & 63; }
+static inline unsigned entry_split(uint64_t v) {
+  return (unsigned)(v >> 12) & 15;
+}
+static inline unsigned entry_below(uint64_t v) {
+  return (unsigned)(v >> 6) & 63;
+}
+static inline unsigned entry_above(uint64_t v) {
+  return (unsigned)v & 63;
+}
 static inline unsigned entry_shard(uint64_t v, uintptr_t key) {
   unsigned page = (unsigned)(key >> 12) & (REGION_PAGES - 1);
   return page < entry_split(v) ? entry_below(v) : entry_above(v);

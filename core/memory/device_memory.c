@@ -7,8 +7,8 @@
  * Concurrency: the state is created with the device (registry lock held)
  * and lives as long as the device. The hot path reads the handler pointer
  * with one atomic load and updates the counters' stripe of the calling
- * thread (live_counters.c); the pool has its own per-arena locks (pool.c). The OOM callback list is under a rwlock, taken
- * only on the out-of-memory path and to change the list.
+ * thread (live_counters.c); the pool has its own per-arena locks (pool.c). The OOM callback list is
+ * under a rwlock, taken only on the out-of-memory path and to change the list.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -35,7 +35,9 @@ void adr__live_init(struct adr__live_counters* c) {
   atomic_init(&c->count_peak, 0);
 }
 
-void adr__live_destroy(struct adr__live_counters* c) { pthread_mutex_destroy(&c->lock); }
+void adr__live_destroy(struct adr__live_counters* c) {
+  pthread_mutex_destroy(&c->lock);
+}
 
 /* Set before the stripe's first addition or subtraction (a stripe that
  * only frees holds spare budget a slow path must see). A slow path that
@@ -46,7 +48,9 @@ void adr__live_mark_used(struct adr__live_counters* c, unsigned stripe) {
   atomic_fetch_or_explicit(&c->used, 1u << stripe, memory_order_relaxed);
 }
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
 
 /* Moves spare budget (budget above the current value) of stripe `from` to
  * cover *need_bytes / *need_count of stripe `to`: what is needed plus half
@@ -89,17 +93,17 @@ void adr__live_add_slow(struct adr__live_counters* c, unsigned stripe, int64_t s
    * sum after this addition exceeds the peak by exactly the need. */
   if (need_b > 0) {
     own->bytes_budget += need_b;
-    atomic_store_explicit(&c->bytes_peak,
-                          atomic_load_explicit(&c->bytes_peak, memory_order_relaxed) +
-                              (uint64_t)need_b,
-                          memory_order_relaxed);
+    atomic_store_explicit(
+        &c->bytes_peak,
+        atomic_load_explicit(&c->bytes_peak, memory_order_relaxed) + (uint64_t)need_b,
+        memory_order_relaxed);
   }
   if (need_n > 0) {
     own->count_budget += need_n;
-    atomic_store_explicit(&c->count_peak,
-                          atomic_load_explicit(&c->count_peak, memory_order_relaxed) +
-                              (uint64_t)need_n,
-                          memory_order_relaxed);
+    atomic_store_explicit(
+        &c->count_peak,
+        atomic_load_explicit(&c->count_peak, memory_order_relaxed) + (uint64_t)need_n,
+        memory_order_relaxed);
   }
   atomic_store_explicit(&own->bytes, b, memory_order_relaxed);
   atomic_store_explicit(&own->count, n, memory_order_relaxed);
@@ -108,7 +112,9 @@ void adr__live_add_slow(struct adr__live_counters* c, unsigned stripe, int64_t s
   pthread_mutex_unlock(&c->lock);
 }
 
-static uint64_t clamp_sum(int64_t v) { return v < 0 ? 0 : (uint64_t)v; }
+static uint64_t clamp_sum(int64_t v) {
+  return v < 0 ? 0 : (uint64_t)v;
+}
 
 void adr__live_read(struct adr__live_counters* c, struct adr_memory_stats* out) {
   int64_t bytes = 0, count = 0;

@@ -85,14 +85,14 @@ void adr__counters_reset_peaks(struct adr__counters* c);
 
 struct adr__live_stripe {
   _Alignas(64) struct adr__spin lock;
-  _Atomic int64_t bytes, count;    /* this stripe's share of the current values (may be < 0) */
+  _Atomic int64_t bytes, count;       /* this stripe's share of the current values (may be < 0) */
   int64_t bytes_budget, count_budget; /* how far they may grow; under lock */
 };
 
 struct adr__live_counters {
   struct adr__live_stripe stripes[ADR__LIVE_STRIPES];
-  _Alignas(64) _Atomic uint32_t used; /* bit i: stripe i was used (written once per stripe) */
-  _Alignas(64) pthread_mutex_t lock;  /* the slow path and peak resets */
+  _Alignas(64) _Atomic uint32_t used;      /* bit i: stripe i was used (written once per stripe) */
+  _Alignas(64) pthread_mutex_t lock;       /* the slow path and peak resets */
   _Atomic uint64_t bytes_peak, count_peak; /* written under lock */
 };
 
@@ -177,7 +177,7 @@ struct adr__device_memory {
   _Atomic(const struct adr_allocator*) handler;
   struct adr__pool* pool;                 /* the built-in pool; created with the state */
   struct adr_allocator* default_stack[2]; /* adaptors ADR_ALLOC stacked, owned */
-  struct adr__live_counters live; /* allocated bytes and count: current, peak */
+  struct adr__live_counters live;         /* allocated bytes and count: current, peak */
   _Atomic uint64_t oom_retries;
   _Atomic uint64_t oom_failures;
   pthread_rwlock_t oom_lock; /* read: calling callbacks; write: changing them */
