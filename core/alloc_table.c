@@ -8,19 +8,21 @@
  * Concurrency: the table is split into shards, each an open-addressing
  * hash table (linear probing, backward-shift deletion, so no tombstones
  * accumulate) under its own spin lock (internal.h: the sections are a few
- * probes long) on a cache line of its own. An address's shard is that of
- * its 2 MiB region, which the first thread to record an address in the
- * region claims for its own shard (its ordinal modulo the shard count) in
- * a region directory whose entries are written once and never change. A
- * pool's new chunk is assigned to the shard of the arena that owns it
- * (adr__alloc_table_assign; a region wholly inside a chunk holds nothing
- * else, so its entry may change while the chunk is new), and a pool hands
- * each thread blocks from chunks of the thread's own arena, so threads
- * allocating and freeing on one device mostly write shards of their own.
- * With shards picked by address hash two threads wrote the same shards'
- * lines all the time (each free and allocation a cache miss, 3-5x slower
- * per operation than one thread). A directory neighbourhood that is full
- * sends its regions to the shard of their address hash.
+ * probes long) on a cache line of its own. An address's shard is found
+ * in a directory of 2 MiB regions. A pool's new chunk is assigned to the
+ * shard of the arena that owns it (adr__alloc_table_assign: a chunk holds
+ * no recorded allocation then, so the shard of its addresses may change;
+ * a region a chunk starts or ends in is split at that page), and a pool
+ * hands each thread blocks from chunks of the thread's own arena, so
+ * threads allocating and freeing on one device mostly write shards of
+ * their own. A region no chunk was assigned to goes to the shard of the
+ * first thread that records an allocation in it (its ordinal modulo the
+ * shard count). With shards picked by address hash two threads wrote the
+ * same shards' lines all the time (each free and allocation a cache miss,
+ * 3-5x slower per operation than one thread); regions of 64 KiB made the
+ * directory itself miss the cache on large working sets (a 2.5 GB one:
+ * 40k entries), 2 MiB ones keep it to a few KiB. A directory neighbourhood
+ * that is full sends its regions to the shard of their address hash.
  */
 #include <errno.h>
 #include <sched.h>
@@ -30,8 +32,9 @@
 #include "internal.h"
 
 #define SHARDS 64
-#define REGION_SHIFT 16             /* 64 KiB */
-#define DIR_SLOTS ((size_t)1 << 18) /* 2 MiB of address space, touched as used */
+#define REGION_SHIFT 21 /* 2 MiB */
+#define DIR_BITS 16
+#define DIR_SLOTS ((size_t)1 << DIR_BITS) /* 512 KiB, touched as used: 128 GiB of regions */
 #define DIR_PROBES 32
 
 struct entry {
@@ -124,24 +127,24 @@ void adr__alloc_table_destroy(struct adr__alloc_table* t) {
   free(t);
 }
 
-/* Directory entries: bits 16-63 the region + 1, bits 12-15 a split page
+/* Directory entries: bits 21-63 the region + 1, bits 12-20 a split page
  * (0: none), bits 6-11 the shard of the region's addresses below the split
  * page, bits 0-5 the shard of those at or above it. A split lets a region
  * that a chunk starts or ends in send the chunk's part to the chunk's
  * shard and the rest where it went before (chunks are page-aligned; a
  * region with more than one boundary keeps its entry). */
-#define ENTRY_TAG_MASK (~(uint64_t)0xffff)
+#define ENTRY_TAG_MASK (~(((uint64_t)1 << 21) - 1))
 #define REGION_PAGES (1u << (REGION_SHIFT - 12))
-_Static_assert(SHARDS <= 64 && REGION_PAGES <= 16, "directory entry fields");
+_Static_assert(SHARDS <= 64 && REGION_PAGES <= 512, "directory entry fields");
 
 static inline uint64_t entry_tag(uintptr_t region) {
-  return ((uint64_t)region + 1) << 16;
+  return ((uint64_t)region + 1) << 21;
 }
 static inline uint64_t entry_make(uint64_t tag, unsigned split, uint64_t below, uint64_t above) {
   return tag | (uint64_t)split << 12 | below << 6 | above;
 }
 static inline unsigned entry_split(uint64_t v) {
-  return (unsigned)(v >> 12) & 15;
+  return (unsigned)(v >> 12) & 511;
 }
 static inline unsigned entry_below(uint64_t v) {
   return (unsigned)(v >> 6) & 63;
@@ -154,15 +157,21 @@ static inline unsigned entry_shard(uint64_t v, uintptr_t key) {
   return page < entry_split(v) ? entry_below(v) : entry_above(v);
 }
 
+/* A region's first directory slot (Fibonacci hashing: a multiply). */
+static inline size_t dir_home(uintptr_t region) {
+  return (size_t)(((uint64_t)region * 0x9E3779B97F4A7C15ull) >> (64 - DIR_BITS));
+}
+
 /* The directory slot of `region`, with its entry in *out. When the region
  * has none: with `claim` != 0, claims the first free slot for it with that
  * entry (a compare-and-swap, so a region never gets two), else NULL. NULL
  * too when its neighbourhood is full (entries never leave, so a region
  * not found there never will be). */
-static _Atomic uint64_t* dir_find(struct adr__alloc_table* t, uintptr_t region, uint64_t claim,
-                                  uint64_t* out) {
+static __attribute__((noinline)) _Atomic uint64_t* dir_find(struct adr__alloc_table* t,
+                                                            uintptr_t region, uint64_t claim,
+                                                            uint64_t* out) {
   uint64_t tag = entry_tag(region);
-  size_t at = (size_t)mix(region) & (DIR_SLOTS - 1);
+  size_t at = dir_home(region);
   for (unsigned probe = 0; probe < DIR_PROBES; probe++, at = (at + 1) & (DIR_SLOTS - 1)) {
     uint64_t v = atomic_load_explicit(&t->dir[at], memory_order_acquire);
     if (v == 0) {
@@ -185,11 +194,15 @@ static _Atomic uint64_t* dir_find(struct adr__alloc_table* t, uintptr_t region, 
 /* The shard of key: its region's, by the directory; `claim`: a region not
  * yet there is claimed for the calling thread's shard. A region the
  * directory has no room for goes to the shard of the address hash. */
-static struct shard* shard_of(struct adr__alloc_table* t, uintptr_t key, bool claim,
-                              uint64_t* hash) {
+static inline __attribute__((always_inline)) struct shard* shard_of(struct adr__alloc_table* t,
+                                                                    uintptr_t key, bool claim,
+                                                                    uint64_t* hash) {
   *hash = mix(key);
   uintptr_t region = key >> REGION_SHIFT;
-  uint64_t v;
+  /* Most regions sit in their first slot: one load. */
+  uint64_t v = atomic_load_explicit(&t->dir[dir_home(region)], memory_order_acquire);
+  if (__builtin_expect((v & ENTRY_TAG_MASK) == entry_tag(region), 1))
+    return &t->shards[entry_shard(v, key)];
   uint64_t mine = claim ? entry_make(entry_tag(region), 0, 0, adr__thread_ordinal() % SHARDS) : 0;
   if (dir_find(t, region, mine, &v) != NULL) return &t->shards[entry_shard(v, key)];
   return &t->shards[*hash % SHARDS];

@@ -98,7 +98,7 @@ static void test_assign_regions(void** state) {
   (void)state;
   struct adr__alloc_table* t = adr__alloc_table_create();
   assert_non_null(t);
-  const uintptr_t R = 64 << 10, base = (uintptr_t)1 << 40;
+  const uintptr_t R = (uintptr_t)2 << 20, base = (uintptr_t)1 << 40;
   /* Chunk A: from 3 pages into one region to 5 pages into the third. */
   uintptr_t a_lo = base + 3 * 4096, a_hi = base + 2 * R + 5 * 4096;
   adr__alloc_table_assign(t, (void*)a_lo, a_hi - a_lo, 5);
@@ -147,8 +147,8 @@ static void test_directory_full(void** state) {
   (void)state;
   struct adr__alloc_table* t = adr__alloc_table_create();
   assert_non_null(t);
-  const uintptr_t R = 64 << 10, base = (uintptr_t)1 << 44;
-  const uintptr_t regions = (uintptr_t)1 << 19; /* twice the directory's slots */
+  const uintptr_t R = (uintptr_t)2 << 20, base = (uintptr_t)1 << 44;
+  const uintptr_t regions = (uintptr_t)1 << 17; /* twice the directory's slots */
   adr__alloc_table_assign(t, (void*)base, regions * R, 7);
   unsigned in_owner = 0;
   const uintptr_t step = 997 * R + 4096;
@@ -199,7 +199,7 @@ static void test_assign_concurrent(void** state) {
   (void)state;
   struct adr__alloc_table* t = adr__alloc_table_create();
   assert_non_null(t);
-  const uintptr_t R = 64 << 10, base = (uintptr_t)1 << 42;
+  const uintptr_t R = (uintptr_t)2 << 20, base = (uintptr_t)1 << 42;
   enum { N = 4 };
   struct assign_arg args[N];
   pthread_t th[N];
