@@ -205,7 +205,7 @@ static inline __attribute__((always_inline)) struct shard* shard_of(struct adr__
     return &t->shards[entry_shard(v, key)];
   uint64_t mine = claim ? entry_make(entry_tag(region), 0, 0, adr__thread_ordinal() % SHARDS) : 0;
   if (dir_find(t, region, mine, &v) != NULL) return &t->shards[entry_shard(v, key)];
-  return &t->shards[*hash % SHARDS];
+  return &t->shards[(*hash >> 58) % SHARDS]; /* top bits: slots use the low ones */
 }
 
 /* Sets the entry of `region` to what make() computes from the present one
@@ -280,7 +280,7 @@ static int rehash(struct shard* s, size_t cap) {
   if (slots == NULL) return ENOMEM;
   for (size_t i = 0; i < s->cap; i++) {
     if (s->slots[i].key == 0) continue;
-    size_t j = (mix(s->slots[i].key) / SHARDS) & (cap - 1);
+    size_t j = mix(s->slots[i].key) & (cap - 1);
     while (slots[j].key != 0) j = (j + 1) & (cap - 1);
     slots[j] = s->slots[i];
   }
@@ -306,7 +306,7 @@ static int insert_locked_data(struct adr__alloc_table* t, void* ptr, size_t size
       return ENOMEM;
     }
   }
-  size_t i = (h / SHARDS) & (s->cap - 1);
+  size_t i = h & (s->cap - 1);
   while (s->slots[i].key != 0 && s->slots[i].key != key) i = (i + 1) & (s->cap - 1);
   if (s->slots[i].key == 0) s->count++;
   s->slots[i].key = key;
@@ -365,7 +365,7 @@ int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t s
   adr__spin_lock(&s->lock);
   if (s->cap != 0) {
     size_t mask = s->cap - 1;
-    size_t i = (h / SHARDS) & mask;
+    size_t i = h & mask;
     while (s->slots[i].key != 0 && s->slots[i].key != key) i = (i + 1) & mask;
     if (s->slots[i].key == key) {
       if (out_size) *out_size = s->slots[i].size;
@@ -377,7 +377,7 @@ int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t s
         /* Backward-shift deletion keeps every probe chain unbroken. */
         size_t hole = i;
         for (size_t j = (i + 1) & mask; s->slots[j].key != 0; j = (j + 1) & mask) {
-          size_t home = (mix(s->slots[j].key) / SHARDS) & mask;
+          size_t home = mix(s->slots[j].key) & mask;
           if (((j - home) & mask) >= ((j - hole) & mask)) {
             s->slots[hole] = s->slots[j];
             hole = j;

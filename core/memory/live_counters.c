@@ -75,10 +75,49 @@ static void take_spare(struct adr__live_stripe* from, struct adr__live_stripe* t
   }
 }
 
+/* Raises stripe s's budgets and the peaks by what b / n exceed the budgets
+ * by, and stores them as s's values. Under s's lock, and either every
+ * stripe in use held too or s the only stripe ever used. */
+static void raise_and_store(struct adr__live_counters* c, struct adr__live_stripe* s, int64_t b,
+                            int64_t n, int64_t need_b, int64_t need_n) {
+  if (need_b > 0) {
+    s->bytes_budget += need_b;
+    atomic_store_explicit(
+        &c->bytes_peak,
+        atomic_load_explicit(&c->bytes_peak, memory_order_relaxed) + (uint64_t)need_b,
+        memory_order_relaxed);
+  }
+  if (need_n > 0) {
+    s->count_budget += need_n;
+    atomic_store_explicit(
+        &c->count_peak,
+        atomic_load_explicit(&c->count_peak, memory_order_relaxed) + (uint64_t)need_n,
+        memory_order_relaxed);
+  }
+  atomic_store_explicit(&s->bytes, b, memory_order_relaxed);
+  atomic_store_explicit(&s->count, n, memory_order_relaxed);
+}
+
 void adr__live_add_slow(struct adr__live_counters* c, unsigned stripe, int64_t size) {
+  struct adr__live_stripe* own = &c->stripes[stripe];
+  if (atomic_load_explicit(&c->used, memory_order_acquire) == 1u << stripe) {
+    /* Only this stripe was ever used (one thread, or threads sharing it):
+     * no other stripe holds spare budget, so the peak rises by the need
+     * without the mutex. A thread that starts on another stripe from now
+     * on takes the mutex and this stripe's lock for its slow paths, and
+     * every other writer of the peaks holds this stripe's lock too; a
+     * first free on another stripe racing this overlaps it and may be
+     * ordered after it. The ramp-up of a single-threaded program (every
+     * allocation a new peak) stays a few dozen instructions a call. */
+    adr__spin_lock(&own->lock);
+    int64_t b = atomic_load_explicit(&own->bytes, memory_order_relaxed) + size;
+    int64_t n = atomic_load_explicit(&own->count, memory_order_relaxed) + 1;
+    raise_and_store(c, own, b, n, b - own->bytes_budget, n - own->count_budget);
+    adr__spin_unlock(&own->lock);
+    return;
+  }
   pthread_mutex_lock(&c->lock);
   uint32_t used = atomic_load_explicit(&c->used, memory_order_relaxed) | (1u << stripe);
-  struct adr__live_stripe* own = &c->stripes[stripe];
   /* Every stripe in use is held from here to the end (c->lock orders the
    * slow paths; a fast path holds only its own stripe), so the sum the
    * peak may be raised to is the sum at one instant. */
@@ -91,22 +130,7 @@ void adr__live_add_slow(struct adr__live_counters* c, unsigned stripe, int64_t s
     if (i != stripe && (used & (1u << i))) take_spare(&c->stripes[i], own, &need_b, &need_n);
   /* No spare left anywhere: every other stripe is at its budget, so the
    * sum after this addition exceeds the peak by exactly the need. */
-  if (need_b > 0) {
-    own->bytes_budget += need_b;
-    atomic_store_explicit(
-        &c->bytes_peak,
-        atomic_load_explicit(&c->bytes_peak, memory_order_relaxed) + (uint64_t)need_b,
-        memory_order_relaxed);
-  }
-  if (need_n > 0) {
-    own->count_budget += need_n;
-    atomic_store_explicit(
-        &c->count_peak,
-        atomic_load_explicit(&c->count_peak, memory_order_relaxed) + (uint64_t)need_n,
-        memory_order_relaxed);
-  }
-  atomic_store_explicit(&own->bytes, b, memory_order_relaxed);
-  atomic_store_explicit(&own->count, n, memory_order_relaxed);
+  raise_and_store(c, own, b, n, need_b, need_n);
   for (unsigned i = ADR__LIVE_STRIPES; i-- > 0;)
     if (used & (1u << i)) adr__spin_unlock(&c->stripes[i].lock);
   pthread_mutex_unlock(&c->lock);

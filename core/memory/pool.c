@@ -1102,12 +1102,10 @@ static struct block* adopt_chunk(struct adr__pool* pool, struct arena* own, size
       pthread_mutex_unlock(&o->lock);
       continue;
     }
-    for (struct block* b = c->first; b != NULL;) {
-      struct block* n = b->next_phys;
-      bin_remove(o, b);
-      block_release(o, b);
-      b = n;
-    }
+    /* The chunk's blocks move as they are (split into the classes the
+     * last thread used, which the next one most likely wants too): their
+     * metadata stays valid (slabs live as long as the pool). */
+    for (struct block* b = c->first; b != NULL; b = b->next_phys) bin_remove(o, b);
     if (c->prev)
       c->prev->next = c->next;
     else
@@ -1122,28 +1120,28 @@ static struct block* adopt_chunk(struct adr__pool* pool, struct arena* own, size
 
     if (pool->up.placed != NULL) pool->up.placed(pool->up.ctx, (void*)c->base, c->size, first);
     pthread_mutex_lock(&own->lock);
-    struct block* whole = block_new(own);
-    if (whole == NULL) {
-      /* No metadata for it: give the chunk back rather than lose it. */
-      pthread_mutex_unlock(&own->lock);
-      atomic_fetch_sub_explicit(&pool->reserved_now, c->size, memory_order_relaxed);
-      atomic_fetch_sub_explicit(&pool->reserved_count_now, 1, memory_order_relaxed);
-      c->next = NULL;
-      chunks_give_back(pool, c);
-      return NULL;
-    }
     c->next = own->chunks;
     if (own->chunks) own->chunks->prev = c;
     own->chunks = c;
     own->free_chunks++;
     own->reserved_bytes += c->size;
     own->reserved_count++;
-    whole->addr = c->base;
-    whole->size = c->size;
-    whole->chunk = c;
-    c->first = whole;
-    bin_insert(own, own->bins[0], whole);
-    return bin_take(own, own->bins[0], need, csize);
+    for (struct block* b = c->first; b != NULL; b = b->next_phys) {
+      b->arena = own;
+      bin_insert(own, own->bins[0], b);
+    }
+    /* NULL stream: the moved blocks are the host's (chunk_ready). */
+    size_t pending = 0;
+    struct block* got = arena_take(pool, own, NULL, need, csize, &pending);
+    if (got == NULL && own->bins[0]->class_blocks != 0) {
+      /* Split for other sizes: merge the host bin's class blocks (the
+       * chunk as a whole holds the request). */
+      bin_consolidate(own, own->bins[0]);
+      got = arena_take(pool, own, NULL, need, csize, &pending);
+    }
+    if (got != NULL) return got;
+    pthread_mutex_unlock(&own->lock);
+    return NULL;
   }
   return NULL;
 }
