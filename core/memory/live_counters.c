@@ -57,22 +57,20 @@ static int64_t min64(int64_t a, int64_t b) {
  * of what is left over, so that a thread allocating what another frees
  * comes here once per batch, not once per allocation, and the other keeps
  * some spare for itself. */
+static void move_budget(int64_t spare, int64_t* need, int64_t* from, int64_t* to) {
+  if (*need <= 0 || spare <= 0) return;
+  int64_t t = min64(spare, *need + (spare - *need) / 2);
+  *from -= t;
+  *to += t;
+  *need -= t;
+}
+
 static void take_spare(struct adr__live_stripe* from, struct adr__live_stripe* to,
                        int64_t* need_bytes, int64_t* need_count) {
-  int64_t spare_b = from->bytes_budget - atomic_load_explicit(&from->bytes, memory_order_relaxed);
-  int64_t spare_n = from->count_budget - atomic_load_explicit(&from->count, memory_order_relaxed);
-  if (*need_bytes > 0 && spare_b > 0) {
-    int64_t t = min64(spare_b, *need_bytes + (spare_b - *need_bytes) / 2);
-    from->bytes_budget -= t;
-    to->bytes_budget += t;
-    *need_bytes -= t;
-  }
-  if (*need_count > 0 && spare_n > 0) {
-    int64_t t = min64(spare_n, *need_count + (spare_n - *need_count) / 2);
-    from->count_budget -= t;
-    to->count_budget += t;
-    *need_count -= t;
-  }
+  move_budget(from->bytes_budget - atomic_load_explicit(&from->bytes, memory_order_relaxed),
+              need_bytes, &from->bytes_budget, &to->bytes_budget);
+  move_budget(from->count_budget - atomic_load_explicit(&from->count, memory_order_relaxed),
+              need_count, &from->count_budget, &to->count_budget);
 }
 
 /* Raises stripe s's budgets and the peaks by what b / n exceed the budgets

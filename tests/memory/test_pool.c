@@ -833,23 +833,33 @@ static void* alloc_free_thread(void* p) {
   return NULL;
 }
 
+/* A pool of two arenas: consecutive threads get different ones. */
+static struct fixture* make_two_arenas(size_t chunk_size) {
+  struct adr__pool_options o;
+  adr__pool_options_default(&o);
+  o.arenas = 2;
+  o.chunk_size = chunk_size;
+  return make(&o);
+}
+
+/* Runs fn(arg) on a thread of its own (the next thread ordinal, so the
+ * next arena) and waits for it. */
+static void run_on_thread(void* (*fn)(void*), void* arg) {
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, fn, arg), 0);
+  assert_int_equal(pthread_join(t, NULL), 0);
+}
+
 /* A thread whose arena has nothing cached takes another arena's fully
  * free chunk rather than growing the pool: a transfer stream's worker
  * thread, new for every stream, reuses the memory the previous one left. */
 static void test_other_arena_reused(void** state) {
   (void)state;
-  struct adr__pool_options o;
-  adr__pool_options_default(&o);
-  o.arenas = 2;
-  o.chunk_size = (size_t)1 << 20;
-  struct fixture* f = make(&o);
+  struct fixture* f = make_two_arenas((size_t)1 << 20);
   size_t size = (size_t)8 << 20;
   for (int i = 0; i < 2; i++) {
-    /* Consecutive threads get consecutive arena indices: different arenas. */
     struct one_alloc a = {f, size, -1};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, alloc_free_thread, &a), 0);
-    pthread_join(t, NULL);
+    run_on_thread(alloc_free_thread, &a);
     assert_int_equal(a.status, 0);
     struct adr__pool_stats s = stats(f);
     assert_int_equal(s.reserved_count, 1);
@@ -858,9 +868,7 @@ static void test_other_arena_reused(void** state) {
   }
   /* A request larger than anything cached still grows the pool. */
   struct one_alloc big = {f, (size_t)32 << 20, -1};
-  pthread_t t;
-  assert_int_equal(pthread_create(&t, NULL, alloc_free_thread, &big), 0);
-  pthread_join(t, NULL);
+  run_on_thread(alloc_free_thread, &big);
   assert_int_equal(big.status, 0);
   assert_int_equal(stats(f).reserved_count, 2);
   unmake(f);
@@ -882,25 +890,17 @@ static void* alloc_keep_thread(void* p) {
 
 /* Free space in a chunk another arena still hands blocks out of is not
  * taken: the thread grows its own arena, so that two threads allocating at
- * once do not share one arena's lock and cache lines. Once the chunk is
- * wholly free it is adopted. */
+ * once do not share one arena's lock and cache lines. */
 static void test_busy_arena_left_alone(void** state) {
   (void)state;
-  struct adr__pool_options o;
-  adr__pool_options_default(&o);
-  o.arenas = 2;
-  o.chunk_size = (size_t)8 << 20;
-  struct fixture* f = make(&o);
+  struct fixture* f = make_two_arenas((size_t)8 << 20);
   size_t size = (size_t)1 << 20;
   struct keep_alloc keep = {f, size, NULL, -1};
-  pthread_t t;
-  assert_int_equal(pthread_create(&t, NULL, alloc_keep_thread, &keep), 0);
-  pthread_join(t, NULL);
+  run_on_thread(alloc_keep_thread, &keep);
   assert_int_equal(keep.status, 0);
   /* The next thread (the other arena) wants what the first chunk has free. */
   struct one_alloc a = {f, size, -1};
-  assert_int_equal(pthread_create(&t, NULL, alloc_free_thread, &a), 0);
-  pthread_join(t, NULL);
+  run_on_thread(alloc_free_thread, &a);
   assert_int_equal(a.status, 0);
   struct adr__pool_stats s = stats(f);
   assert_int_equal(s.reserved_count, 2);
@@ -913,8 +913,7 @@ static void test_busy_arena_left_alone(void** state) {
   assert_int_equal(adr__pool_free(f->pool, keep.mem, size, NULL, &err), 0);
   for (int i = 0; i < 2; i++) {
     struct one_alloc b = {f, size, -1};
-    assert_int_equal(pthread_create(&t, NULL, alloc_free_thread, &b), 0);
-    pthread_join(t, NULL);
+    run_on_thread(alloc_free_thread, &b);
     assert_int_equal(b.status, 0);
   }
   s = stats(f);
@@ -949,11 +948,7 @@ static void* alloc_free_wait_thread(void* p) {
  * thread has exited, its chunk is adopted (test_other_arena_reused). */
 static void test_live_arena_left_alone(void** state) {
   (void)state;
-  struct adr__pool_options o;
-  adr__pool_options_default(&o);
-  o.arenas = 2;
-  o.chunk_size = (size_t)4 << 20;
-  struct fixture* f = make(&o);
+  struct fixture* f = make_two_arenas((size_t)4 << 20);
   pthread_barrier_t freed, go;
   pthread_barrier_init(&freed, NULL, 2);
   pthread_barrier_init(&go, NULL, 2);
@@ -965,9 +960,7 @@ static void test_live_arena_left_alone(void** state) {
   assert_int_equal(live.status, 0);
   /* The next thread, in the other arena, grows its own. */
   struct one_alloc a = {f, size, -1};
-  pthread_t t;
-  assert_int_equal(pthread_create(&t, NULL, alloc_free_thread, &a), 0);
-  pthread_join(t, NULL);
+  run_on_thread(alloc_free_thread, &a);
   assert_int_equal(a.status, 0);
   struct adr__pool_stats s = stats(f);
   assert_int_equal(s.reserved_count, 2);
