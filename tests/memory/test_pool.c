@@ -147,7 +147,7 @@ static struct fixture* make(struct adr__pool_options* opts) {
   adr__pool_options_default(&o);
   o.arenas = 1;
   if (opts != NULL) o = *opts;
-  struct adr__pool_upstream up = {&f->up, up_alloc, up_free};
+  struct adr__pool_upstream up = {&f->up, up_alloc, up_free, NULL};
   struct adr__pool_sync sync = {&f->sync, ev_create, ev_destroy, ev_record,
                                 ev_wait,  ev_query,  ev_sync};
   struct adr_error err;
@@ -1019,7 +1019,7 @@ static void test_host_pages(void** state) {
     o.host_pages = true;
     o.populate = populate;
     o.hugepages = populate ? ADR__POOL_THP_ALL : ADR__POOL_THP_OFF;
-    struct adr__pool_upstream up = {NULL, mmap_alloc, mmap_free};
+    struct adr__pool_upstream up = {NULL, mmap_alloc, mmap_free, NULL};
     struct adr__pool* pool = NULL;
     assert_int_equal(adr__pool_create(&o, &up, NULL, &pool, NULL), 0);
     char* p = NULL;
@@ -1066,7 +1066,7 @@ static void test_huge_page_advice(void** state) {
       o.chunk_size = 8 * MiB; /* a 2 MiB-aligned part whatever the request */
       o.host_pages = true;
       o.hugepages = modes[m];
-      struct adr__pool_upstream up = {NULL, mmap_alloc, mmap_free};
+      struct adr__pool_upstream up = {NULL, mmap_alloc, mmap_free, NULL};
       struct adr__pool* pool = NULL;
       assert_int_equal(adr__pool_create(&o, &up, NULL, &pool, NULL), 0);
       size_t size = large ? 4 * MiB : 64 * 1024;

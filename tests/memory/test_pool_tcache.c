@@ -115,7 +115,7 @@ static struct fixture* make(unsigned arenas) {
   adr__pool_options_default(&o);
   o.arenas = arenas;
   o.max_cached = SIZE_MAX;
-  struct adr__pool_upstream up = {&f->up, up_alloc, up_free};
+  struct adr__pool_upstream up = {&f->up, up_alloc, up_free, NULL};
   struct adr__pool_sync sync = {&f->sync, ev_create, ev_destroy, ev_record,
                                 ev_wait,  ev_query,  ev_sync};
   assert_int_equal(adr__pool_create(&o, &up, &sync, &f->pool, NULL), 0);
