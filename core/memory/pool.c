@@ -1083,9 +1083,9 @@ static void chunk_prepare(struct adr__pool* pool, void* mem, size_t size, size_t
  * first version of this) made two threads share one arena's lock and
  * cache lines, and taking their free chunks made two threads that each
  * free all they allocated hand chunks back and forth; either way
- * allocating on two threads was 4-10x slower per operation than on one. Returns the block taken
- * from the adopted chunk (own's lock held on return when not NULL), or
- * NULL with own's lock not held. */
+ * allocating on two threads was 4-10x slower per operation than on one.
+ * Returns the block taken from the adopted chunk (own's lock held on
+ * return when not NULL), or NULL with own's lock not held. */
 static struct block* adopt_chunk(struct adr__pool* pool, struct arena* own, size_t need,
                                  size_t csize, size_t want) {
   unsigned first = (unsigned)(own - pool->arenas);
