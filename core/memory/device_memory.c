@@ -388,13 +388,6 @@ void adr__counters_read(struct adr__counters* c, struct adr_memory_stats* out) {
     out->allocated_count.peak = out->allocated_count.current;
 }
 
-void adr__counters_reset_peaks(struct adr__counters* c) {
-  atomic_store_explicit(&c->bytes_peak, atomic_load_explicit(&c->bytes, memory_order_relaxed),
-                        memory_order_relaxed);
-  atomic_store_explicit(&c->count_peak, atomic_load_explicit(&c->count, memory_order_relaxed),
-                        memory_order_relaxed);
-}
-
 int adr_memory_stats_get(struct adr_device* device, struct adr_memory_stats* out,
                          struct adr_error* error) {
   int st;

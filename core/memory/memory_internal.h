@@ -42,22 +42,12 @@ static inline void adr__counters_add(struct adr__counters* c, uint64_t size) {
   adr__counter_raise_peak(&c->count_peak, n);
 }
 
-/* current and peak only: the device's totals are kept by its allocation
- * table (adr__alloc_table_insert_counted), under the lock its insert takes. */
-static inline void adr__counters_add_live(struct adr__counters* c, uint64_t size) {
-  uint64_t b = atomic_fetch_add_explicit(&c->bytes, size, memory_order_relaxed) + size;
-  uint64_t n = atomic_fetch_add_explicit(&c->count, 1, memory_order_relaxed) + 1;
-  adr__counter_raise_peak(&c->bytes_peak, b);
-  adr__counter_raise_peak(&c->count_peak, n);
-}
-
 static inline void adr__counters_sub(struct adr__counters* c, uint64_t size) {
   atomic_fetch_sub_explicit(&c->bytes, size, memory_order_relaxed);
   atomic_fetch_sub_explicit(&c->count, 1, memory_order_relaxed);
 }
 
 void adr__counters_read(struct adr__counters* c, struct adr_memory_stats* out);
-void adr__counters_reset_peaks(struct adr__counters* c);
 
 /* ---- a device's live counters (live_counters.c) ------------------------- */
 
