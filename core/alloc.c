@@ -14,8 +14,9 @@
  * counter shared by all threads. Devices whose
  * copies are range-checked (not host-accessible, or the validation layer
  * on), and devices an interop call asked about (interop.c), also keep the
- * interval index (one spin lock per device) once its first look-up built
- * it; the validation layer's hooks are marked "validation".
+ * interval index once its first look-up built it (sharded like the table:
+ * a spin lock per shard); the validation layer's hooks are marked
+ * "validation".
  */
 #include <errno.h>
 #include <stdint.h>

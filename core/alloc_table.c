@@ -8,7 +8,7 @@
  * Concurrency: the table is split into shards, each an open-addressing
  * hash table (linear probing, backward-shift deletion, so no tombstones
  * accumulate) under its own spin lock (internal.h: the sections are a few
- * probes long) on a cache line of its own. An address's shard is found
+ * probes long), apart from the others' (ADR__APART). An address's shard is found
  * in a directory of 2 MiB regions. A pool's new chunk is assigned to the
  * shard of the arena that owns it (adr__alloc_table_assign: a chunk holds
  * no recorded allocation then, so the shard of its addresses may change;
@@ -44,8 +44,32 @@ struct entry {
   void* cookie;
 };
 
+/* An interval index (design at "interval index" below): the live ranges
+ * sorted by start in blocks of at most BLOCK entries, with each block's
+ * first start in a sorted array on top. */
+#define BLOCK 32
+
+struct block {
+  uint32_t count;
+  struct adr__range e[BLOCK];
+};
+
+struct range_index {
+  _Alignas(ADR__APART) struct adr__spin lock;
+  /* Bumped by every insert and remove (under the lock), so that a thread's
+   * cached answer stays valid exactly while the index has not changed.
+   * Starts at a value no other index of the process started at, so an
+   * answer cached for a destroyed table is never taken for a new one's. */
+  _Atomic uint64_t version;
+  struct block** blocks; /* sorted; none empty */
+  uintptr_t* mins;       /* mins[i] == blocks[i]->e[0].start */
+  size_t nblocks, cap;
+  size_t count;
+  struct block* spare; /* the last block that emptied, kept for the next split or insert */
+};
+
 struct shard {
-  _Alignas(64) struct adr__spin lock;
+  _Alignas(ADR__APART) struct adr__spin lock;
   struct entry* slots;
   size_t cap; /* power of two */
   size_t count;
@@ -53,9 +77,10 @@ struct shard {
    * allocated_bytes/count totals, kept here under the lock the insert
    * takes anyway (two atomic additions fewer per adr_alloc). */
   uint64_t bytes_total, count_total;
+  /* The ranges of the live allocations all of whose addresses this shard
+   * holds (apart from the hash's line, with its own lock). */
+  struct range_index ranges;
 };
-
-struct adr__range_index;
 
 struct adr__alloc_table {
   struct shard shards[SHARDS];
@@ -64,7 +89,10 @@ struct adr__alloc_table {
    * never removed; the shard of an address in it changes only while the
    * address's chunk holds no recorded allocation (adr__alloc_table_assign). */
   _Atomic uint64_t* dir;
-  struct adr__range_index* ranges; /* created with the table */
+  /* The ranges of live allocations whose addresses are not all in one
+   * shard: across a chunk boundary, or in a region with no directory
+   * entry (foreign memory, a full neighbourhood). */
+  struct range_index spanning;
   /* The index is kept up to date by alloc.c (1) or not yet (0): it goes
    * live when the first look-up starts building it from the hash
    * (ranges_build), and look-ups trust it only once that build has
@@ -75,8 +103,8 @@ struct adr__alloc_table {
   pthread_mutex_t build_lock;
 };
 
-static struct adr__range_index* range_index_create(void);
-static void range_index_destroy(struct adr__range_index* x);
+static void range_index_init(struct range_index* x);
+static void range_index_destroy(struct range_index* x);
 
 void adr__spin_lock_slow(struct adr__spin* s) {
   for (;;) {
@@ -99,8 +127,8 @@ static inline uint64_t mix(uintptr_t p) {
 }
 
 struct adr__alloc_table* adr__alloc_table_create(void) {
-  size_t size = (sizeof(struct adr__alloc_table) + 63) & ~(size_t)63;
-  struct adr__alloc_table* t = aligned_alloc(64, size);
+  size_t size = (sizeof(struct adr__alloc_table) + ADR__APART - 1) & ~(size_t)(ADR__APART - 1);
+  struct adr__alloc_table* t = aligned_alloc(ADR__APART, size);
   if (t == NULL) return NULL;
   memset(t, 0, size);
   pthread_mutex_init(&t->build_lock, NULL);
@@ -110,20 +138,20 @@ struct adr__alloc_table* adr__alloc_table_create(void) {
     free(t);
     return NULL;
   }
-  t->ranges = range_index_create();
-  if (t->ranges == NULL) {
-    adr__alloc_table_destroy(t);
-    return NULL;
-  }
+  for (int i = 0; i < SHARDS; i++) range_index_init(&t->shards[i].ranges);
+  range_index_init(&t->spanning);
   return t;
 }
 
 void adr__alloc_table_destroy(struct adr__alloc_table* t) {
   if (t == NULL) return;
-  for (int i = 0; i < SHARDS; i++) free(t->shards[i].slots);
+  for (int i = 0; i < SHARDS; i++) {
+    free(t->shards[i].slots);
+    range_index_destroy(&t->shards[i].ranges);
+  }
+  range_index_destroy(&t->spanning);
   free((void*)t->dir);
   pthread_mutex_destroy(&t->build_lock);
-  range_index_destroy(t->ranges);
   free(t);
 }
 
@@ -405,7 +433,7 @@ size_t adr__alloc_table_count(struct adr__alloc_table* t) {
 
 /* ---- interval index ------------------------------------------------------
  *
- * "Which live allocation contains [p, p+n)?" is answered by an ordered index
+ * "Which live allocation contains [p, p+n)?" is answered by ordered indexes
  * beside the hash: the live ranges sorted by start address in blocks of at
  * most BLOCK entries, with a sorted array of each block's first start on
  * top (a two-level B+-tree). A lookup is two binary searches over
@@ -415,57 +443,97 @@ size_t adr__alloc_table_count(struct adr__alloc_table* t) {
  * remove moves at most one block's entries, plus the top array when a block
  * splits or empties.
  *
- * One spin lock per table (glibc's reader-writer lock costs several times a
- * mutex uncontended, and the critical sections are short), and each
- * thread's last answers are cached while the index is unchanged, so repeated
- * copies on one buffer take no lock at all. The core maintains the index
- * only where a copy is checked against it (alloc.c decides). */
+ * Sharded like the hash: each shard has an index of the allocations all of
+ * whose addresses the directory sends to that shard, which is nearly every
+ * allocation (one lies in one pool block of one chunk, and a chunk's
+ * addresses go to its arena's shard), and the table has one more,
+ * `spanning`, for the rest: an allocation across chunks of two arenas, one
+ * larger than SPAN_REGIONS regions, or one over a region the directory has
+ * no room for. A look-up of p searches the index of p's shard, then
+ * `spanning`. Threads allocating on one device so write indexes of their
+ * own: with one index per device, an adr_alloc + adr_free pair on two
+ * threads took 25 times as long as on one once the index was live.
+ *
+ * Where an allocation's range goes is decided once, when it is inserted
+ * (home_index): its regions are claimed in the directory then (as the
+ * hash claims the region of its start), and the shard of an address that
+ * a live allocation holds never changes afterwards (the directory changes
+ * a shard only for a chunk that holds no allocation, adr__alloc_table_assign),
+ * so a look-up inside it searches its index, an insert of it again (the
+ * lazy build and alloc.c may both add one) finds it there, and a remove
+ * finds it in its start's shard or in `spanning`.
+ *
+ * One spin lock per index (glibc's reader-writer lock costs several times
+ * a mutex uncontended, and the critical sections are short), and each
+ * thread's last answers are cached while the indexes they came from are
+ * unchanged (a version each), so repeated copies on one buffer take no
+ * lock at all. The core maintains the indexes only where a copy is
+ * checked against them (alloc.c decides). */
 
-#define BLOCK 32
+#define SPAN_REGIONS 64 /* 128 MiB: a larger allocation goes to `spanning` without a walk */
 
-struct block {
-  uint32_t count;
-  struct adr__range e[BLOCK];
-};
+static _Atomic uint64_t version_seed;
 
-struct adr__range_index {
-  struct adr__spin lock;
-  /* Bumped by every insert and remove (under the lock), so that a thread's
-   * cached answer stays valid exactly while the index has not changed. */
-  _Atomic uint64_t version;
-  struct block** blocks; /* sorted; none empty */
-  uintptr_t* mins;       /* mins[i] == blocks[i]->e[0].start */
-  size_t nblocks, cap;
-  size_t count;
-};
-
-static struct adr__range_index* range_index_create(void) {
-  struct adr__range_index* x = calloc(1, sizeof(*x));
-  return x;
+static void range_index_init(struct range_index* x) {
+  /* 2^32 changes of one index before its versions reach the next one's */
+  uint64_t seed = atomic_fetch_add_explicit(&version_seed, 1, memory_order_relaxed) + 1;
+  atomic_store_explicit(&x->version, seed << 32, memory_order_relaxed);
 }
 
-static void range_index_destroy(struct adr__range_index* x) {
-  if (x == NULL) return;
+static void range_index_destroy(struct range_index* x) {
   for (size_t i = 0; i < x->nblocks; i++) free(x->blocks[i]);
   free(x->blocks);
   free(x->mins);
-  free(x);
+  free(x->spare);
 }
 
 /* Writers hold the lock, so a store (no read-modify-write) is enough. */
-static inline void bump(struct adr__range_index* x) {
+static inline void bump(struct range_index* x) {
   uint64_t v = atomic_load_explicit(&x->version, memory_order_relaxed);
   atomic_store_explicit(&x->version, v + 1, memory_order_release);
 }
 
-static inline struct adr__range_index* ranges_of(struct adr__alloc_table* t) {
-  return t ? t->ranges : NULL;
+/* The directory entry of region in *v; false when it has none. */
+static inline bool dir_entry(struct adr__alloc_table* t, uintptr_t region, uint64_t* v) {
+  *v = atomic_load_explicit(&t->dir[dir_home(region)], memory_order_acquire);
+  if (__builtin_expect((*v & ENTRY_TAG_MASK) == entry_tag(region), 1)) return true;
+  return dir_find(t, region, 0, v) != NULL;
+}
+
+/* The index a look-up of key searches first: its shard's; NULL when its
+ * region has no directory entry (then only `spanning` can hold it). */
+static inline struct range_index* index_of(struct adr__alloc_table* t, uintptr_t key) {
+  uint64_t v;
+  return dir_entry(t, key >> REGION_SHIFT, &v) ? &t->shards[entry_shard(v, key)].ranges : NULL;
+}
+
+/* The index an allocation of [start, start + size) goes to: the shard's
+ * that holds every address of it, or `spanning`. Claims the regions it
+ * covers for the calling thread's shard where they have no entry (so that
+ * no claim can change the answer while the allocation lives). */
+static struct range_index* home_index(struct adr__alloc_table* t, uintptr_t start, size_t size) {
+  uintptr_t last = start + (size ? size - 1 : 0);
+  if (last < start) return &t->spanning;
+  uintptr_t first_r = start >> REGION_SHIFT, last_r = last >> REGION_SHIFT;
+  if (last_r - first_r >= SPAN_REGIONS) return &t->spanning;
+  uint64_t mine = entry_make(0, 0, 0, adr__thread_ordinal() % SHARDS);
+  unsigned s = SHARDS;
+  for (uintptr_t r = first_r;; r++) {
+    uint64_t v;
+    if (!dir_entry(t, r, &v) && dir_find(t, r, mine | entry_tag(r), &v) == NULL)
+      return &t->spanning; /* the neighbourhood is full */
+    uintptr_t lo = r == first_r ? start : r << REGION_SHIFT;
+    uintptr_t hi = r == last_r ? last : ((r + 1) << REGION_SHIFT) - 1;
+    if (s == SHARDS) s = entry_shard(v, lo);
+    if (entry_shard(v, lo) != s || entry_shard(v, hi) != s) return &t->spanning;
+    if (r == last_r) return &t->shards[s].ranges;
+  }
 }
 
 /* Index of the last block whose first start is <= key; nblocks if none.
  * Branch-free (the compiler emits conditional moves): lookups of random
  * addresses would mispredict half of a branching search's steps. */
-static size_t block_of(const struct adr__range_index* x, uintptr_t key) {
+static size_t block_of(const struct range_index* x, uintptr_t key) {
   size_t n = x->nblocks;
   if (n == 0) return 0;
   const uintptr_t* base = x->mins;
@@ -490,16 +558,47 @@ static uint32_t upper(const struct block* b, uintptr_t key) {
   return (uint32_t)(base - b->e) + (base->start <= key);
 }
 
+/* An index's blocks and top arrays are written by the thread whose shard
+ * it is: apart from what other threads write (ADR__APART), not wherever
+ * malloc puts them. */
+static void* apart_alloc(size_t bytes) {
+  return aligned_alloc(ADR__APART, (bytes + ADR__APART - 1) & ~(size_t)(ADR__APART - 1));
+}
+
+/* An index whose allocations come and go empties a block and needs one
+ * again all the time: the last one that emptied is kept. */
+static struct block* block_alloc(struct range_index* x) {
+  struct block* b = x->spare;
+  if (b == NULL) return apart_alloc(sizeof(struct block));
+  x->spare = NULL;
+  return b;
+}
+
+static void block_free(struct range_index* x, struct block* b) {
+  if (x->spare == NULL) {
+    x->spare = b;
+    return;
+  }
+  free(b);
+}
+
+/* *array (count elements of size) moved to a new array of cap elements. */
+static int array_grow(void** array, size_t count, size_t cap, size_t size) {
+  void* grown = apart_alloc(cap * size);
+  if (grown == NULL) return ENOMEM;
+  if (count != 0) memcpy(grown, *array, count * size);
+  free(*array);
+  *array = grown;
+  return 0;
+}
+
 /* Makes room for a block at position at. */
-static int top_insert(struct adr__range_index* x, size_t at, struct block* b) {
+static int top_insert(struct range_index* x, size_t at, struct block* b) {
   if (x->nblocks == x->cap) {
     size_t cap = x->cap ? x->cap * 2 : 8;
-    struct block** blocks = realloc(x->blocks, cap * sizeof(*blocks));
-    if (blocks == NULL) return ENOMEM;
-    x->blocks = blocks;
-    uintptr_t* mins = realloc(x->mins, cap * sizeof(*mins));
-    if (mins == NULL) return ENOMEM;
-    x->mins = mins;
+    if (array_grow((void**)&x->blocks, x->nblocks, cap, sizeof(*x->blocks)) != 0 ||
+        array_grow((void**)&x->mins, x->nblocks, cap, sizeof(*x->mins)) != 0)
+      return ENOMEM;
     x->cap = cap;
   }
   memmove(&x->blocks[at + 1], &x->blocks[at], (x->nblocks - at) * sizeof(*x->blocks));
@@ -510,33 +609,33 @@ static int top_insert(struct adr__range_index* x, size_t at, struct block* b) {
   return 0;
 }
 
-/* 0 with *added false when key was already there (its entry updated). */
-static int insert_locked(struct adr__range_index* x, uintptr_t key, size_t size, const void* site,
-                         bool* added) {
-  *added = true;
+/* Adds or updates (an allocation added twice: interop.c's build and alloc.c
+ * may both add one) the range at key, counts it and bumps the version. */
+static int insert_locked(struct range_index* x, uintptr_t key, size_t size, const void* site) {
   if (x->nblocks != 0) {
     size_t k = block_of(x, key);
     if (k < x->nblocks) {
       struct block* kb = x->blocks[k];
       uint32_t at = upper(kb, key);
       if (at > 0 && kb->e[at - 1].start == key) {
-        /* interop.c's build and alloc.c may both add one allocation. */
         kb->e[at - 1].size = size;
         if (site != NULL) kb->e[at - 1].site = site;
-        *added = false;
+        bump(x);
         return 0;
       }
     }
   }
   if (x->nblocks == 0) {
-    struct block* b = malloc(sizeof(*b));
+    struct block* b = block_alloc(x);
     if (b == NULL) return ENOMEM;
     b->count = 1;
     b->e[0] = (struct adr__range){key, size, site};
     if (top_insert(x, 0, b) != 0) {
-      free(b);
+      block_free(x, b);
       return ENOMEM;
     }
+    x->count++;
+    bump(x);
     return 0;
   }
   size_t i = block_of(x, key);
@@ -544,12 +643,12 @@ static int insert_locked(struct adr__range_index* x, uintptr_t key, size_t size,
   struct block* b = x->blocks[i];
   if (b->count == BLOCK) {
     /* Split: the upper half moves to a new block right after. */
-    struct block* nb = malloc(sizeof(*nb));
+    struct block* nb = block_alloc(x);
     if (nb == NULL) return ENOMEM;
     nb->count = BLOCK / 2;
     memcpy(nb->e, &b->e[BLOCK / 2], (BLOCK / 2) * sizeof(b->e[0]));
     if (top_insert(x, i + 1, nb) != 0) {
-      free(nb);
+      block_free(x, nb);
       return ENOMEM;
     }
     b->count = BLOCK / 2;
@@ -563,20 +662,39 @@ static int insert_locked(struct adr__range_index* x, uintptr_t key, size_t size,
   b->e[at] = (struct adr__range){key, size, site};
   b->count++;
   x->mins[i] = b->e[0].start;
+  x->count++;
+  bump(x);
   return 0;
+}
+
+/* Removes the range starting at key; false if x has none. */
+static bool remove_locked(struct range_index* x, uintptr_t key, const void** site) {
+  size_t i = block_of(x, key);
+  if (i >= x->nblocks) return false;
+  struct block* b = x->blocks[i];
+  uint32_t at = upper(b, key);
+  if (at == 0 || b->e[at - 1].start != key) return false;
+  *site = b->e[at - 1].site;
+  memmove(&b->e[at - 1], &b->e[at], (b->count - at) * sizeof(b->e[0]));
+  b->count--;
+  if (b->count == 0) {
+    block_free(x, b);
+    memmove(&x->blocks[i], &x->blocks[i + 1], (x->nblocks - i - 1) * sizeof(*x->blocks));
+    memmove(&x->mins[i], &x->mins[i + 1], (x->nblocks - i - 1) * sizeof(*x->mins));
+    x->nblocks--;
+  } else {
+    x->mins[i] = b->e[0].start;
+  }
+  x->count--;
+  bump(x);
+  return true;
 }
 
 int adr__alloc_table_ranges_insert(struct adr__alloc_table* t, void* ptr, size_t size,
                                    const void* site) {
-  struct adr__range_index* x = ranges_of(t);
-  if (x == NULL) return ENOMEM;
+  struct range_index* x = home_index(t, (uintptr_t)ptr, size);
   adr__spin_lock(&x->lock);
-  bool added;
-  int st = insert_locked(x, (uintptr_t)ptr, size, site, &added);
-  if (st == 0) {
-    if (added) x->count++;
-    bump(x);
-  }
+  int st = insert_locked(x, (uintptr_t)ptr, size, site);
   adr__spin_unlock(&x->lock);
   return st;
 }
@@ -585,35 +703,31 @@ bool adr__alloc_table_ranges_live(struct adr__alloc_table* t) {
   return atomic_load_explicit(&t->ranges_live, memory_order_acquire) != 0;
 }
 
-/* Marks the index live, then adds what the hash holds, shard by shard.
+/* Marks the indexes live, then adds what the hash holds, shard by shard.
  * An allocation recorded concurrently is either in its shard when the
  * shard is read, or its recorder (which reads the flag after its insert,
- * alloc.c) sees the flag and adds it itself; a free likewise. Shard lock,
- * then the index lock: nothing takes them in the other order. */
+ * alloc.c) sees the flag and adds it itself; a free likewise. A shard's
+ * lock, then an index's: nothing takes them in the other order. */
 int adr__alloc_table_ranges_build(struct adr__alloc_table* t) {
-  struct adr__range_index* x = ranges_of(t);
-  if (x == NULL) return ENOMEM;
   pthread_mutex_lock(&t->build_lock);
   if (atomic_load_explicit(&t->ranges_built, memory_order_relaxed) != 0) {
     pthread_mutex_unlock(&t->build_lock); /* complete already */
     return 0;
   }
   /* A failed (out of memory) earlier build left it live: copying again
-   * adds what is missing (insert_locked skips what is there). */
+   * adds what is missing (insert_locked updates what is there). */
   atomic_store_explicit(&t->ranges_live, 1, memory_order_seq_cst);
   int st = 0;
   for (int i = 0; i < SHARDS && st == 0; i++) {
     struct shard* s = &t->shards[i];
     adr__spin_lock(&s->lock);
-    adr__spin_lock(&x->lock);
     for (size_t j = 0; j < s->cap && st == 0; j++) {
       if (s->slots[j].key == 0) continue;
-      bool added;
-      st = insert_locked(x, s->slots[j].key, s->slots[j].size, NULL, &added);
-      if (st == 0 && added) x->count++;
+      struct range_index* x = home_index(t, s->slots[j].key, s->slots[j].size);
+      adr__spin_lock(&x->lock);
+      st = insert_locked(x, s->slots[j].key, s->slots[j].size, NULL);
+      adr__spin_unlock(&x->lock);
     }
-    bump(x);
-    adr__spin_unlock(&x->lock);
     adr__spin_unlock(&s->lock);
   }
   if (st == 0) atomic_store_explicit(&t->ranges_built, 1, memory_order_release);
@@ -632,43 +746,33 @@ static void ranges_ensure(struct adr__alloc_table* t) {
 }
 
 const void* adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr) {
-  struct adr__range_index* x = ranges_of(t);
-  const void* site = NULL;
-  if (x == NULL) return NULL;
   uintptr_t key = (uintptr_t)ptr;
-  adr__spin_lock(&x->lock);
-  size_t i = block_of(x, key);
-  if (i < x->nblocks) {
-    struct block* b = x->blocks[i];
-    uint32_t at = upper(b, key);
-    if (at > 0 && b->e[at - 1].start == key) {
-      site = b->e[at - 1].site;
-      memmove(&b->e[at - 1], &b->e[at], (b->count - at) * sizeof(b->e[0]));
-      b->count--;
-      if (b->count == 0) {
-        free(b);
-        memmove(&x->blocks[i], &x->blocks[i + 1], (x->nblocks - i - 1) * sizeof(*x->blocks));
-        memmove(&x->mins[i], &x->mins[i + 1], (x->nblocks - i - 1) * sizeof(*x->mins));
-        x->nblocks--;
-      } else {
-        x->mins[i] = b->e[0].start;
-      }
-      x->count--;
-      bump(x);
-    }
+  const void* site = NULL;
+  struct range_index* x = index_of(t, key);
+  if (x != NULL) {
+    adr__spin_lock(&x->lock);
+    bool removed = remove_locked(x, key, &site);
+    adr__spin_unlock(&x->lock);
+    if (removed) return site;
   }
-  adr__spin_unlock(&x->lock);
+  adr__spin_lock(&t->spanning.lock);
+  (void)remove_locked(&t->spanning, key, &site);
+  adr__spin_unlock(&t->spanning.lock);
   return site;
 }
 
-/* The last answers of this thread (found or not), valid while their
- * index's version is unchanged. initial-exec TLS: no __tls_get_addr call
- * per lookup; ~100 bytes fit in the static TLS that glibc keeps for
- * libraries opened with dlopen. */
+/* The last answers of this thread (found or not). A found range stays
+ * valid while the index it came from is unchanged; "none" while both
+ * indexes searched are, and while key's shard is the one searched (a
+ * chunk's addresses may move to another shard while it holds nothing).
+ * initial-exec TLS: no __tls_get_addr call per lookup; ~150 bytes fit in
+ * the static TLS that glibc keeps for libraries opened with dlopen. */
 struct range_cache {
-  const struct adr__range_index* index;
-  uint64_t version;
-  uintptr_t key; /* the address asked about, for a negative answer */
+  const struct adr__alloc_table* table;
+  const struct range_index* index; /* found: where; none: key's shard's (or NULL) */
+  uint64_t version;                /* of index */
+  uint64_t spanning_version;       /* none: of the table's spanning index */
+  uintptr_t key;                   /* the address asked about, for a negative answer */
   bool found;
   struct adr__range r;
 };
@@ -680,55 +784,116 @@ static inline bool contains(const struct adr__range* r, uintptr_t key) {
   return key - r->start < (r->size ? r->size : 1);
 }
 
+static inline uint64_t version_of(const struct range_index* x) {
+  return x ? atomic_load_explicit(&x->version, memory_order_acquire) : 0;
+}
+
+/* The range of x that contains key, if any. */
+static bool search_locked(const struct range_index* x, uintptr_t key, struct adr__range* out) {
+  size_t i = block_of(x, key);
+  if (i >= x->nblocks) return false;
+  const struct block* b = x->blocks[i];
+  const struct adr__range* r = &b->e[upper(b, key) - 1]; /* >= 1: mins[i] <= key */
+  if (!contains(r, key)) return false;
+  *out = *r;
+  return true;
+}
+
+/* Searches x under its lock; *version: x's version the answer holds for. */
+static bool search(struct range_index* x, uintptr_t key, struct adr__range* out,
+                   uint64_t* version) {
+  adr__spin_lock(&x->lock);
+  *version = atomic_load_explicit(&x->version, memory_order_relaxed);
+  bool found = search_locked(x, key, out);
+  adr__spin_unlock(&x->lock);
+  return found;
+}
+
 bool adr__alloc_table_ranges_find(struct adr__alloc_table* t, const void* p,
                                   struct adr__range* out) {
-  struct adr__range_index* x = ranges_of(t);
-  if (x == NULL) return false;
   ranges_ensure(t);
   uintptr_t key = (uintptr_t)p;
-  uint64_t v = atomic_load_explicit(&x->version, memory_order_acquire);
   for (int i = 0; i < 2; i++) {
     const struct range_cache* c = &cache[i];
-    if (c->index != x || c->version != v) continue;
-    if (c->found && contains(&c->r, key)) {
+    if (c->table == t && c->found && contains(&c->r, key) && c->version == version_of(c->index)) {
       *out = c->r;
       return true;
     }
-    if (!c->found && c->key == key) return false;
   }
-  bool found = false;
-  adr__spin_lock(&x->lock);
-  v = atomic_load_explicit(&x->version, memory_order_relaxed);
-  size_t i = block_of(x, key);
-  if (i < x->nblocks) {
-    const struct block* b = x->blocks[i];
-    const struct adr__range* r = &b->e[upper(b, key) - 1]; /* >= 1: mins[i] <= key */
-    if (contains(r, key)) {
-      *out = *r;
-      found = true;
-    }
+  struct range_index* x = index_of(t, key);
+  for (int i = 0; i < 2; i++) {
+    const struct range_cache* c = &cache[i];
+    if (c->table == t && !c->found && c->key == key && c->index == x &&
+        c->version == version_of(x) && c->spanning_version == version_of(&t->spanning))
+      return false;
   }
-  adr__spin_unlock(&x->lock);
   struct range_cache* c = &cache[cache_next++ & 1];
+  c->table = t;
+  c->key = key;
+  c->spanning_version = 0;
+  uint64_t v = 0;
+  bool found = x != NULL && search(x, key, out, &v);
   c->index = x;
   c->version = v;
-  c->key = key;
+  if (!found) {
+    found = search(&t->spanning, key, out, &c->spanning_version);
+    if (found) {
+      c->index = &t->spanning;
+      c->version = c->spanning_version;
+    }
+  }
   c->found = found;
   if (found) c->r = *out;
   return found;
 }
 
+int adr__alloc_table_ranges_home(struct adr__alloc_table* t, const void* ptr) {
+  uintptr_t key = (uintptr_t)ptr;
+  struct range_index* xs[2] = {index_of(t, key), &t->spanning};
+  for (int k = 0; k < 2; k++) {
+    if (xs[k] == NULL) continue;
+    struct adr__range r;
+    uint64_t v;
+    if (search(xs[k], key, &r, &v) && r.start == key)
+      return k == 0
+                 ? (int)((struct shard*)((char*)xs[k] - offsetof(struct shard, ranges)) - t->shards)
+                 : SHARDS;
+  }
+  return -1;
+}
+
 size_t adr__alloc_table_ranges_foreach(struct adr__alloc_table* t,
                                        void (*fn)(void* ctx, const struct adr__range* r),
                                        void* ctx) {
-  struct adr__range_index* x = ranges_of(t);
-  if (x == NULL) return 0;
   ranges_ensure(t);
-  adr__spin_lock(&x->lock);
-  size_t count = x->count;
-  if (fn != NULL)
-    for (size_t i = 0; i < x->nblocks; i++)
-      for (uint32_t j = 0; j < x->blocks[i]->count; j++) fn(ctx, &x->blocks[i]->e[j]);
-  adr__spin_unlock(&x->lock);
+  enum { N = SHARDS + 1 };
+  struct range_index* xs[N];
+  size_t at_block[N];
+  uint32_t at_entry[N];
+  size_t count = 0;
+  for (int k = 0; k < N; k++) {
+    xs[k] = k < SHARDS ? &t->shards[k].ranges : &t->spanning;
+    at_block[k] = 0;
+    at_entry[k] = 0;
+    adr__spin_lock(&xs[k]->lock);
+    count += xs[k]->count;
+  }
+  /* Address order across the indexes: each step takes the lowest start of
+   * their heads (a leak report's pace, not a hot path's). */
+  while (fn != NULL) {
+    int best = -1;
+    for (int k = 0; k < N; k++) {
+      if (at_block[k] == xs[k]->nblocks) continue;
+      uintptr_t start = xs[k]->blocks[at_block[k]]->e[at_entry[k]].start;
+      if (best < 0 || start < xs[best]->blocks[at_block[best]]->e[at_entry[best]].start) best = k;
+    }
+    if (best < 0) break;
+    fn(ctx, &xs[best]->blocks[at_block[best]]->e[at_entry[best]]);
+    if (++at_entry[best] == xs[best]->blocks[at_block[best]]->count) {
+      at_entry[best] = 0;
+      at_block[best]++;
+    }
+  }
+  for (int k = N - 1; k >= 0; k--) adr__spin_unlock(&xs[k]->lock);
   return count;
 }

@@ -505,9 +505,9 @@ int adr_memory_max_cached_set(struct adr_device* device, uint64_t max_cached,
 /* ---- device life cycle --------------------------------------------------- */
 
 void adr__memory_device_init(struct adr_device* dev) {
-  /* Aligned for the counters' stripes (a cache line each). */
-  size_t msize = (sizeof(struct adr__device_memory) + 63) & ~(size_t)63;
-  struct adr__device_memory* m = aligned_alloc(64, msize);
+  /* Aligned for the counters' stripes (ADR__APART each). */
+  size_t msize = (sizeof(struct adr__device_memory) + ADR__APART - 1) & ~(size_t)(ADR__APART - 1);
+  struct adr__device_memory* m = aligned_alloc(ADR__APART, msize);
   if (m != NULL) memset(m, 0, msize);
   if (m == NULL) {
     adr__log(ADR_LOG_ERROR, dev->name, "out of host memory for the memory state");

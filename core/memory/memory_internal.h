@@ -74,16 +74,17 @@ void adr__counters_read(struct adr__counters* c, struct adr_memory_stats* out);
 #define ADR__LIVE_STRIPES 16u
 
 struct adr__live_stripe {
-  _Alignas(64) struct adr__spin lock;
+  _Alignas(ADR__APART) struct adr__spin lock;
   _Atomic int64_t bytes, count;       /* this stripe's share of the current values (may be < 0) */
   int64_t bytes_budget, count_budget; /* how far they may grow; under lock */
 };
 
 struct adr__live_counters {
   struct adr__live_stripe stripes[ADR__LIVE_STRIPES];
-  _Alignas(64) _Atomic uint32_t used;      /* bit i: stripe i was used (written once per stripe) */
-  _Alignas(64) pthread_mutex_t lock;       /* the slow path and peak resets */
-  _Atomic uint64_t bytes_peak, count_peak; /* written under lock */
+  /* bit i: stripe i was used (written once per stripe) */
+  _Alignas(ADR__APART) _Atomic uint32_t used;
+  _Alignas(ADR__APART) pthread_mutex_t lock; /* the slow path and peak resets */
+  _Atomic uint64_t bytes_peak, count_peak;   /* written under lock */
 };
 
 void adr__live_init(struct adr__live_counters* c);

@@ -44,6 +44,11 @@ struct conf_native {
   /* Optional: after the run, when a case may have stopped early (fault
    * mode), releases whatever the helper still holds, gates included. */
   void (*abandon)(struct adr_device* dev);
+  /* Opens every gate not yet destroyed (gate_open is idempotent): the
+   * teardown after each case calls it before it synchronises the case's
+   * streams, so a case stopped before its opener started (fault mode)
+   * leaves no stream waiting on a gate nobody opens. */
+  void (*open_gates)(struct adr_device* dev);
   /* Optional, for backends whose addresses are not native pointers: the
    * typed look-up (adr_opencl_buffer, adr_vulkan_buffer; its name in
    * buffer_op) of ptr: the allocation's base, size and ptr's offset, and

@@ -325,6 +325,11 @@ void conf_download(struct adr_device* dev, void* host, const void* dev_ptr, size
 
 int conf_teardown(void** state) {
   (void)state;
+  /* A case stopped early (fault mode) may have left its streams waiting on
+   * a gate it never opened. */
+  char why[128];
+  const struct conf_native* h = conf_native_get(g_conf.dev, why, sizeof(why));
+  if (h != NULL && h->open_gates != NULL) h->open_gates(g_conf.dev);
   /* Queued work may still use the buffers: finish it before freeing. */
   for (size_t i = 0; i < g_res_count; i++)
     if (g_res[i].kind == CONF_STREAM) adr_stream_synchronize(g_res[i].p, NULL);

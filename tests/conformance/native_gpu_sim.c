@@ -255,6 +255,11 @@ static int hip_fill(struct adr_device* dev, struct adr_stream* s, struct conf_ga
   return fill(&hip_api, dev, s, g, p, size, v, why, n);
 }
 
+static void open_gates(struct adr_device* dev) {
+  (void)dev;
+  for (struct conf_gate* g = live_gates; g != NULL; g = g->next) gate_open(g);
+}
+
 /* Gates a stopped case never destroyed: gate_destroy opens each first. */
 static void abandon(struct adr_device* dev) {
   (void)dev;
@@ -269,6 +274,7 @@ const struct conf_native conf_native_cuda = {
     .fill = cu_fill,
     .finish = finish,
     .abandon = abandon,
+    .open_gates = open_gates,
 };
 
 const struct conf_native conf_native_hip = {
@@ -279,4 +285,5 @@ const struct conf_native conf_native_hip = {
     .fill = hip_fill,
     .finish = finish,
     .abandon = abandon,
+    .open_gates = open_gates,
 };

@@ -9,6 +9,8 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -28,6 +30,7 @@ static struct {
 
 struct conf_gate {
   cl_event event;
+  _Atomic bool opened; /* a user event's status is set once */
   struct conf_gate* next;
 };
 
@@ -85,7 +88,12 @@ static int gate_create(struct adr_device* dev, struct conf_gate** out, void** ou
 }
 
 static void gate_open(struct conf_gate* g) {
-  cl.set_user_event_status(g->event, CL_COMPLETE);
+  if (!atomic_exchange(&g->opened, true)) cl.set_user_event_status(g->event, CL_COMPLETE);
+}
+
+static void open_gates(struct adr_device* dev) {
+  (void)dev;
+  for (struct conf_gate* g = live_gates; g != NULL; g = g->next) gate_open(g);
 }
 
 static void gate_destroy(struct conf_gate* g) {
@@ -170,6 +178,7 @@ const struct conf_native conf_native_opencl = {
     .fill = fill,
     .finish = finish,
     .abandon = abandon,
+    .open_gates = open_gates,
     .buffer_op = "adr_opencl_buffer",
     .buffer = buffer,
 };

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,7 @@ static struct {
 
 struct conf_gate {
   VkEvent event;
+  _Atomic bool opened; /* vkSetEvent once: host access to an event is synchronised */
   struct conf_gate* next;
 };
 
@@ -155,7 +157,12 @@ static int gate_create(struct adr_device* dev, struct conf_gate** out, void** ou
 }
 
 static void gate_open(struct conf_gate* g) {
-  V.vkSetEvent(V.device, g->event);
+  if (!atomic_exchange(&g->opened, true)) V.vkSetEvent(V.device, g->event);
+}
+
+static void open_gates(struct adr_device* dev) {
+  (void)dev;
+  for (struct conf_gate* g = V.gates; g != NULL; g = g->next) gate_open(g);
 }
 
 static void gate_destroy(struct conf_gate* g) {
@@ -278,7 +285,7 @@ static void finish(struct adr_device* dev) {
  * (the process is single-threaded by now); then as finish. */
 static void abandon(struct adr_device* dev) {
   if (V.gates != NULL) { /* finish may have run since they were made */
-    for (struct conf_gate* g = V.gates; g != NULL; g = g->next) V.vkSetEvent(V.device, g->event);
+    open_gates(dev);
     V.vkDeviceWaitIdle(V.device);
     while (V.gates != NULL) gate_destroy(V.gates);
   }
@@ -306,6 +313,7 @@ const struct conf_native conf_native_vulkan = {
     .fill = fill,
     .finish = finish,
     .abandon = abandon,
+    .open_gates = open_gates,
     .buffer_op = "adr_vulkan_buffer",
     .buffer = buffer,
 };

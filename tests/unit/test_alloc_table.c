@@ -320,6 +320,196 @@ static void test_ranges_lazy_build_race(void** state) {
   adr__alloc_table_destroy(t);
 }
 
+/* Records an allocation as alloc.c does once the index is live. */
+static int record(struct adr__alloc_table* t, uintptr_t p, size_t size) {
+  int st = adr__alloc_table_insert(t, (void*)p, size);
+  return st ? st : adr__alloc_table_ranges_insert(t, (void*)p, size, NULL);
+}
+static int unrecord(struct adr__alloc_table* t, uintptr_t p, size_t size) {
+  int st = adr__alloc_table_remove(t, (void*)p, size, NULL);
+  (void)adr__alloc_table_ranges_remove(t, (void*)p);
+  return st;
+}
+
+struct order_ctx {
+  uintptr_t last;
+  size_t n;
+  int unordered;
+};
+static void on_range(void* p, const struct adr__range* r) {
+  struct order_ctx* o = p;
+  if (o->n++ > 0 && r->start <= o->last) o->unordered++;
+  o->last = r->start;
+}
+
+/* The index is sharded like the hash: an allocation inside a chunk is in
+ * the index of the chunk's shard, one across two chunks of different
+ * shards (or over a region with no directory entry) in the index of
+ * ranges that span shards, and each is found from every address it
+ * holds, removed from where it is, listed in address order. */
+static void test_ranges_sharded(void** state) {
+  (void)state;
+  struct adr__alloc_table* t = adr__alloc_table_create();
+  assert_non_null(t);
+  struct adr__range r;
+  (void)adr__alloc_table_ranges_find(t, (void*)(uintptr_t)1, &r); /* live from here on */
+  const uintptr_t R = (uintptr_t)2 << 20, base = (uintptr_t)1 << 41;
+  /* Chunk A (owner 3) ends 7 pages into a region where chunk B (owner 5)
+   * starts and goes on for two regions more. */
+  uintptr_t a_lo = base, a_hi = base + R + 7 * 4096, b_hi = a_hi + 2 * R;
+  adr__alloc_table_assign(t, (void*)a_lo, a_hi - a_lo, 3);
+  adr__alloc_table_assign(t, (void*)a_hi, b_hi - a_hi, 5);
+  assert_int_equal(record(t, a_lo + 4096, 4096), 0);
+  assert_int_equal(record(t, a_hi - 3 * 4096, 4096), 0);     /* A, in the region B starts in */
+  assert_int_equal(record(t, a_hi + 2 * 4096, 3 * 4096), 0); /* B, in that region too */
+  assert_int_equal(record(t, a_hi + R, R), 0);               /* B, across a region boundary */
+  uintptr_t across = a_hi - 2 * 4096;                        /* A's and B's pages: two shards */
+  assert_int_equal(adr__alloc_table_insert(t, (void*)across, 4 * 4096), 0);
+  assert_int_equal(adr__alloc_table_ranges_insert(t, (void*)across, 4 * 4096, NULL), 0);
+  uintptr_t foreign = (uintptr_t)1 << 45; /* a region nobody assigned: claimed */
+  assert_int_equal(record(t, foreign, 64), 0);
+  assert_int_equal(adr__alloc_table_ranges_home(t, (void*)(a_lo + 4096)), 3);
+  assert_int_equal(adr__alloc_table_ranges_home(t, (void*)(a_hi - 3 * 4096)), 3);
+  assert_int_equal(adr__alloc_table_ranges_home(t, (void*)(a_hi + 2 * 4096)), 5);
+  assert_int_equal(adr__alloc_table_ranges_home(t, (void*)(a_hi + R)), 5);
+  assert_int_equal(adr__alloc_table_ranges_home(t, (void*)across), 64);
+  assert_int_equal(adr__alloc_table_ranges_home(t, (void*)foreign),
+                   (int)adr__alloc_table_shard(t, (void*)foreign));
+  /* Larger than the walk: spans shards without one. */
+  uintptr_t huge = (uintptr_t)1 << 46;
+  assert_int_equal(record(t, huge, 65 * R), 0);
+  assert_int_equal(adr__alloc_table_ranges_home(t, (void*)huge), 64);
+  /* Every address found, in its own allocation. */
+  const uintptr_t starts[] = {
+      a_lo + 4096, a_hi - 3 * 4096, a_hi + 2 * 4096, a_hi + R, across, foreign, huge};
+  const size_t sizes[] = {4096, 4096, 3 * 4096, R, 4 * 4096, 64, 65 * R};
+  for (size_t i = 0; i < 7; i++) {
+    uintptr_t probes[] = {starts[i], starts[i] + sizes[i] / 2, starts[i] + sizes[i] - 1};
+    for (int k = 0; k < 3; k++) {
+      assert_true(adr__alloc_table_ranges_find(t, (void*)probes[k], &r));
+      assert_int_equal(r.start, starts[i]);
+      assert_int_equal(r.size, sizes[i]);
+    }
+  }
+  /* Address order across the indexes. */
+  struct order_ctx o = {0, 0, 0};
+  assert_int_equal(adr__alloc_table_ranges_foreach(t, on_range, &o), 7);
+  assert_int_equal(o.n, 7);
+  assert_int_equal(o.unordered, 0);
+  /* Removed from where they are: not found afterwards, nothing left. */
+  for (size_t i = 0; i < 7; i++) {
+    assert_int_equal(unrecord(t, starts[i], sizes[i]), 0);
+    assert_false(adr__alloc_table_ranges_find(t, (void*)(starts[i] + sizes[i] / 2), &r));
+    assert_int_equal(adr__alloc_table_ranges_home(t, (void*)starts[i]), -1);
+  }
+  assert_int_equal(adr__alloc_table_ranges_foreach(t, NULL, NULL), 0);
+  adr__alloc_table_destroy(t);
+}
+
+/* A thread's cached "not found" is not trusted once an allocation holding
+ * the address was added: in the address's shard, in the index of ranges
+ * that span shards, or in a shard the address was not in when asked (a
+ * new chunk's addresses change shard while it holds nothing). */
+static void test_ranges_negative_cache(void** state) {
+  (void)state;
+  struct adr__alloc_table* t = adr__alloc_table_create();
+  assert_non_null(t);
+  struct adr__range r;
+  const uintptr_t R = (uintptr_t)2 << 20, base = (uintptr_t)1 << 42;
+  (void)adr__alloc_table_ranges_find(t, (void*)(uintptr_t)1, &r);
+  /* 1. A region nobody has seen: no shard yet. */
+  uintptr_t p = base + R / 2;
+  assert_false(adr__alloc_table_ranges_find(t, (void*)p, &r));
+  assert_false(adr__alloc_table_ranges_find(t, (void*)p, &r)); /* cached */
+  /* It becomes a chunk of owner 6 and an allocation holds p. */
+  adr__alloc_table_assign(t, (void*)base, R, 6);
+  assert_int_equal(record(t, p - 64, 128), 0);
+  assert_int_equal(adr__alloc_table_ranges_home(t, (void*)(p - 64)), 6);
+  assert_true(adr__alloc_table_ranges_find(t, (void*)p, &r));
+  assert_int_equal(r.start, p - 64);
+  /* 2. Freed: not found; an allocation across this chunk and the next
+   * (owner 8) then holds it, from the index of ranges that span shards. */
+  assert_int_equal(unrecord(t, p - 64, 128), 0);
+  assert_false(adr__alloc_table_ranges_find(t, (void*)p, &r));
+  assert_false(adr__alloc_table_ranges_find(t, (void*)p, &r));
+  adr__alloc_table_assign(t, (void*)(base + R), R, 8);
+  assert_int_equal(record(t, p, R), 0);
+  assert_int_equal(adr__alloc_table_ranges_home(t, (void*)p), 64);
+  assert_true(adr__alloc_table_ranges_find(t, (void*)p, &r));
+  assert_int_equal(r.start, p);
+  assert_true(adr__alloc_table_ranges_find(t, (void*)(p + R / 2 + 8), &r));
+  /* 3. A found answer is dropped once its allocation is freed. */
+  assert_int_equal(unrecord(t, p, R), 0);
+  assert_false(adr__alloc_table_ranges_find(t, (void*)(p + 8), &r));
+  adr__alloc_table_destroy(t);
+}
+
+/* Threads each recording, finding and removing allocations in chunks of
+ * their own shards (as alloc.c and copy.c do), while all of them find an
+ * allocation that spans two of the chunks: every answer right, every
+ * range in its chunk's index. */
+struct shard_arg {
+  struct adr__alloc_table* t;
+  uintptr_t lo;
+  int owner;
+  uintptr_t span;
+  int errors;
+};
+
+static void* shard_worker(void* p) {
+  struct shard_arg* a = p;
+  struct adr__range r;
+  for (int round = 0; round < 200; round++) {
+    for (uintptr_t i = 0; i < 16; i++)
+      if (record(a->t, a->lo + i * 8192, 4096 + i) != 0 ||
+          adr__alloc_table_ranges_home(a->t, (void*)(a->lo + i * 8192)) != a->owner)
+        a->errors++;
+    for (uintptr_t i = 0; i < 16; i++) {
+      if (!adr__alloc_table_ranges_find(a->t, (void*)(a->lo + i * 8192 + 4000), &r) ||
+          r.start != a->lo + i * 8192)
+        a->errors++;
+      if (adr__alloc_table_ranges_find(a->t, (void*)(a->lo + i * 8192 + 4096 + i), &r))
+        a->errors++; /* one past the end */
+      if (!adr__alloc_table_ranges_find(a->t, (void*)(a->span + 4096 * (uintptr_t)round), &r) ||
+          r.start != a->span)
+        a->errors++;
+    }
+    for (uintptr_t i = 0; i < 16; i++)
+      if (unrecord(a->t, a->lo + i * 8192, 4096 + i) != 0) a->errors++;
+  }
+  return NULL;
+}
+
+static void test_ranges_concurrent_shards(void** state) {
+  (void)state;
+  struct adr__alloc_table* t = adr__alloc_table_create();
+  assert_non_null(t);
+  struct adr__range r;
+  (void)adr__alloc_table_ranges_find(t, (void*)(uintptr_t)1, &r);
+  const uintptr_t R = (uintptr_t)2 << 20, base = (uintptr_t)1 << 43;
+  enum { N = 4 };
+  for (int i = 0; i < N; i++)
+    adr__alloc_table_assign(t, (void*)(base + (uintptr_t)i * 4 * R), 4 * R, (unsigned)(20 + i));
+  /* The last MiB of chunk 0 and the first of chunk 1. */
+  uintptr_t span = base + 4 * R - R / 2;
+  assert_int_equal(record(t, span, R), 0);
+  assert_int_equal(adr__alloc_table_ranges_home(t, (void*)span), 64);
+  struct shard_arg args[N];
+  pthread_t th[N];
+  for (int i = 0; i < N; i++) {
+    args[i] = (struct shard_arg){t, base + (uintptr_t)i * 4 * R + R, 20 + i, span, 0};
+    assert_int_equal(pthread_create(&th[i], NULL, shard_worker, &args[i]), 0);
+  }
+  for (int i = 0; i < N; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(args[i].errors, 0);
+  }
+  assert_int_equal(adr__alloc_table_ranges_foreach(t, NULL, NULL), 1);
+  assert_int_equal(unrecord(t, span, R), 0);
+  assert_int_equal(adr__alloc_table_count(t), 0);
+  adr__alloc_table_destroy(t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_insert_remove),
@@ -330,6 +520,9 @@ int main(void) {
       cmocka_unit_test(test_assign_concurrent),
       cmocka_unit_test(test_ranges_build_and_duplicates),
       cmocka_unit_test(test_ranges_lazy_build_race),
+      cmocka_unit_test(test_ranges_sharded),
+      cmocka_unit_test(test_ranges_negative_cache),
+      cmocka_unit_test(test_ranges_concurrent_shards),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
