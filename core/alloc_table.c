@@ -500,6 +500,14 @@ static inline bool dir_entry(struct adr__alloc_table* t, uintptr_t region, uint6
   return dir_find(t, region, 0, v) != NULL;
 }
 
+/* The directory entry of region in *v, claimed for the calling thread's
+ * shard when it has none; false when its neighbourhood is full. */
+static inline bool dir_entry_claim(struct adr__alloc_table* t, uintptr_t region, uint64_t* v) {
+  if (dir_entry(t, region, v)) return true;
+  uint64_t mine = entry_make(entry_tag(region), 0, 0, adr__thread_ordinal() % SHARDS);
+  return dir_find(t, region, mine, v) != NULL;
+}
+
 /* The index a look-up of key searches first: its shard's; NULL when its
  * region has no directory entry (then only `spanning` can hold it). */
 static inline struct range_index* index_of(struct adr__alloc_table* t, uintptr_t key) {
@@ -514,19 +522,19 @@ static inline struct range_index* index_of(struct adr__alloc_table* t, uintptr_t
 static struct range_index* home_index(struct adr__alloc_table* t, uintptr_t start, size_t size) {
   uintptr_t last = start + (size ? size - 1 : 0);
   if (last < start) return &t->spanning;
-  uintptr_t first_r = start >> REGION_SHIFT, last_r = last >> REGION_SHIFT;
-  if (last_r - first_r >= SPAN_REGIONS) return &t->spanning;
-  uint64_t mine = entry_make(0, 0, 0, adr__thread_ordinal() % SHARDS);
-  unsigned s = SHARDS;
-  for (uintptr_t r = first_r;; r++) {
-    uint64_t v;
-    if (!dir_entry(t, r, &v) && dir_find(t, r, mine | entry_tag(r), &v) == NULL)
-      return &t->spanning; /* the neighbourhood is full */
-    uintptr_t lo = r == first_r ? start : r << REGION_SHIFT;
+  uintptr_t r = start >> REGION_SHIFT, last_r = last >> REGION_SHIFT;
+  if (last_r - r >= SPAN_REGIONS) return &t->spanning;
+  uint64_t v;
+  if (!dir_entry_claim(t, r, &v)) return &t->spanning;
+  unsigned s = entry_shard(v, start);
+  /* A region's addresses go to at most two shards, split at one page:
+   * the ends of the part an allocation covers tell whether it has both. */
+  for (;;) {
     uintptr_t hi = r == last_r ? last : ((r + 1) << REGION_SHIFT) - 1;
-    if (s == SHARDS) s = entry_shard(v, lo);
-    if (entry_shard(v, lo) != s || entry_shard(v, hi) != s) return &t->spanning;
+    if (entry_shard(v, hi) != s) return &t->spanning;
     if (r == last_r) return &t->shards[s].ranges;
+    r++;
+    if (!dir_entry_claim(t, r, &v) || entry_shard(v, r << REGION_SHIFT) != s) return &t->spanning;
   }
 }
 
@@ -668,7 +676,8 @@ static int insert_locked(struct range_index* x, uintptr_t key, size_t size, cons
 }
 
 /* Removes the range starting at key; false if x has none. */
-static bool remove_locked(struct range_index* x, uintptr_t key, const void** site) {
+static inline __attribute__((always_inline)) bool remove_locked(struct range_index* x,
+                                                                uintptr_t key, const void** site) {
   size_t i = block_of(x, key);
   if (i >= x->nblocks) return false;
   struct block* b = x->blocks[i];
