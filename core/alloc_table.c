@@ -303,9 +303,18 @@ void adr__alloc_table_assign(struct adr__alloc_table* t, void* base, size_t size
   }
 }
 
+/* What a shard's owner writes on every insert or remove (its hash slots,
+ * its index's blocks and top arrays) is kept apart from what other
+ * threads write (ADR__APART), not wherever malloc puts it: two shards'
+ * small slot arrays from calloc could share a line, or neighbour one. */
+static void* apart_alloc(size_t bytes) {
+  return aligned_alloc(ADR__APART, (bytes + ADR__APART - 1) & ~(size_t)(ADR__APART - 1));
+}
+
 static int rehash(struct shard* s, size_t cap) {
-  struct entry* slots = calloc(cap, sizeof(*slots));
+  struct entry* slots = apart_alloc(cap * sizeof(*slots));
   if (slots == NULL) return ENOMEM;
+  memset(slots, 0, cap * sizeof(*slots));
   for (size_t i = 0; i < s->cap; i++) {
     if (s->slots[i].key == 0) continue;
     size_t j = mix(s->slots[i].key) & (cap - 1);
@@ -564,13 +573,6 @@ static uint32_t upper(const struct block* b, uintptr_t key) {
     n -= half;
   }
   return (uint32_t)(base - b->e) + (base->start <= key);
-}
-
-/* An index's blocks and top arrays are written by the thread whose shard
- * it is: apart from what other threads write (ADR__APART), not wherever
- * malloc puts them. */
-static void* apart_alloc(size_t bytes) {
-  return aligned_alloc(ADR__APART, (bytes + ADR__APART - 1) & ~(size_t)(ADR__APART - 1));
 }
 
 /* An index whose allocations come and go empties a block and needs one
