@@ -404,6 +404,15 @@ static bool ref_alloc(const char* s, struct ref_alloc* c) {
     bool fr;
     if (ref_word_is(&r, "track", any_case)) {
       c->track = true;
+    } else if (ref_word_is(&r, "hugepages", any_case)) {
+      if (!c->use_pool) return false;
+      c->pool.hugepages = ADR__POOL_THP_ALL;
+    } else if (ref_word_is(&r, "nohugepages", any_case)) {
+      if (!c->use_pool) return false;
+      c->pool.hugepages = ADR__POOL_THP_OFF;
+    } else if (ref_word_is(&r, "populate", any_case)) {
+      if (!c->use_pool) return false;
+      c->pool.populate = true;
     } else if (ref_word_is(&r, "arenas", any_case)) {
       if (!c->use_pool || s[r.i] != '=') return false;
       r.i++;
@@ -537,6 +546,7 @@ static bool alloc_agrees(const char* text) {
   return got.use_pool == want.use_pool && got.pool.max_cached == want.pool.max_cached &&
          got.pool.release_threshold == want.pool.release_threshold &&
          got.pool.chunk_size == want.pool.chunk_size && got.pool.arenas == want.pool.arenas &&
+         got.pool.hugepages == want.pool.hugepages && got.pool.populate == want.pool.populate &&
          got.has_limit == want.has_limit && got.limit == want.limit && got.track == want.track;
 }
 
