@@ -8,10 +8,9 @@
  * registration.
  *
  * Hot path: one atomic load of the handler, one sharded-table insert or
- * remove (a spin lock; the table also keeps the allocation totals), the
- * current bytes and count in the calling thread's stripe (a spin lock of
- * its own; live_counters.c), the pool's per-thread cache; no lock or
- * counter shared by all threads. Devices whose
+ * remove (a spin lock; the table also keeps the allocation totals and the
+ * current and peak bytes and count), the pool's per-thread cache; no lock
+ * or counter shared by all threads. Devices whose
  * copies are range-checked (not host-accessible, or the validation layer
  * on), and devices an interop call asked about (interop.c), also keep the
  * interval index once its first look-up built it (sharded like the table:
@@ -104,7 +103,7 @@ int adr__alloc_common(const char* op, struct adr_device* device,
    * (interop.c) either sees this allocation in the table or is seen here. */
   if (rst == 0 && ranges_kept(device, validating) &&
       adr__alloc_table_ranges_insert(device->allocs, ptr, size, site) != 0) {
-    adr__alloc_table_remove_data(device->allocs, ptr, size, NULL, NULL, NULL);
+    adr__alloc_table_remove_counted(device->allocs, ptr, size, NULL, NULL, NULL);
     adr__alloc_table_uncount(device->allocs, ptr, size);
     rst = ENOMEM;
   }
@@ -114,7 +113,6 @@ int adr__alloc_common(const char* op, struct adr_device* device,
                        "out of host memory for the allocation table");
   }
   if (validating) adr__validate_note_device(device);
-  adr__live_add(&m->live, size);
   *out = ptr;
   return 0;
 }
@@ -150,7 +148,7 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
   size_t recorded = 0;
   const void* handler = NULL;
   void* cookie = NULL;
-  st = adr__alloc_table_remove_data(device->allocs, ptr, size, &recorded, &handler, &cookie);
+  st = adr__alloc_table_remove_counted(device->allocs, ptr, size, &recorded, &handler, &cookie);
   if (st == ENOENT && validating) {
     int vst = adr__validate_free_unknown(device, ptr, error);
     if (vst) return vst;
@@ -167,19 +165,16 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
   /* validation: the handler sees the free only when it leaves the
    * quarantine, so the address is not handed out again before that. */
   if (validating && adr__validate_free_defer(device, handler, ptr, size, cookie, stream, range.site,
-                                             ADR__CALL_SITE())) {
-    adr__live_sub(&device->memory->live, size);
+                                             ADR__CALL_SITE()))
     return 0;
-  }
   st = adr__memory_free(device, handler, ptr, size ? size : 1, stream, cookie, error);
   if (st) {
     adr__error_context(error, st, "adr_free", device->backend->name);
     /* Nothing was freed: keep the allocation known. */
-    adr__alloc_table_insert_data(device->allocs, ptr, size, handler, cookie);
+    adr__alloc_table_insert_live(device->allocs, ptr, size, handler, cookie);
     if (ranged) adr__alloc_table_ranges_insert(device->allocs, ptr, size, range.site);
     return st;
   }
-  adr__live_sub(&device->memory->live, size);
   return 0;
 }
 

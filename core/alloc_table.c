@@ -77,6 +77,12 @@ struct shard {
    * allocated_bytes/count totals, kept here under the lock the insert
    * takes anyway (two atomic additions fewer per adr_alloc). */
   uint64_t bytes_total, count_total;
+  /* The live figures' share of this shard ("live figures" below): bytes
+   * and count of the counted allocations recorded here, written under the
+   * lock, read by statistics without it; and how far they may grow before
+   * the peaks must be looked at. */
+  _Atomic int64_t live_bytes, live_count;
+  int64_t bytes_budget, count_budget;
   /* The ranges of the live allocations all of whose addresses this shard
    * holds (apart from the hash's line, with its own lock). */
   struct range_index ranges;
@@ -101,6 +107,12 @@ struct adr__alloc_table {
   _Atomic int ranges_live;
   _Atomic int ranges_built;
   pthread_mutex_t build_lock;
+  /* Live figures: bit i of `used` is set once shard i counted an
+   * allocation; live_lock orders the slow paths and peak resets, which
+   * write the peaks with every used shard's lock held. */
+  _Alignas(ADR__APART) _Atomic uint64_t used;
+  pthread_mutex_t live_lock;
+  _Atomic uint64_t bytes_peak, count_peak;
 };
 
 static void range_index_init(struct range_index* x);
@@ -132,9 +144,11 @@ struct adr__alloc_table* adr__alloc_table_create(void) {
   if (t == NULL) return NULL;
   memset(t, 0, size);
   pthread_mutex_init(&t->build_lock, NULL);
+  pthread_mutex_init(&t->live_lock, NULL);
   t->dir = calloc(DIR_SLOTS, sizeof(*t->dir));
   if (t->dir == NULL) {
     pthread_mutex_destroy(&t->build_lock);
+    pthread_mutex_destroy(&t->live_lock);
     free(t);
     return NULL;
   }
@@ -152,6 +166,7 @@ void adr__alloc_table_destroy(struct adr__alloc_table* t) {
   range_index_destroy(&t->spanning);
   free((void*)t->dir);
   pthread_mutex_destroy(&t->build_lock);
+  pthread_mutex_destroy(&t->live_lock);
   free(t);
 }
 
@@ -327,12 +342,171 @@ static int rehash(struct shard* s, size_t cap) {
   return 0;
 }
 
+/* ---- live figures ----------------------------------------------------------
+ *
+ * The device's current and peak allocated bytes and count (adr_memory_stats)
+ * are kept in the shards, under the lock an insert or remove takes anyway: an
+ * adr_alloc + adr_free pair does no other atomic read-modify-write for them
+ * (a stripe of counters per thread with a spin lock of its own cost two more
+ * per pair, a quarter of a tight pair's time on this project's machine). An
+ * allocation is counted in the shard it is recorded in and uncounted there
+ * when it is freed (the shard of an address does not change while an
+ * allocation holds it), so threads that allocate and free in shards of their
+ * own write no line in common, and a shard's share is never below zero.
+ *
+ * The peaks stay exact: every shard has a budget, the budgets add up to the
+ * peaks, and a shard's share never exceeds its budget, so the sum never
+ * exceeds the peak while every addition fits its shard's budget (the hot
+ * path: two additions and a comparison). An addition that does not fit is
+ * left out of the insert and made by live_add_slow: under live_lock, with
+ * every used shard's lock held, it moves spare budget (a shard's budget above
+ * its share, which frees leave there) to its own shard and only when none is
+ * left raises the peaks, by exactly what the sum then exceeds them by; all
+ * shards are held, so the sum is the sum at one instant. A thread whose frees
+ * balance its allocations never leaves its shard; one that allocates what
+ * another frees takes that spare in bulk now and then. While one shard alone
+ * has ever counted (one thread, or threads sharing an arena), no other shard
+ * holds spare, and the insert raises the peaks itself under that shard's lock
+ * (every other writer of the peaks holds it too): a single-threaded program's
+ * ramp-up, every allocation a new peak, costs a few instructions more. */
+
+enum { COUNT_TOTALS = 1, COUNT_LIVE = 2 };
+
+static int64_t min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+/* Moves spare budget to cover *need: what is needed plus half of what is
+ * left over, so that a thread allocating what another frees comes here once
+ * per batch, and the other keeps some spare for itself. */
+static void move_budget(int64_t spare, int64_t* need, int64_t* from, int64_t* to) {
+  if (*need <= 0 || spare <= 0) return;
+  int64_t m = min64(spare, *need + (spare - *need) / 2);
+  *from -= m;
+  *to += m;
+  *need -= m;
+}
+
+/* Raises s's budgets and the peaks by need_b / need_n (if positive) and
+ * stores b / n as s's share. Under s's lock, with every used shard's lock
+ * held too or s the only shard that ever counted. */
+static void raise_and_store(struct adr__alloc_table* t, struct shard* s, int64_t b, int64_t n,
+                            int64_t need_b, int64_t need_n) {
+  if (need_b > 0) {
+    s->bytes_budget += need_b;
+    atomic_store_explicit(
+        &t->bytes_peak,
+        atomic_load_explicit(&t->bytes_peak, memory_order_relaxed) + (uint64_t)need_b,
+        memory_order_relaxed);
+  }
+  if (need_n > 0) {
+    s->count_budget += need_n;
+    atomic_store_explicit(
+        &t->count_peak,
+        atomic_load_explicit(&t->count_peak, memory_order_relaxed) + (uint64_t)need_n,
+        memory_order_relaxed);
+  }
+  atomic_store_explicit(&s->live_bytes, b, memory_order_relaxed);
+  atomic_store_explicit(&s->live_count, n, memory_order_relaxed);
+}
+
+/* Counts one allocation of `size` in s if it fits s's budget, or raises the
+ * peaks there when s is the only shard that ever counted (s's lock held);
+ * false: live_add_slow must count it. */
+static inline bool live_add_locked(struct adr__alloc_table* t, struct shard* s, size_t size) {
+  uint64_t bit = (uint64_t)1 << (s - t->shards);
+  uint64_t used = atomic_load_explicit(&t->used, memory_order_relaxed);
+  if (__builtin_expect(!(used & bit), 0))
+    used = atomic_fetch_or_explicit(&t->used, bit, memory_order_relaxed) | bit;
+  int64_t b = atomic_load_explicit(&s->live_bytes, memory_order_relaxed) + (int64_t)size;
+  int64_t n = atomic_load_explicit(&s->live_count, memory_order_relaxed) + 1;
+  if (__builtin_expect(b <= s->bytes_budget && n <= s->count_budget, 1)) {
+    atomic_store_explicit(&s->live_bytes, b, memory_order_relaxed);
+    atomic_store_explicit(&s->live_count, n, memory_order_relaxed);
+    return true;
+  }
+  if (used != bit) return false;
+  raise_and_store(t, s, b, n, b - s->bytes_budget, n - s->count_budget);
+  return true;
+}
+
+static __attribute__((noinline)) void live_add_slow(struct adr__alloc_table* t, struct shard* own,
+                                                    size_t size) {
+  pthread_mutex_lock(&t->live_lock);
+  uint64_t used = atomic_load_explicit(&t->used, memory_order_relaxed);
+  /* Every used shard is held from here to the end (live_lock orders the
+   * slow paths; an insert or remove holds one shard), so the sum the peak
+   * may be raised to is the sum at one instant. */
+  for (int i = 0; i < SHARDS; i++)
+    if (used & ((uint64_t)1 << i)) adr__spin_lock(&t->shards[i].lock);
+  int64_t b = atomic_load_explicit(&own->live_bytes, memory_order_relaxed) + (int64_t)size;
+  int64_t n = atomic_load_explicit(&own->live_count, memory_order_relaxed) + 1;
+  int64_t need_b = b - own->bytes_budget, need_n = n - own->count_budget;
+  for (int i = 0; i < SHARDS && (need_b > 0 || need_n > 0); i++) {
+    struct shard* from = &t->shards[i];
+    if (from == own || !(used & ((uint64_t)1 << i))) continue;
+    move_budget(from->bytes_budget - atomic_load_explicit(&from->live_bytes, memory_order_relaxed),
+                &need_b, &from->bytes_budget, &own->bytes_budget);
+    move_budget(from->count_budget - atomic_load_explicit(&from->live_count, memory_order_relaxed),
+                &need_n, &from->count_budget, &own->count_budget);
+  }
+  /* No spare left anywhere: every other shard is at its budget, so the sum
+   * after this addition exceeds the peaks by exactly the need. */
+  raise_and_store(t, own, b, n, need_b, need_n);
+  for (int i = SHARDS; i-- > 0;)
+    if (used & ((uint64_t)1 << i)) adr__spin_unlock(&t->shards[i].lock);
+  pthread_mutex_unlock(&t->live_lock);
+}
+
+static uint64_t clamp_sum(int64_t v) {
+  return v < 0 ? 0 : (uint64_t)v;
+}
+
+void adr__alloc_table_live(struct adr__alloc_table* t, struct adr__live_figures* out) {
+  int64_t bytes = 0, count = 0;
+  for (int i = 0; i < SHARDS; i++) {
+    bytes += atomic_load_explicit(&t->shards[i].live_bytes, memory_order_relaxed);
+    count += atomic_load_explicit(&t->shards[i].live_count, memory_order_relaxed);
+  }
+  /* Read without locks while other threads allocate and free: the sum is
+   * the sum at no one instant, but never below zero, and a peak is never
+   * reported below its current value. */
+  out->bytes = clamp_sum(bytes);
+  out->count = clamp_sum(count);
+  out->bytes_peak = atomic_load_explicit(&t->bytes_peak, memory_order_relaxed);
+  out->count_peak = atomic_load_explicit(&t->count_peak, memory_order_relaxed);
+  if (out->bytes_peak < out->bytes) out->bytes_peak = out->bytes;
+  if (out->count_peak < out->count) out->count_peak = out->count;
+}
+
+void adr__alloc_table_live_reset_peaks(struct adr__alloc_table* t) {
+  pthread_mutex_lock(&t->live_lock);
+  uint64_t used = atomic_load_explicit(&t->used, memory_order_relaxed);
+  int64_t bytes = 0, count = 0;
+  for (int i = 0; i < SHARDS; i++)
+    if (used & ((uint64_t)1 << i)) adr__spin_lock(&t->shards[i].lock);
+  for (int i = 0; i < SHARDS; i++) {
+    struct shard* s = &t->shards[i];
+    s->bytes_budget = atomic_load_explicit(&s->live_bytes, memory_order_relaxed);
+    s->count_budget = atomic_load_explicit(&s->live_count, memory_order_relaxed);
+    bytes += s->bytes_budget;
+    count += s->count_budget;
+  }
+  atomic_store_explicit(&t->bytes_peak, clamp_sum(bytes), memory_order_relaxed);
+  atomic_store_explicit(&t->count_peak, clamp_sum(count), memory_order_relaxed);
+  for (int i = SHARDS; i-- > 0;)
+    if (used & ((uint64_t)1 << i)) adr__spin_unlock(&t->shards[i].lock);
+  pthread_mutex_unlock(&t->live_lock);
+}
+
+/* ---- insert and remove --------------------------------------------------- */
+
 int adr__alloc_table_insert(struct adr__alloc_table* t, void* ptr, size_t size) {
   return adr__alloc_table_insert_data(t, ptr, size, NULL, NULL);
 }
 
 static int insert_locked_data(struct adr__alloc_table* t, void* ptr, size_t size, const void* data,
-                              void* cookie, bool counted) {
+                              void* cookie, unsigned count) {
   uint64_t h;
   uintptr_t key = (uintptr_t)ptr;
   struct shard* s = shard_of(t, key, true, &h);
@@ -350,22 +524,29 @@ static int insert_locked_data(struct adr__alloc_table* t, void* ptr, size_t size
   s->slots[i].size = size;
   s->slots[i].data = data;
   s->slots[i].cookie = cookie;
-  if (counted) {
+  if (count & COUNT_TOTALS) {
     s->bytes_total += size;
     s->count_total++;
   }
+  bool counted = !(count & COUNT_LIVE) || live_add_locked(t, s, size);
   adr__spin_unlock(&s->lock);
+  if (!counted) live_add_slow(t, s, size);
   return 0;
 }
 
 int adr__alloc_table_insert_data(struct adr__alloc_table* t, void* ptr, size_t size,
                                  const void* data, void* cookie) {
-  return insert_locked_data(t, ptr, size, data, cookie, false);
+  return insert_locked_data(t, ptr, size, data, cookie, 0);
 }
 
 int adr__alloc_table_insert_counted(struct adr__alloc_table* t, void* ptr, size_t size,
                                     const void* data, void* cookie) {
-  return insert_locked_data(t, ptr, size, data, cookie, true);
+  return insert_locked_data(t, ptr, size, data, cookie, COUNT_TOTALS | COUNT_LIVE);
+}
+
+int adr__alloc_table_insert_live(struct adr__alloc_table* t, void* ptr, size_t size,
+                                 const void* data, void* cookie) {
+  return insert_locked_data(t, ptr, size, data, cookie, COUNT_LIVE);
 }
 
 void adr__alloc_table_uncount(struct adr__alloc_table* t, void* ptr, size_t size) {
@@ -393,8 +574,8 @@ int adr__alloc_table_remove(struct adr__alloc_table* t, void* ptr, size_t size, 
   return adr__alloc_table_remove_data(t, ptr, size, out_size, NULL, NULL);
 }
 
-int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t size,
-                                 size_t* out_size, const void** out_data, void** out_cookie) {
+static int remove_locked_data(struct adr__alloc_table* t, void* ptr, size_t size, size_t* out_size,
+                              const void** out_data, void** out_cookie, bool live) {
   uint64_t h;
   uintptr_t key = (uintptr_t)ptr;
   struct shard* s = shard_of(t, key, false, &h);
@@ -422,12 +603,32 @@ int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t s
         }
         s->slots[hole].key = 0;
         s->count--;
+        if (live) {
+          /* Its budget stays with the shard. */
+          atomic_store_explicit(
+              &s->live_bytes,
+              atomic_load_explicit(&s->live_bytes, memory_order_relaxed) - (int64_t)size,
+              memory_order_relaxed);
+          atomic_store_explicit(&s->live_count,
+                                atomic_load_explicit(&s->live_count, memory_order_relaxed) - 1,
+                                memory_order_relaxed);
+        }
         st = 0;
       }
     }
   }
   adr__spin_unlock(&s->lock);
   return st;
+}
+
+int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t size,
+                                 size_t* out_size, const void** out_data, void** out_cookie) {
+  return remove_locked_data(t, ptr, size, out_size, out_data, out_cookie, false);
+}
+
+int adr__alloc_table_remove_counted(struct adr__alloc_table* t, void* ptr, size_t size,
+                                    size_t* out_size, const void** out_data, void** out_cookie) {
+  return remove_locked_data(t, ptr, size, out_size, out_data, out_cookie, true);
 }
 
 size_t adr__alloc_table_count(struct adr__alloc_table* t) {

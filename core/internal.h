@@ -34,8 +34,8 @@
 #include "fault.h" /* the fault-injection hook of dispatch.c */
 
 /* Alignment of what one thread writes on a hot path and others should not
- * touch (allocation-table shards, interval indexes, counter stripes, pool
- * arenas and their metadata): two cache lines, not one. x86's prefetchers
+ * touch (allocation-table shards, interval indexes, pool arenas and their
+ * metadata): two cache lines, not one. x86's prefetchers
  * pull in a line's neighbour (the next line, the other half of an aligned
  * pair), so two threads writing neighbouring lines still trade them: on
  * this project's 2-core VM, two threads using neighbouring table shards
@@ -70,11 +70,12 @@ static inline void adr__spin_unlock(struct adr__spin* s) {
   atomic_store_explicit(&s->held, 0, memory_order_release);
 }
 
-/* ---- thread ordinal (memory/live_counters.c) ----------------------------- */
+/* ---- thread ordinal (memory/thread_ordinal.c) ---------------------------- */
 
 /* A small number per thread, given in the order threads first ask (0, 1,
- * 2 ...): the pool's arena and the device counters' stripe are picked by
- * it, so that threads mostly write cache lines of their own. */
+ * 2 ...): the pool's arena is picked by it (and with the arena, the
+ * allocation table's shard), so that threads mostly write cache lines of
+ * their own. */
 extern __attribute__((visibility("hidden"))) _Thread_local ADR__TLS_HOT unsigned
     adr__thread_index; /* UINT32_MAX until assigned */
 unsigned adr__thread_index_assign(void);
@@ -339,6 +340,23 @@ int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t s
 int adr__alloc_table_insert_counted(struct adr__alloc_table* t, void* ptr, size_t size,
                                     const void* data, void* cookie);
 void adr__alloc_table_uncount(struct adr__alloc_table* t, void* ptr, size_t size);
+/* The device's live figures (adr_memory_stats' allocated_* current and
+ * peak), kept in the table's shards (alloc_table.c, "live figures"):
+ * insert_counted counts an allocation, remove_counted uncounts it (and
+ * removes it as remove_data does), insert_live counts it again without
+ * the totals (an allocation kept after its free failed). */
+int adr__alloc_table_insert_live(struct adr__alloc_table* t, void* ptr, size_t size,
+                                 const void* data, void* cookie);
+int adr__alloc_table_remove_counted(struct adr__alloc_table* t, void* ptr, size_t size,
+                                    size_t* out_size, const void** out_data, void** out_cookie);
+struct adr__live_figures {
+  uint64_t bytes, count, bytes_peak, count_peak;
+};
+/* Current values read without locks (exact when no allocation or free is
+ * in flight) and the exact peaks (never reported below the current). */
+void adr__alloc_table_live(struct adr__alloc_table* t, struct adr__live_figures* out);
+/* Sets the peaks to the current values (every used shard held). */
+void adr__alloc_table_live_reset_peaks(struct adr__alloc_table* t);
 /* Sends the addresses of [base, base + size), which hold no recorded
  * allocation (a pool's new chunk), to shard `owner` (modulo the shard
  * count) from now on: the pool's arena that owns the chunk. */

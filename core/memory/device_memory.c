@@ -6,9 +6,10 @@
  *
  * Concurrency: the state is created with the device (registry lock held)
  * and lives as long as the device. The hot path reads the handler pointer
- * with one atomic load and updates the counters' stripe of the calling
- * thread (live_counters.c); the pool has its own per-arena locks (pool.c). The OOM callback list is
- * under a rwlock, taken only on the out-of-memory path and to change the list.
+ * with one atomic load; the current and peak allocated bytes and count are
+ * kept in the allocation table (alloc_table.c, "live figures"); the pool has
+ * its own per-arena locks (pool.c). The OOM callback list is under a
+ * rwlock, taken only on the out-of-memory path and to change the list.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -402,7 +403,12 @@ int adr_memory_stats_get(struct adr_device* device, struct adr_memory_stats* out
   struct adr_memory_stats s;
   memset(&s, 0, sizeof(s));
   s.struct_size = out->struct_size < sizeof(s) ? out->struct_size : (uint32_t)sizeof(s);
-  adr__live_read(&m->live, &s);
+  struct adr__live_figures live;
+  adr__alloc_table_live(device->allocs, &live);
+  s.allocated_bytes.current = live.bytes;
+  s.allocated_bytes.peak = live.bytes_peak;
+  s.allocated_count.current = live.count;
+  s.allocated_count.peak = live.count_peak;
   adr__alloc_table_totals(device->allocs, &s.allocated_bytes.total, &s.allocated_count.total);
   if (m->pool != NULL) {
     struct adr__pool_stats p;
@@ -430,7 +436,7 @@ int adr_memory_stats_reset_peaks(struct adr_device* device, struct adr_error* er
   int st;
   struct adr__device_memory* m = state_of("adr_memory_stats_reset_peaks", device, error, &st);
   if (m == NULL) return st;
-  adr__live_reset_peaks(&m->live);
+  adr__alloc_table_live_reset_peaks(device->allocs);
   if (m->pool != NULL) adr__pool_stats_reset_peaks(m->pool);
   return 0;
 }
@@ -505,16 +511,12 @@ int adr_memory_max_cached_set(struct adr_device* device, uint64_t max_cached,
 /* ---- device life cycle --------------------------------------------------- */
 
 void adr__memory_device_init(struct adr_device* dev) {
-  /* Aligned for the counters' stripes (ADR__APART each). */
-  size_t msize = (sizeof(struct adr__device_memory) + ADR__APART - 1) & ~(size_t)(ADR__APART - 1);
-  struct adr__device_memory* m = aligned_alloc(ADR__APART, msize);
-  if (m != NULL) memset(m, 0, msize);
+  struct adr__device_memory* m = calloc(1, sizeof(*m));
   if (m == NULL) {
     adr__log(ADR_LOG_ERROR, dev->name, "out of host memory for the memory state");
     return;
   }
   m->device = dev;
-  adr__live_init(&m->live);
   pthread_rwlock_init(&m->oom_lock, NULL);
   const struct adr__alloc_config* cfg = adr__alloc_config();
   if (cfg->status != 0) {
@@ -581,7 +583,6 @@ void adr__memory_device_teardown(struct adr_device* dev) {
     if (m->default_stack[i] != NULL) adr__adaptor_destroy_force(m->default_stack[i]);
   adr__pool_destroy(m->pool);
   pthread_rwlock_destroy(&m->oom_lock);
-  adr__live_destroy(&m->live);
   free(m->oom);
   free(m);
   dev->memory = NULL;

@@ -19,8 +19,8 @@
 /* ---- counters of the statistics adaptor (adaptors.c) --------------------- */
 
 /* Lock-free, one cache line shared by every thread that allocates through
- * the adaptor (an opt-in layer; the device's own counters are striped,
- * below). */
+ * the adaptor (an opt-in layer; the device's own figures are kept in the
+ * allocation table's shards, alloc_table.c). */
 struct adr__counters {
   _Atomic uint64_t bytes, bytes_peak, bytes_total;
   _Atomic uint64_t count, count_peak, count_total;
@@ -48,91 +48,6 @@ static inline void adr__counters_sub(struct adr__counters* c, uint64_t size) {
 }
 
 void adr__counters_read(struct adr__counters* c, struct adr_memory_stats* out);
-
-/* ---- a device's live counters (live_counters.c) ------------------------- */
-
-/* The current and peak bytes and count of what adr_alloc handed out on a
- * device, kept without a cache line that every allocating thread writes
- * (one shared atomic made two threads allocating on one device 4-7x
- * slower per operation than one).
- *
- * Each thread adds to and subtracts from a stripe of its own (a thread's
- * ordinal modulo the stripe count; threads beyond it share stripes under
- * the stripe's spin lock); the current values are the stripes' sums. The
- * peaks stay exact: every stripe has a budget, the budgets add up to the
- * peak, and a stripe's current value never exceeds its budget, so the sum
- * never exceeds the peak while every addition fits its stripe's budget
- * (the hot path: the stripe's lock, two additions, one comparison). An
- * addition that does not fit takes the slow path under the device's mutex:
- * it locks every stripe in use, moves spare budget (a stripe's budget
- * above its current value, which its frees leave there) to its own
- * stripe, and only when no spare is left raises the peak, by exactly what
- * the sum then exceeds it by, all stripes held so that the sum it raises
- * the peak to is the sum at that instant. A thread whose frees balance its
- * allocations therefore never leaves its stripe; a thread that allocates
- * what another frees takes that spare in bulk now and then. */
-#define ADR__LIVE_STRIPES 16u
-
-struct adr__live_stripe {
-  _Alignas(ADR__APART) struct adr__spin lock;
-  _Atomic int64_t bytes, count;       /* this stripe's share of the current values (may be < 0) */
-  int64_t bytes_budget, count_budget; /* how far they may grow; under lock */
-};
-
-struct adr__live_counters {
-  struct adr__live_stripe stripes[ADR__LIVE_STRIPES];
-  /* bit i: stripe i was used (written once per stripe) */
-  _Alignas(ADR__APART) _Atomic uint32_t used;
-  _Alignas(ADR__APART) pthread_mutex_t lock; /* the slow path and peak resets */
-  _Atomic uint64_t bytes_peak, count_peak;   /* written under lock */
-};
-
-void adr__live_init(struct adr__live_counters* c);
-void adr__live_destroy(struct adr__live_counters* c);
-void adr__live_add_slow(struct adr__live_counters* c, unsigned stripe, int64_t size);
-void adr__live_mark_used(struct adr__live_counters* c, unsigned stripe);
-
-static inline unsigned adr__live_stripe_of(struct adr__live_counters* c) {
-  unsigned i = adr__thread_ordinal() % ADR__LIVE_STRIPES;
-  if (__builtin_expect(!(atomic_load_explicit(&c->used, memory_order_relaxed) & (1u << i)), 0))
-    adr__live_mark_used(c, i);
-  return i;
-}
-
-/* One more allocation of `size` bytes. */
-static inline void adr__live_add(struct adr__live_counters* c, uint64_t size) {
-  unsigned i = adr__live_stripe_of(c);
-  struct adr__live_stripe* s = &c->stripes[i];
-  adr__spin_lock(&s->lock);
-  int64_t b = atomic_load_explicit(&s->bytes, memory_order_relaxed) + (int64_t)size;
-  int64_t n = atomic_load_explicit(&s->count, memory_order_relaxed) + 1;
-  if (__builtin_expect(b <= s->bytes_budget && n <= s->count_budget, 1)) {
-    atomic_store_explicit(&s->bytes, b, memory_order_relaxed);
-    atomic_store_explicit(&s->count, n, memory_order_relaxed);
-    adr__spin_unlock(&s->lock);
-    return;
-  }
-  adr__spin_unlock(&s->lock);
-  adr__live_add_slow(c, i, (int64_t)size);
-}
-
-/* One allocation of `size` bytes fewer (its budget stays with the stripe). */
-static inline void adr__live_sub(struct adr__live_counters* c, uint64_t size) {
-  struct adr__live_stripe* s = &c->stripes[adr__live_stripe_of(c)];
-  adr__spin_lock(&s->lock);
-  atomic_store_explicit(&s->bytes,
-                        atomic_load_explicit(&s->bytes, memory_order_relaxed) - (int64_t)size,
-                        memory_order_relaxed);
-  atomic_store_explicit(&s->count, atomic_load_explicit(&s->count, memory_order_relaxed) - 1,
-                        memory_order_relaxed);
-  adr__spin_unlock(&s->lock);
-}
-
-/* Current values (the stripes' sums, read without locks: exact when no
- * allocation is in flight) and peaks (never below the current values). */
-void adr__live_read(struct adr__live_counters* c, struct adr_memory_stats* out);
-/* Sets the peaks to the current values (exactly: every stripe held). */
-void adr__live_reset_peaks(struct adr__live_counters* c);
 
 /* ---- ADR_ALLOC (config.c) ------------------------------------------------ */
 
@@ -168,7 +83,6 @@ struct adr__device_memory {
   _Atomic(const struct adr_allocator*) handler;
   struct adr__pool* pool;                 /* the built-in pool; created with the state */
   struct adr_allocator* default_stack[2]; /* adaptors ADR_ALLOC stacked, owned */
-  struct adr__live_counters live;         /* allocated bytes and count: current, peak */
   _Atomic uint64_t oom_retries;
   _Atomic uint64_t oom_failures;
   pthread_rwlock_t oom_lock; /* read: calling callbacks; write: changing them */

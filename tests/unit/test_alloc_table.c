@@ -2,7 +2,8 @@
  *
  * The live-allocation table: insert, size-checked removal, unknown
  * pointers, growth and deletion keeping every other entry findable; the
- * interval index built late from the hash.
+ * interval index built late from the hash; the live figures (current and
+ * peak bytes and count) kept in the shards.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -510,6 +511,172 @@ static void test_ranges_concurrent_shards(void** state) {
   adr__alloc_table_destroy(t);
 }
 
+/* ---- live figures: current and peak bytes and count, kept in the shards */
+
+static struct adr__live_figures live_of(struct adr__alloc_table* t) {
+  struct adr__live_figures f;
+  adr__alloc_table_live(t, &f);
+  return f;
+}
+
+/* Allocations counted in one shard and freed, then counted in another:
+ * the second shard takes the first one's spare budget (the peak stays),
+ * and rises only by what the sum exceeds it by. */
+static void test_live_peaks_across_shards(void** state) {
+  (void)state;
+  struct adr__alloc_table* t = adr__alloc_table_create();
+  assert_non_null(t);
+  const uintptr_t R = (uintptr_t)2 << 20, base = (uintptr_t)1 << 44;
+  uintptr_t a = base, b = base + 4 * R; /* chunks of owners 7 and 8 */
+  adr__alloc_table_assign(t, (void*)a, 4 * R, 7);
+  adr__alloc_table_assign(t, (void*)b, 4 * R, 8);
+  const size_t MiB = (size_t)1 << 20;
+  /* One shard alone: every insert raises the peak under its lock. */
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(
+        adr__alloc_table_insert_counted(t, (void*)(a + (uintptr_t)i * MiB), MiB, NULL, NULL), 0);
+  struct adr__live_figures f = live_of(t);
+  assert_int_equal(f.bytes, 4 * MiB);
+  assert_int_equal(f.count, 4);
+  assert_int_equal(f.bytes_peak, 4 * MiB);
+  assert_int_equal(f.count_peak, 4);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(
+        adr__alloc_table_remove_counted(t, (void*)(a + (uintptr_t)i * MiB), MiB, NULL, NULL, NULL),
+        0);
+  f = live_of(t);
+  assert_int_equal(f.bytes, 0);
+  assert_int_equal(f.bytes_peak, 4 * MiB);
+  /* Three in the other shard: below the peak, which stays. */
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(
+        adr__alloc_table_insert_counted(t, (void*)(b + (uintptr_t)i * MiB), MiB, NULL, NULL), 0);
+  f = live_of(t);
+  assert_int_equal(f.bytes, 3 * MiB);
+  assert_int_equal(f.bytes_peak, 4 * MiB);
+  assert_int_equal(f.count_peak, 4);
+  /* Two more in the first: 5 live, the peak rises by exactly one. */
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(
+        adr__alloc_table_insert_counted(t, (void*)(a + (uintptr_t)i * MiB), MiB, NULL, NULL), 0);
+  f = live_of(t);
+  assert_int_equal(f.bytes, 5 * MiB);
+  assert_int_equal(f.count, 5);
+  assert_int_equal(f.bytes_peak, 5 * MiB);
+  assert_int_equal(f.count_peak, 5);
+  /* Uncounted entries (remove_data, insert_data) leave the figures alone;
+   * insert_live counts again without the totals. */
+  uint64_t tb = 0, tc = 0;
+  adr__alloc_table_totals(t, &tb, &tc);
+  assert_int_equal(tb, 9 * MiB);
+  assert_int_equal(tc, 9);
+  assert_int_equal(adr__alloc_table_remove_counted(t, (void*)b, MiB, NULL, NULL, NULL), 0);
+  assert_int_equal(adr__alloc_table_insert_live(t, (void*)b, MiB, NULL, NULL), 0);
+  assert_int_equal(adr__alloc_table_insert_data(t, (void*)(b + 3 * MiB), 64, NULL, NULL), 0);
+  f = live_of(t);
+  assert_int_equal(f.bytes, 5 * MiB);
+  assert_int_equal(f.count, 5);
+  adr__alloc_table_totals(t, &tb, &tc);
+  assert_int_equal(tc, 9);
+  assert_int_equal(adr__alloc_table_remove_data(t, (void*)(b + 3 * MiB), 64, NULL, NULL, NULL), 0);
+  /* A size mismatch removes and uncounts nothing. */
+  size_t got = 0;
+  assert_int_equal(adr__alloc_table_remove_counted(t, (void*)b, 64, &got, NULL, NULL), ERANGE);
+  assert_int_equal(got, MiB);
+  assert_int_equal(live_of(t).bytes, 5 * MiB);
+  /* Reset: the peaks become the current values, exactly. */
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(
+        adr__alloc_table_remove_counted(t, (void*)(b + (uintptr_t)i * MiB), MiB, NULL, NULL, NULL),
+        0);
+  adr__alloc_table_live_reset_peaks(t);
+  f = live_of(t);
+  assert_int_equal(f.bytes, 2 * MiB);
+  assert_int_equal(f.bytes_peak, 2 * MiB);
+  assert_int_equal(f.count_peak, 2);
+  /* After the reset the shard that freed has no spare: a new one there
+   * raises the peak. */
+  assert_int_equal(adr__alloc_table_insert_counted(t, (void*)b, MiB, NULL, NULL), 0);
+  f = live_of(t);
+  assert_int_equal(f.bytes_peak, 3 * MiB);
+  assert_int_equal(f.count_peak, 3);
+  assert_int_equal(adr__alloc_table_remove_counted(t, (void*)b, MiB, NULL, NULL, NULL), 0);
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(
+        adr__alloc_table_remove_counted(t, (void*)(a + (uintptr_t)i * MiB), MiB, NULL, NULL, NULL),
+        0);
+  assert_int_equal(live_of(t).bytes, 0);
+  assert_int_equal(adr__alloc_table_count(t), 0);
+  adr__alloc_table_destroy(t);
+}
+
+struct live_arg {
+  struct adr__alloc_table* t;
+  uintptr_t base;
+  pthread_barrier_t* start;
+  int errors;
+};
+
+enum { LIVE_THREADS = 4, LIVE_HELD = 16, LIVE_ROUNDS = 2000 };
+
+/* Counts LIVE_HELD allocations of 4 KiB in its chunk and frees them,
+ * LIVE_ROUNDS times: a shard that grows while another has freed takes
+ * that one's spare budget, so budgets move between shards all the time. */
+static void* live_worker(void* p) {
+  struct live_arg* a = p;
+  pthread_barrier_wait(a->start);
+  for (int r = 0; r < LIVE_ROUNDS; r++) {
+    for (int i = 0; i < LIVE_HELD; i++)
+      if (adr__alloc_table_insert_counted(a->t, (void*)(a->base + (uintptr_t)i * 4096), 4096, NULL,
+                                          NULL) != 0)
+        a->errors++;
+    struct adr__live_figures f;
+    adr__alloc_table_live(a->t, &f);
+    if (f.bytes_peak < f.bytes || f.count_peak < f.count) a->errors++;
+    for (int i = 0; i < LIVE_HELD; i++)
+      if (adr__alloc_table_remove_counted(a->t, (void*)(a->base + (uintptr_t)i * 4096), 4096, NULL,
+                                          NULL, NULL) != 0)
+        a->errors++;
+  }
+  return NULL;
+}
+
+/* Threads counting in shards of their own: afterwards nothing is live,
+ * and the peak lies between what one thread held and what all held. */
+static void test_live_concurrent(void** state) {
+  (void)state;
+  struct adr__alloc_table* t = adr__alloc_table_create();
+  assert_non_null(t);
+  const uintptr_t R = (uintptr_t)2 << 20, base = (uintptr_t)1 << 45;
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, LIVE_THREADS);
+  struct live_arg args[LIVE_THREADS];
+  pthread_t th[LIVE_THREADS];
+  for (int i = 0; i < LIVE_THREADS; i++) {
+    uintptr_t chunk = base + (uintptr_t)i * R;
+    adr__alloc_table_assign(t, (void*)chunk, R, (unsigned)(30 + i));
+    args[i] = (struct live_arg){t, chunk, &start, 0};
+  }
+  for (int i = 0; i < LIVE_THREADS; i++)
+    assert_int_equal(pthread_create(&th[i], NULL, live_worker, &args[i]), 0);
+  for (int i = 0; i < LIVE_THREADS; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(args[i].errors, 0);
+  }
+  pthread_barrier_destroy(&start);
+  struct adr__live_figures f = live_of(t);
+  assert_int_equal(f.bytes, 0);
+  assert_int_equal(f.count, 0);
+  assert_true(f.count_peak >= LIVE_HELD);
+  assert_true(f.count_peak <= LIVE_THREADS * LIVE_HELD);
+  assert_true(f.bytes_peak >= LIVE_HELD * 4096);
+  assert_true(f.bytes_peak <= LIVE_THREADS * LIVE_HELD * 4096);
+  uint64_t tb = 0, tc = 0;
+  adr__alloc_table_totals(t, &tb, &tc);
+  assert_int_equal(tc, (uint64_t)LIVE_THREADS * LIVE_HELD * LIVE_ROUNDS);
+  adr__alloc_table_destroy(t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_insert_remove),
@@ -523,6 +690,8 @@ int main(void) {
       cmocka_unit_test(test_ranges_sharded),
       cmocka_unit_test(test_ranges_negative_cache),
       cmocka_unit_test(test_ranges_concurrent_shards),
+      cmocka_unit_test(test_live_peaks_across_shards),
+      cmocka_unit_test(test_live_concurrent),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
