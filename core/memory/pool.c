@@ -45,12 +45,17 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <linux/membarrier.h>
+#endif
 
 #include "adr/memory.h"
 #include "internal.h"
@@ -1353,10 +1358,26 @@ static int pool_release(struct adr__pool* pool, struct block* b, void* stream,
  * destructor). A destroyed pool detaches its caches (their blocks die with
  * the chunks); the memory of a cache belongs to its thread.
  *
- * Locks: a cache's spin lock is taken by its thread on every use (trylock:
- * when a flush holds it, the thread goes to the arena instead) and by
- * flushes. tc_global guards which caches exist (attach, detach, thread
- * exit, flush of all). Order: tc_global, then a cache, then an arena. */
+ * Locks: a cache belongs to its thread, which enters it on every use
+ * (tc_enter) without an atomic read-modify-write where the kernel offers
+ * process-wide memory barriers (membarrier(2), Linux 4.14): the thread marks
+ * itself busy with a plain store and checks that no flush wants the cache
+ * (tc->busy, tc->wanted); a flush takes the cache's spin lock, marks it
+ * wanted, has every running thread of the process execute a memory barrier
+ * (MEMBARRIER_CMD_PRIVATE_EXPEDITED), then waits until the owner is not
+ * busy. After that barrier the owner either was seen busy or sees `wanted`
+ * and goes to the arena instead, as it does when a flush holds the cache
+ * (the asymmetric barrier of userspace RCU and of folly's hazard pointers:
+ * the frequent side pays nothing, the rare one a system call). A spin lock
+ * taken on every use cost two atomic exchanges per adr_alloc + adr_free
+ * pair, about 14 ns of the tight pair's 46 on this project's machine.
+ * Without membarrier (other kernels, seccomp, valgrind) and under
+ * ThreadSanitizer, which does not model it, the thread takes the spin lock
+ * (trylock: a flush holding it sends the thread to the arena). The owner's
+ * own slow paths (its flush before the pool grows, its exit) take the spin
+ * lock, which excludes flushes. tc_global guards which caches exist
+ * (attach, detach, thread exit, flush of all). Order: tc_global, then a
+ * cache, then an arena. */
 
 #define TC_SLOTS 16u
 #define TC_MAX_SIZE ((size_t)64 << 10)
@@ -1369,7 +1390,9 @@ struct tc_entry {
 };
 
 struct tcache {
-  struct adr__spin lock;
+  struct adr__spin lock;    /* flushes; the owner's slow paths; the owner's every use unbiased */
+  _Atomic int busy;         /* biased: the owner is inside (written by the owner only) */
+  _Atomic int wanted;       /* biased: a flush holding `lock` waits for the owner to leave */
   _Atomic uint64_t serial;  /* the pool's; written by the owner under tc_global */
   struct adr__pool* pool;   /* NULL once detached (tc_global) */
   struct tcache* pool_prev; /* the pool's list (tc_global) */
@@ -1391,6 +1414,91 @@ static pthread_key_t tc_key;
 static bool tc_key_ok;
 static _Thread_local ADR__TLS_HOT struct tcache* tc_last; /* checked first */
 static _Thread_local ADR__TLS_HOT struct tcache* tc_mine; /* every cache of this thread */
+
+/* Biased caches (above): membarrier is registered. Set once under tc_once,
+ * before any cache exists, so every thread with a cache reads it set. */
+#if defined(__SANITIZE_THREAD__)
+#define TC_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TC_TSAN 1
+#endif
+#endif
+static bool tc_biased;
+
+static void tc_bias_init(void) {
+#if defined(__linux__) && defined(SYS_membarrier) && !defined(TC_TSAN)
+  long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  tc_biased = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+              syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+#endif
+}
+
+/* Every running thread of the process executes a full memory barrier
+ * before this returns. A child of fork() that is not registered (the
+ * registration is the process's) registers and retries; the global
+ * command, slower but needing no registration, is the last resort. */
+static void tc_membarrier(void) {
+#if defined(__linux__) && defined(SYS_membarrier)
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return;
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
+      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+    return;
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0) return;
+  abort(); /* the query said it works: the kernel took it back */
+#endif
+}
+
+/* The owner enters its cache: false when a flush has it (the caller goes
+ * to the arena). */
+static inline bool tc_enter(struct tcache* tc) {
+  if (!tc_biased) return adr__spin_trylock(&tc->lock);
+  atomic_store_explicit(&tc->busy, 1, memory_order_relaxed);
+  /* No fence: a flush's membarrier orders this store before its check. */
+  atomic_signal_fence(memory_order_seq_cst);
+  if (__builtin_expect(atomic_load_explicit(&tc->wanted, memory_order_acquire) == 0, 1))
+    return true;
+  atomic_store_explicit(&tc->busy, 0, memory_order_release);
+  return false;
+}
+
+static inline void tc_leave(struct tcache* tc) {
+  if (!tc_biased)
+    adr__spin_unlock(&tc->lock);
+  else
+    atomic_store_explicit(&tc->busy, 0, memory_order_release);
+}
+
+/* A flush (any thread) takes the cache: its lock, and biased, the owner out
+ * of it. tc_wait_owner after tc_want lets tc_flush_all mark every cache
+ * before one barrier. */
+static void tc_want(struct tcache* tc) {
+  adr__spin_lock(&tc->lock);
+  if (tc_biased) atomic_store_explicit(&tc->wanted, 1, memory_order_relaxed);
+}
+
+static void tc_wait_owner(struct tcache* tc) {
+  if (!tc_biased) return;
+  /* The owner is inside for a few dozen instructions, unless it was
+   * preempted there: then give it the core. */
+  for (unsigned i = 1; atomic_load_explicit(&tc->busy, memory_order_acquire) != 0; i++) {
+    if (i % 64 == 0) sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
+static void tc_take_over(struct tcache* tc) {
+  tc_want(tc);
+  if (tc_biased) tc_membarrier();
+  tc_wait_owner(tc);
+}
+
+static void tc_give_back(struct tcache* tc) {
+  if (tc_biased) atomic_store_explicit(&tc->wanted, 0, memory_order_release);
+  adr__spin_unlock(&tc->lock);
+}
 
 /* Gives the cache's blocks of classes [lo, hi) back to their arenas and
  * folds its counts in (cache lock held). A block whose stream cannot be
@@ -1422,10 +1530,13 @@ static void tc_flush_locked(struct adr__pool* pool, struct tcache* tc, unsigned 
 /* Flushes every thread's cache of the pool. */
 static void tc_flush_all(struct adr__pool* pool) {
   pthread_mutex_lock(&tc_global);
+  /* Every cache marked, then one barrier for all of them. */
+  for (struct tcache* tc = pool->tc_list; tc != NULL; tc = tc->pool_next) tc_want(tc);
+  if (tc_biased && pool->tc_list != NULL) tc_membarrier();
   for (struct tcache* tc = pool->tc_list; tc != NULL; tc = tc->pool_next) {
-    adr__spin_lock(&tc->lock);
+    tc_wait_owner(tc);
     tc_flush_locked(pool, tc, 0, TC_CLASSES);
-    adr__spin_unlock(&tc->lock);
+    tc_give_back(tc);
   }
   pthread_mutex_unlock(&tc_global);
 }
@@ -1464,6 +1575,7 @@ static void tc_thread_exit(void* value) {
 
 static void tc_key_create(void) {
   tc_key_ok = pthread_key_create(&tc_key, tc_thread_exit) == 0;
+  tc_bias_init();
 }
 
 /* Drops the caches of a pool being destroyed (their blocks go with the
@@ -1473,7 +1585,7 @@ static size_t tc_detach_all(struct adr__pool* pool) {
   pthread_mutex_lock(&tc_global);
   while (pool->tc_list != NULL) {
     struct tcache* tc = pool->tc_list;
-    adr__spin_lock(&tc->lock);
+    tc_take_over(tc);
     for (unsigned c = 0; c < TC_CLASSES; c++) {
       blocks += tc->count[c];
       tc->count[c] = 0;
@@ -1482,7 +1594,7 @@ static size_t tc_detach_all(struct adr__pool* pool) {
     tc->hits = 0;
     tc->size_delta = 0;
     tc_unlink(pool, tc);
-    adr__spin_unlock(&tc->lock);
+    tc_give_back(tc);
   }
   pthread_mutex_unlock(&tc_global);
   return blocks;
@@ -1549,7 +1661,7 @@ static int pool_get(struct adr__pool* pool, size_t size, size_t alignment, void*
                     struct block** out, struct adr_error* error) {
   struct tcache* tc = tc_get(pool);
   bool cached = false;
-  if (tc != NULL && adr__spin_trylock(&tc->lock)) {
+  if (tc != NULL && tc_enter(tc)) {
     struct block* b = NULL;
     if (alignment <= MIN_ALIGN && size <= TC_MAX_SIZE) {
       unsigned c = adr__pool_class_index(size);
@@ -1562,7 +1674,7 @@ static int pool_get(struct adr__pool* pool, size_t size, size_t alignment, void*
     if (b != NULL) {
       tc->hits++;
       tc->size_delta += (int64_t)size - (int64_t)b->user_size;
-      adr__spin_unlock(&tc->lock);
+      tc_leave(tc);
       b->user = b->addr;
       b->user_size = size;
       b->stream = stream;
@@ -1571,7 +1683,7 @@ static int pool_get(struct adr__pool* pool, size_t size, size_t alignment, void*
       return 0;
     }
     cached = tc->bytes != 0;
-    adr__spin_unlock(&tc->lock);
+    tc_leave(tc);
   }
   if (cached) {
     int st = pool_alloc_block(pool, size, alignment, stream, true, out, error);
@@ -1590,7 +1702,7 @@ static int pool_put(struct adr__pool* pool, struct block* b, void* stream,
                     struct adr_error* error) {
   struct tcache* tc = NULL;
   if (b->size <= TC_MAX_SIZE && is_class_size(b->size) && (tc = tc_get(pool)) != NULL &&
-      adr__spin_trylock(&tc->lock)) {
+      tc_enter(tc)) {
     unsigned c = adr__pool_class_index(b->size);
     if (tc->count[c] == TC_SLOTS) {
       unsigned half = TC_SLOTS / 2, kept = 0;
@@ -1609,10 +1721,10 @@ static int pool_put(struct adr__pool* pool, struct block* b, void* stream,
       if (stream == NULL) POISON(pool, b->addr, b->size);
       tc->slots[c][tc->count[c]++] = (struct tc_entry){b, stream};
       tc->bytes += b->size;
-      adr__spin_unlock(&tc->lock);
+      tc_leave(tc);
       return 0;
     }
-    adr__spin_unlock(&tc->lock);
+    tc_leave(tc);
   }
   return pool_release(pool, b, stream, error);
 }
