@@ -113,6 +113,7 @@ struct adr__alloc_table {
   _Alignas(ADR__APART) _Atomic uint64_t used;
   pthread_mutex_t live_lock;
   _Atomic uint64_t bytes_peak, count_peak;
+  _Atomic uint64_t slow_paths; /* live_add_slow calls (tests) */
 };
 
 static void range_index_init(struct range_index* x);
@@ -376,12 +377,19 @@ static int64_t min64(int64_t a, int64_t b) {
   return a < b ? a : b;
 }
 
-/* Moves spare budget to cover *need: what is needed plus half of what is
- * left over, so that a thread allocating what another frees comes here once
- * per batch, and the other keeps some spare for itself. */
+/* Moves spare budget (spare > 0) of shard `from` to cover *need: what is
+ * needed, and more (half of what is left over) while the donor keeps at
+ * least as much spare as was needed. The more: a thread that ramps up
+ * where another freed comes here once a batch, not once an allocation.
+ * The limit: two threads taking turns at one working set would otherwise
+ * hand the spare back and forth on every allocation (with the budgets
+ * adding up to exactly what both hold at once, "half of the rest" always
+ * left the donor short for its own next allocation). */
 static void move_budget(int64_t spare, int64_t* need, int64_t* from, int64_t* to) {
   if (*need <= 0 || spare <= 0) return;
-  int64_t m = min64(spare, *need + (spare - *need) / 2);
+  int64_t m = min64(spare, *need);
+  int64_t extra = min64((spare - m) / 2, spare - m - *need);
+  if (extra > 0) m += extra;
   *from -= m;
   *to += m;
   *need -= m;
@@ -433,6 +441,7 @@ static inline bool live_add_locked(struct adr__alloc_table* t, struct shard* s, 
 static __attribute__((noinline)) void live_add_slow(struct adr__alloc_table* t, struct shard* own,
                                                     size_t size) {
   pthread_mutex_lock(&t->live_lock);
+  atomic_fetch_add_explicit(&t->slow_paths, 1, memory_order_relaxed);
   uint64_t used = atomic_load_explicit(&t->used, memory_order_relaxed);
   /* Every used shard is held from here to the end (live_lock orders the
    * slow paths; an insert or remove holds one shard), so the sum the peak
@@ -477,6 +486,10 @@ void adr__alloc_table_live(struct adr__alloc_table* t, struct adr__live_figures*
   out->count_peak = atomic_load_explicit(&t->count_peak, memory_order_relaxed);
   if (out->bytes_peak < out->bytes) out->bytes_peak = out->bytes;
   if (out->count_peak < out->count) out->count_peak = out->count;
+}
+
+uint64_t adr__alloc_table_live_slow_paths(struct adr__alloc_table* t) {
+  return atomic_load_explicit(&t->slow_paths, memory_order_relaxed);
 }
 
 void adr__alloc_table_live_reset_peaks(struct adr__alloc_table* t) {

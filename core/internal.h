@@ -357,6 +357,9 @@ struct adr__live_figures {
 void adr__alloc_table_live(struct adr__alloc_table* t, struct adr__live_figures* out);
 /* Sets the peaks to the current values (every used shard held). */
 void adr__alloc_table_live_reset_peaks(struct adr__alloc_table* t);
+/* How many additions took the slow path (budget moved or peak raised
+ * with every used shard held): tests. */
+uint64_t adr__alloc_table_live_slow_paths(struct adr__alloc_table* t);
 /* Sends the addresses of [base, base + size), which hold no recorded
  * allocation (a pool's new chunk), to shard `owner` (modulo the shard
  * count) from now on: the pool's arena that owns the chunk. */
