@@ -395,25 +395,21 @@ static void move_budget(int64_t spare, int64_t* need, int64_t* from, int64_t* to
   *need -= m;
 }
 
+/* Raises a budget and its peak by need, if positive. */
+static void raise_by(int64_t need, int64_t* budget, _Atomic uint64_t* peak) {
+  if (need <= 0) return;
+  *budget += need;
+  atomic_store_explicit(peak, atomic_load_explicit(peak, memory_order_relaxed) + (uint64_t)need,
+                        memory_order_relaxed);
+}
+
 /* Raises s's budgets and the peaks by need_b / need_n (if positive) and
  * stores b / n as s's share. Under s's lock, with every used shard's lock
  * held too or s the only shard that ever counted. */
 static void raise_and_store(struct adr__alloc_table* t, struct shard* s, int64_t b, int64_t n,
                             int64_t need_b, int64_t need_n) {
-  if (need_b > 0) {
-    s->bytes_budget += need_b;
-    atomic_store_explicit(
-        &t->bytes_peak,
-        atomic_load_explicit(&t->bytes_peak, memory_order_relaxed) + (uint64_t)need_b,
-        memory_order_relaxed);
-  }
-  if (need_n > 0) {
-    s->count_budget += need_n;
-    atomic_store_explicit(
-        &t->count_peak,
-        atomic_load_explicit(&t->count_peak, memory_order_relaxed) + (uint64_t)need_n,
-        memory_order_relaxed);
-  }
+  raise_by(need_b, &s->bytes_budget, &t->bytes_peak);
+  raise_by(need_n, &s->count_budget, &t->count_peak);
   atomic_store_explicit(&s->live_bytes, b, memory_order_relaxed);
   atomic_store_explicit(&s->live_count, n, memory_order_relaxed);
 }
