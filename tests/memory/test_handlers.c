@@ -248,8 +248,8 @@ struct alloc_job {
   void* ptr[8];
 };
 
-/* Allocates job->n blocks of job->size on a thread of its own (its own
- * stripe of the device's counters); they stay live. */
+/* Allocates job->n blocks of job->size on a thread of its own; they stay
+ * live. */
 static void* alloc_job_thread(void* p) {
   struct alloc_job* job = p;
   for (int i = 0; i < job->n; i++) job->ptr[i] = xalloc(job->size);
@@ -263,7 +263,7 @@ static void run_alloc_job(struct alloc_job* job) {
 }
 
 /* Peaks are exact when threads allocate what others free: the device's
- * counters keep a stripe per thread, and the peak rises only when the
+ * figures are kept per allocation-table shard, and the peak rises only when the
  * sum of every thread's allocations exceeds it. */
 static void test_statistics_peaks_across_threads(void** state) {
   (void)state;
