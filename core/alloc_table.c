@@ -1030,6 +1030,18 @@ static bool search(struct range_index* x, uintptr_t key, struct adr__range* out,
   return found;
 }
 
+bool adr__alloc_table_ranges_cached_fit(const struct adr__alloc_table* t, const void* p,
+                                        size_t size) {
+  uintptr_t key = (uintptr_t)p;
+  for (int i = 0; i < 2; i++) {
+    const struct range_cache* c = &cache[i];
+    if (c->table == t && c->found && key - c->r.start < c->r.size &&
+        size <= c->r.size - (key - c->r.start) && c->version == version_of(c->index))
+      return true;
+  }
+  return false;
+}
+
 bool adr__alloc_table_ranges_find(struct adr__alloc_table* t, const void* p,
                                   struct adr__range* out) {
   ranges_ensure(t);

@@ -212,14 +212,27 @@ __attribute__((noinline)) static int copy_any(struct adr_device* dst_device, voi
   return staged_copy(dst_device, dst, src_device, src, size, ds, ss, error);
 }
 
-/* The hot case: a blocking copy between two host-accessible devices, of
- * one backend (CPU<->CPU, pinned<->pinned) or the CPU and another
- * (fine-grained SVM, managed memory), or host memory (a NULL device) and
- * a host-accessible device, with the validation layer off. Such
- * devices need no range look-up (validate.h: adr__range_checked), so the
- * checks are the ones copy_any makes, and the copy is one call into the
- * owning backend's copy_sync slot. Anything else, including every failed
- * check, goes to copy_any, which reports it. */
+/* The range check of one side of the hot case: nothing on a
+ * host-accessible device; on any other (or a released one, which reads as
+ * not host-accessible) the released check copy_any makes and the device's
+ * interval index (validate.h), whose per-thread answer makes a repeated
+ * copy on one allocation a few compares. */
+static inline int hot_range_check(struct adr_device* dev, const char* what, const void* p,
+                                  size_t size, struct adr_error* error) {
+  if (__builtin_expect(dev->host_accessible, 1)) return 0;
+  if (__builtin_expect(atomic_load_explicit(&dev->released, memory_order_relaxed), 0))
+    return adr__errorf(error, ENODEV, "adr_copy", NULL, "ENODEV: %s was released", dev->name);
+  return adr__range_check_indexed("adr_copy", dev, what, p, size, error);
+}
+
+/* The hot case: a blocking copy (NULL stream) with the validation layer
+ * off between host memory (a NULL device) and a device, or two devices of
+ * one backend, or the CPU device and another. Sizes and ranges are sane
+ * (no wrap, at most PTRDIFF_MAX), so the checks copy_any would make are
+ * the range checks of the sides that need them (hot_range_check), and the
+ * copy is one call into the owning backend's copy_sync slot. Anything
+ * else (a stream, two backends neither of which is the CPU's, host to
+ * host), and every failed check, goes to copy_any, which reports it. */
 int adr_copy(struct adr_device* dst_device, void* dst, struct adr_device* src_device,
              const void* src, size_t size, struct adr_stream* stream, struct adr_error* error) {
   if (__builtin_expect(stream == NULL && dst != NULL && src != NULL &&
@@ -227,21 +240,20 @@ int adr_copy(struct adr_device* dst_device, void* dst, struct adr_device* src_de
                            (uintptr_t)dst + size > (uintptr_t)dst &&
                            (uintptr_t)src + size > (uintptr_t)src && !ADR__VALIDATING(),
                        1)) {
+    int st;
     if (dst_device == NULL) {
-      /* Host memory <- host-accessible X: X's copy, host side NULL. */
-      if (src_device == NULL || !src_device->host_accessible)
+      /* Host memory <- X: X's copy, host side NULL. */
+      if (src_device == NULL)
         return copy_any(dst_device, dst, src_device, src, size, stream, error);
+      if ((st = hot_range_check(src_device, "source", src, size, error)) != 0) return st;
       return backend_copy_sync(src_device, NULL, dst, src_device->handle, src, size,
                                src_device->default_stream.handle, error);
     }
     if (src_device == NULL) {
-      if (!dst_device->host_accessible)
-        return copy_any(dst_device, dst, src_device, src, size, stream, error);
+      if ((st = hot_range_check(dst_device, "destination", dst, size, error)) != 0) return st;
       return backend_copy_sync(dst_device, dst_device->handle, dst, NULL, src, size,
                                dst_device->default_stream.handle, error);
     }
-    if (!(dst_device->host_accessible & src_device->host_accessible))
-      return copy_any(dst_device, dst, src_device, src, size, stream, error);
     struct adr_device* owner = dst_device;
     struct adr_backend_device *dh = dst_device->handle, *sh = src_device->handle;
     if (__builtin_expect(dst_device->backend == src_device->backend, 1)) {
@@ -254,6 +266,9 @@ int adr_copy(struct adr_device* dst_device, void* dst, struct adr_device* src_de
     } else {
       return copy_any(dst_device, dst, src_device, src, size, stream, error);
     }
+    if ((st = hot_range_check(dst_device, "destination", dst, size, error)) != 0 ||
+        (st = hot_range_check(src_device, "source", src, size, error)) != 0)
+      return st;
     return backend_copy_sync(owner, dh, dst, sh, src, size, owner->default_stream.handle, error);
   }
   return copy_any(dst_device, dst, src_device, src, size, stream, error);

@@ -415,6 +415,12 @@ const void* adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr
  * take no lock. */
 bool adr__alloc_table_ranges_find(struct adr__alloc_table* t, const void* p,
                                   struct adr__range* out);
+/* True when [p, p + size) lies inside the live allocation one of this
+ * thread's last two found answers holds (still current): the copy's range
+ * check answered without a search. False says nothing (search with
+ * adr__alloc_table_ranges_find). */
+bool adr__alloc_table_ranges_cached_fit(const struct adr__alloc_table* t, const void* p,
+                                        size_t size);
 /* Which index holds the range that starts at ptr (tests): its shard's
  * number, 64 for the one of ranges that span shards, -1 for none. */
 int adr__alloc_table_ranges_home(struct adr__alloc_table* t, const void* ptr);

@@ -85,10 +85,20 @@ static inline int adr__range_sane(const char* op, const struct adr_device* dev, 
 int adr__range_check_slow(const char* op, struct adr_device* dev, const char* what, const void* p,
                           size_t size, struct adr_error* error);
 
+/* The index part of adr__range_check, for a device that is range-checked
+ * and a range already known to be sane: this thread's cached answer first
+ * (no call into the search), the search otherwise. */
+static inline int adr__range_check_indexed(const char* op, struct adr_device* dev, const char* what,
+                                           const void* p, size_t size, struct adr_error* error) {
+  if (__builtin_expect(adr__alloc_table_ranges_cached_fit(dev->allocs, p, size), 1)) return 0;
+  return adr__range_check_slow(op, dev, what, p, size, error);
+}
+
 static inline int adr__range_check(const char* op, struct adr_device* dev, const char* what,
                                    const void* p, size_t size, struct adr_error* error) {
   int st = adr__range_sane(op, dev, what, p, size, error);
-  if (st == 0 && adr__range_checked(dev)) st = adr__range_check_slow(op, dev, what, p, size, error);
+  if (st == 0 && adr__range_checked(dev))
+    st = adr__range_check_indexed(op, dev, what, p, size, error);
   return st;
 }
 

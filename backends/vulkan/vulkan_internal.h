@@ -450,7 +450,13 @@ bool vkb_stream_idle(struct adr_backend_stream* s);
 /* True when the calling thread may copy or fill through the mapping now
  * and be in queue order: the queue is adr's alone (not shared) and the
  * stream is idle. Never blocks. */
-bool vkb_stream_host_ready(struct adr_backend_stream* s);
+static inline bool vkb_stream_host_ready(struct adr_backend_stream* s) {
+  if (atomic_load_explicit(&s->dev->queue_shared, memory_order_relaxed)) return false;
+  /* vkb_stream_idle's lock-free answer, inline for the mapped copies. */
+  uint64_t p = atomic_load_explicit(&s->pending, memory_order_acquire);
+  return p == 0 || p <= atomic_load_explicit(&s->dev->completed, memory_order_acquire) ||
+         vkb_stream_idle(s);
+}
 /* Marks the device's queue as reachable by the application. */
 void vkb_queue_share(struct adr_backend_device* dev);
 /* Submits an empty batch signalling the next timeline value (so the
@@ -549,11 +555,21 @@ int vkb_event_source_set(struct adr_backend_device* dev, struct adr_vulkan_event
 int vkb_staging_block_create(struct adr_backend_device* dev, VkDeviceSize size,
                              struct vkb_block** out, struct adr_error* error);
 void vkb_block_destroy(struct adr_backend_device* dev, struct vkb_block* b);
-/* Make host writes to a mapped range visible / device writes readable. */
-int vkb_flush(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
-              VkDeviceSize size, struct adr_error* error);
-int vkb_invalidate(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
-                   VkDeviceSize size, struct adr_error* error);
+/* Make host writes to a mapped range visible / device writes readable:
+ * nothing to do on host-coherent memory (inline: the mapped copies' common
+ * case), a vkFlush/vkInvalidateMappedMemoryRanges call otherwise. */
+int vkb_flush_noncoherent(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
+                          VkDeviceSize size, struct adr_error* error);
+int vkb_invalidate_noncoherent(struct adr_backend_device* dev, struct vkb_block* b,
+                               VkDeviceSize off, VkDeviceSize size, struct adr_error* error);
+static inline int vkb_flush(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
+                            VkDeviceSize size, struct adr_error* error) {
+  return b->coherent ? 0 : vkb_flush_noncoherent(dev, b, off, size, error);
+}
+static inline int vkb_invalidate(struct adr_backend_device* dev, struct vkb_block* b,
+                                 VkDeviceSize off, VkDeviceSize size, struct adr_error* error) {
+  return b->coherent ? 0 : vkb_invalidate_noncoherent(dev, b, off, size, error);
+}
 
 /* ---- copies (vulkan_copy.c) --------------------------------------------------- */
 

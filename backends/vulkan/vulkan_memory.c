@@ -602,19 +602,13 @@ int vkb_range_free_imported(struct adr_backend_device* dev, const void* addr,
   return st;
 }
 
-int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size, struct vkb_loc* out,
-                struct adr_error* error) {
+/* The look-up under mem_lock, and the remembering: out of line, so that
+ * the cached answer (vkb_resolve) is a leaf with no frame to set up. */
+__attribute__((noinline)) static int resolve_locked(struct adr_backend_device* dev,
+                                                    const void* addr, size_t size,
+                                                    struct vkb_loc* out, uint64_t seen,
+                                                    struct adr_error* error) {
   VkDeviceAddress a = (VkDeviceAddress)(uintptr_t)addr;
-  uint64_t seen = atomic_load_explicit(&removals, memory_order_acquire);
-  for (int i = 0; i < 2; i++) {
-    __typeof__(last_found[0])* c = &last_found[i];
-    if (c->dev == dev && c->removals == seen && a >= c->addr && a - c->addr < c->user_size &&
-        size <= c->user_size - (a - c->addr)) {
-      out->block = c->block;
-      out->offset = c->offset + (a - c->addr);
-      return 0;
-    }
-  }
   pthread_mutex_lock(&dev->mem_lock);
   struct vkb_range* r = map_find(dev, a);
   int st = 0;
@@ -639,6 +633,22 @@ int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size, s
   }
   pthread_mutex_unlock(&dev->mem_lock);
   return st;
+}
+
+int vkb_resolve(struct adr_backend_device* dev, const void* addr, size_t size, struct vkb_loc* out,
+                struct adr_error* error) {
+  VkDeviceAddress a = (VkDeviceAddress)(uintptr_t)addr;
+  uint64_t seen = atomic_load_explicit(&removals, memory_order_acquire);
+  for (int i = 0; i < 2; i++) {
+    __typeof__(last_found[0])* c = &last_found[i];
+    if (c->dev == dev && c->removals == seen && a - c->addr < c->user_size &&
+        size <= c->user_size - (a - c->addr)) {
+      out->block = c->block;
+      out->offset = c->offset + (a - c->addr);
+      return 0;
+    }
+  }
+  return resolve_locked(dev, addr, size, out, seen, error);
 }
 
 int vkb_buffer_lookup(struct adr_backend_device* dev, struct adr_vulkan_buffer* q,
@@ -688,17 +698,15 @@ static VkMappedMemoryRange mapped_range(struct adr_backend_device* dev, struct v
   return mr;
 }
 
-int vkb_flush(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
-              VkDeviceSize size, struct adr_error* error) {
-  if (b->coherent) return 0;
+int vkb_flush_noncoherent(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
+                          VkDeviceSize size, struct adr_error* error) {
   VkMappedMemoryRange mr = mapped_range(dev, b, off, size);
   VkResult r = dev->fn.vkFlushMappedMemoryRanges(dev->device, 1, &mr);
   return r == VK_SUCCESS ? 0 : vkb_check(r, error, "vkFlushMappedMemoryRanges");
 }
 
-int vkb_invalidate(struct adr_backend_device* dev, struct vkb_block* b, VkDeviceSize off,
-                   VkDeviceSize size, struct adr_error* error) {
-  if (b->coherent) return 0;
+int vkb_invalidate_noncoherent(struct adr_backend_device* dev, struct vkb_block* b,
+                               VkDeviceSize off, VkDeviceSize size, struct adr_error* error) {
   VkMappedMemoryRange mr = mapped_range(dev, b, off, size);
   VkResult r = dev->fn.vkInvalidateMappedMemoryRanges(dev->device, 1, &mr);
   return r == VK_SUCCESS ? 0 : vkb_check(r, error, "vkInvalidateMappedMemoryRanges");

@@ -218,10 +218,6 @@ bool vkb_stream_idle(struct adr_backend_stream* s) {
          vkb_timeline_value(s->dev) >= v;
 }
 
-bool vkb_stream_host_ready(struct adr_backend_stream* s) {
-  return !atomic_load_explicit(&s->dev->queue_shared, memory_order_relaxed) && vkb_stream_idle(s);
-}
-
 void vkb_queue_share(struct adr_backend_device* dev) {
   atomic_store_explicit(&dev->queue_shared, true, memory_order_relaxed);
 }

@@ -41,6 +41,22 @@ static void test_edges(void** state) {
   assert_false(adr__alloc_table_ranges_find(t, (void*)0x1240, &r));
   assert_false(adr__alloc_table_ranges_find(t, (void*)0xfff, &r));
   assert_int_equal(adr__alloc_table_ranges_foreach(t, NULL, NULL), 3);
+  /* The cached answer for a copy's range check: only a found range, only
+   * for a range inside it, only while its index is unchanged. */
+  assert_true(adr__alloc_table_ranges_find(t, (void*)0x1200, &r));
+  assert_true(adr__alloc_table_ranges_cached_fit(t, (void*)0x1200, 0x40));
+  assert_true(adr__alloc_table_ranges_cached_fit(t, (void*)0x123f, 1));
+  assert_false(adr__alloc_table_ranges_cached_fit(t, (void*)0x1200, 0x41));
+  assert_false(adr__alloc_table_ranges_cached_fit(t, (void*)0x123f, 2));
+  assert_false(adr__alloc_table_ranges_cached_fit(t, (void*)0x1240, 1));
+  assert_false(adr__alloc_table_ranges_cached_fit(t, (void*)0x11ff, 2));
+  assert_false(adr__alloc_table_ranges_find(t, (void*)0x1300, &r)); /* a negative answer */
+  assert_false(adr__alloc_table_ranges_cached_fit(t, (void*)0x1300, 1));
+  assert_int_equal(adr__alloc_table_ranges_insert(t, (void*)0x1400, 0x40, NULL), 0);
+  assert_false(adr__alloc_table_ranges_cached_fit(t, (void*)0x1200, 0x40));
+  assert_true(adr__alloc_table_ranges_find(t, (void*)0x1200, &r));
+  assert_true(adr__alloc_table_ranges_cached_fit(t, (void*)0x1200, 0x40));
+  assert_ptr_equal(adr__alloc_table_ranges_remove(t, (void*)0x1400), NULL);
   /* The cache must not keep answering for a removed range. */
   assert_true(adr__alloc_table_ranges_find(t, (void*)0x1010, &r));
   assert_ptr_equal(adr__alloc_table_ranges_remove(t, (void*)0x1000), (void*)0x1);

@@ -142,6 +142,13 @@ static void test_overrun(void** state) {
   EXPECT(adr_memset(dev, (char*)a + n - 1, 0xEE, 2, NULL, E), EINVAL, "memset range");
   EXPECT(adr_copy(cpu, h, dev, a, n + 64, NULL, E), EINVAL, "source range");
   EXPECT(adr_copy(dev, b, dev, a, n + 64, NULL, E), EINVAL, "runs past the end");
+  /* Host memory (a NULL device) on the other side, after copies inside a
+   * that this thread's range cache remembers: the remembered range does
+   * not let a longer copy through (the bytes go back unchanged). */
+  OK(adr_copy(NULL, h, dev, (char*)a + 64, 64, NULL, E));
+  OK(adr_copy(dev, (char*)a + 64, NULL, h, 64, NULL, E));
+  EXPECT(adr_copy(dev, (char*)a + 64, NULL, h, n, NULL, E), EINVAL, "runs past the end");
+  EXPECT(adr_copy(NULL, h, dev, (char*)a + 64, n, NULL, E), EINVAL, "runs past the end");
   struct adr_stream* s = NULL;
   OK(adr_stream_create(dev, &s, E));
   EXPECT(adr_copy(dev, a, cpu, h, 2 * n, s, E), EINVAL, "runs past the end");

@@ -353,6 +353,9 @@ static void test_release_adopted(void** state) {
   assert_int_equal(adr_memset(adopted, (void*)(uintptr_t)0x1000, 0, 4, NULL, &err), ENODEV);
   uint8_t host[64] = {0};
   assert_int_equal(adr_copy(adopted, (void*)(uintptr_t)0x1000, T.cpu, host, 4, NULL, &err), ENODEV);
+  assert_int_equal(adr_copy(adopted, (void*)(uintptr_t)0x1000, NULL, host, 4, NULL, &err), ENODEV);
+  assert_non_null(strstr(err.message, "released"));
+  assert_int_equal(adr_copy(NULL, host, adopted, (void*)(uintptr_t)0x1000, 4, NULL, &err), ENODEV);
   void* x = NULL;
   assert_int_equal(adr_alloc(T.dev, 64, 0, NULL, &x, NULL), 0);
   assert_int_equal(adr_copy(adopted, (void*)(uintptr_t)0x1000, T.dev, x, 4, NULL, &err), ENODEV);

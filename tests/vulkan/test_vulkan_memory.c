@@ -230,6 +230,17 @@ static void test_bad_addresses(void** state) {
   assert_int_equal(adr_copy(T.dev, (uint8_t*)p + 4090, T.cpu, host, 64, NULL, &err), EINVAL);
   assert_non_null(strstr(err.message, "[adr_copy][vulkan]"));
   assert_non_null(strstr(err.message, "past the end"));
+  /* The same with host memory (a NULL device) on the other side, after a
+   * copy inside the allocation that this thread's range cache remembers:
+   * the remembered range must not let the longer copy through. */
+  assert_int_equal(adr_copy(T.dev, (uint8_t*)p + 4000, NULL, host, 64, NULL, NULL), 0);
+  assert_int_equal(adr_copy(NULL, host, T.dev, (uint8_t*)p + 4000, 64, NULL, NULL), 0);
+  memset(&err, 0, sizeof(err));
+  assert_int_equal(adr_copy(T.dev, (uint8_t*)p + 4090, NULL, host, 64, NULL, &err), EINVAL);
+  assert_non_null(strstr(err.message, "past the end"));
+  memset(&err, 0, sizeof(err));
+  assert_int_equal(adr_copy(NULL, host, T.dev, (uint8_t*)p + 4033, 64, NULL, &err), EINVAL);
+  assert_non_null(strstr(err.message, "past the end"));
   /* An address no allocation contains. */
   memset(&err, 0, sizeof(err));
   assert_int_equal(adr_copy(T.cpu, host, T.dev, (void*)(uintptr_t)0x10, 8, NULL, &err), EINVAL);
@@ -246,6 +257,11 @@ static void test_bad_addresses(void** state) {
   assert_int_equal(adr_free(T.dev, p, 4096, NULL, NULL), 0);
   struct adr_device* owner = NULL;
   assert_int_equal(adr_pointer_query(p, &owner, NULL), ENOENT);
+  /* Freed after copies that were answered from the caches: a copy to it
+   * now fails instead of writing into memory the pool may hand out. */
+  memset(&err, 0, sizeof(err));
+  assert_int_not_equal(adr_copy(T.dev, p, NULL, host, 8, NULL, &err), 0);
+  assert_non_null(strstr(err.message, "[adr_copy][vulkan]"));
 }
 
 int main(void) {
