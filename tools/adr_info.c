@@ -377,6 +377,11 @@ static void print_memory(struct adr_device* dev, const struct adr_device_info* i
              (s.host_pages & ADR_HOST_PAGES_POPULATE) ? "true" : "false");
     else
       printf("null");
+    printf(", \"thread_cache\": ");
+    if (s.thread_cache != 0)
+      printf("\"%s\"", s.thread_cache == ADR_THREAD_CACHE_BIASED ? "biased" : "locked");
+    else
+      printf("null");
     print_spill(dev);
     printf("}}");
   } else {

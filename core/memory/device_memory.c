@@ -425,6 +425,7 @@ int adr_memory_stats_get(struct adr_device* device, struct adr_memory_stats* out
     s.trimmed_bytes = p.trimmed_bytes;
     s.max_cached = p.max_cached;
     s.host_pages = p.host_pages;
+    s.thread_cache = p.thread_cache;
   }
   s.oom_retries = atomic_load_explicit(&m->oom_retries, memory_order_relaxed);
   s.oom_failures = atomic_load_explicit(&m->oom_failures, memory_order_relaxed);
@@ -447,7 +448,7 @@ const char* adr_memory_stats_format(const struct adr_memory_stats* s, char* buf,
     snprintf(buf, size, "(no statistics)");
     return buf;
   }
-  char a[32], ap[32], r[32], rp[32], c[32], l[32], m[48] = "", hp[96] = "";
+  char a[32], ap[32], r[32], rp[32], c[32], l[32], m[48] = "", hp[96] = "", tc[48] = "";
   if (s->max_cached == UINT64_MAX) {
     snprintf(m, sizeof(m), " (no cap)");
   } else if (s->max_cached != 0) {
@@ -460,9 +461,13 @@ const char* adr_memory_stats_format(const struct adr_memory_stats* s, char* buf,
              : (s->host_pages & ADR_HOST_PAGES_HUGE_LARGE) ? "huge pages for chunks of 4 MiB+"
                                                            : "no huge pages",
              (s->host_pages & ADR_HOST_PAGES_POPULATE) ? ", populated" : "");
+  if (s->thread_cache != 0)
+    snprintf(tc, sizeof(tc), ", thread cache: %s",
+             s->thread_cache == ADR_THREAD_CACHE_BIASED ? "biased (membarrier)" : "locked");
   snprintf(buf, size,
            "allocated %s in %llu (peak %s in %llu), reserved %s in %llu chunk%s (peak %s), "
-           "cached %s%s, largest free block %s, cache hits %llu, misses %llu, oom retries %llu%s",
+           "cached %s%s, largest free block %s, cache hits %llu, misses %llu, oom retries "
+           "%llu%s%s",
            adr__format_bytes(s->allocated_bytes.current, a, sizeof(a)),
            (unsigned long long)s->allocated_count.current,
            adr__format_bytes(s->allocated_bytes.peak, ap, sizeof(ap)),
@@ -473,7 +478,7 @@ const char* adr_memory_stats_format(const struct adr_memory_stats* s, char* buf,
            adr__format_bytes(s->cached_bytes, c, sizeof(c)), m,
            adr__format_bytes(s->largest_free_block, l, sizeof(l)),
            (unsigned long long)s->cache_hits, (unsigned long long)s->cache_misses,
-           (unsigned long long)s->oom_retries, hp);
+           (unsigned long long)s->oom_retries, hp, tc);
   return buf;
 }
 

@@ -1869,6 +1869,9 @@ void adr__pool_stats_get(struct adr__pool* pool, struct adr__pool_stats* out) {
   }
   out->reserved_bytes_peak = atomic_load_explicit(&pool->reserved_peak, memory_order_relaxed);
   out->reserved_count_peak = atomic_load_explicit(&pool->reserved_count_peak, memory_order_relaxed);
+  /* Decided once for the process, with the first cache (or here). */
+  pthread_once(&tc_once, tc_key_create);
+  out->thread_cache = tc_biased ? ADR_THREAD_CACHE_BIASED : ADR_THREAD_CACHE_LOCKED;
 }
 
 size_t adr__pool_max_cached_set(struct adr__pool* pool, size_t max_cached) {

@@ -91,6 +91,7 @@ struct adr__pool_stats {
   uint64_t allocated_bytes, allocated_count; /* outstanding, as handed out */
   uint64_t max_cached;                       /* the cap in force (UINT64_MAX: none) */
   uint32_t host_pages;                       /* ADR_HOST_PAGES_* of the options */
+  uint32_t thread_cache;                     /* ADR_THREAD_CACHE_* (the process's) */
 };
 
 /* max_cached's default: "an eighth of the device" (from memory_total, bytes;

@@ -127,6 +127,18 @@ struct adr_memory_counter {
 /* Chunks faulted in when they are made (populate). */
 #define ADR_HOST_PAGES_POPULATE 4u
 
+/* How a thread enters its per-thread cache of the built-in pool
+ * (adr_memory_stats.thread_cache; docs/memory.md "Per-thread cache"), the
+ * same for every pool of the process; reported for the device's built-in
+ * pool whatever handler is in use, like host_pages. 0: the device has no
+ * pool. */
+/* With plain stores; a flush by another thread pays a process-wide memory
+ * barrier (membarrier(2)). */
+#define ADR_THREAD_CACHE_BIASED 1u
+/* With a spin lock on every use (membarrier refused or missing, or a
+ * ThreadSanitizer build). */
+#define ADR_THREAD_CACHE_LOCKED 2u
+
 struct adr_memory_stats {
   uint32_t struct_size;
   uint32_t host_pages; /* ADR_HOST_PAGES_* flags of the device's pool (0: none) */
@@ -143,7 +155,9 @@ struct adr_memory_stats {
   uint64_t oom_failures;                    /* ENOMEM returned to the caller */
   uint64_t trimmed_bytes;                   /* released by trim, total */
   uint64_t max_cached;                      /* the pool's cap on cached bytes (UINT64_MAX: none) */
-  uint64_t reserved[7];
+  uint32_t thread_cache;                    /* ADR_THREAD_CACHE_* of the pool (0: no pool) */
+  uint32_t reserved32;
+  uint64_t reserved[6];
 };
 
 /* Statistics of everything allocated on `device` through adr_alloc, plus its

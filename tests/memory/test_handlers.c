@@ -15,6 +15,11 @@
 #include <string.h>
 
 #include <cmocka.h>
+#if defined(__linux__)
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "adr/adr.h"
 #include "adr/memory.h"
@@ -196,6 +201,27 @@ static void test_zero_size_and_bad_free(void** state) {
   assert_non_null(strstr(err.message, "was not allocated on cpu:0"));
 }
 
+/* How the pool's threads should enter their caches here, asked the way
+ * the pool asks: biased where the kernel offers membarrier's private
+ * expedited command and registers the process for it, locked elsewhere and
+ * in a ThreadSanitizer build. */
+static uint32_t expected_thread_cache(void) {
+#if defined(__SANITIZE_THREAD__)
+  return ADR_THREAD_CACHE_LOCKED;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  return ADR_THREAD_CACHE_LOCKED;
+#endif
+#endif
+#if defined(__linux__) && defined(SYS_membarrier)
+  long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+    return ADR_THREAD_CACHE_BIASED;
+#endif
+  return ADR_THREAD_CACHE_LOCKED;
+}
+
 static void test_device_statistics(void** state) {
   (void)state;
   struct adr_memory_stats s0 = device_stats();
@@ -235,6 +261,11 @@ static void test_device_statistics(void** state) {
   /* the pool's cap on cached memory (default: device memory / 8, clamped) */
   assert_true(s1.max_cached >= 256 * MiB);
   assert_non_null(strstr(line, "(cap "));
+  /* How threads enter their per-thread caches. */
+  assert_int_equal(s1.thread_cache, expected_thread_cache());
+  assert_non_null(strstr(line, s1.thread_cache == ADR_THREAD_CACHE_BIASED
+                                   ? ", thread cache: biased (membarrier)"
+                                   : ", thread cache: locked"));
   struct adr_memory_stats small;
   small.struct_size = 4;
   struct adr_error err;

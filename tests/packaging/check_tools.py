@@ -214,6 +214,9 @@ def case_json(info, _demo, _bench, _src):
                           f"cpu:0: host_pages by default ({hp})")
                 else:
                     check(hp is None, f"device {d['device']}: host_pages null ({hp})")
+                tc = m["process"].get("thread_cache", "missing")
+                check(tc in ("biased", "locked"),
+                      f"device {d['device']}: thread_cache biased or locked ({tc})")
         cpu = [d for d in doc["devices"] if d["device"] == "cpu:0"]
         check(cpu and type(cpu[0]["memory_total"]) is int and cpu[0]["memory_total"] > 0,
               "cpu:0 memory_total is a positive integer")
@@ -290,6 +293,8 @@ def case_memory(info, _demo, _bench, _src):
         rc, out, _ = run([info, "--memory"], {"ADR_ALLOC": value, "ADR_BACKENDS": "cpu"})
         check(rc == 0 and ((text in out) if text else ("host pages" not in out)),
               f"ADR_ALLOC={value}: adr-info --memory says {text}")
+        check(rc == 0 and ("thread cache: biased (membarrier)" in out or "thread cache: locked" in out),
+              f"ADR_ALLOC={value}: adr-info --memory says how threads enter their caches")
         rc, out, _ = run([info, "--memory", "--json"], {"ADR_ALLOC": value, "ADR_BACKENDS": "cpu"})
         cpu = [d for d in json.loads(out)["devices"] if d["device"] == "cpu:0"] if rc == 0 else []
         check(cpu and cpu[0]["memory"]["process"].get("host_pages", "missing") == doc,
