@@ -34,16 +34,6 @@ static int check_stream(const char* op, struct adr_device* dev, struct adr_strea
   return 0;
 }
 
-/* Whether this allocation or free updates the device's interval index:
- * where one is kept (validate.h) and once it is live (built by the first
- * look-up: a device nobody range-checks or asks about pays nothing on
- * adr_alloc/adr_free). The validation layer keeps it from the start, with
- * the call sites its messages name. Read after the allocation table's
- * insert or remove (alloc_table.c: ranges_build). */
-static inline bool ranges_kept(struct adr_device* dev, bool validating) {
-  return adr__range_indexed(dev) && (validating || adr__alloc_table_ranges_live(dev->allocs));
-}
-
 int adr__alloc_common(const char* op, struct adr_device* device,
                         const struct adr_allocator* handler, size_t size, size_t alignment,
                         struct adr_stream* stream, const void* site, void** out,
@@ -98,15 +88,11 @@ int adr__alloc_common(const char* op, struct adr_device* device,
       adr__error_context(error, st, op, device->backend->name);
     return st;
   }
-  int rst = adr__alloc_table_insert_counted(device->allocs, ptr, size, handler, cookie);
-  /* Read after the insert: an interop call that starts keeping the index
-   * (interop.c) either sees this allocation in the table or is seen here. */
-  if (rst == 0 && ranges_kept(device, validating) &&
-      adr__alloc_table_ranges_insert(device->allocs, ptr, size, site) != 0) {
-    adr__alloc_table_remove_counted(device->allocs, ptr, size, NULL, NULL, NULL);
-    adr__alloc_table_uncount(device->allocs, ptr, size);
-    rst = ENOMEM;
-  }
+  /* The interval index too, under the same shard lock, once it is live
+   * (a look-up or an interop call built it: it then holds this allocation
+   * either from the build or from here) or for the validation layer. */
+  int rst =
+      adr__alloc_table_insert_indexed(device->allocs, ptr, size, handler, cookie, site, validating);
   if (rst != 0) {
     adr__memory_free(device, handler, ptr, handler_size, stream, cookie, NULL);
     return adr__errorf(error, ENOMEM, op, device->backend->name,
@@ -148,7 +134,10 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
   size_t recorded = 0;
   const void* handler = NULL;
   void* cookie = NULL;
-  st = adr__alloc_table_remove_counted(device->allocs, ptr, size, &recorded, &handler, &cookie);
+  struct adr__range range = {0, 0, NULL};
+  bool ranged = false;
+  st = adr__alloc_table_remove_indexed(device->allocs, ptr, size, &recorded, &handler, &cookie,
+                                       validating, &range.site, &ranged);
   if (st == ENOENT && validating) {
     int vst = adr__validate_free_unknown(device, ptr, error);
     if (vst) return vst;
@@ -159,9 +148,6 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
   if (st == ERANGE)
     return adr__errorf(error, EINVAL, "adr_free", device->backend->name,
                        "%p was allocated with size %zu, freed with size %zu", ptr, recorded, size);
-  struct adr__range range = {0, 0, NULL};
-  bool ranged = ranges_kept(device, validating);
-  if (ranged) range.site = adr__alloc_table_ranges_remove(device->allocs, ptr);
   /* validation: the handler sees the free only when it leaves the
    * quarantine, so the address is not handed out again before that. */
   if (validating && adr__validate_free_defer(device, handler, ptr, size, cookie, stream, range.site,

@@ -55,7 +55,11 @@ struct block {
 };
 
 struct range_index {
-  _Alignas(ADR__APART) struct adr__spin lock;
+  /* The index's lock: a shard's index is guarded by the shard's spin lock,
+   * so that adr_alloc and adr_free change a shard's hash and its index
+   * under one lock (insert_indexed, remove_indexed); the spanning index
+   * has a lock of its own (`own`). */
+  struct adr__spin* lock;
   /* Bumped by every insert and remove (under the lock), so that a thread's
    * cached answer stays valid exactly while the index has not changed.
    * Starts at a value no other index of the process started at, so an
@@ -66,6 +70,7 @@ struct range_index {
   size_t nblocks, cap;
   size_t count;
   struct block* spare; /* the last block that emptied, kept for the next split or insert */
+  _Alignas(ADR__APART) struct adr__spin own; /* the spanning index's lock */
 };
 
 struct shard {
@@ -84,7 +89,7 @@ struct shard {
   _Atomic int64_t live_bytes, live_count;
   int64_t bytes_budget, count_budget;
   /* The ranges of the live allocations all of whose addresses this shard
-   * holds (apart from the hash's line, with its own lock). */
+   * holds, under `lock` too. */
   struct range_index ranges;
 };
 
@@ -116,7 +121,7 @@ struct adr__alloc_table {
   _Atomic uint64_t slow_paths; /* live_add_slow calls (tests) */
 };
 
-static void range_index_init(struct range_index* x);
+static void range_index_init(struct range_index* x, struct adr__spin* lock);
 static void range_index_destroy(struct range_index* x);
 
 void adr__spin_lock_slow(struct adr__spin* s) {
@@ -153,8 +158,8 @@ struct adr__alloc_table* adr__alloc_table_create(void) {
     free(t);
     return NULL;
   }
-  for (int i = 0; i < SHARDS; i++) range_index_init(&t->shards[i].ranges);
-  range_index_init(&t->spanning);
+  for (int i = 0; i < SHARDS; i++) range_index_init(&t->shards[i].ranges, &t->shards[i].lock);
+  range_index_init(&t->spanning, NULL);
   return t;
 }
 
@@ -514,8 +519,26 @@ int adr__alloc_table_insert(struct adr__alloc_table* t, void* ptr, size_t size) 
   return adr__alloc_table_insert_data(t, ptr, size, NULL, NULL);
 }
 
+static struct range_index* home_in_shard(struct adr__alloc_table* t, struct shard* s,
+                                         uintptr_t start, size_t size);
+static int insert_in_shard(struct adr__alloc_table* t, struct range_index* x, uintptr_t key,
+                           size_t size, const void* site);
+static bool remove_from_index(struct adr__alloc_table* t, struct shard* s, uintptr_t key,
+                              const void** site);
+
+/* Whether an insert or remove under s's lock updates the interval index
+ * too (ranges: RANGES_* below): always for the validation layer, else once
+ * the index is live. Read under the shard's lock, which a build holds
+ * while it reads the shard (ranges_build). */
+enum { RANGES_NEVER = 0, RANGES_IF_LIVE = 1, RANGES_ALWAYS = 2 };
+static inline bool ranges_now(struct adr__alloc_table* t, int ranges) {
+  return ranges == RANGES_ALWAYS ||
+         (ranges == RANGES_IF_LIVE && atomic_load_explicit(&t->ranges_live, memory_order_acquire));
+}
+
 static int insert_locked_data(struct adr__alloc_table* t, void* ptr, size_t size, const void* data,
-                              void* cookie, unsigned count) {
+                              void* cookie, unsigned count, int ranges, const void* site,
+                              bool* out_ranged) {
   uint64_t h;
   uintptr_t key = (uintptr_t)ptr;
   struct shard* s = shard_of(t, key, true, &h);
@@ -525,6 +548,12 @@ static int insert_locked_data(struct adr__alloc_table* t, void* ptr, size_t size
       adr__spin_unlock(&s->lock);
       return ENOMEM;
     }
+  }
+  /* The index first: when it cannot grow, nothing was recorded. */
+  bool ranged = ranges_now(t, ranges);
+  if (ranged && insert_in_shard(t, home_in_shard(t, s, key, size), key, size, site) != 0) {
+    adr__spin_unlock(&s->lock);
+    return ENOMEM;
   }
   size_t i = h & (s->cap - 1);
   while (s->slots[i].key != 0 && s->slots[i].key != key) i = (i + 1) & (s->cap - 1);
@@ -540,22 +569,31 @@ static int insert_locked_data(struct adr__alloc_table* t, void* ptr, size_t size
   bool counted = !(count & COUNT_LIVE) || live_add_locked(t, s, size);
   adr__spin_unlock(&s->lock);
   if (!counted) live_add_slow(t, s, size);
+  if (out_ranged != NULL) *out_ranged = ranged;
   return 0;
 }
 
 int adr__alloc_table_insert_data(struct adr__alloc_table* t, void* ptr, size_t size,
                                  const void* data, void* cookie) {
-  return insert_locked_data(t, ptr, size, data, cookie, 0);
+  return insert_locked_data(t, ptr, size, data, cookie, 0, RANGES_NEVER, NULL, NULL);
 }
 
 int adr__alloc_table_insert_counted(struct adr__alloc_table* t, void* ptr, size_t size,
                                     const void* data, void* cookie) {
-  return insert_locked_data(t, ptr, size, data, cookie, COUNT_TOTALS | COUNT_LIVE);
+  return insert_locked_data(t, ptr, size, data, cookie, COUNT_TOTALS | COUNT_LIVE, RANGES_NEVER,
+                            NULL, NULL);
+}
+
+int adr__alloc_table_insert_indexed(struct adr__alloc_table* t, void* ptr, size_t size,
+                                    const void* data, void* cookie, const void* site,
+                                    bool validating) {
+  return insert_locked_data(t, ptr, size, data, cookie, COUNT_TOTALS | COUNT_LIVE,
+                            validating ? RANGES_ALWAYS : RANGES_IF_LIVE, site, NULL);
 }
 
 int adr__alloc_table_insert_live(struct adr__alloc_table* t, void* ptr, size_t size,
                                  const void* data, void* cookie) {
-  return insert_locked_data(t, ptr, size, data, cookie, COUNT_LIVE);
+  return insert_locked_data(t, ptr, size, data, cookie, COUNT_LIVE, RANGES_NEVER, NULL, NULL);
 }
 
 void adr__alloc_table_uncount(struct adr__alloc_table* t, void* ptr, size_t size) {
@@ -584,7 +622,8 @@ int adr__alloc_table_remove(struct adr__alloc_table* t, void* ptr, size_t size, 
 }
 
 static int remove_locked_data(struct adr__alloc_table* t, void* ptr, size_t size, size_t* out_size,
-                              const void** out_data, void** out_cookie, bool live) {
+                              const void** out_data, void** out_cookie, bool live, int ranges,
+                              const void** out_site, bool* out_ranged) {
   uint64_t h;
   uintptr_t key = (uintptr_t)ptr;
   struct shard* s = shard_of(t, key, false, &h);
@@ -622,6 +661,10 @@ static int remove_locked_data(struct adr__alloc_table* t, void* ptr, size_t size
                                 atomic_load_explicit(&s->live_count, memory_order_relaxed) - 1,
                                 memory_order_relaxed);
         }
+        if (ranges_now(t, ranges)) {
+          *out_ranged = true;
+          (void)remove_from_index(t, s, key, out_site);
+        }
         st = 0;
       }
     }
@@ -632,12 +675,23 @@ static int remove_locked_data(struct adr__alloc_table* t, void* ptr, size_t size
 
 int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t size,
                                  size_t* out_size, const void** out_data, void** out_cookie) {
-  return remove_locked_data(t, ptr, size, out_size, out_data, out_cookie, false);
+  return remove_locked_data(t, ptr, size, out_size, out_data, out_cookie, false, RANGES_NEVER, NULL,
+                            NULL);
 }
 
 int adr__alloc_table_remove_counted(struct adr__alloc_table* t, void* ptr, size_t size,
                                     size_t* out_size, const void** out_data, void** out_cookie) {
-  return remove_locked_data(t, ptr, size, out_size, out_data, out_cookie, true);
+  return remove_locked_data(t, ptr, size, out_size, out_data, out_cookie, true, RANGES_NEVER, NULL,
+                            NULL);
+}
+
+int adr__alloc_table_remove_indexed(struct adr__alloc_table* t, void* ptr, size_t size,
+                                    size_t* out_size, const void** out_data, void** out_cookie,
+                                    bool validating, const void** out_site, bool* out_ranged) {
+  *out_site = NULL;
+  *out_ranged = false;
+  return remove_locked_data(t, ptr, size, out_size, out_data, out_cookie, true,
+                            validating ? RANGES_ALWAYS : RANGES_IF_LIVE, out_site, out_ranged);
 }
 
 size_t adr__alloc_table_count(struct adr__alloc_table* t) {
@@ -693,7 +747,8 @@ size_t adr__alloc_table_count(struct adr__alloc_table* t) {
 
 static _Atomic uint64_t version_seed;
 
-static void range_index_init(struct range_index* x) {
+static void range_index_init(struct range_index* x, struct adr__spin* lock) {
+  x->lock = lock != NULL ? lock : &x->own;
   /* 2^32 changes of one index before its versions reach the next one's */
   uint64_t seed = atomic_fetch_add_explicit(&version_seed, 1, memory_order_relaxed) + 1;
   atomic_store_explicit(&x->version, seed << 32, memory_order_relaxed);
@@ -914,9 +969,9 @@ static inline __attribute__((always_inline)) bool remove_locked(struct range_ind
 int adr__alloc_table_ranges_insert(struct adr__alloc_table* t, void* ptr, size_t size,
                                    const void* site) {
   struct range_index* x = home_index(t, (uintptr_t)ptr, size);
-  adr__spin_lock(&x->lock);
+  adr__spin_lock(x->lock);
   int st = insert_locked(x, (uintptr_t)ptr, size, site);
-  adr__spin_unlock(&x->lock);
+  adr__spin_unlock(x->lock);
   return st;
 }
 
@@ -924,11 +979,36 @@ bool adr__alloc_table_ranges_live(struct adr__alloc_table* t) {
   return atomic_load_explicit(&t->ranges_live, memory_order_acquire) != 0;
 }
 
-/* Marks the indexes live, then adds what the hash holds, shard by shard.
- * An allocation recorded concurrently is either in its shard when the
- * shard is read, or its recorder (which reads the flag after its insert,
- * alloc.c) sees the flag and adds it itself; a free likewise. A shard's
- * lock, then an index's: nothing takes them in the other order. */
+/* Where an allocation recorded in shard s goes in the index, s's lock
+ * held: s's own index, guarded by that lock, when home_index says so, else
+ * the spanning index, whose lock the caller takes (a shard's lock, then
+ * the spanning index's: nothing takes them in the other order). The home
+ * of an address recorded in s is s's index or the spanning one (its
+ * directory entry cannot move while s records it); were it another
+ * shard's, the spanning index is still right: look-ups and removes try
+ * it after the shard's. */
+static struct range_index* home_in_shard(struct adr__alloc_table* t, struct shard* s,
+                                         uintptr_t start, size_t size) {
+  struct range_index* x = home_index(t, start, size);
+  return x == &s->ranges ? x : &t->spanning;
+}
+
+/* Adds [key, key + size) to x, which is s's index (its lock is held) or the
+ * spanning index (taken here). */
+static int insert_in_shard(struct adr__alloc_table* t, struct range_index* x, uintptr_t key,
+                           size_t size, const void* site) {
+  if (x != &t->spanning) return insert_locked(x, key, size, site);
+  adr__spin_lock(x->lock);
+  int st = insert_locked(x, key, size, site);
+  adr__spin_unlock(x->lock);
+  return st;
+}
+
+/* Marks the indexes live, then adds what the hash holds, shard by shard,
+ * under each shard's lock (which guards its index too). An allocation
+ * recorded concurrently is either in its shard when the shard is read, or
+ * its recorder (which reads the flag under the shard's lock,
+ * insert_indexed) sees the flag and adds it itself; a free likewise. */
 int adr__alloc_table_ranges_build(struct adr__alloc_table* t) {
   pthread_mutex_lock(&t->build_lock);
   if (atomic_load_explicit(&t->ranges_built, memory_order_relaxed) != 0) {
@@ -944,10 +1024,8 @@ int adr__alloc_table_ranges_build(struct adr__alloc_table* t) {
     adr__spin_lock(&s->lock);
     for (size_t j = 0; j < s->cap && st == 0; j++) {
       if (s->slots[j].key == 0) continue;
-      struct range_index* x = home_index(t, s->slots[j].key, s->slots[j].size);
-      adr__spin_lock(&x->lock);
-      st = insert_locked(x, s->slots[j].key, s->slots[j].size, NULL);
-      adr__spin_unlock(&x->lock);
+      struct range_index* x = home_in_shard(t, s, s->slots[j].key, s->slots[j].size);
+      st = insert_in_shard(t, x, s->slots[j].key, s->slots[j].size, NULL);
     }
     adr__spin_unlock(&s->lock);
   }
@@ -971,15 +1049,27 @@ const void* adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr
   const void* site = NULL;
   struct range_index* x = index_of(t, key);
   if (x != NULL) {
-    adr__spin_lock(&x->lock);
+    adr__spin_lock(x->lock);
     bool removed = remove_locked(x, key, &site);
-    adr__spin_unlock(&x->lock);
+    adr__spin_unlock(x->lock);
     if (removed) return site;
   }
-  adr__spin_lock(&t->spanning.lock);
+  adr__spin_lock(t->spanning.lock);
   (void)remove_locked(&t->spanning, key, &site);
-  adr__spin_unlock(&t->spanning.lock);
+  adr__spin_unlock(t->spanning.lock);
   return site;
+}
+
+/* ranges_remove for an address recorded in s, s's lock held: where
+ * insert_indexed and the build put it (home_in_shard), s's index (guarded
+ * by that lock) or the spanning index. */
+static bool remove_from_index(struct adr__alloc_table* t, struct shard* s, uintptr_t key,
+                              const void** site) {
+  if (remove_locked(&s->ranges, key, site)) return true;
+  adr__spin_lock(t->spanning.lock);
+  bool removed = remove_locked(&t->spanning, key, site);
+  adr__spin_unlock(t->spanning.lock);
+  return removed;
 }
 
 /* The last answers of this thread (found or not). A found range stays
@@ -1023,10 +1113,10 @@ static bool search_locked(const struct range_index* x, uintptr_t key, struct adr
 /* Searches x under its lock; *version: x's version the answer holds for. */
 static bool search(struct range_index* x, uintptr_t key, struct adr__range* out,
                    uint64_t* version) {
-  adr__spin_lock(&x->lock);
+  adr__spin_lock(x->lock);
   *version = atomic_load_explicit(&x->version, memory_order_relaxed);
   bool found = search_locked(x, key, out);
-  adr__spin_unlock(&x->lock);
+  adr__spin_unlock(x->lock);
   return found;
 }
 
@@ -1108,7 +1198,7 @@ size_t adr__alloc_table_ranges_foreach(struct adr__alloc_table* t,
     xs[k] = k < SHARDS ? &t->shards[k].ranges : &t->spanning;
     at_block[k] = 0;
     at_entry[k] = 0;
-    adr__spin_lock(&xs[k]->lock);
+    adr__spin_lock(xs[k]->lock);
     count += xs[k]->count;
   }
   /* Address order across the indexes: each step takes the lowest start of
@@ -1127,6 +1217,6 @@ size_t adr__alloc_table_ranges_foreach(struct adr__alloc_table* t,
       at_block[best]++;
     }
   }
-  for (int k = N - 1; k >= 0; k--) adr__spin_unlock(&xs[k]->lock);
+  for (int k = N - 1; k >= 0; k--) adr__spin_unlock(xs[k]->lock);
   return count;
 }

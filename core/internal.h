@@ -393,11 +393,12 @@ struct adr__range {
   const void* site; /* return address of the adr_alloc call, or NULL */
 };
 
-/* Ordered index beside the hash, maintained by alloc.c only for devices
- * whose copies are range-checked (adr__range_checked), or once an interop
- * call needed it (adr__range_indexed). O(log n) expected; sharded like
- * the hash (a spin lock per shard, plus one for allocations whose
- * addresses span shards). insert: ENOMEM when it cannot grow; inserting a
+/* Ordered index beside the hash, maintained by alloc.c only once built
+ * (the first look-up builds it: range-checked copies, adr__range_checked,
+ * or an interop call, adr__range_indexed) or under the validation layer.
+ * O(log n) expected; sharded like the hash, under the hash shards' spin
+ * locks, plus one index with its own lock for allocations whose
+ * addresses span shards. insert: ENOMEM when it cannot grow; inserting a
  * start that is already there updates it. */
 int adr__alloc_table_ranges_insert(struct adr__alloc_table* t, void* ptr, size_t size,
                                    const void* site);
@@ -409,6 +410,20 @@ int adr__alloc_table_ranges_build(struct adr__alloc_table* t);
 bool adr__alloc_table_ranges_live(struct adr__alloc_table* t);
 /* Returns the removed range's site (NULL if ptr was not in the index). */
 const void* adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr);
+/* adr_alloc's and adr_free's record: insert_counted / remove_counted that
+ * also add the range to / remove it from the interval index, under the
+ * one lock of the shard (a shard's index is guarded by the shard's lock),
+ * when the index is live or `validating` (the layer keeps it from the
+ * start). insert_indexed: ENOMEM with nothing recorded when the hash or
+ * the index cannot grow. remove_indexed: *out_ranged says whether the
+ * index was updated, *out_site is the removed range's site (NULL when the
+ * index had none). */
+int adr__alloc_table_insert_indexed(struct adr__alloc_table* t, void* ptr, size_t size,
+                                    const void* data, void* cookie, const void* site,
+                                    bool validating);
+int adr__alloc_table_remove_indexed(struct adr__alloc_table* t, void* ptr, size_t size,
+                                    size_t* out_size, const void** out_data, void** out_cookie,
+                                    bool validating, const void** out_site, bool* out_ranged);
 /* The live allocation whose [start, start + max(size, 1)) contains p.
  * Each thread remembers its last two answers while the index shards they
  * came from are unchanged (a version counter each), so repeated lookups

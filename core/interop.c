@@ -21,7 +21,8 @@
  * 1 (alloc.c maintains the index from then on), the allocations made
  * before are added from the hash table (alloc_table.c: build), then it goes
  * to 2. Allocation and the build both take the shard lock, so an
- * allocation the build misses sees ranges_kept != 0 and adds itself; the
+ * allocation the build misses sees the index live (the allocation table
+ * reads that under the shard lock: insert_indexed) and adds itself; the
  * index ignores a start added twice. A failed build (ENOMEM) leaves 1 and
  * is redone by the next look-up. build_lock serialises builds only.
  */

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -261,34 +262,42 @@ static void test_ranges_build_and_duplicates(void** state) {
 }
 
 /* The lazy build racing allocations and frees done as alloc.c does them
- * (hash first, then the index if it is live): afterwards the index holds
- * exactly what the hash holds. */
+ * (insert_indexed, remove_indexed: the hash, and the index once it is
+ * live, under the shard's lock): afterwards the index holds exactly what
+ * the hash holds, and every free that found the index live took its range
+ * out. */
 struct race_arg {
   struct adr__alloc_table* t;
   uintptr_t base;
+  char site; /* its address: the writer's call site */
+  int ranged; /* frees that found the index live */
 };
 
 static void* race_writer(void* p) {
   struct race_arg* a = p;
   for (int round = 0; round < 10; round++) {
+    /* The build races the first rounds; the last ones run after it. */
+    if (round == 5)
+      while (!adr__alloc_table_ranges_live(a->t)) sched_yield();
     for (uintptr_t i = 0; i < 1000; i++) {
       void* q = (void*)(a->base + i * 128);
-      if (adr__alloc_table_insert(a->t, q, 100) != 0) return (void*)1;
-      if (adr__alloc_table_ranges_live(a->t) &&
-          adr__alloc_table_ranges_insert(a->t, q, 100, NULL) != 0)
+      if (adr__alloc_table_insert_indexed(a->t, q, 100, NULL, NULL, &a->site, false) != 0)
         return (void*)1;
     }
-    for (uintptr_t i = 0; i < 1000; i += 2) {
+    for (uintptr_t i = 0; i < 1000; i++) {
+      if (round == 9 && i % 2 == 1) continue;
       void* q = (void*)(a->base + i * 128);
-      if (adr__alloc_table_remove(a->t, q, 100, NULL) != 0) return (void*)1;
-      if (adr__alloc_table_ranges_live(a->t)) adr__alloc_table_ranges_remove(a->t, q);
+      const void* site = NULL;
+      bool ranged = false;
+      if (adr__alloc_table_remove_indexed(a->t, q, 100, NULL, NULL, NULL, false, &site,
+                                          &ranged) != 0)
+        return (void*)1;
+      /* Live when it was removed: its range was there, from the insert
+       * (with the site) or from the build (none). */
+      if (ranged && adr__alloc_table_ranges_live(a->t) && site != &a->site && site != NULL)
+        return (void*)1;
+      if (ranged) a->ranged++;
     }
-    if (round < 9)
-      for (uintptr_t i = 1; i < 1000; i += 2) {
-        void* q = (void*)(a->base + i * 128);
-        if (adr__alloc_table_remove(a->t, q, 100, NULL) != 0) return (void*)1;
-        if (adr__alloc_table_ranges_live(a->t)) adr__alloc_table_ranges_remove(a->t, q);
-      }
   }
   return NULL;
 }
@@ -300,7 +309,7 @@ static void test_ranges_lazy_build_race(void** state) {
   pthread_t th[2];
   struct race_arg args[2];
   for (int i = 0; i < 2; i++) {
-    args[i] = (struct race_arg){t, (uintptr_t)(i + 1) << 32};
+    args[i] = (struct race_arg){t, (uintptr_t)(i + 1) << 32, 0, 0};
     assert_int_equal(pthread_create(&th[i], NULL, race_writer, &args[i]), 0);
   }
   struct adr__range r;
@@ -313,23 +322,48 @@ static void test_ranges_lazy_build_race(void** state) {
   /* Left: the odd entries of the last round, 500 per writer. */
   assert_int_equal(adr__alloc_table_count(t), 1000);
   assert_int_equal(adr__alloc_table_ranges_foreach(t, NULL, NULL), 1000);
-  for (int w = 0; w < 2; w++)
+  for (int w = 0; w < 2; w++) {
+    assert_true(args[w].ranged > 0);
     for (uintptr_t i = 0; i < 1000; i++) {
       bool found = adr__alloc_table_ranges_find(t, (void*)(args[w].base + i * 128 + 5), &r);
       assert_int_equal(found, (i % 2) == 1);
+      if (found) assert_true(r.site == &args[w].site || r.site == NULL);
     }
+  }
+  /* The validation layer's records go to the index before it is built
+   * (sites kept); the build then adds nothing twice. */
+  struct adr__alloc_table* v = adr__alloc_table_create();
+  assert_non_null(v);
+  assert_int_equal(adr__alloc_table_insert_indexed(v, (void*)(uintptr_t)0x10000, 64, NULL, NULL,
+                                                   &args[0].site, true),
+                   0);
+  assert_false(adr__alloc_table_ranges_live(v));
+  assert_true(adr__alloc_table_ranges_find(v, (void*)(uintptr_t)0x10020, &r)); /* builds */
+  assert_ptr_equal(r.site, &args[0].site);
+  assert_int_equal(adr__alloc_table_ranges_foreach(v, NULL, NULL), 1);
+  const void* site = NULL;
+  bool ranged = false;
+  assert_int_equal(adr__alloc_table_remove_indexed(v, (void*)(uintptr_t)0x10000, 64, NULL, NULL,
+                                                   NULL, true, &site, &ranged),
+                   0);
+  assert_true(ranged);
+  assert_ptr_equal(site, &args[0].site);
+  assert_int_equal(adr__alloc_table_ranges_foreach(v, NULL, NULL), 0);
+  adr__alloc_table_destroy(v);
   adr__alloc_table_destroy(t);
 }
 
-/* Records an allocation as alloc.c does once the index is live. */
+/* Records an allocation as alloc.c does (the index is live in the tests
+ * that use these). */
 static int record(struct adr__alloc_table* t, uintptr_t p, size_t size) {
-  int st = adr__alloc_table_insert(t, (void*)p, size);
-  return st ? st : adr__alloc_table_ranges_insert(t, (void*)p, size, NULL);
+  return adr__alloc_table_insert_indexed(t, (void*)p, size, NULL, NULL, NULL, false);
 }
 static int unrecord(struct adr__alloc_table* t, uintptr_t p, size_t size) {
-  int st = adr__alloc_table_remove(t, (void*)p, size, NULL);
-  (void)adr__alloc_table_ranges_remove(t, (void*)p);
-  return st;
+  const void* site;
+  bool ranged;
+  int st = adr__alloc_table_remove_indexed(t, (void*)p, size, NULL, NULL, NULL, false, &site,
+                                           &ranged);
+  return st == 0 && !ranged ? EINVAL : st;
 }
 
 struct order_ctx {
@@ -365,8 +399,7 @@ static void test_ranges_sharded(void** state) {
   assert_int_equal(record(t, a_hi + 2 * 4096, 3 * 4096), 0); /* B, in that region too */
   assert_int_equal(record(t, a_hi + R, R), 0);               /* B, across a region boundary */
   uintptr_t across = a_hi - 2 * 4096;                        /* A's and B's pages: two shards */
-  assert_int_equal(adr__alloc_table_insert(t, (void*)across, 4 * 4096), 0);
-  assert_int_equal(adr__alloc_table_ranges_insert(t, (void*)across, 4 * 4096, NULL), 0);
+  assert_int_equal(record(t, across, 4 * 4096), 0);
   uintptr_t foreign = (uintptr_t)1 << 45; /* a region nobody assigned: claimed */
   assert_int_equal(record(t, foreign, 64), 0);
   assert_int_equal(adr__alloc_table_ranges_home(t, (void*)(a_lo + 4096)), 3);
