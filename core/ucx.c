@@ -9,6 +9,7 @@
  * namespace (a libadr_*.so there is taken for a backend), and it links
  * libadr itself to use the public API. The outcome of the one load attempt
  * (path, or why it failed) is kept for every later call and for adr-info.
+ * adr_ucx_module_find looks for the file the same way without loading it.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -29,7 +30,10 @@ static const struct adr_ucx_module* module;
 static char module_path[1024];
 static char module_reason[1536];
 
-static bool try_open(const char* path) {
+/* Out of line (like not_found): inlined, GCC takes the sizes of the
+ * callers' buffers for the strings' lengths and warns of truncations the
+ * snprintf calls are there to make. */
+__attribute__((noinline)) static bool try_open(const char* path) {
   if (access(path, R_OK) != 0) return false;
   snprintf(module_path, sizeof(module_path), "%s", path);
   void* dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -53,29 +57,52 @@ static bool try_open(const char* path) {
   return true;
 }
 
-static void load_module(void) {
-  char tried[2200] = "";
-  char candidate[1100];
+/* The module's candidate paths in search order (at most two), and the
+ * list of them for messages ("" when there is none). */
+static size_t candidates(char paths[2][1100], char* tried, size_t tried_size) {
+  size_t n = 0;
+  tried[0] = '\0';
   pthread_mutex_lock(adr__registry_lock());
   const char* core_dir = adr__loader_core_dir();
   pthread_mutex_unlock(adr__registry_lock());
-  if (core_dir[0] != '\0') {
-    snprintf(candidate, sizeof(candidate), "%s/adr/modules/libadr_ucx.so", core_dir);
-    snprintf(tried, sizeof(tried), "%s", candidate);
-    if (try_open(candidate)) goto done;
-  }
+  if (core_dir[0] != '\0')
+    snprintf(paths[n++], sizeof(paths[0]), "%s/adr/modules/libadr_ucx.so", core_dir);
   const char* root = ADR_BUILD_ROOT;
-  if (root[0] != '\0') {
-    snprintf(candidate, sizeof(candidate), "%s/ucx/libadr_ucx.so", root);
-    size_t n = strlen(tried);
-    snprintf(tried + n, sizeof(tried) - n, "%s%s", n ? ", " : "", candidate);
-    if (try_open(candidate)) goto done;
+  if (root[0] != '\0') snprintf(paths[n++], sizeof(paths[0]), "%s/ucx/libadr_ucx.so", root);
+  for (size_t i = 0; i < n; i++) {
+    size_t len = strlen(tried);
+    snprintf(tried + len, tried_size - len, "%s%s", i ? ", " : "", paths[i]);
   }
-  snprintf(module_reason, sizeof(module_reason),
+  return n;
+}
+
+__attribute__((noinline)) static void not_found(char* out, size_t size, const char* tried) {
+  snprintf(out, size,
            "libadr_ucx.so not found (tried: %s); build adr with -Ducx=enabled and libucx-dev",
            tried[0] ? tried : "no directory");
+}
+
+static void load_module(void) {
+  char paths[2][1100], tried[2200];
+  size_t n = candidates(paths, tried, sizeof(tried));
+  for (size_t i = 0; i < n; i++)
+    if (try_open(paths[i])) goto done;
+  not_found(module_reason, sizeof(module_reason), tried);
 done:
   if (module == NULL) adr__log(ADR_LOG_DEBUG, "ucx", "UCX module unavailable: %s", module_reason);
+}
+
+int adr_ucx_module_find(char* out_path, size_t path_capacity, struct adr_error* error) {
+  if (out_path != NULL && path_capacity > 0) out_path[0] = '\0';
+  char paths[2][1100], tried[2200], reason[2400];
+  size_t n = candidates(paths, tried, sizeof(tried));
+  for (size_t i = 0; i < n; i++) {
+    if (access(paths[i], R_OK) != 0) continue;
+    if (out_path != NULL && path_capacity > 0) snprintf(out_path, path_capacity, "%s", paths[i]);
+    return 0;
+  }
+  not_found(reason, sizeof(reason), tried);
+  return adr_error_set(error, ENOTSUP, "[adr_ucx_module_find][ucx] %s", reason);
 }
 
 static const struct adr_ucx_module* get_module(const char* op, struct adr_error* error) {

@@ -106,11 +106,13 @@ fi
 "$prefix/$bindir/adr-info" --list | sed 's/^/  /'
 
 # The UCX module (docs/ucx.md), when built: installed beside the backends'
-# directory, found by the installed libadr, which itself links no UCX.
+# directory, found and loaded by the installed libadr, which itself links
+# no UCX (adr-info --ucx loads the module; plain adr-info only finds it).
 if [ -e "$lib/adr/modules/libadr_ucx.so" ]; then
-  /usr/bin/python3 -c 'import json, sys; u = json.load(open(sys.argv[1]))["ucx_module"]; sys.exit(0 if u["available"] and u["path"] == sys.argv[2] else 1)' \
-    "$work/info.json" "$lib/adr/modules/libadr_ucx.so" &&
-    ok "adr-info finds the installed UCX module" || fail "the installed UCX module is not found"
+  "$prefix/$bindir/adr-info" --json --ucx >"$work/info-ucx.json" &&
+  /usr/bin/python3 -c 'import json, sys; u = json.load(open(sys.argv[1]))["ucx_module"]; sys.exit(0 if u["available"] and u["loaded"] and u["path"] == sys.argv[2] else 1)' \
+    "$work/info-ucx.json" "$lib/adr/modules/libadr_ucx.so" &&
+    ok "adr-info --ucx loads the installed UCX module" || fail "the installed UCX module does not load"
   readelf -d "$lib/libadr.so.0" | grep -q 'libucp' && fail "libadr links UCX" || ok "libadr links no UCX"
 fi
 

@@ -27,6 +27,7 @@
 
 static bool json;
 static bool memory; /* --memory: memory figures and allocation statistics */
+static bool load_ucx; /* --ucx: load the UCX module (else only look for it) */
 
 static void usage(FILE* f) {
   fprintf(f,
@@ -36,6 +37,8 @@ static void usage(FILE* f) {
           "  -l, --list      one line per device: ADR_DEVICE spelling, kind, name\n"
           "  -j, --json      the report as JSON (schema %d, docs/adr-info-json.md)\n"
           "  -m, --memory    add each device's memory and this process's statistics\n"
+          "  -u, --ucx       load the UCX module to show that it loads (by default it\n"
+          "                  is only looked for: loading maps UCX and runs its set-up)\n"
           "  -h, --help      show this help and exit\n"
           "  -V, --version   show the adr version and exit\n"
           "\n"
@@ -424,19 +427,26 @@ static int fail(int status, const struct adr_error* err) {
   return 1;
 }
 
-/* Whether the UCX module (adr/ucx.h) loads, and from where or why not. */
+/* The UCX module (adr/ucx.h): where it is, or why it is not there; with
+ * --ucx, whether it loads. Without --ucx it is not loaded: enumeration
+ * needs no network stack, and loading UCX maps its libraries, runs their
+ * set-up and installs its memory hooks in this process. */
 static void print_ucx(void) {
   char path[1024];
   struct adr_error e = {{0}};
-  bool ok = adr_ucx_available(path, sizeof(path), &e) == 0;
+  bool ok = (load_ucx ? adr_ucx_available(path, sizeof(path), &e)
+                      : adr_ucx_module_find(path, sizeof(path), &e)) == 0;
   if (json) {
-    printf(", \"ucx_module\": {\"available\": %s, \"path\": ", ok ? "true" : "false");
+    printf(", \"ucx_module\": {\"available\": %s, \"loaded\": %s, \"path\": ",
+           ok ? "true" : "false", ok && load_ucx ? "true" : "false");
     json_string_or_null(ok ? path : NULL);
     printf(", \"reason\": ");
     json_string_or_null(ok ? NULL : e.message);
     printf("}");
-  } else if (ok) {
+  } else if (ok && load_ucx) {
     printf("ucx module: available (%s)\n", path);
+  } else if (ok) {
+    printf("ucx module: found (%s; not loaded: adr-info --ucx loads it)\n", path);
   } else {
     printf("ucx module: unavailable: %s\n", e.message);
   }
@@ -619,13 +629,17 @@ static int list_devices(void) {
 
 int main(int argc, char** argv) {
   static const struct option options[] = {
-      {"list", no_argument, NULL, 'l'},    {"json", no_argument, NULL, 'j'},
-      {"memory", no_argument, NULL, 'm'},  {"help", no_argument, NULL, 'h'},
-      {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0},
+      {"list", no_argument, NULL, 'l'},
+      {"json", no_argument, NULL, 'j'},
+      {"memory", no_argument, NULL, 'm'},
+      {"ucx", no_argument, NULL, 'u'},
+      {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},
+      {NULL, 0, NULL, 0},
   };
   bool list = false;
   int c;
-  while ((c = getopt_long(argc, argv, "ljmhV", options, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "ljmuhV", options, NULL)) != -1) {
     switch (c) {
       case 'l':
         list = true;
@@ -635,6 +649,9 @@ int main(int argc, char** argv) {
         break;
       case 'm':
         memory = true;
+        break;
+      case 'u':
+        load_ucx = true;
         break;
       case 'h':
         usage(stdout);
@@ -652,8 +669,8 @@ int main(int argc, char** argv) {
     usage(stderr);
     return 2;
   }
-  if (list && (json || memory)) {
-    fprintf(stderr, "adr-info: --list does not combine with --json or --memory\n");
+  if (list && (json || memory || load_ucx)) {
+    fprintf(stderr, "adr-info: --list does not combine with --json, --memory or --ucx\n");
     usage(stderr);
     return 2;
   }

@@ -99,6 +99,14 @@ enum adr_ucx_flags {
  * "" (capacity `path_capacity`). Thread-safe. */
 ADR_API int adr_ucx_available(char* out_path, size_t path_capacity, struct adr_error* error);
 
+/* 0 when the UCX module's file is where adr_ucx_available would load it
+ * from (the first place it looks that has it), without loading it: UCX's
+ * libraries are not mapped and their initialisers do not run (adr-info
+ * reports the module this way; whether it loads shows at its first use or
+ * with adr_ucx_available). ENOTSUP naming the places looked at otherwise.
+ * `out_path` (may be NULL) receives the path or "". Thread-safe. */
+ADR_API int adr_ucx_module_find(char* out_path, size_t path_capacity, struct adr_error* error);
+
 /* Listens on `address` ("IP:PORT"; port 0 picks a free one). The listener
  * accepts connections with adr_ucx_accept. Destroy with
  * adr_ucx_listener_destroy. `address` and `options` are only read during

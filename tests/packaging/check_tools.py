@@ -335,6 +335,39 @@ def table_values(path, variable):
     return ""
 
 
+def case_ucx(info, _demo, _bench, _src):
+    """adr-info only looks for the UCX module (nothing of UCX is mapped); --ucx loads it."""
+    def loaded_objects(args):
+        rc, _, err = run([info] + args, {"LD_DEBUG": "files"})
+        return rc, set(re.findall(r"file=(\S+) \[0\];  needed by", err)), err
+    rc, out, _ = run([info])
+    found = re.search(r"^ucx module: found \((\S+); not loaded: adr-info --ucx loads it\)$", out, re.M)
+    unavailable = re.search(r"^ucx module: unavailable: ", out, re.M)
+    check(rc == 0 and (found or unavailable), "adr-info: ucx module found or unavailable")
+    rc, objs, err = loaded_objects([])
+    check(rc == 0 and objs, f"LD_DEBUG=files lists what adr-info loads ({err[:200]!r})")
+    check(not any(o.startswith(("libucs", "libucp", "libuct", "libucm")) for o in objs),
+          f"adr-info maps no UCX library ({sorted(o for o in objs if o.startswith('libuc'))})")
+    rc, out, _ = run([info, "--json"])
+    u = json.loads(out)["ucx_module"] if rc == 0 else {}
+    check(u.get("loaded") is False and u.get("available") == bool(found) and
+          (u.get("path") == (found.group(1) if found else None)),
+          f"adr-info --json: ucx_module found, not loaded ({u})")
+    if not found:
+        return
+    rc, out, _ = run([info, "--ucx"])
+    check(rc == 0 and f"ucx module: available ({found.group(1)})" in out,
+          "adr-info --ucx: the module loads")
+    rc, objs, _ = loaded_objects(["--ucx"])
+    check(rc == 0 and any(o.startswith("libucp") for o in objs), "adr-info --ucx maps UCX")
+    rc, out, _ = run([info, "--ucx", "--json"])
+    u = json.loads(out)["ucx_module"] if rc == 0 else {}
+    check(u.get("loaded") is True and u.get("available") is True and u.get("path") == found.group(1),
+          f"adr-info --ucx --json: loaded ({u})")
+    rc, _, err = run([info, "--list", "--ucx"])
+    check(rc == 2 and "--ucx" in err, "--list does not combine with --ucx")
+
+
 def case_docs(info, demo, bench, src):
     """docs/environment.md and adr(7) agree with the code and the backend READMEs."""
     env_md = os.path.join(src, "docs", "environment.md")

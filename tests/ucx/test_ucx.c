@@ -325,6 +325,14 @@ static void test_api_errors(void** state) {
   char path[1024];
   assert_int_equal(adr_ucx_available(path, sizeof(path), &e), 0);
   assert_non_null(strstr(path, "libadr_ucx.so"));
+  /* Looking for the file finds the one that was loaded. */
+  char found[1024];
+  assert_int_equal(adr_ucx_module_find(found, sizeof(found), &e), 0);
+  assert_string_equal(found, path);
+  assert_int_equal(adr_ucx_module_find(NULL, 0, &e), 0);
+  char tiny[4];
+  assert_int_equal(adr_ucx_module_find(tiny, sizeof(tiny), &e), 0);
+  assert_int_equal(strlen(tiny), 3);
 }
 
 int main(int argc, char** argv) {

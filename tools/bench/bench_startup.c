@@ -7,8 +7,10 @@
  * every thread, from wait4) and wall time:
  *
  *   adr-info      the enumeration adr-info does (every backend, every
- *                 device's info and properties) against the vendor inits a
- *                 competent program would do itself in one process:
+ *                 device's info and properties, the UCX module looked for
+ *                 but not loaded, as adr-info does without --ucx) against
+ *                 the vendor inits a competent program would do itself in
+ *                 one process:
  *                 clGetPlatformIDs + clGetDeviceIDs, vkCreateInstance +
  *                 vkEnumeratePhysicalDevices (+ vkDestroyInstance, as adr
  *                 does at exit), cuInit + cuDeviceGetCount and hipInit +
@@ -38,6 +40,7 @@
 #include <unistd.h>
 
 #include "adr/adr.h"
+#include "adr/ucx.h"
 #include "bench.h"
 
 void bench_run_startup(struct bench_ctx* ctx);
@@ -204,9 +207,10 @@ static void child_run(const char* role) {
   if (strcmp(role, "hip") == 0) _exit(exit_count(hip_enumerate()));
   if (strcmp(role, "adr-info") == 0) {
     /* What adr-info does, without the printing: every backend's state,
-     * every device's info and properties. */
+     * every device's info and properties, where the UCX module is. */
     struct adr_error e = {{0}};
     if (adr_backends_load_all(&e) != 0) _exit(CHILD_FAILED);
+    (void)adr_ucx_module_find(NULL, 0, NULL);
     for (size_t i = 0; i < adr_backend_count(); i++) {
       struct adr_backend_info bi;
       memset(&bi, 0, sizeof(bi));
