@@ -135,9 +135,8 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
   const void* handler = NULL;
   void* cookie = NULL;
   struct adr__range range = {0, 0, NULL};
-  bool ranged = false;
   st = adr__alloc_table_remove_indexed(device->allocs, ptr, size, &recorded, &handler, &cookie,
-                                       validating, &range.site, &ranged);
+                                       validating, &range.site, NULL);
   if (st == ENOENT && validating) {
     int vst = adr__validate_free_unknown(device, ptr, error);
     if (vst) return vst;
@@ -156,9 +155,10 @@ int adr_free(struct adr_device* device, void* ptr, size_t size, struct adr_strea
   st = adr__memory_free(device, handler, ptr, size ? size : 1, stream, cookie, error);
   if (st) {
     adr__error_context(error, st, "adr_free", device->backend->name);
-    /* Nothing was freed: keep the allocation known. */
-    adr__alloc_table_insert_live(device->allocs, ptr, size, handler, cookie);
-    if (ranged) adr__alloc_table_ranges_insert(device->allocs, ptr, size, range.site);
+    /* Nothing was freed: keep the allocation known (in the interval index
+     * too, if it is live now, whether or not it was when the free began). */
+    (void)adr__alloc_table_insert_live(device->allocs, ptr, size, handler, cookie, range.site,
+                                       validating);
     return st;
   }
   return 0;

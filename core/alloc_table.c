@@ -592,17 +592,10 @@ int adr__alloc_table_insert_indexed(struct adr__alloc_table* t, void* ptr, size_
 }
 
 int adr__alloc_table_insert_live(struct adr__alloc_table* t, void* ptr, size_t size,
-                                 const void* data, void* cookie) {
-  return insert_locked_data(t, ptr, size, data, cookie, COUNT_LIVE, RANGES_NEVER, NULL, NULL);
-}
-
-void adr__alloc_table_uncount(struct adr__alloc_table* t, void* ptr, size_t size) {
-  uint64_t h;
-  struct shard* s = shard_of(t, (uintptr_t)ptr, false, &h);
-  adr__spin_lock(&s->lock);
-  s->bytes_total -= size;
-  s->count_total--;
-  adr__spin_unlock(&s->lock);
+                                 const void* data, void* cookie, const void* site,
+                                 bool validating) {
+  return insert_locked_data(t, ptr, size, data, cookie, COUNT_LIVE,
+                            validating ? RANGES_ALWAYS : RANGES_IF_LIVE, site, NULL);
 }
 
 void adr__alloc_table_totals(struct adr__alloc_table* t, uint64_t* out_bytes, uint64_t* out_count) {
@@ -662,7 +655,7 @@ static int remove_locked_data(struct adr__alloc_table* t, void* ptr, size_t size
                                 memory_order_relaxed);
         }
         if (ranges_now(t, ranges)) {
-          *out_ranged = true;
+          if (out_ranged != NULL) *out_ranged = true;
           (void)remove_from_index(t, s, key, out_site);
         }
         st = 0;
@@ -689,7 +682,7 @@ int adr__alloc_table_remove_indexed(struct adr__alloc_table* t, void* ptr, size_
                                     size_t* out_size, const void** out_data, void** out_cookie,
                                     bool validating, const void** out_site, bool* out_ranged) {
   *out_site = NULL;
-  *out_ranged = false;
+  if (out_ranged != NULL) *out_ranged = false;
   return remove_locked_data(t, ptr, size, out_size, out_data, out_cookie, true,
                             validating ? RANGES_ALWAYS : RANGES_IF_LIVE, out_site, out_ranged);
 }

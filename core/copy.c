@@ -129,6 +129,11 @@ static int host_side_copy(struct adr_device* dst_device, void* dst, struct adr_d
   return backend_copy_sync(x, dh, dst, sh, src, size, x->default_stream.handle, error);
 }
 
+/* A released device's handle must not reach a backend. */
+static int released_error(const struct adr_device* dev, struct adr_error* error) {
+  return adr__errorf(error, ENODEV, "adr_copy", NULL, "ENODEV: %s was released", dev->name);
+}
+
 /* Every case but the hot one (adr_copy below), out of line so that the hot
  * case's frame stays small. */
 __attribute__((noinline)) static int copy_any(struct adr_device* dst_device, void* dst,
@@ -140,16 +145,13 @@ __attribute__((noinline)) static int copy_any(struct adr_device* dst_device, voi
     return adr__errorf(
         error, EINVAL, "adr_copy", NULL, "%s pointer is NULL%s", dst ? "source" : "destination",
         (dst ? src_device : dst_device) == NULL ? " (host memory: NULL device)" : "");
-  /* A released device's handle must not reach a backend. */
   struct adr_device* released =
       dst_device != NULL && atomic_load_explicit(&dst_device->released, memory_order_relaxed)
           ? dst_device
       : src_device != NULL && atomic_load_explicit(&src_device->released, memory_order_relaxed)
           ? src_device
           : NULL;
-  if (released != NULL)
-    return adr__errorf(error, ENODEV, "adr_copy", NULL, "ENODEV: %s was released",
-                       released->name);
+  if (released != NULL) return released_error(released, error);
   if (dst_device == NULL || src_device == NULL)
     return host_side_copy(dst_device, dst, src_device, src, size, stream, error);
   int cst;
@@ -221,7 +223,7 @@ static inline int hot_range_check(struct adr_device* dev, const char* what, cons
                                   size_t size, struct adr_error* error) {
   if (__builtin_expect(dev->host_accessible, 1)) return 0;
   if (__builtin_expect(atomic_load_explicit(&dev->released, memory_order_relaxed), 0))
-    return adr__errorf(error, ENODEV, "adr_copy", NULL, "ENODEV: %s was released", dev->name);
+    return released_error(dev, error);
   return adr__range_check_indexed("adr_copy", dev, what, p, size, error);
 }
 

@@ -334,19 +334,20 @@ int adr__alloc_table_insert_data(struct adr__alloc_table* t, void* ptr, size_t s
 int adr__alloc_table_remove_data(struct adr__alloc_table* t, void* ptr, size_t size,
                                  size_t* out_size, const void** out_data, void** out_cookie);
 /* insert_data that also adds the allocation to the table's totals (bytes and
- * count ever recorded: the device's allocated_* totals, alloc.c);
- * uncount takes one back (an allocation undone on an error path), totals
+ * count ever recorded: the device's allocated_* totals, alloc.c); totals
  * sums them (exact: every shard's lock is taken in turn). */
 int adr__alloc_table_insert_counted(struct adr__alloc_table* t, void* ptr, size_t size,
                                     const void* data, void* cookie);
-void adr__alloc_table_uncount(struct adr__alloc_table* t, void* ptr, size_t size);
 /* The device's live figures (adr_memory_stats' allocated_* current and
  * peak), kept in the table's shards (alloc_table.c, "live figures"):
  * insert_counted counts an allocation, remove_counted uncounts it (and
  * removes it as remove_data does), insert_live counts it again without
- * the totals (an allocation kept after its free failed). */
+ * the totals (an allocation kept after its free failed) and, like
+ * insert_indexed, puts it back in the interval index when that is live
+ * now (it may have been built since the free took it out) or
+ * `validating`, with its call site. */
 int adr__alloc_table_insert_live(struct adr__alloc_table* t, void* ptr, size_t size,
-                                 const void* data, void* cookie);
+                                 const void* data, void* cookie, const void* site, bool validating);
 int adr__alloc_table_remove_counted(struct adr__alloc_table* t, void* ptr, size_t size,
                                     size_t* out_size, const void** out_data, void** out_cookie);
 struct adr__live_figures {
@@ -415,9 +416,9 @@ const void* adr__alloc_table_ranges_remove(struct adr__alloc_table* t, void* ptr
  * one lock of the shard (a shard's index is guarded by the shard's lock),
  * when the index is live or `validating` (the layer keeps it from the
  * start). insert_indexed: ENOMEM with nothing recorded when the hash or
- * the index cannot grow. remove_indexed: *out_ranged says whether the
- * index was updated, *out_site is the removed range's site (NULL when the
- * index had none). */
+ * the index cannot grow. remove_indexed: *out_ranged (may be NULL) says
+ * whether the index was updated, *out_site is the removed range's site
+ * (NULL when the index had none). */
 int adr__alloc_table_insert_indexed(struct adr__alloc_table* t, void* ptr, size_t size,
                                     const void* data, void* cookie, const void* site,
                                     bool validating);

@@ -445,17 +445,21 @@ int vkb_timeline_wait(struct adr_backend_device* dev, uint64_t value, struct adr
  * waits registered for its next submission. */
 int vkb_stream_wait_idle(struct adr_backend_stream* s, struct adr_error* error);
 /* True when nothing of the stream is pending and no device-side wait is
- * registered (the mapped fast path may then run on the host at once). */
-bool vkb_stream_idle(struct adr_backend_stream* s);
+ * registered (the mapped fast path may then run on the host at once).
+ * Lock-free when nothing is pending or the timeline passed it (the common
+ * case of a blocking call after blocking calls, inline); the rest under
+ * the stream's lock. */
+bool vkb_stream_idle_locked(struct adr_backend_stream* s);
+static inline bool vkb_stream_idle(struct adr_backend_stream* s) {
+  uint64_t p = atomic_load_explicit(&s->pending, memory_order_acquire);
+  return p == 0 || p <= atomic_load_explicit(&s->dev->completed, memory_order_acquire) ||
+         vkb_stream_idle_locked(s);
+}
 /* True when the calling thread may copy or fill through the mapping now
  * and be in queue order: the queue is adr's alone (not shared) and the
  * stream is idle. Never blocks. */
 static inline bool vkb_stream_host_ready(struct adr_backend_stream* s) {
-  if (atomic_load_explicit(&s->dev->queue_shared, memory_order_relaxed)) return false;
-  /* vkb_stream_idle's lock-free answer, inline for the mapped copies. */
-  uint64_t p = atomic_load_explicit(&s->pending, memory_order_acquire);
-  return p == 0 || p <= atomic_load_explicit(&s->dev->completed, memory_order_acquire) ||
-         vkb_stream_idle(s);
+  return !atomic_load_explicit(&s->dev->queue_shared, memory_order_relaxed) && vkb_stream_idle(s);
 }
 /* Marks the device's queue as reachable by the application. */
 void vkb_queue_share(struct adr_backend_device* dev);

@@ -204,11 +204,7 @@ int vkb_cmd_submit(struct vkb_cmd* c, uint64_t* out_value, struct adr_error* err
 
 /* ---- streams ---------------------------------------------------------------- */
 
-bool vkb_stream_idle(struct adr_backend_stream* s) {
-  /* Lock-free when nothing is pending or the timeline passed it (the
-   * common case of a blocking call after blocking calls). */
-  uint64_t p = atomic_load_explicit(&s->pending, memory_order_acquire);
-  if (p == 0 || p <= atomic_load_explicit(&s->dev->completed, memory_order_acquire)) return true;
+bool vkb_stream_idle_locked(struct adr_backend_stream* s) {
   pthread_mutex_lock(&s->lock);
   uint64_t v = s->last_value > s->wait_value ? s->last_value : s->wait_value;
   bool foreign = s->foreign_count > 0;

@@ -353,6 +353,41 @@ static void test_ranges_lazy_build_race(void** state) {
   adr__alloc_table_destroy(t);
 }
 
+/* A free whose handler failed puts the allocation back (insert_live, as
+ * adr_free does): into the index too when the index went live between the
+ * removal and the re-insert (the build did not see the allocation: it was
+ * out of the hash), and with its site when the layer kept one. */
+static void test_ranges_free_undone(void** state) {
+  (void)state;
+  struct adr__alloc_table* t = adr__alloc_table_create();
+  assert_non_null(t);
+  void* p = (void*)(uintptr_t)0x40000;
+  struct adr__range r;
+  const void* site = NULL;
+  bool ranged = true;
+  assert_int_equal(adr__alloc_table_insert_indexed(t, p, 256, NULL, NULL, NULL, false), 0);
+  assert_int_equal(
+      adr__alloc_table_remove_indexed(t, p, 256, NULL, NULL, NULL, false, &site, &ranged), 0);
+  assert_false(ranged);                                            /* not live yet */
+  assert_false(adr__alloc_table_ranges_find(t, (char*)p + 8, &r)); /* builds it, empty */
+  assert_int_equal(adr__alloc_table_insert_live(t, p, 256, NULL, NULL, NULL, false), 0);
+  assert_true(adr__alloc_table_ranges_find(t, (char*)p + 8, &r));
+  assert_int_equal(r.start, (uintptr_t)p);
+  assert_int_equal(r.size, 256);
+  /* Live: out and back with the site the removal returned. */
+  static const char where = 0;
+  assert_int_equal(
+      adr__alloc_table_remove_indexed(t, p, 256, NULL, NULL, NULL, false, &site, &ranged), 0);
+  assert_true(ranged);
+  assert_false(adr__alloc_table_ranges_find(t, (char*)p + 8, &r));
+  assert_int_equal(adr__alloc_table_insert_live(t, p, 256, NULL, NULL, &where, false), 0);
+  assert_true(adr__alloc_table_ranges_find(t, (char*)p + 8, &r));
+  assert_ptr_equal(r.site, &where);
+  assert_int_equal(adr__alloc_table_ranges_foreach(t, NULL, NULL), 1);
+  assert_int_equal(adr__alloc_table_count(t), 1);
+  adr__alloc_table_destroy(t);
+}
+
 /* Records an allocation as alloc.c does (the index is live in the tests
  * that use these). */
 static int record(struct adr__alloc_table* t, uintptr_t p, size_t size) {
@@ -604,7 +639,7 @@ static void test_live_peaks_across_shards(void** state) {
   assert_int_equal(tb, 9 * MiB);
   assert_int_equal(tc, 9);
   assert_int_equal(adr__alloc_table_remove_counted(t, (void*)b, MiB, NULL, NULL, NULL), 0);
-  assert_int_equal(adr__alloc_table_insert_live(t, (void*)b, MiB, NULL, NULL), 0);
+  assert_int_equal(adr__alloc_table_insert_live(t, (void*)b, MiB, NULL, NULL, NULL, false), 0);
   assert_int_equal(adr__alloc_table_insert_data(t, (void*)(b + 3 * MiB), 64, NULL, NULL), 0);
   f = live_of(t);
   assert_int_equal(f.bytes, 5 * MiB);
@@ -756,6 +791,7 @@ int main(void) {
       cmocka_unit_test(test_assign_concurrent),
       cmocka_unit_test(test_ranges_build_and_duplicates),
       cmocka_unit_test(test_ranges_lazy_build_race),
+      cmocka_unit_test(test_ranges_free_undone),
       cmocka_unit_test(test_ranges_sharded),
       cmocka_unit_test(test_ranges_negative_cache),
       cmocka_unit_test(test_ranges_concurrent_shards),
